@@ -1,0 +1,71 @@
+"""CuTe layout algebra in row-major order, with no silently wrong results.
+
+A :class:`Layout` is a pair of congruent nested int tuples ``shape:stride``: a
+function from an index (or a coordinate) to an offset.  The last mode varies
+fastest (row-major, as PyTorch), and every operation is the exact mirror of its
+NVIDIA CuTe namesake: ``op(X, Y) == rev(cute_op(rev(X), rev(Y)))`` where
+``rev`` reverses modes at every level.  Where CuTe would return a wrong layout
+for an inadmissible input, this package raises a :class:`LayoutError` subclass
+naming the condition that failed and the values.
+
+>>> from layout import Layout, composition, complement, logical_divide
+>>> world = Layout(8)
+>>> print(logical_divide(world, Layout(2)))   # (rest, tile)
+(4,2):(2,1)
+>>> print(composition(Layout((2, 4)), Layout((4, 2), (1, 4))))
+(4,2):(1,4)
+>>> print(complement(Layout(2, 4), 8))   # the offsets 2:4 misses
+4:1
+
+Public names: :class:`Layout`, :func:`make_layout`, :func:`coalesce`,
+:func:`filter`, :func:`composition`, :func:`complement`, :func:`right_inverse`,
+:func:`left_inverse`, the divide and product families, :func:`slice_and_offset`,
+:func:`crd2idx`, :func:`idx2crd`, the predicates :func:`is_injective`,
+:func:`is_compact`, :func:`is_tractable`, :func:`same_function`, and the errors.
+"""
+
+from ._algebra import Tiler, complement, composition, left_inverse, right_inverse
+from ._errors import (
+    ComplementError,
+    CompositionError,
+    InvalidLayoutError,
+    InverseError,
+    LayoutError,
+    LayoutIndexError,
+    LayoutTypeError,
+    UndecidableError,
+)
+from ._inttuple import Coord, IntTuple, crd2idx, flatten, idx2crd, product, suffix_product
+from ._layout import (
+    Layout,
+    coalesce,
+    filter,
+    is_compact,
+    is_injective,
+    is_tractable,
+    make_layout,
+    same_function,
+)
+from ._tiling import (
+    blocked_product,
+    logical_divide,
+    logical_product,
+    raked_product,
+    slice_and_offset,
+    tiled_divide,
+    tiled_product,
+    zipped_divide,
+    zipped_product,
+)
+
+__all__ = [
+    "Layout", "IntTuple", "Coord", "Tiler",
+    "make_layout", "coalesce", "filter", "composition", "complement",
+    "right_inverse", "left_inverse",
+    "logical_divide", "zipped_divide", "tiled_divide",
+    "logical_product", "zipped_product", "tiled_product", "blocked_product", "raked_product",
+    "slice_and_offset", "crd2idx", "idx2crd", "flatten", "product", "suffix_product",
+    "is_injective", "is_compact", "is_tractable", "same_function",
+    "LayoutError", "InvalidLayoutError", "LayoutTypeError", "LayoutIndexError",
+    "CompositionError", "ComplementError", "InverseError", "UndecidableError",
+]
