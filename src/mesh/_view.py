@@ -224,6 +224,10 @@ class MeshView:
         """The canonical (coalesced) layout of one dim: it alone determines its groups."""
         return self.layout[self._dim(dim)]
 
+    def index(self, dim: Dim) -> int:
+        """The position of ``dim`` (a name, or an index that may be negative)."""
+        return self._dim(dim)
+
     def _dim(self, dim: Dim) -> int:
         if isinstance(dim, str):
             try:

@@ -1,0 +1,72 @@
+"""Creating torch process groups for a family of groups: written once, used by every backend."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any
+
+from mesh import Dim, MeshView
+
+from ._errors import GroupCreationError
+from ._options import GroupOptions
+
+__all__ = ["Plan", "create_torch_group", "plan_creation"]
+
+log = logging.getLogger(__name__)
+
+
+class Plan(enum.Enum):
+    """How a family's group is obtained."""
+
+    DEFAULT = "default"  # reuse the default (world) group
+    SPLIT = "split"  # one split_group call over the world for the whole family
+    NEW_GROUP = "new_group"  # new_group(my ranks, sort_ranks=False), members only
+
+
+def plan_creation(view: MeshView, dim: Dim, rank: int, world_size: int, options: GroupOptions,
+                  *, can_split: bool) -> Plan:
+    """Choose how to create ``rank``'s group along ``dim`` of ``view``.
+
+    - DEFAULT: the group is the whole world in natural order and no option is
+      overridden (pytorch#156593: an overridden dim must get its own group).
+    - SPLIT (NCCL with a device-bound default group, ``can_split``): the
+      family covers the world and every group is ascending, because
+      ``split_group`` sorts each split.
+    - NEW_GROUP otherwise: ``new_group(ranks, sort_ranks=False)`` keeps the
+      mesh order (torch sorts by default, pytorch#193224).
+    """
+    size = view.size(dim)
+    if size == world_size and options.is_default and view.ranks.size == world_size and \
+            view.group(rank, dim) == tuple(range(world_size)):
+        return Plan.DEFAULT
+    if can_split and view.ranks.size == world_size and options.tag is None:
+        if all(g == tuple(sorted(g)) for g in view.groups(dim)):
+            return Plan.SPLIT
+    return Plan.NEW_GROUP
+
+
+def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
+                       options: GroupOptions, *, can_split: bool) -> Any:
+    """Create this process's torch group along ``dim`` of ``view`` (collective; see the plan)."""
+    import torch.distributed as dist
+
+    plan = plan_creation(view, dim, rank, world_size, options, can_split=can_split)
+    desc = options.group_desc or f"meshlayout:{view[dim].names[0]}"
+    log.debug("creating %s group for dim %r of %r (%s)", plan.value, dim, view, options)
+    try:
+        if plan is Plan.DEFAULT:
+            return dist.group.WORLD
+        if plan is Plan.SPLIT:
+            return dist.split_group(
+                split_ranks=[list(g) for g in view.groups(dim)], timeout=options.timeout,
+                pg_options=options.pg_options, group_desc=desc, backend=options.backend)
+        return dist.new_group(
+            list(view.group(rank, dim)), timeout=options.timeout, backend=options.backend,
+            pg_options=options.pg_options, use_local_synchronization=True, group_desc=desc,
+            sort_ranks=False)
+    except Exception as e:
+        raise GroupCreationError(
+            f"creating the {plan.value} group for dim {dim!r} of {view!r} on rank {rank} "
+            f"failed: {e}"
+        ) from e
