@@ -37,7 +37,8 @@ def render(view: MeshView, rank: int | None = None) -> str:
     if view.size() > MAX_RENDER_CELLS:
         raise InvalidSizeError(f"render draws at most {MAX_RENDER_CELLS} ranks; {view!r} has "
                                f"{view.size()} per instance (slice it first)")
-    inst: Any = view.instance(rank) if rank is not None else view.instances()[0]
+    # Instance 0 holds offset 0; never list every instance to draw one (O(N) on a big universe).
+    inst: Any = view.instance(view.ranks(0) if rank is None else rank)
     marked: set[int] = set()
     if rank is not None:
         for n in view.names:

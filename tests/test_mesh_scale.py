@@ -1,0 +1,156 @@
+"""Views over 2**40 ranks: transforms and per-rank queries never enumerate the universe.
+
+The view is ``(a, b, c, d) = (1024, 1024, 1024, 1024)`` over the identity map,
+so rank ``r = a*2**30 + b*2**20 + c*2**10 + d`` (row-major).  Every expected
+value below is that arithmetic, done here by hand.
+
+"Answers at once" is checked without a clock: each test runs under
+:func:`_bounded`, which fails as soon as the code under test has executed more
+than ``EVENT_BUDGET`` Python trace events (calls and lines) or holds more than
+``PEAK_BYTES`` of memory (``tracemalloc``).  Listing even 2**20 of the 2**40
+ranks breaks both bounds; a few groups of 1024 ranks stay far below them.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from mesh import InvalidSizeError, MeshView
+
+K = 1024
+N = K**4
+PEAK_BYTES = 2 * 2**20  # 2 MiB: a few groups of 1024 ranks, never O(N) or O(2**20)
+EVENT_BUDGET = 200_000  # Python calls + lines, summed over one test
+
+A, B, C, D = 123, 456, 789, 1000
+RANK = A * 2**30 + B * 2**20 + C * 2**10 + D
+
+
+def _rank(a: int, b: int, c: int, d: int) -> int:
+    return a * 2**30 + b * 2**20 + c * 2**10 + d
+
+
+@contextmanager
+def _bounded() -> Iterator[None]:
+    """Fail fast if the block does work or holds memory on the order of the universe."""
+    events = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal events
+        events += 1
+        if events > EVENT_BUDGET:
+            raise AssertionError(f"more than {EVENT_BUDGET} trace events: this enumerates")
+        if tracemalloc.get_traced_memory()[0] > PEAK_BYTES:
+            raise AssertionError(f"more than {PEAK_BYTES} bytes held: this materializes")
+        return trace
+
+    previous = sys.gettrace()
+    tracemalloc.start()
+    sys.settrace(trace)
+    try:
+        yield
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        sys.settrace(previous)
+        tracemalloc.stop()
+    assert peak < PEAK_BYTES, f"peak {peak} bytes: something listed a large part of the universe"
+
+
+def test_the_bound_catches_enumeration() -> None:
+    view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))
+    with pytest.raises(AssertionError, match=r"enumerates|materializes"), _bounded():
+        view["a", "b", "c"].instances()
+
+
+@pytest.fixture
+def huge() -> MeshView:
+    return MeshView.from_shape((K, K, K, K), ("a", "b", "c", "d"))
+
+
+def test_universe_size(huge: MeshView) -> None:
+    assert huge.size() == N == 2**40
+    assert huge.shape == (K, K, K, K)
+
+
+def test_coordinate_local_rank_and_group(huge: MeshView) -> None:
+    with _bounded():
+        assert huge.coordinate(RANK) == (A, B, C, D)
+        assert huge.coordinate(N) is None
+        assert huge.coordinate(N - 1) == (K - 1,) * 4
+        assert [huge.local_rank(RANK, n) for n in "abcd"] == [A, B, C, D]
+        assert huge.group(RANK, "c") == tuple(_rank(A, B, i, D) for i in range(K))
+        assert huge.group(RANK, "a") == tuple(_rank(i, B, C, D) for i in range(K))
+
+
+def test_slicing(huge: MeshView) -> None:
+    with _bounded():
+        sliced = huge["d", "b"]
+        assert sliced.shape == (K, K)
+        assert sliced.coordinate(RANK) == (D, B)
+        assert sliced.local_rank(RANK, "b") == B
+        assert sliced.group(RANK, "b") == tuple(_rank(A, i, C, D) for i in range(K))
+        assert sliced.group(RANK, "d") == tuple(_rank(A, B, C, i) for i in range(K))
+
+
+def test_flattening_non_adjacent_dims(huge: MeshView) -> None:
+    with _bounded():
+        flat = huge.flatten(("d", "b"))  # d outer, b inner; placed where d was
+        assert flat.names == ("a", "c", "d_b")
+        assert flat.shape == (K, K, K * K)
+        assert flat.coordinate(RANK) == (A, C, D * K + B)
+        assert flat.local_rank(RANK, "d_b") == D * K + B
+        assert flat.group(RANK, "c") == tuple(_rank(A, B, i, D) for i in range(K))
+
+
+def test_unflattening_a_flattened_dim(huge: MeshView) -> None:
+    with _bounded():
+        # d_b = D*1024 + B is split row-major into (32, 32768) = (x, y).
+        split = huge.flatten(("d", "b")).unflatten("d_b", (32, 32768), ("x", "y"))
+        i = D * K + B
+        assert split.coordinate(RANK) == (A, C, i // 32768, i % 32768)
+
+        def member(x: int) -> int:
+            j = x * 32768 + i % 32768
+            return _rank(A, j % K, C, j // K)
+
+        assert split.group(RANK, "x") == tuple(member(x) for x in range(32))
+
+
+def test_unflattening_a_plain_dim(huge: MeshView) -> None:
+    with _bounded():
+        split = huge.unflatten("a", (2, 512), ("a0", "a1"))
+        assert split.coordinate(RANK) == (A // 512, A % 512, B, C, D)
+        assert split.group(RANK, "a0") == (_rank(A % 512, B, C, D), _rank(512 + A % 512, B, C, D))
+
+
+def test_transpose_rename_and_equality(huge: MeshView) -> None:
+    with _bounded():
+        t = huge.transpose().rename({"a": "z"})
+        assert t.coordinate(RANK) == (D, C, B, A)
+        assert t.transpose().rename({"z": "a"}) == huge
+        assert hash(huge.transpose().transpose()) == hash(huge)
+        assert repr(huge) == "MeshView(a=1024, b=1024, c=1024, d=1024)"
+
+
+def test_render_refuses_without_drawing(huge: MeshView) -> None:
+    with _bounded(), pytest.raises(InvalidSizeError, match="render"):
+        huge.render(RANK)
+
+
+def test_render_draws_one_instance_of_a_huge_family() -> None:
+    # 2**37 instances of shape (2, 2, 2); instance 0 is ranks 0..7 (offset 0 onwards).
+    view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))["a", "b", "c"]
+    with _bounded():
+        text = view.render()
+        marked = view.render(RANK)
+    grid = "\n".join(text.splitlines()[1:])
+    assert sorted(map(int, re.findall(r"(?<![\d=])\d+", grid))) == list(range(8))
+    assert f"[{RANK}]" in marked and f"({RANK ^ 1})" in marked

@@ -1,0 +1,432 @@
+"""Worked examples of mesh views, with expected values derived by hand.
+
+Conventions (torch's): ``from_shape`` is row-major, so in a (dp, cp, tp) =
+(2, 2, 2) mesh rank ``r = 4*dp + 2*cp + tp``.  A group along a dim varies that
+dim with the other coordinates fixed, in coordinate order.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import pickletools
+import re
+
+import attrs
+import pytest
+
+from mesh import MeshView, RankMap, concatenate
+
+
+@pytest.fixture
+def mesh3() -> MeshView:
+    return MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
+
+
+# ---- the 3-D example ------------------------------------------------------------------------
+def test_shape_names_and_sizes(mesh3: MeshView) -> None:
+    assert mesh3.shape == (2, 2, 2)
+    assert mesh3.names == ("dp", "cp", "tp")
+    assert mesh3.ndim == 3
+    assert mesh3.size() == 8
+    assert mesh3.size("cp") == 2 and mesh3.size(-1) == 2
+
+
+def test_rank_5_coordinate_and_groups(mesh3: MeshView) -> None:
+    assert mesh3.coordinate(5) == (1, 0, 1)
+    assert mesh3.group(5, "tp") == (4, 5)
+    assert mesh3.group(5, "dp") == (1, 5)
+    assert mesh3.group(5, "cp") == (5, 7)
+    assert [mesh3.local_rank(5, d) for d in ("dp", "cp", "tp")] == [1, 0, 1]
+
+
+def test_dims_by_index_match_dims_by_name(mesh3: MeshView) -> None:
+    assert mesh3.group(5, 0) == mesh3.group(5, -3) == (1, 5)
+    assert mesh3.local_rank(6, 1) == 1
+
+
+def test_groups_list_every_group_once(mesh3: MeshView) -> None:
+    assert set(mesh3.groups("tp")) == {(0, 1), (2, 3), (4, 5), (6, 7)}
+    assert set(mesh3.groups("dp")) == {(0, 4), (1, 5), (2, 6), (3, 7)}
+    assert set(mesh3.groups("cp")) == {(0, 2), (1, 3), (4, 6), (5, 7)}
+    assert all(len(mesh3.groups(d)) == 4 for d in mesh3.names)
+
+
+def test_a_full_view_has_one_instance(mesh3: MeshView) -> None:
+    whole = (((0, 1), (2, 3)), ((4, 5), (6, 7)))
+    assert mesh3.instance(5) == whole
+    assert mesh3.instances() == (whole,)
+
+
+def test_rank_outside_the_universe_has_no_coordinate(mesh3: MeshView) -> None:
+    assert mesh3.coordinate(8) is None
+    assert mesh3.coordinate(-1) is None
+
+
+def test_short_repr(mesh3: MeshView) -> None:
+    assert repr(mesh3) == "MeshView(dp=2, cp=2, tp=2)"
+
+
+# ---- slicing --------------------------------------------------------------------------------
+def test_slicing_one_dim_gives_the_family_of_its_groups(mesh3: MeshView) -> None:
+    tp = mesh3["tp"]
+    assert tp.shape == (2,) and tp.names == ("tp",)
+    assert set(tp.instances()) == {(0, 1), (2, 3), (4, 5), (6, 7)}
+    assert tp.instance(5) == (4, 5)
+    assert tp.coordinate(5) == (1,)
+
+
+def test_slicing_two_dims_fixes_the_third(mesh3: MeshView) -> None:
+    dp_tp = mesh3["dp", "tp"]
+    assert set(dp_tp.instances()) == {((0, 1), (4, 5)), ((2, 3), (6, 7))}
+    assert dp_tp.instance(6) == ((2, 3), (6, 7))
+    assert dp_tp.coordinate(6) == (1, 0)
+    assert dp_tp.group(6, "dp") == (2, 6) and dp_tp.group(6, "tp") == (6, 7)
+
+
+def test_a_reordered_selection_is_a_transpose(mesh3: MeshView) -> None:
+    tp_dp = mesh3["tp", "dp"]
+    assert tp_dp.names == ("tp", "dp")
+    assert tp_dp.instance(5) == ((0, 4), (1, 5))
+    assert tp_dp.coordinate(5) == (1, 1)
+    assert tp_dp.group(5, "dp") == (1, 5)
+
+
+def test_selection_by_index_equals_selection_by_name(mesh3: MeshView) -> None:
+    assert mesh3[2, 0] == mesh3["tp", "dp"]
+    assert mesh3[-1] == mesh3["tp"]
+
+
+def test_selecting_every_dim_in_order_is_the_same_view(mesh3: MeshView) -> None:
+    assert mesh3["dp", "cp", "tp"] == mesh3
+
+
+def test_explicit_rank_tensor_groups() -> None:
+    view = MeshView.from_ranks([[7, 2, 5], [0, 3, 9]], ("dp", "tp"))
+    assert view.coordinate(3) == (1, 1)
+    assert view.group(3, "dp") == (2, 3)
+    assert view.group(3, "tp") == (0, 3, 9)
+    assert view.coordinate(1) is None
+    assert set(view["dp"].instances()) == {(7, 0), (2, 3), (5, 9)}
+
+
+def test_explicit_ranks_equal_to_range_are_the_identity_universe() -> None:
+    assert MeshView.from_ranks([[0, 1], [2, 3]]) == MeshView.from_shape((2, 2))
+
+
+def test_from_ranks_takes_tuples_and_array_likes() -> None:
+    class ArrayLike:
+        def tolist(self) -> list[list[int]]:
+            return [[3, 1], [0, 2]]
+
+    expected = MeshView.from_ranks([[3, 1], [0, 2]], ("a", "b"))
+    assert MeshView.from_ranks(((3, 1), (0, 2)), ("a", "b")) == expected
+    assert MeshView.from_ranks(ArrayLike(), ("a", "b")) == expected
+    assert expected.group(0, "a") == (3, 0)
+
+
+@pytest.mark.parametrize("module", ["numpy", "torch"])
+def test_from_ranks_takes_numpy_arrays_and_torch_tensors(module: str) -> None:
+    lib = pytest.importorskip(module)
+    ranks = lib.tensor([[3, 1], [0, 2]]) if module == "torch" else lib.array([[3, 1], [0, 2]])
+    view = MeshView.from_ranks(ranks, ("a", "b"))
+    assert view == MeshView.from_ranks([[3, 1], [0, 2]], ("a", "b"))
+    assert view.group(0, "b") == (0, 2)
+    assert all(type(r) is int for r in view.group(0, "b"))
+
+
+# ---- flatten --------------------------------------------------------------------------------
+def test_flatten_adjacent_dims(mesh3: MeshView) -> None:
+    flat = mesh3.flatten(("dp", "cp"))
+    assert flat.names == ("dp_cp", "tp") and flat.shape == (4, 2)
+    assert flat.group(5, "dp_cp") == (1, 3, 5, 7)
+    assert flat.coordinate(5) == (2, 1)
+    assert flat.group(5, "tp") == (4, 5)
+
+
+def test_flatten_non_adjacent_dims_is_placed_at_the_first(mesh3: MeshView) -> None:
+    flat = mesh3.flatten(("dp", "tp"))
+    assert flat.names == ("dp_tp", "cp") and flat.shape == (4, 2)
+    assert flat.group(5, "dp_tp") == (0, 1, 4, 5)
+    assert flat.coordinate(5) == (3, 0)
+    assert flat.group(5, "cp") == (5, 7)
+
+
+def test_flatten_order_is_the_listed_order(mesh3: MeshView) -> None:
+    # tp outer, dp inner; the merged dim sits where tp (the first listed) was.
+    flat = mesh3.flatten(("tp", "dp"))
+    assert flat.names == ("cp", "tp_dp")
+    assert flat.group(5, "tp_dp") == (0, 4, 1, 5)
+    assert flat.coordinate(5) == (0, 3)
+
+
+def test_flatten_everything_by_default(mesh3: MeshView) -> None:
+    flat = mesh3.flatten()
+    assert flat.names == ("dp_cp_tp",) and flat.shape == (8,)
+    assert flat.group(5, "dp_cp_tp") == tuple(range(8))
+
+
+def test_flatten_with_a_name_and_a_single_dim(mesh3: MeshView) -> None:
+    batch = mesh3.flatten(["cp", "dp"], name="batch")
+    assert batch.names == ("batch", "tp")
+    assert batch.group(5, "batch") == (1, 5, 3, 7)
+    assert mesh3.flatten("cp", name="context").names == ("dp", "context", "tp")
+
+
+def test_flattened_dim_can_be_sliced_and_flattened_again(mesh3: MeshView) -> None:
+    flat = mesh3.flatten(("dp", "tp"), "dt")
+    sliced = flat["dt"]
+    assert set(sliced.instances()) == {(0, 1, 4, 5), (2, 3, 6, 7)}
+    again = flat.flatten(("cp", "dt"))
+    assert again.group(0, "cp_dt") == (0, 1, 4, 5, 2, 3, 6, 7)
+
+
+# ---- unflatten ------------------------------------------------------------------------------
+def test_unflatten_the_world() -> None:
+    world = MeshView.from_shape(8, ("world",))
+    mesh = world.unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp"))
+    assert mesh.group(5, "dp") == (1, 5)
+    assert mesh.group(5, "ep") == (5, 7)
+    assert mesh.group(5, "ep_tp") == (4, 5)
+    assert mesh == MeshView.from_shape((2, 2, 2), ("dp", "ep", "ep_tp"))
+
+
+def test_unflatten_a_non_contiguous_flattened_dim_back(mesh3: MeshView) -> None:
+    flat = mesh3.flatten(("dp", "tp"))
+    split = flat.unflatten("dp_tp", (2, 2), ("x", "y"))
+    assert split.names == ("x", "y", "cp")
+    assert split.group(5, "x") == (1, 5) and split.group(5, "y") == (4, 5)
+    assert split == mesh3["dp", "tp", "cp"].rename({"dp": "x", "tp": "y"})
+
+
+def test_unflatten_cuts_a_piece_of_a_non_contiguous_dim() -> None:
+    # (dp, cp, tp) = (2, 3, 4): rank = 12*dp + 4*cp + tp.  flatten(dp, tp) runs over
+    # the offsets 0,1,2,3,12,13,14,15; splitting it as (4, 2) makes x = (dp, tp // 2)
+    # and y = tp % 2.
+    mesh = MeshView.from_shape((2, 3, 4), ("dp", "cp", "tp"))
+    split = mesh.flatten(("dp", "tp")).unflatten(0, (4, 2), ("x", "y"))
+    assert split.names == ("x", "y", "cp") and split.shape == (4, 2, 3)
+    assert split.group(0, "x") == (0, 2, 12, 14)
+    assert split.group(14, "x") == (0, 2, 12, 14)
+    assert split.group(14, "y") == (14, 15)
+    assert split.group(14, "cp") == (14, 18, 22)
+    assert split.coordinate(14) == (3, 0, 0)
+    assert split.coordinate(19) == (3, 1, 1)  # dp 1, cp 1, tp 3 -> x = 2*1 + 3//2, y = 3%2
+
+
+def test_unflatten_by_index_with_size_1_factors(mesh3: MeshView) -> None:
+    split = mesh3.flatten(("dp", "tp")).unflatten(0, (1, 4, 1), ("a", "b", "c"))
+    assert split.shape == (1, 4, 1, 2)
+    assert split.group(5, "a") == (5,) and split.group(5, "c") == (5,)
+    assert split.group(5, "b") == (0, 1, 4, 5)
+    assert split.coordinate(5) == (0, 3, 0, 0)
+
+
+# ---- size-1 dims (pytorch#169381) -----------------------------------------------------------
+def test_all_size_1_dims_flatten_then_select_around_the_flattened_dim() -> None:
+    mesh = MeshView.from_shape((1, 1, 1, 1), ("d1", "d2", "d3", "d4"))
+    flat = mesh.flatten(("d2", "d3"), "d23")
+    picked = flat["d1", "d23", "d4"]
+    assert picked.shape == (1, 1, 1)
+    assert picked.instance(0) == (((0,),),)
+    assert [picked.group(0, d) for d in picked.names] == [(0,), (0,), (0,)]
+
+
+def test_size_1_dims_between_real_dims() -> None:
+    mesh = MeshView.from_shape((2, 1, 1, 4), ("d1", "d2", "d3", "d4"))
+    picked = mesh.flatten(("d2", "d3"), "d23")["d1", "d23", "d4"]
+    assert picked.coordinate(6) == (1, 0, 2)
+    assert picked.group(6, "d1") == (2, 6)
+    assert picked.group(6, "d23") == (6,)
+    assert picked.group(6, "d4") == (4, 5, 6, 7)
+
+
+def test_size_1_dims_slice_into_singleton_groups() -> None:
+    mesh = MeshView.from_shape((1, 4, 1), ("pp", "dp", "tp"))
+    assert mesh.coordinate(2) == (0, 2, 0)
+    assert mesh.group(2, "pp") == (2,) and mesh.group(2, "tp") == (2,)
+    assert mesh.group(2, "dp") == (0, 1, 2, 3)
+    assert set(mesh["tp"].instances()) == {(0,), (1,), (2,), (3,)}
+    assert set(mesh["pp", "tp"].instances()) == {((r,),) for r in range(4)}
+
+
+def test_a_one_rank_universe() -> None:
+    one = MeshView.from_shape(1, ("only",))
+    assert one.coordinate(0) == (0,) and one.group(0, "only") == (0,)
+    assert one.coordinate(1) is None
+    assert one.unflatten("only", (1, 1), ("a", "b")).instance(0) == ((0,),)
+
+
+# ---- transpose and rename -------------------------------------------------------------------
+def test_transpose_reverses_by_default(mesh3: MeshView) -> None:
+    t = mesh3.transpose()
+    assert t.names == ("tp", "cp", "dp")
+    assert t.coordinate(5) == (1, 0, 1)
+    assert t.coordinate(4) == (0, 0, 1)
+    assert t.instance(0) == (((0, 4), (2, 6)), ((1, 5), (3, 7)))
+
+
+def test_transpose_to_a_given_order(mesh3: MeshView) -> None:
+    t = mesh3.transpose("cp", "tp", "dp")
+    assert t.names == ("cp", "tp", "dp")
+    assert t.coordinate(6) == (1, 0, 1)
+    assert t.group(6, "dp") == (2, 6)
+    assert t.transpose("dp", "cp", "tp") == mesh3
+
+
+def test_rename_keeps_groups(mesh3: MeshView) -> None:
+    r = mesh3.rename({"dp": "data", 2: "tensor"})
+    assert r.names == ("data", "cp", "tensor")
+    assert r.group(5, "tensor") == (4, 5) and r.group(5, "data") == (1, 5)
+
+
+# ---- concatenate ----------------------------------------------------------------------------
+def test_concatenate_selections_of_one_view(mesh3: MeshView) -> None:
+    joined = concatenate([mesh3["dp"], mesh3["tp"]])
+    assert joined.names == ("dp", "tp")
+    assert joined.group(5, "tp") == (4, 5) and joined.group(5, "dp") == (1, 5)
+    assert joined == mesh3["dp", "tp"]
+
+
+def test_concatenate_views_from_different_derivations_of_one_universe(
+        mesh3: MeshView) -> None:
+    world = MeshView.from_shape(8, ("world",))
+    outer = world.unflatten("world", (2, 4), ("a", "b"))["a"]
+    joined = concatenate([outer, mesh3["tp"]])
+    assert joined.group(5, "a") == (1, 5) and joined.group(5, "tp") == (4, 5)
+    assert set(joined.instances()) == {((0, 1), (4, 5)), ((2, 3), (6, 7))}
+
+
+# ---- value semantics ------------------------------------------------------------------------
+def test_two_paths_to_one_view_are_equal_with_equal_hashes(mesh3: MeshView) -> None:
+    paths = [
+        MeshView.from_shape(8, ("w",)).unflatten("w", (2, 2, 2), ("dp", "cp", "tp")),
+        mesh3.transpose().transpose(),
+        concatenate([mesh3["dp"], mesh3["cp", "tp"]]),
+        mesh3.flatten(("dp", "tp"), "x").unflatten("x", (2, 2), ("dp", "tp"))["dp", "cp", "tp"],
+        MeshView.from_ranks([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], ("dp", "cp", "tp")),
+    ]
+    for view in paths:
+        assert view == mesh3
+        assert hash(view) == hash(mesh3)
+    assert len({mesh3, *paths}) == 1
+
+
+def test_views_differing_in_names_layout_or_universe_are_not_equal(mesh3: MeshView) -> None:
+    assert mesh3 != mesh3.rename({"dp": "x"})
+    assert mesh3 != mesh3.transpose()
+    assert mesh3["tp"] != mesh3["cp"].rename({"cp": "tp"})
+    assert mesh3 != MeshView.from_ranks([[[1, 0], [2, 3]], [[4, 5], [6, 7]]],
+                                        ("dp", "cp", "tp"))
+    assert mesh3["tp"] != MeshView.from_shape(2, ("tp",))  # a 2-rank universe, not 8
+
+
+def test_views_are_immutable(mesh3: MeshView) -> None:
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        mesh3.names = ("a", "b", "c")  # type: ignore[misc]
+
+
+def test_to_dict_is_plain_data() -> None:
+    assert MeshView.from_shape((2, 2), ("dp", "tp")).to_dict() == {
+        "layout": {"shape": [2, 2], "stride": [2, 1]},
+        "names": ["dp", "tp"],
+        "ranks": {"size": 4},
+    }
+    assert MeshView.from_ranks([3, 1, 0, 2], ("w",)).to_dict()["ranks"] == {"ranks": [3, 1, 0, 2]}
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m,
+    lambda m: m["tp", "dp"],
+    lambda m: m.flatten(("dp", "tp")),
+    lambda m: m.flatten(("tp", "dp")).unflatten(1, (2, 1, 2), ("a", "b", "c")),
+    lambda m: MeshView.from_ranks([[5, 3, 11], [0, 8, 2]], ("x", "y"))["y"],
+])
+def test_to_dict_from_dict_round_trips_through_json(mesh3: MeshView, make: object) -> None:
+    view = make(mesh3)  # type: ignore[operator]
+    back = MeshView.from_dict(json.loads(json.dumps(view.to_dict())))
+    assert back == view and hash(back) == hash(view)
+    assert [back.group(r, d) for r in (0, 5) for d in back.names] == \
+        [view.group(r, d) for r in (0, 5) for d in view.names]
+
+
+def _pickle_globals(data: bytes) -> set[str]:
+    """The module paths of the globals a pickle loads (its only non-data content)."""
+    strings: list[str] = []
+    found = set()
+    for op, arg, _ in pickletools.genops(data):
+        if isinstance(arg, str):
+            strings.append(arg)
+        if op.name == "STACK_GLOBAL":
+            found.add(f"{strings[-2]}.{strings[-1]}")
+        elif op.name == "GLOBAL":
+            found.add(str(arg).replace(" ", "."))
+    return found
+
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_pickle_stores_only_plain_data(mesh3: MeshView, protocol: int) -> None:
+    view = mesh3.flatten(("dp", "tp"))
+    view.group(5, "cp")  # fill the lazy caches: they must not be pickled
+    data = pickle.dumps(view, protocol=protocol)
+    assert pickle.loads(data) == view
+    fresh = pickle.dumps(MeshView.from_dict(view.to_dict()), protocol=protocol)
+    assert data == fresh
+    for word in (b"process", b"group", b"Group", b"torch", b"backend", b"dist"):
+        assert word not in data
+    # Only the constructor to call (a mesh class, reached through getattr); the rest is data.
+    allowed = {"builtins.getattr", "__builtin__.getattr"}
+    assert all(g in allowed or g.startswith("mesh.") for g in _pickle_globals(data)), \
+        _pickle_globals(data)
+
+
+def test_pickled_explicit_universe_round_trips() -> None:
+    view = MeshView.from_ranks([[9, 4], [1, 6]], ("dp", "tp"))
+    back = pickle.loads(pickle.dumps(view))
+    assert back == view and back.ranks == RankMap.explicit([9, 4, 1, 6])
+    assert back.group(1, "tp") == (1, 6)
+
+
+# ---- render ---------------------------------------------------------------------------------
+def _marks(text: str) -> tuple[list[int], list[int], list[int]]:
+    """(ranks shown as [r], as (r), and bare) in the grid lines of a rendering."""
+    grid = "\n".join(text.splitlines()[1:-1])
+    here = [int(x) for x in re.findall(r"\[(\d+)\]", grid)]
+    group = [int(x) for x in re.findall(r"\((\d+)\)", grid)]
+    bare = [int(x) for x in re.findall(r"(?<![\[(\d=])(\d+)(?![\])\d])", grid)]
+    return sorted(here), sorted(group), sorted(bare)
+
+
+def test_render_1d_marks_the_rank_and_its_group() -> None:
+    tp = MeshView.from_shape((2, 4), ("dp", "tp"))["tp"]
+    text = tp.render(5)
+    assert _marks(text) == ([5], [4, 6, 7], [])
+    assert "rank 5:" in text.splitlines()[-1]
+
+
+def test_render_2d_leaves_ranks_outside_the_groups_unmarked() -> None:
+    text = MeshView.from_shape((2, 4), ("dp", "tp")).render(5)
+    assert _marks(text) == ([5], [1, 4, 6, 7], [0, 2, 3])
+    assert "tp=3" in text and "dp=1" in text
+
+
+def test_render_2d_draws_the_instance_of_the_rank(mesh3: MeshView) -> None:
+    # rank 6 is in the cp=1 instance ((2, 3), (6, 7)) of view["dp", "tp"].
+    assert _marks(mesh3["dp", "tp"].render(6)) == ([6], [2, 7], [3])
+
+
+def test_render_3d_as_panels(mesh3: MeshView) -> None:
+    text = mesh3.render(5)
+    assert _marks(text) == ([5], [1, 4, 7], [0, 2, 3, 6])
+    assert "dp=0" in text and "dp=1" in text
+    legend = text.splitlines()[-1]
+    assert "(4, 5)" in legend and "(1, 5)" in legend and "(5, 7)" in legend
+
+
+def test_render_without_a_rank_marks_nothing() -> None:
+    text = MeshView.from_ranks([[7, 2], [0, 3]], ("a", "b")).render()
+    lines = text.splitlines()
+    grid = "\n".join(lines[1:])
+    assert "[" not in grid and "(" not in grid
+    bare = sorted(int(x) for x in re.findall(r"(?<![\[(\d=])(\d+)(?![\])\d])", grid))
+    assert bare == [0, 2, 3, 7]
