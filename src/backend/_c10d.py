@@ -44,12 +44,23 @@ class C10dBackend(CachedBackend[Any]):
     use_local_synchronization=True)`` (only members take part), unless the
     dim is the whole world in natural order with default options (then the
     default group is reused), or NCCL can split (see :func:`plan_creation`).
+    Groups use this backend's c10d backend (``gloo``/``nccl``) and ``timeout``
+    unless a dim's options say otherwise.
+
+    Known limitation (torch 2.13): torch names a locally synchronized group by
+    hashing its ranks *and the number of groups this process already has*.
+    Every rank is in exactly one group of a family over the whole world, so
+    the counts stay equal on all ranks; but asking for the groups of a view
+    whose universe leaves some ranks out makes only its members count one
+    more, and a later group spanning both sides then waits for a rendezvous
+    that never comes.  Ask for sub-universe views' groups after all others,
+    or use views over the whole world (slices of a world mesh are).
     """
 
     name = "c10d"
     torch_backend: ClassVar[str] = ""
 
-    def __init__(self) -> None:
+    def __init__(self, *, timeout: timedelta | None = None) -> None:
         if not dist.is_initialized():
             raise BackendConfigError(
                 f"{type(self).__name__}() needs an initialized torch.distributed default group; "
@@ -57,10 +68,15 @@ class C10dBackend(CachedBackend[Any]):
             )
         super().__init__(dist.get_world_size(), dist.get_rank())
         self._owns_default = False
+        self._timeout = GroupOptions(timeout=timeout).timeout  # validated
 
     @classmethod
     def from_env(cls: type[B], *, timeout: timedelta | None = None) -> B:
-        """Read torchrun's environment and initialize the default group if needed."""
+        """Read torchrun's environment and initialize the default group if needed.
+
+        ``timeout`` applies to the default group (when this call creates it) and
+        to every group this backend creates whose options set no timeout.
+        """
         if not dist.is_initialized():
             rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
             for name in ("MASTER_ADDR", "MASTER_PORT"):
@@ -71,10 +87,10 @@ class C10dBackend(CachedBackend[Any]):
                 kwargs["timeout"] = timeout
             dist.init_process_group(cls.torch_backend, init_method="env://", rank=rank,
                                     world_size=world, **kwargs)
-            backend = cls()
+            backend = cls(timeout=timeout)
             backend._owns_default = True
             return backend
-        return cls()
+        return cls(timeout=timeout)
 
     @classmethod
     def _init_kwargs(cls) -> dict[str, Any]:
@@ -85,7 +101,8 @@ class C10dBackend(CachedBackend[Any]):
 
     def _create(self, view: MeshView, dim: Dim, options: GroupOptions) -> Any:
         return create_torch_group(view, dim, self.rank, self.world_size, options,
-                                  can_split=self._can_split())
+                                  can_split=self._can_split(), default_backend=self.torch_backend,
+                                  default_timeout=self._timeout)
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """The same as :meth:`get_group`: c10d groups are torch process groups."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 import logging
+from datetime import timedelta
 from typing import Any
+
+import attrs
 
 from mesh import Dim, MeshView
 
@@ -47,11 +50,21 @@ def plan_creation(view: MeshView, dim: Dim, rank: int, world_size: int, options:
 
 
 def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
-                       options: GroupOptions, *, can_split: bool) -> Any:
-    """Create this process's torch group along ``dim`` of ``view`` (collective; see the plan)."""
+                       options: GroupOptions, *, can_split: bool,
+                       default_backend: str | None = None,
+                       default_timeout: timedelta | None = None) -> Any:
+    """Create this process's torch group along ``dim`` of ``view`` (collective; see the plan).
+
+    ``default_backend`` and ``default_timeout`` fill in what ``options`` leaves
+    unset; the default group is reused only if its backend is ``default_backend``.
+    """
     import torch.distributed as dist
 
     plan = plan_creation(view, dim, rank, world_size, options, can_split=can_split)
+    if plan is Plan.DEFAULT and default_backend not in (None, dist.get_backend()):
+        plan = Plan.NEW_GROUP
+    options = attrs.evolve(options, backend=options.backend or default_backend,
+                           timeout=options.timeout or default_timeout)
     desc = options.group_desc or f"meshlayout:{view[dim].names[0]}"
     log.debug("creating %s group for dim %r of %r (%s)", plan.value, dim, view, options)
     try:
