@@ -17,6 +17,7 @@ import pytest
 from layout import Layout
 from mesh import (
     DuplicateNameError,
+    InvalidMeshDataError,
     InvalidNameError,
     InvalidRanksError,
     InvalidSizeError,
@@ -242,3 +243,29 @@ def test_a_failed_transform_leaves_the_view_unchanged() -> None:
     with pytest.raises(MeshError):
         MESH.rename({"dp": "tp"})
     assert MESH.to_dict() == before
+
+
+def test_renaming_one_dim_twice_is_refused() -> None:
+    view = MeshView.from_shape((2, 2), ("dp", "tp"))
+    with pytest.raises(DuplicateNameError, match="'dp' is renamed twice"):
+        view.rename({"dp": "x", 0: "y"})
+
+
+@pytest.mark.parametrize("data", [{"layout": {}}, {"names": ["a"]}, [1, 2], {"layout": 3}])
+def test_from_dict_of_malformed_data_names_what_is_missing(data: Any) -> None:
+    with pytest.raises(InvalidMeshDataError, match="needs 'layout'") as info:
+        MeshView.from_dict(data)
+    assert isinstance(info.value, ValueError)
+
+
+def test_rank_not_in_mesh_is_also_a_lookup_error() -> None:
+    with pytest.raises(LookupError, match="rank 9 is not in the universe"):
+        MeshView.from_shape((2, 2)).group(9, 0)
+
+
+def test_ranks_may_be_any_integer_type_but_not_bool() -> None:
+    np = pytest.importorskip("numpy")
+    view = MeshView.from_shape((2, 2), ("dp", "tp"))
+    assert view.group(np.int64(3), "dp") == (1, 3)
+    with pytest.raises(MeshTypeError, match="bool"):
+        view.group(True, "dp")

@@ -12,12 +12,18 @@ and costs O(ndim + group size) arithmetic.
 (1, 3, 5, 7)
 
 Public names: :class:`MeshView`, :class:`RankMap`, :func:`concatenate`,
-:func:`render`, and the errors (:class:`MeshError` and its subclasses).
+:func:`render`, the type aliases ``Dim`` (a dim by name or index) and ``Nested``
+(a rank tensor as nested tuples), and the errors (:class:`MeshError` and its
+subclasses).  Besides the queries the issue lists, a view offers
+``dim_layout(dim)`` (the layout that alone determines a dim's groups, which
+backends key their caches on), ``group_offset(rank, dim)``, ``index(dim)`` and
+``num_instances``.
 """
 
 from ._concat import concatenate
 from ._errors import (
     DuplicateNameError,
+    InvalidMeshDataError,
     InvalidNameError,
     InvalidRanksError,
     InvalidSizeError,
@@ -36,6 +42,7 @@ from ._view import Dim, MeshView, Nested
 __all__ = [
     "Dim",
     "DuplicateNameError",
+    "InvalidMeshDataError",
     "InvalidNameError",
     "InvalidRanksError",
     "InvalidSizeError",

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidSizeError",
     "MeshTypeError",
+    "InvalidMeshDataError",
     "InvalidRanksError",
     "RankNotInMeshError",
     "UniverseMismatchError",
@@ -53,7 +54,11 @@ class InvalidRanksError(MeshError, ValueError):
     """An explicit rank tensor is ragged, has negative, non-int or duplicate ranks."""
 
 
-class RankNotInMeshError(MeshError, ValueError):
+class InvalidMeshDataError(MeshError, ValueError):
+    """``MeshView.from_dict`` got data that is not a serialized view."""
+
+
+class RankNotInMeshError(MeshError, ValueError, LookupError):
     """A per-rank query names a rank outside the view's universe."""
 
 

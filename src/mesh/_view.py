@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
 
@@ -23,6 +24,7 @@ from layout import (
 
 from ._errors import (
     DuplicateNameError,
+    InvalidMeshDataError,
     InvalidNameError,
     InvalidRanksError,
     InvalidSizeError,
@@ -177,13 +179,15 @@ class MeshView:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MeshView:
         """Inverse of :meth:`to_dict`."""
+        need = "a MeshView dict needs 'layout' (with 'shape' and 'stride'), 'names' and 'ranks'"
+        if not isinstance(d, Mapping) or not isinstance(d.get("layout"), Mapping):
+            raise InvalidMeshDataError(f"{need}; got {d!r}")
         try:
-            lay = d["layout"]
-            return cls(Layout(_tuplify(lay["shape"]), _tuplify(lay["stride"])), d["names"],
-                       RankMap.from_dict(d["ranks"]))
+            shape, stride = d["layout"]["shape"], d["layout"]["stride"]
+            names, ranks = d["names"], d["ranks"]
         except KeyError as e:
-            raise InvalidSizeError(f"a MeshView dict needs 'layout' (with 'shape' and 'stride'), "
-                                   f"'names' and 'ranks'; missing {e}") from None
+            raise InvalidMeshDataError(f"{need}; missing {e}") from None
+        return cls(Layout(_tuplify(shape), _tuplify(stride)), names, RankMap.from_dict(ranks))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data: layout, names and rank map.
@@ -274,8 +278,13 @@ class MeshView:
     def rename(self, mapping: Mapping[Dim, str]) -> MeshView:
         """Rename dims: ``mapping`` maps old names (or indices) to new names."""
         names = list(self.names)
+        renamed: set[int] = set()
         for old, new in mapping.items():
-            names[self._dim(old)] = new
+            k = self._dim(old)
+            if k in renamed:
+                raise DuplicateNameError(f"dim {self.names[k]!r} is renamed twice in {mapping!r}")
+            renamed.add(k)
+            names[k] = new
         return MeshView(self.layout, tuple(names), self.ranks)
 
     def flatten(self, dims: Dim | Sequence[Dim] | None = None, name: str | None = None
@@ -349,9 +358,14 @@ class MeshView:
         return left_inverse(make_layout(self._complement, self.layout))
 
     def _offset(self, rank: int) -> int | None:
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            raise MeshTypeError(f"a rank must be an int, got {rank!r}")
-        return self.ranks.offset_of(rank)
+        if isinstance(rank, bool) or type(rank).__name__ == "bool_":
+            raise MeshTypeError(f"a rank must be an int, got the bool {rank!r}")
+        try:
+            r = operator.index(rank)
+        except TypeError:
+            raise MeshTypeError(f"a rank must be an int, got {rank!r} of type "
+                                f"{type(rank).__name__}") from None
+        return self.ranks.offset_of(r)
 
     def _locate(self, rank: int) -> tuple[int, int, int]:
         """(offset, instance index, index within the instance) of a rank in the universe."""
