@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any
 
+from _common import run_child
+
 RANK = 5
 PLANS = {  # N: (pp, dp_replicate, dp_shard, cp, tp), (efsdp, ep)
     8: ((1, 2, 1, 2, 2), (2, 2)),
@@ -133,12 +135,7 @@ def _gloo(side: str, n: int, timeout: float) -> list[dict[str, Any]]:
 
 
 def _fake(side: str, n: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", "fake", side, str(n)],
-                         capture_output=True, text=True, timeout=600, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"{side} fake run failed:\n{out.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_child(__file__, ["fake", side, str(n)], 600)
 
 
 def main() -> int:

@@ -37,14 +37,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import pycute  # type: ignore[import-untyped]
 import torch
+from _common import layout_caches
 
 import layout as lay
-from layout import IntTuple, Layout, LayoutError, _algebra, _inttuple, _layout, _tiling
+from layout import IntTuple, Layout, LayoutError
 
 Args = tuple[Any, ...]
 
@@ -58,18 +58,7 @@ tcute: Any = importlib.import_module("torch.distributed._pycute")  # torch's row
 
 
 # ---- our memo caches ---------------------------------------------------------------------------
-def find_caches(modules: Sequence[ModuleType]) -> dict[str, Callable[[], None]]:
-    """Every lru_cache-wrapped function defined in ``modules``, by name."""
-    found: dict[str, Callable[[], None]] = {}
-    for mod in modules:
-        for name, obj in vars(mod).items():
-            clear = getattr(obj, "cache_clear", None)
-            if callable(clear) and hasattr(obj, "cache_info"):
-                found[f"{obj.__module__}.{name}"] = clear
-    return found
-
-
-CACHES = find_caches((_layout, _algebra, _tiling, _inttuple, lay))
+CACHES = layout_caches()
 
 
 def clear_caches() -> None:
@@ -196,8 +185,8 @@ def derived_tiler(A: Layout, rng: random.Random, broadcast: bool) -> Layout | No
     strides, keep a random non-empty subset of them in a random order (some as stride-0
     broadcasts), and nest the result.  Each kept mode then lies inside one mode of A.
     """
-    refined = [p for s in _inttuple.flatten(A.shape) for p in refine(s, rng)]
-    strides = _inttuple.flatten(_inttuple.suffix_product(tuple(refined)))
+    refined = [p for s in lay.flatten(A.shape) for p in refine(s, rng)]
+    strides = lay.flatten(lay.suffix_product(tuple(refined)))
     modes = [(s, d) for s, d in zip(refined, strides) if s > 1]
     if not modes:
         return None
@@ -242,7 +231,7 @@ def make_zipped_divide(rng: random.Random) -> Args | None:
         if r < 0.1:
             tiler.append(None)
         elif r < 0.3:  # an int n means n:1; take a product of trailing factors of the mode
-            inner = [f for s in _inttuple.flatten(mode.shape) for f in refine(s, rng)]
+            inner = [f for s in lay.flatten(mode.shape) for f in refine(s, rng)]
             tiler.append(math.prod(inner[rng.randrange(len(inner)):]))
         else:
             B = derived_tiler(mode, rng, broadcast=False)

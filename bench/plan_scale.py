@@ -17,9 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+
+from _common import layout_caches, run_child
 
 RANK = 5
 TARGET_SPEEDUP = 1000.0
@@ -36,16 +37,14 @@ def _peak_rss_mb() -> float:
 
 def _ours(n: int, repeat: int) -> dict[str, float]:
     from backend import FakeBackend, init_device_mesh
-    from layout import _algebra, _layout
 
-    caches = [_algebra._composition, _algebra._complement, _algebra._right_inverse,
-              _algebra._left_inverse, _layout._coalesce]
+    caches = layout_caches().values()
     p1: list[float] = []
     p2: list[float] = []
     created = members = 0
     for _ in range(repeat):
-        for c in caches:
-            c.cache_clear()  # every run is cold: no memoized layout work carried over
+        for clear in caches:
+            clear()  # every run is cold: no memoized layout work carried over
         t0 = time.perf_counter()
         fb = FakeBackend(n, RANK)
         m = init_device_mesh("cpu", (4, n // 64, 2, 8), mesh_dim_names=("pp", "dp", "cp", "tp"),
@@ -103,13 +102,8 @@ def _torch(n: int) -> dict[str, float]:
 
 
 def _run(side: str, n: int, repeat: int, timeout: float) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--child", side, str(n), str(repeat)],
-                         capture_output=True, text=True, timeout=timeout, check=False,
-                         env={**os.environ, "PYTHONHASHSEED": "0"})
-    if out.returncode != 0:
-        raise RuntimeError(f"{side} at N={n} failed:\n{out.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_child(__file__, [side, str(n), str(repeat)], timeout,
+                     env={**os.environ, "PYTHONHASHSEED": "0"})
 
 
 def main() -> int:

@@ -8,35 +8,32 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from ._errors import InvalidRanksError, InvalidSizeError, MeshTypeError
+from ._errors import InvalidRanksError, InvalidSizeError, MeshError, MeshTypeError
 
-__all__ = ["RankMap", "as_size"]
+__all__ = ["RankMap", "as_int", "as_size"]
+
+
+def as_int(value: object, what: str, error: type[MeshError] = MeshTypeError) -> int:
+    """``value`` as an int (anything with ``__index__`` but a bool), else ``error`` naming it."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise error(f"{what} must be an int, got the bool {value!r}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise error(f"{what} must be an int, got {value!r} of type {type(value).__name__}"
+                    ) from None
 
 
 def as_size(value: object, what: str) -> int:
     """``value`` as a positive int, or a typed error naming it."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise MeshTypeError(f"{what} must be a positive int, got the bool {value!r}")
-    try:
-        n = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise MeshTypeError(
-            f"{what} must be a positive int, got {value!r} of type {type(value).__name__}"
-        ) from None
+    n = as_int(value, what)
     if n < 1:
         raise InvalidSizeError(f"{what} must be a positive int, got {n}")
     return n
 
 
 def _as_rank(value: object) -> int:
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise InvalidRanksError(f"ranks must be non-negative ints, got the bool {value!r}")
-    try:
-        r = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise InvalidRanksError(
-            f"ranks must be non-negative ints, got {value!r} of type {type(value).__name__}"
-        ) from None
+    r = as_int(value, "every rank", InvalidRanksError)
     if r < 0:
         raise InvalidRanksError(f"ranks must be non-negative ints, got {r}")
     return r

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
 
@@ -34,7 +33,7 @@ from ._errors import (
     RankNotInMeshError,
     UnknownDimError,
 )
-from ._rankmap import RankMap, as_size
+from ._rankmap import RankMap, as_int, as_size
 
 __all__ = ["Dim", "MeshView", "Nested"]
 
@@ -358,14 +357,7 @@ class MeshView:
         return left_inverse(make_layout(self._complement, self.layout))
 
     def _offset(self, rank: int) -> int | None:
-        if isinstance(rank, bool) or type(rank).__name__ == "bool_":
-            raise MeshTypeError(f"a rank must be an int, got the bool {rank!r}")
-        try:
-            r = operator.index(rank)
-        except TypeError:
-            raise MeshTypeError(f"a rank must be an int, got {rank!r} of type "
-                                f"{type(rank).__name__}") from None
-        return self.ranks.offset_of(r)
+        return self.ranks.offset_of(as_int(rank, "a rank"))
 
     def _locate(self, rank: int) -> tuple[int, int, int]:
         """(offset, instance index, index within the instance) of a rank in the universe."""

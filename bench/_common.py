@@ -1,0 +1,35 @@
+"""Helpers shared by the benchmark scripts (run as ``python bench/<script>.py``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+
+def layout_caches() -> dict[str, Callable[[], None]]:
+    """The ``cache_clear`` of every memoized function in the ``layout`` package, by name."""
+    from layout import _algebra, _inttuple, _layout, _tiling
+
+    found: dict[str, Callable[[], None]] = {}
+    modules: Sequence[ModuleType] = (_layout, _algebra, _tiling, _inttuple)
+    for mod in modules:
+        for name, obj in vars(mod).items():
+            clear = getattr(obj, "cache_clear", None)
+            if callable(clear) and hasattr(obj, "cache_info"):
+                found[f"{obj.__module__}.{name}"] = clear
+    return found
+
+
+def run_child(script: str, args: Sequence[str], timeout: float,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``script --child *args`` in a fresh interpreter; return the JSON it prints last."""
+    out = subprocess.run([sys.executable, script, "--child", *args], capture_output=True,
+                         text=True, timeout=timeout, check=False, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{script} --child {' '.join(args)} failed:\n{out.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
