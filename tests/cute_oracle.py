@@ -12,12 +12,15 @@ from typing import Any
 
 import pycute
 
-from layout import IntTuple, Layout
+from layout import Layout
 
 
-def rev(t: IntTuple) -> IntTuple:
-    """Reverse the modes of a nested int tuple at every level."""
-    if isinstance(t, int):
+def rev(t: Any) -> Any:
+    """Reverse the modes of a nested tuple (a shape, stride or coordinate) at every level.
+
+    Leaves (ints, and the ``None`` of a slicing coordinate) are kept as they are.
+    """
+    if not isinstance(t, tuple):
         return t
     return tuple(rev(x) for x in reversed(t))
 

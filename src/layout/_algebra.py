@@ -27,6 +27,8 @@ mode alone) or a by-mode tuple of tilers lined up with the trailing modes."""
 
 __all__ = ["composition", "complement", "right_inverse", "left_inverse", "Tiler"]
 
+_TILER_KINDS = "a Layout, an int, None or a by-mode tuple"
+
 
 def _compose_mode(
     a_shapes: tuple[int, ...], a_strides: tuple[int, ...], s: int, d: int,
@@ -142,7 +144,7 @@ def composition(A: Layout, B: Tiler) -> Layout:
         off = _by_mode(A, B, "tiler")
         modes = list(A)
         return make_layout(*modes[:off], *(composition(m, b) for m, b in zip(modes[off:], B)))
-    n = _as_int(B, "the right operand of composition")
+    n = _as_int(B, "the right operand of composition", _TILER_KINDS)
     if n < 1:
         raise CompositionError(f"composition with the int {n} is inadmissible: sizes are >= 1")
     return _composition(A, _raw(n, 1))

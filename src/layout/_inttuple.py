@@ -30,24 +30,24 @@ __all__ = [
 ]
 
 
-def _as_int(value: object, what: str) -> int:
+def _as_int(value: object, what: str, expected: str = "an int") -> int:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise LayoutTypeError(f"{what} must be an int, got the bool {value!r}")
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise LayoutTypeError(
-            f"{what} must be an int or a nested tuple of ints, got {value!r} "
-            f"of type {type(value).__name__}"
+            f"{what} must be {expected}, got {value!r} of type {type(value).__name__}"
         ) from None
 
 
-def as_int_tuple(value: object, what: str = "value", *, top: bool = True) -> IntTuple:
+def as_int_tuple(value: object, what: str = "value") -> IntTuple:
     """Return ``value`` as a nested int tuple, or raise :class:`LayoutTypeError`.
 
     Ints (and objects with ``__index__``, such as NumPy integers) become plain
     ``int``; bools, floats, strings and lists are rejected.  The empty tuple is
-    accepted only as the whole value (a rank-0 layout), never nested.
+    accepted only as the whole value (a rank-0 layout), never nested
+    (:class:`InvalidLayoutError`).
 
     >>> as_int_tuple((2, (3, 4)))
     (2, (3, 4))
@@ -55,11 +55,21 @@ def as_int_tuple(value: object, what: str = "value", *, top: bool = True) -> Int
     if type(value) is int:
         return value
     if isinstance(value, tuple):
-        if not value and not top:
-            raise InvalidLayoutError(f"{what} contains an empty nested tuple; only the whole "
-                                     "shape may be () (a rank-0 layout)")
-        return tuple(as_int_tuple(v, what, top=False) for v in value)
-    return _as_int(value, what)
+        return tuple(_nested_int_tuple(v, what, value) for v in value)
+    return _as_int(value, what, "an int or a nested tuple of ints")
+
+
+def _nested_int_tuple(value: object, what: str, whole: tuple[object, ...]) -> IntTuple:
+    if type(value) is int:
+        return value
+    if isinstance(value, tuple):
+        if not value:
+            raise InvalidLayoutError(
+                f"{what} {whole!r} contains an empty nested tuple (); only the whole {what} "
+                "may be () (a rank-0 layout)"
+            )
+        return tuple(_nested_int_tuple(v, what, whole) for v in value)
+    return _as_int(value, what, "an int or a nested tuple of ints")
 
 
 def flatten(t: IntTuple) -> tuple[int, ...]:

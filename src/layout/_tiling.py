@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._algebra import Tiler, complement, composition
+from ._algebra import _TILER_KINDS, Tiler, complement, composition
 from ._errors import LayoutTypeError
 from ._inttuple import Coord, IntTuple, _as_int, _crd2idx
 from ._layout import Layout, _by_mode, _check_layout, _raw, coalesce, make_layout
@@ -26,7 +26,7 @@ __all__ = [
 def _as_layout(t: Layout | int, what: str) -> Layout:
     if isinstance(t, Layout):
         return t
-    return Layout(_as_int(t, what))
+    return Layout(_as_int(t, what, _TILER_KINDS))
 
 
 def _by_mode_apply(op: Callable[[Layout, Tiler], Layout], A: Layout, tiler: tuple[Tiler, ...]
