@@ -6,18 +6,18 @@ import functools
 from typing import Union
 
 from ._errors import ComplementError, CompositionError, InverseError
-from ._inttuple import IntTuple, _as_int, suffix_product
+from ._inttuple import IntTuple, _as_int
 from ._layout import (
     Layout,
     _by_mode,
     _check_layout,
     _coalesce,
     _coalesce_flat,
+    _cosize,
     _flat_modes,
-    _has_broadcast,
     _raw,
     _sorted_modes,
-    _tractability_violation,
+    _violation_in,
     make_layout,
 )
 
@@ -94,15 +94,17 @@ def _compose_tree(
 
 @functools.lru_cache(maxsize=8192)
 def _composition(A: Layout, B: Layout) -> Layout:
-    if B.cosize > A.size:
+    b_shapes, b_strides = _flat_modes(B)
+    cosize = _cosize(b_shapes, b_strides)
+    if cosize > A.size:
         raise CompositionError(
-            f"composition {A} ∘ {B} is inadmissible: B reaches offset {B.cosize - 1} but A "
+            f"composition {A} ∘ {B} is inadmissible: B reaches offset {cosize - 1} but A "
             f"is only defined on [0, {A.size}) (in bounds: cosize(B) <= size(A))"
         )
     flat = _coalesce(A)
     a_shapes, a_strides = _flat_modes(flat)
     if len(a_shapes) > 1 and type(B.shape) is not int:
-        why = _tractability_violation(B)
+        why = _violation_in(sorted((d, s) for s, d in zip(b_shapes, b_strides) if s > 1 and d > 0))
         if why is not None:
             raise CompositionError(
                 f"composition {A} ∘ {B} is inadmissible: B's modes may carry across A's "
@@ -152,7 +154,8 @@ def composition(A: Layout, B: Tiler) -> Layout:
 
 @functools.lru_cache(maxsize=8192)
 def _complement(A: Layout, cotarget: int) -> Layout:
-    why = _tractability_violation(A)
+    modes = _sorted_modes(A)
+    why = _violation_in(modes)
     if why is not None:
         raise ComplementError(
             f"complement({A}, {cotarget}) is inadmissible: A must be injective and "
@@ -161,7 +164,7 @@ def _complement(A: Layout, cotarget: int) -> Layout:
     shapes: list[int] = []
     strides: list[int] = []
     cur = 1
-    for d, s in _sorted_modes(A):
+    for d, s in modes:
         shapes.append(d // cur)
         strides.append(cur)
         cur = s * d
@@ -195,18 +198,23 @@ def complement(A: Layout, cotarget: int = 1) -> Layout:
 
 @functools.lru_cache(maxsize=8192)
 def _right_inverse(L: Layout) -> Layout:
-    shapes, strides = _flat_modes(L)
-    index_strides = suffix_product(shapes)
+    return _right_inverse_flat(*_flat_modes(L))
+
+
+def _right_inverse_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> Layout:
+    index_strides = [1] * len(shapes)
+    for k in range(len(shapes) - 1, 0, -1):
+        index_strides[k - 1] = index_strides[k] * shapes[k]
     shapes_out: list[int] = []
     strides_out: list[int] = []
     cur = 1
-    for d, s, r in sorted(zip(strides, shapes, index_strides)):  # type: ignore[arg-type]
+    for d, s, r in sorted(zip(strides, shapes, index_strides)):
         if s == 1 or d == 0:
             continue
         if d != cur:
             break
         shapes_out.append(s)
-        strides_out.append(r)  # type: ignore[arg-type]
+        strides_out.append(r)
         cur = s * d
     shapes_out.reverse()
     strides_out.reverse()
@@ -229,12 +237,17 @@ def right_inverse(L: Layout) -> Layout:
 
 @functools.lru_cache(maxsize=8192)
 def _left_inverse(L: Layout) -> Layout:
-    why = "it has a stride-0 mode of size > 1" if _has_broadcast(L) else _tractability_violation(L)
+    shapes, strides = _flat_modes(L)
+    if any(s > 1 and d == 0 for s, d in zip(shapes, strides)):
+        why: str | None = "it has a stride-0 mode of size > 1"
+    else:
+        why = _violation_in(sorted((d, s) for s, d in zip(shapes, strides) if s > 1 and d > 0))
     if why is not None:
         raise InverseError(
             f"left_inverse({L}) is inadmissible: L must be injective and tractable, but {why}"
         )
-    return _right_inverse(make_layout(_complement(L, 1), L))
+    c_shapes, c_strides = _flat_modes(_complement(L, 1))
+    return _right_inverse_flat(c_shapes + shapes, c_strides + strides)
 
 
 def left_inverse(L: Layout) -> Layout:

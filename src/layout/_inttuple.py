@@ -80,17 +80,17 @@ def flatten(t: IntTuple) -> tuple[int, ...]:
     """
     if type(t) is int:
         return (t,)
+    for x in t:  # type: ignore[union-attr]
+        if type(x) is not int:
+            break
+    else:
+        return t  # type: ignore[return-value]  # already flat: the common case
     out: list[int] = []
-    stack = [iter(t)]  # type: ignore[arg-type]
-    while stack:
-        for x in stack[-1]:
-            if type(x) is int:
-                out.append(x)
-            else:
-                stack.append(iter(x))  # type: ignore[arg-type]
-                break
+    for x in t:  # type: ignore[union-attr]
+        if type(x) is int:
+            out.append(x)
         else:
-            stack.pop()
+            out.extend(flatten(x))
     return tuple(out)
 
 
@@ -139,6 +139,8 @@ def _crd2idx(crd: Coord, shape: IntTuple, stride: IntTuple) -> int:
     if crd is None:
         return 0
     if type(crd) is int:
+        if type(shape) is int and 0 <= crd < shape:
+            return crd * stride  # type: ignore[return-value]
         if crd < 0 or crd >= product(shape):
             raise LayoutIndexError(
                 f"coordinate {crd} is out of range for a mode of shape {shape} "
@@ -175,11 +177,21 @@ def crd2idx(crd: Coord, shape: IntTuple, stride: IntTuple | None = None) -> int:
     >>> crd2idx(5, (2, 3), (1, 2))
     5
     """
+    if stride is not None and _plain_pair(shape, stride):
+        return _crd2idx(crd, shape, stride)  # already exact ints, congruent: no copies
     shape = as_int_tuple(shape, "shape")
     stride = suffix_product(shape) if stride is None else as_int_tuple(stride, "stride")
     if not congruent(shape, stride):
         raise InvalidLayoutError(f"shape {shape} and stride {stride} are not congruent")
     return _crd2idx(crd, shape, stride)
+
+
+def _plain_pair(shape: object, stride: object) -> bool:
+    """Whether shape and stride are congruent non-empty nested tuples of exact ints."""
+    if type(shape) is int:
+        return type(stride) is int
+    return (type(shape) is tuple and type(stride) is tuple and len(shape) == len(stride) != 0
+            and all(map(_plain_pair, shape, stride)))
 
 
 def idx2crd(idx: int, shape: IntTuple) -> IntTuple:

@@ -111,7 +111,7 @@ class Layout:
     @property
     def cosize(self) -> int:
         """The size of the codomain: ``max(image) + 1``."""
-        return sum((s - 1) * d for s, d in zip(flatten(self.shape), flatten(self.stride))) + 1
+        return _cosize(flatten(self.shape), flatten(self.stride))
 
     @property
     def rank(self) -> int:
@@ -144,7 +144,10 @@ class Layout:
 
     def __getitem__(self, key: int | slice) -> Layout:
         """The mode ``key`` as a Layout (or several modes, for a slice)."""
-        if type(self.shape) is int:
+        shape = self.shape
+        if type(key) is int and type(shape) is tuple and -len(shape) <= key < len(shape):
+            return _raw(shape[key], self.stride[key])  # type: ignore[index]
+        if type(shape) is int:
             modes: tuple[Layout, ...] = (self,)
         else:
             modes = tuple(_raw(s, d) for s, d in zip(self.shape, self.stride))  # type: ignore[arg-type]
@@ -240,6 +243,10 @@ def _raw(shape: IntTuple, stride: IntTuple) -> Layout:
     return obj
 
 
+def _cosize(shapes: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    return sum([(s - 1) * d for s, d in zip(shapes, strides)]) + 1
+
+
 def _depth(t: IntTuple) -> int:
     if type(t) is int:
         return 0
@@ -272,7 +279,7 @@ def make_layout(*layouts: Layout) -> Layout:
     """
     for L in layouts:
         _check_layout(L, "every argument of make_layout")
-    return _raw(tuple(L.shape for L in layouts), tuple(L.stride for L in layouts))
+    return _raw(tuple([L.shape for L in layouts]), tuple([L.stride for L in layouts]))
 
 
 def _coalesce_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> Layout:
@@ -358,7 +365,11 @@ def _sorted_modes(layout: Layout) -> list[tuple[int, int]]:
 
 def _tractability_violation(layout: Layout) -> str | None:
     """Why ``layout`` is not tractable, or ``None`` if it is."""
-    modes = _sorted_modes(layout)
+    return _violation_in(_sorted_modes(layout))
+
+
+def _violation_in(modes: list[tuple[int, int]]) -> str | None:
+    """:func:`_tractability_violation` on the output of :func:`_sorted_modes`."""
     for (d0, s0), (d1, s1) in zip(modes, modes[1:]):
         if d1 % (s0 * d0):
             return (
