@@ -354,3 +354,13 @@ def complement_inputs(draw: st.DrawFn) -> tuple[Layout, int]:
     M = draw(st.one_of(st.integers(1, 4 * MAX_SIZE), st.integers(-2, 0),
                        st.sampled_from([A.size, A.cosize, 2 * A.cosize])))
     return A, M
+
+
+@st.composite
+def slice_coords(draw: st.DrawFn, shape: Any) -> Any:
+    """A coordinate for ``shape`` with some modes (at any level) replaced by None."""
+    if draw(st.integers(0, 3)) == 0:
+        return None
+    if isinstance(shape, int):
+        return draw(st.integers(0, shape - 1))
+    return tuple(draw(slice_coords(s)) for s in shape)

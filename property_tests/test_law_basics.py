@@ -11,7 +11,7 @@ from typing import Any
 import brute
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import layouts, shapes, tractable_layouts
+from strategies import layouts, shapes, slice_coords, tractable_layouts
 
 from layout import (
     Layout,
@@ -161,15 +161,6 @@ def test_evaluation_by_coordinate_matches_index(L: Layout, data: st.DataObject) 
         assert L(*crd) == L(i)
 
 
-@st.composite
-def _slice_coords(draw: st.DrawFn, shape: Any) -> Any:
-    if draw(st.integers(0, 3)) == 0:
-        return None
-    if isinstance(shape, int):
-        return draw(st.integers(0, shape - 1))
-    return tuple(draw(_slice_coords(s)) for s in shape)
-
-
 def _fill(crd: Any, sub: list[Any]) -> Any:
     """Replace the Nones of ``crd``, in order, by the entries of ``sub`` (consumed)."""
     if crd is None:
@@ -183,7 +174,7 @@ def _fill(crd: Any, sub: list[Any]) -> Any:
 def test_slice_and_offset_law(L: Layout, data: st.DataObject) -> None:
     """``L(fill(crd, sub)) == off + sliced(sub)`` for every coordinate ``sub`` of the slice,
     where ``(sliced, off) = slice_and_offset(crd, L)``."""
-    crd = data.draw(_slice_coords(L.shape))
+    crd = data.draw(slice_coords(L.shape))
     sliced, off = slice_and_offset(crd, L)
     simg = brute.image(sliced)
     for j in range(brute.size(sliced)):

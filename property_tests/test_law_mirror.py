@@ -22,6 +22,7 @@ from strategies import (
     int_tilers,
     layouts,
     product_pairs,
+    slice_coords,
     sublayouts,
     tractable_layouts,
 )
@@ -245,17 +246,9 @@ def test_blocked_and_raked_product_mirror_cute(pair: tuple[Layout, Layout], rake
 @given(layouts(), st.data())
 def test_slice_and_offset_mirrors_pycute(L: Layout, data: st.DataObject) -> None:
     """``slice_and_offset(c, L) == rev(cute.slice_and_offset(rev(c), rev(L)))``."""
-    crd = data.draw(_slice_coords(L.shape))
+    crd = data.draw(slice_coords(L.shape))
     sub, off = slice_and_offset(crd, L)
     csub, coff = pycute.slice_and_offset(rev(crd), to_cute(L))
     assert (sub, off) == (from_cute(csub), coff)
 
 
-@st.composite
-def _slice_coords(draw: st.DrawFn, shape: Any) -> Any:
-    """A coordinate for ``shape`` with some modes (at any level) replaced by None."""
-    if draw(st.integers(0, 3)) == 0:
-        return None
-    if isinstance(shape, int):
-        return draw(st.integers(0, shape - 1))
-    return tuple(draw(_slice_coords(s)) for s in shape)
