@@ -23,9 +23,13 @@ G = TypeVar("G")
 class GroupKey:
     """The canonical key of a family of groups: universe, dim layout, options.
 
-    Two views reach the same groups along a dim exactly when their rank maps
-    and that dim's (coalesced) layouts are equal; computing the key costs
-    O(ndim), it never lists ranks.
+    Within one universe (rank map), two views reach the same groups along a
+    dim exactly when that dim's coalesced layouts are equal; computing the key
+    costs O(ndim), it never lists ranks.  Across universes the key is not
+    canonical: an explicit rank map and the identity map can describe the
+    same family (``from_ranks([[0, 2], [1, 3]])["dim1"]`` and
+    ``from_shape((2, 2))["dim0"]``) and get two groups; deciding that would
+    mean listing the family.
     """
 
     ranks: RankMap

@@ -91,6 +91,8 @@ class FakeBackend(CachedBackend[FakeGroup]):
         """A torch ``"fake"`` process group for ``dim`` (initializes torch's fake world once).
 
         Lets :meth:`DeviceMesh.to_torch` and DTensor code run without GPUs or peers.
+        These torch groups are cached (and shared) like the fake groups, in a cache
+        of their own: :attr:`created` lists only the :class:`FakeGroup` creations.
         """
         from ._torch import create_torch_group
 
