@@ -40,8 +40,8 @@ FAULT_DEFAULT_TIMEOUT_S = 60.0
 
 def cases(world: int) -> list[Case]:
     """``(label, start, ops, overrides)``; ``overrides`` maps dim names to GroupOptions kwargs
-    (``timeout`` in seconds).  Views over a part of the world come last (see
-    ``test_backend_gloo.py``: they leave torch's group naming out of step across ranks)."""
+    (``timeout`` in seconds).  ``after_sub`` creates new whole-world groups after a view over
+    part of the world (see ``test_backend_gloo.py``: torch's group naming must stay in step)."""
     base: tuple[Any, ...]
     if world == 4:
         base = ("shape", (2, 2), ("dp", "tp"))
@@ -58,6 +58,7 @@ def cases(world: int) -> list[Case]:
             ("explicit_t", ("ranks", [[3, 0], [1, 2]], ("x", "y")), [("transpose", ("y", "x"))],
              {}),
             ("sub", ("ranks", [2, 0], ("s",)), [], {}),
+            ("after_sub", base, [], {"dp": {"tag": "after_sub"}, "tp": {"tag": "after_sub"}}),
         ]
     base = ("shape", (2, 2, 2), ("dp", "cp", "tp"))
     return [
@@ -74,6 +75,7 @@ def cases(world: int) -> list[Case]:
         ("explicit_t", ("ranks", [[5, 2, 7, 0], [3, 6, 1, 4]], ("x", "y")),
          [("transpose", ("y", "x"))], {}),
         ("sub", ("ranks", [[6, 1], [3, 4]], ("p", "q")), [], {}),
+        ("after_sub", base, [], {"dp": {"tag": "after_sub"}, "cp": {"tag": "after_sub"}}),
     ]
 
 
@@ -104,6 +106,15 @@ def _observe(dist: Any, torch: Any, group: Any, rank: int) -> dict[str, Any]:
             "is_world": group is dist.group.WORLD, "name": group.group_name}
 
 
+def _refusal(mesh: Any, dim: str) -> str:
+    """The name of the error ``mesh.get_group(dim)`` raises (or ``"none"``)."""
+    try:
+        mesh.get_group(dim)
+    except Exception as e:
+        return type(e).__name__
+    return "none"
+
+
 def _check(out_dir: str) -> None:
     from datetime import timedelta
 
@@ -116,17 +127,20 @@ def _check(out_dir: str) -> None:
 
     backend = GlooBackend.from_env(timeout=timedelta(seconds=30))
     rank, world = backend.rank, backend.world_size
-    result: dict[str, Any] = {"rank": rank, "cases": {}, "created": {}, "dtensor": {}}
+    result: dict[str, Any] = {"rank": rank, "cases": {}, "created": {}, "dtensor": {},
+                              "outside": {}}
     meshes = {}
     for label, start, ops, overrides in cases(world):
         view, _ = build(start, ops)
         mesh = backend.bind(view, backend_override={d: _options(o) for d, o in overrides.items()})
         meshes[label] = mesh
         if mesh.get_coordinate() is None:
-            result["cases"][label] = None  # not in this view's universe: asks for nothing
-            continue
-        result["cases"][label] = {dim: _observe(dist, torch, mesh.get_group(dim), rank)
-                                  for dim in view.names}
+            # Not in this view's universe: still asks, as the SPMD contract says.
+            result["cases"][label] = None
+            result["outside"][label] = [_refusal(mesh, dim) for dim in view.names]
+        else:
+            result["cases"][label] = {dim: _observe(dist, torch, mesh.get_group(dim), rank)
+                                      for dim in view.names}
         result["created"][label] = len(backend.created)
     for label in DTENSOR:
         mesh = meshes[label]

@@ -7,13 +7,14 @@ by brute force (:mod:`backend_oracle`), never with the code under test.
 
 Launches: worlds of 4 and 8 for the checks, and two worlds of 4 for the faults.
 
-A torch behaviour shapes the case order in the worker: with ``use_local_synchronization=True``
+A torch behaviour shapes one case of the worker: with ``use_local_synchronization=True``
 torch names a group by hashing its ranks *and this process's count of groups so far*
 (``_hash_ranks_to_str``), and Gloo rendezvouses under that name.  A view over part of the
-world creates groups on its members only, so afterwards members and non-members count
-differently, and a later group spanning both waits for a rendezvous that never comes
-(observed: stuck in ``ProcessGroupGloo(...)`` well past the 8 s timeout).  The views over
-part of the world therefore come last.
+world creates groups on its members only; if the other ranks did not keep count, a later
+group spanning both would wait for a rendezvous that never comes (observed before the fix:
+stuck in ``ProcessGroupGloo(...)`` well past the 8 s timeout).  Ranks outside the view
+therefore ask too (the SPMD contract) and get a one-rank placeholder plus NotInMeshError;
+the ``after_sub`` case creates new whole-world groups after such a view.
 """
 
 from __future__ import annotations
@@ -178,14 +179,24 @@ def test_torch_group_ranks_size_and_rank_follow_the_mesh(check_run: tuple[int, A
             brute.names.index(dim)], (rank, label, dim)
 
 
-def test_ranks_outside_a_views_universe_ask_for_nothing(check_run: tuple[int, Any]) -> None:
+def test_ranks_outside_a_views_universe_get_not_in_mesh_error(check_run: tuple[int, Any]
+                                                              ) -> None:
     world, reports = check_run
     for label, (_, brute, _) in _expected(world).items():
         outside = set(range(world)) - brute.ranks
         for rank in outside:
             assert reports[rank]["cases"][label] is None, (rank, label)
-            assert label not in reports[rank]["created"]
+            assert reports[rank]["outside"][label] == ["NotInMeshError"] * len(brute.names)
     assert any(set(range(world)) - b.ranks for _, b, _ in _expected(world).values())
+
+
+def test_groups_created_after_a_partial_view_work_on_every_rank(check_run: tuple[int, Any]
+                                                                ) -> None:
+    """The case after the view over part of the world ran its collectives on all ranks."""
+    world, reports = check_run
+    labels = list(_expected(world))
+    assert labels.index("after_sub") > labels.index("sub")
+    assert all(reports[r]["cases"]["after_sub"] for r in range(world))
 
 
 def _family_keys(world: int) -> dict[tuple[str, str], Any]:
@@ -219,14 +230,12 @@ def test_dims_share_a_communicator_exactly_when_groups_and_options_match(
 
 def test_each_family_is_created_once_per_rank(check_run: tuple[int, Any]) -> None:
     """The backend's creation count after each case is the number of distinct (family,
-    options) this rank has asked for so far."""
+    options) this rank has asked for so far (a placeholder where it is outside the view)."""
     world, reports = check_run
     keys = _family_keys(world)
     for rank in range(world):
         seen: set[Any] = set()
         for label, (_, brute, _) in _expected(world).items():
-            if rank not in brute.ranks:
-                continue
             seen |= {keys[label, dim] for dim in brute.names}
             assert reports[rank]["created"][label] == len(seen), (rank, label)
 

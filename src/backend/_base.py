@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, run
 
 from mesh import Dim, MeshView, RankMap
 
-from ._cache import CreationRecord, GroupCache, group_key
+from ._cache import CreationRecord, GroupCache, GroupKey, group_key
 from ._errors import BackendConfigError, NotInMeshError
 from ._options import GroupOptions, Override, as_options
 
@@ -116,10 +116,17 @@ class CachedBackend(Generic[G]):
         layout) with equal options share one group.
         """
         opts = as_options(options)
-        self._check_universe(view)
         name = view[dim].names[0]
-        return self._cache.get_or_create(group_key(view, dim, opts), name,
-                                         lambda: self._create(view, dim, opts))
+        key = group_key(view, dim, opts)
+        try:
+            self._check_universe(view)
+        except NotInMeshError:
+            self._outside(key, name)
+            raise
+        return self._cache.get_or_create(key, name, lambda: self._create(view, dim, opts))
+
+    def _outside(self, key: GroupKey, dim: str) -> None:
+        """Called when this process asks for a group of a view it is not in (then it raises)."""
 
     def _create(self, view: MeshView, dim: Dim, options: GroupOptions) -> G:
         raise NotImplementedError

@@ -12,6 +12,7 @@ import torch.distributed as dist
 from mesh import Dim, MeshView
 
 from ._base import CachedBackend
+from ._cache import GroupKey
 from ._errors import BackendConfigError
 from ._options import GroupOptions, as_options
 from ._torch import create_torch_group
@@ -47,14 +48,16 @@ class C10dBackend(CachedBackend[Any]):
     Groups use this backend's c10d backend (``gloo``/``nccl``) and ``timeout``
     unless a dim's options say otherwise.
 
-    Known limitation (torch 2.13): torch names a locally synchronized group by
-    hashing its ranks *and the number of groups this process already has*.
-    Every rank is in exactly one group of a family over the whole world, so
-    the counts stay equal on all ranks; but asking for the groups of a view
-    whose universe leaves some ranks out makes only its members count one
-    more, and a later group spanning both sides then waits for a rendezvous
-    that never comes.  Ask for sub-universe views' groups after all others,
-    or use views over the whole world (slices of a world mesh are).
+    Views over part of the world (torch 2.13): torch names a locally
+    synchronized group by hashing its ranks *and the number of groups this
+    process already has*, so every process must keep the same count.  Every
+    rank is in exactly one group of a family over the whole world; for a view
+    whose universe leaves some ranks out, the processes outside it must still
+    ask for its groups in the same order (the SPMD contract): they create a
+    one-rank placeholder group, which keeps the counts in step at no
+    communication cost, and then get :class:`~backend.NotInMeshError`.  A
+    process that skips the call leaves the counts out of step, and a later
+    group spanning both sides would wait for a rendezvous that never comes.
     """
 
     name = "c10d"
@@ -103,6 +106,11 @@ class C10dBackend(CachedBackend[Any]):
         return create_torch_group(view, dim, self.rank, self.world_size, options,
                                   can_split=self._can_split(), default_backend=self.torch_backend,
                                   default_timeout=self._timeout)
+
+    def _outside(self, key: GroupKey, dim: str) -> None:
+        self._cache.get_or_create(key, dim, lambda: dist.new_group(
+            [self.rank], backend=self.torch_backend, use_local_synchronization=True,
+            group_desc=f"meshlayout:placeholder:{dim}"))
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """The same as :meth:`get_group`: c10d groups are torch process groups."""
