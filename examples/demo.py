@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from backend import FakeBackend
 from layout import CompositionError, Layout, complement, composition, logical_divide
+from mesh import MeshView
 
 
 def main() -> None:
@@ -18,6 +20,16 @@ def main() -> None:
         composition(Layout((6, 4), (5, 1)), Layout(6))
     except CompositionError as err:
         print("refused, not wrong:      ", err)
+
+    mesh = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
+    print()
+    print(mesh.render(5))
+    moe = MeshView.from_shape(8, ("world",)).unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp"))
+    fake = FakeBackend(world_size=8, rank=5)
+    for view in (mesh, moe):
+        bound = fake.bind(view)
+        print(view, {d: bound.get_group(d).ranks for d in view.names})
+    print("groups created on rank 5:", [r.dim for r in fake.created], "(shared where equal)")
 
 
 if __name__ == "__main__":
