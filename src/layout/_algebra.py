@@ -9,6 +9,7 @@ from ._errors import ComplementError, CompositionError, InverseError
 from ._inttuple import IntTuple, _as_int
 from ._layout import (
     Layout,
+    _broadcast_flat,
     _by_mode,
     _check_layout,
     _coalesce,
@@ -16,6 +17,7 @@ from ._layout import (
     _cosize,
     _flat_modes,
     _raw,
+    _sorted_flat,
     _sorted_modes,
     _violation_in,
     make_layout,
@@ -104,7 +106,7 @@ def _composition(A: Layout, B: Layout) -> Layout:
     flat = _coalesce(A)
     a_shapes, a_strides = _flat_modes(flat)
     if len(a_shapes) > 1 and type(B.shape) is not int:
-        why = _violation_in(sorted((d, s) for s, d in zip(b_shapes, b_strides) if s > 1 and d > 0))
+        why = _violation_in(_sorted_flat(b_shapes, b_strides))
         if why is not None:
             raise CompositionError(
                 f"composition {A} ∘ {B} is inadmissible: B's modes may carry across A's "
@@ -238,10 +240,10 @@ def right_inverse(L: Layout) -> Layout:
 @functools.lru_cache(maxsize=8192)
 def _left_inverse(L: Layout) -> Layout:
     shapes, strides = _flat_modes(L)
-    if any(s > 1 and d == 0 for s, d in zip(shapes, strides)):
+    if _broadcast_flat(shapes, strides):
         why: str | None = "it has a stride-0 mode of size > 1"
     else:
-        why = _violation_in(sorted((d, s) for s, d in zip(shapes, strides) if s > 1 and d > 0))
+        why = _violation_in(_sorted_flat(shapes, strides))
     if why is not None:
         raise InverseError(
             f"left_inverse({L}) is inadmissible: L must be injective and tractable, but {why}"

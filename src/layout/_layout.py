@@ -357,10 +357,14 @@ def filter(layout: Layout) -> Layout:
     return _coalesce_flat(tuple(s for s, _ in keep), tuple(d for _, d in keep))
 
 
-def _sorted_modes(layout: Layout) -> list[tuple[int, int]]:
-    """The flat (stride, size) pairs with size > 1 and stride > 0, by increasing stride."""
-    shapes, strides = _flat_modes(layout)
+def _sorted_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The (stride, size) pairs with size > 1 and stride > 0, by increasing stride."""
     return sorted((d, s) for s, d in zip(shapes, strides) if s > 1 and d > 0)
+
+
+def _sorted_modes(layout: Layout) -> list[tuple[int, int]]:
+    """:func:`_sorted_flat` of the flat modes of ``layout``."""
+    return _sorted_flat(*_flat_modes(layout))
 
 
 def _tractability_violation(layout: Layout) -> str | None:
@@ -393,8 +397,13 @@ def is_tractable(layout: Layout) -> bool:
     return _tractability_violation(layout) is None
 
 
+def _broadcast_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether some mode of size > 1 has stride 0 (so the layout repeats offsets)."""
+    return any(s > 1 and d == 0 for s, d in zip(shapes, strides))
+
+
 def _has_broadcast(layout: Layout) -> bool:
-    return any(s > 1 and d == 0 for s, d in zip(*_flat_modes(layout)))
+    return _broadcast_flat(*_flat_modes(layout))
 
 
 def is_injective(layout: Layout) -> bool:
