@@ -173,13 +173,11 @@ class DeviceMesh:
 
         Built with ``DeviceMesh.from_group``; usable by DTensor and FSDP2.
         """
-        import torch
         from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
         groups = [self.backend.torch_group(self.view, i, o) for i, o in enumerate(self.options)]
-        instance = torch.tensor(self.view.instance(self.backend.rank), dtype=torch.int)
         group: Any = groups[0] if self.ndim == 1 else groups
-        return TorchDeviceMesh.from_group(group, self.device_type, mesh=instance,
+        return TorchDeviceMesh.from_group(group, self.device_type, mesh=self.mesh,
                                           mesh_dim_names=self.mesh_dim_names)
 
     # ---- context manager -----------------------------------------------------------------
