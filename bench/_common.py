@@ -12,15 +12,18 @@ from typing import Any
 
 def layout_caches() -> dict[str, Callable[[], None]]:
     """The ``cache_clear`` of every memoized function in the ``layout`` package, by name."""
-    from layout import _algebra, _inttuple, _layout, _tiling
+    import importlib
+    import pkgutil
+
+    import layout
 
     found: dict[str, Callable[[], None]] = {}
-    modules: Sequence[ModuleType] = (_layout, _algebra, _tiling, _inttuple)
-    for mod in modules:
+    for info in pkgutil.iter_modules(layout.__path__):
+        mod: ModuleType = importlib.import_module(f"layout.{info.name}")
         for name, obj in vars(mod).items():
             clear = getattr(obj, "cache_clear", None)
             if callable(clear) and hasattr(obj, "cache_info"):
-                found[f"{obj.__module__}.{name}"] = clear
+                found[f"{mod.__name__}.{name}"] = clear
     return found
 
 

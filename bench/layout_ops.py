@@ -51,7 +51,7 @@ Args = tuple[Any, ...]
 SEED = 20250607
 FACTORS = (1, 2, 2, 2, 3, 3, 4, 4, 6, 8)
 MAX_SIZE = 1 << 12
-EXPECTED_CACHES = {"_coalesce", "_composition", "_complement", "_right_inverse", "_left_inverse"}
+EXPECTED_CACHES = {"coalesce", "compose", "complement", "right_inverse", "left_inverse"}
 LIBS = ("ours", "torch", "pycute")
 
 tcute: Any = importlib.import_module("torch.distributed._pycute")  # torch's row-major copy

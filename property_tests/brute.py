@@ -131,6 +131,24 @@ def colex_coalesce(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out or [(1, 0)]
 
 
+def coalesced(L: Any) -> list[tuple[int, int]]:
+    """The flat ``(size, stride)`` modes of ``coalesce(L)``, outermost first (row-major)."""
+    return list(reversed(colex_coalesce(list(reversed(modes(L))))))
+
+
+def extended(L: Any, x: int) -> int:
+    """``L`` on CuTe's extended domain: ``coalesce(L)`` with its outer (first) mode unbounded.
+
+    ``x`` is split row-major over every mode but the first, which takes the rest.
+    """
+    ms = coalesced(L)
+    off = 0
+    for s, d in reversed(ms[1:]):
+        x, c = divmod(x, s)
+        off += c * d
+    return off + x * ms[0][1]
+
+
 def _aligned(x: int, a: list[int], weak: bool) -> bool:
     """The notes' ``aligned(x, A)`` for A's coalesced colex shape ``a``."""
     p = 1
@@ -144,19 +162,19 @@ def _aligned(x: int, a: list[int], weak: bool) -> bool:
 
 
 def comp_ok(A: Any, B: Any) -> bool:
-    """The research notes' sufficient precondition for ``composition(A, B)``.
+    """The research notes' sufficient precondition for ``composition(A, B)``, extended.
 
     Stated there in CuTe's colex order; here applied to ``rev`` of both operands
-    (the reversed flat modes), which is the row-major reading of the same rule:
+    (the reversed flat modes), which is the row-major reading of the same rule.
+    The notes' in-bounds condition ``cosize(B) <= size(A)`` is dropped: B may
+    reach past A's size, where A is read on its extended domain (:func:`extended`),
+    whose outer mode is unbounded (the alignment test already treats it so):
 
-    * ``cosize(B) <= size(A)`` (in bounds);
     * B tractable and ``filter(B)`` injective;
     * no size-1 mode of B has a nonzero stride;
     * every moving mode ``s:d`` of B has ``d`` aligned and ``s*d`` weakly aligned
       to the coalesced shape of A.
     """
-    if cosize(B) > size(A):
-        return False
     if not tractable(B):
         return False
     moving = nontrivial(B)

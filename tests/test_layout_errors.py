@@ -121,10 +121,10 @@ def test_wrong_types_in_a_layout_are_rejected(make: Callable[[], Any], message: 
     (lambda: logical_divide(L24, 2.0), r"tiler must be .*got 2\.0"),
     (lambda: make_layout(L24, 3), r"argument of make_layout must be a Layout, got 3"),
     (lambda: blocked_product(L24, 3), r"must be a Layout, got 3"),
-    (lambda: L24[True], r"mode index must be an int or a slice, got True"),
+    (lambda: L24[True], r"mode index must be an int, got the bool True"),
     (lambda: L24["a"], r"mode index must be an int or a slice, got 'a'"),
     (lambda: L24(1.5), r"coordinate must be an int, None or a tuple, got 1\.5"),
-    (lambda: L24(True), r"got True"),
+    (lambda: L24(True), r"got the bool True"),
     (lambda: L24(None), r"coordinate None contains None; use slice_and_offset"),
     (lambda: L24(1, None), r"coordinate \(1, None\) contains None"),
     (lambda: idx2crd(1.0, (2, 4)), r"index must be an int, got 1\.0"),
@@ -143,14 +143,14 @@ def test_a_layout_type_error_is_a_type_error() -> None:
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: L24(8), r"index 8 is outside the domain of \(2,4\):\(4,1\)"),
-    (lambda: L24(-1), r"coordinate -1 is out of range"),
+    (lambda: L24(-1), r"index -1 is outside the domain of \(2,4\):\(4,1\)"),
     (lambda: L24(2, 0), r"coordinate 2 is out of range for a mode of shape 2"),
     (lambda: L24(0, 4), r"coordinate 4 is out of range for a mode of shape 4"),
-    (lambda: L24((1, 2, 3)), r"coordinate \(1, 2, 3\) does not match the shape \(2, 4\)"),
+    (lambda: L24((1, 2, 3)), r"coordinate \(1, 2, 3\) does not match the shape \(2,4\)"),
     (lambda: Layout((2, (2, 2)))(0, (1, 2)), r"coordinate 2 is out of range"),
     (lambda: L24[2], r"mode 2 is out of range for \(2,4\):\(4,1\) of rank 2"),
     (lambda: L24[-3], r"mode -3 is out of range"),
-    (lambda: idx2crd(8, (2, 4)), r"index 8 is out of range for shape \(2, 4\)"),
+    (lambda: idx2crd(8, (2, 4)), r"index 8 is out of range for shape \(2,4\)"),
     (lambda: idx2crd(-1, (2, 4)), r"index -1 is out of range"),
     (lambda: crd2idx((2, 0), (2, 4)), r"coordinate 2 is out of range"),
     (lambda: slice_and_offset((2, None), L24), r"coordinate 2 is out of range"),
@@ -169,14 +169,11 @@ def test_a_layout_index_error_is_an_index_error() -> None:
 # ---- CompositionError ----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("A", "B", "condition"), [
-    (L24, Layout(9), r"B reaches offset 8 but A is only defined on \[0, 8\)"),
-    (Layout((1, 3), (14, 17)), Layout(4, 1), r"in bounds: cosize\(B\) <= size\(A\)"),
     (Layout((6, 4), (5, 1)), Layout(6), r"6 is not a multiple of 4 \(shape divisibility\)"),
     (Layout((8, 6, 4), (5, 3, 2)), Layout(6, 3),
      r"stride 3 .* mode size 4 \(stride divisibility\)"),
     (Layout((2, 6), (7, 1)), Layout((2, 3), (3, 2)), r"carry across A's modes .* not tractable"),
-], ids=["out-of-bounds", "out-of-bounds-size-1-mode", "shape-divisibility", "stride-divisibility",
-        "carry"])
+], ids=["shape-divisibility", "stride-divisibility", "carry"])
 def test_inadmissible_compositions_are_rejected(A: Layout, B: Layout, condition: str) -> None:
     with pytest.raises(CompositionError, match=re.escape(f"composition {A} ∘ {B}")):
         composition(A, B)
@@ -186,13 +183,14 @@ def test_inadmissible_compositions_are_rejected(A: Layout, B: Layout, condition:
 
 @pytest.mark.parametrize("n", [0, -3])
 def test_composition_with_a_non_positive_int_is_rejected(n: int) -> None:
-    with pytest.raises(CompositionError, match=f"composition with the int {n} is inadmissible"):
+    with pytest.raises(InvalidLayoutError, match=f"composition {n} is not a size: an int tiler"):
         composition(L24, n)
 
 
 def test_a_by_mode_composition_reports_the_failing_mode() -> None:
-    with pytest.raises(CompositionError, match=r"composition 4:1 ∘ 5:1"):
-        composition(L24, (None, 5))
+    A = Layout((2, (6, 4)), (24, (5, 1)))
+    with pytest.raises(CompositionError, match=r"composition \(6,4\):\(5,1\) ∘ 6:1"):
+        composition(A, (None, 6))
 
 
 # ---- ComplementError -----------------------------------------------------------------------
@@ -220,16 +218,18 @@ def test_complement_with_a_cotarget_below_one_is_rejected(M: int) -> None:
 # ---- InverseError and UndecidableError -----------------------------------------------------
 
 @pytest.mark.parametrize(("L", "condition"), [
-    (Layout((2, 2), (1, 1)), r"mode 2:1 does not start where mode 2:1 ends"),
-    (Layout((5, 3), (11, 6)), r"mode 5:11 does not start where mode 3:6 ends"),
+    (Layout((2, 2), (1, 1)), r"mode 2:1 and the next stride 1 are neither .* the modes overlap"),
+    (Layout((5, 3), (11, 6)), r"mode 3:6 and the next stride 11 are neither .* 6 does not divide"),
     (Layout((2, 2), (0, 1)), r"stride-0 mode of size > 1"),
-], ids=["non-injective", "injective-not-tractable", "broadcast"])
+], ids=["non-injective", "injective-not-a-chain", "broadcast"])
 def test_left_inverse_of_an_inadmissible_layout_is_rejected(L: Layout, condition: str) -> None:
     with pytest.raises(InverseError, match=re.escape(f"left_inverse({L})") + ".*" + condition):
         left_inverse(L)
 
 
-def test_is_injective_refuses_to_enumerate_a_huge_codomain() -> None:
-    L = Layout((3, 2), (1, 1 << 27))  # not tractable, cosize 2**27 + 3
-    with pytest.raises(UndecidableError, match=re.escape(str(L)) + r".*cosize 134217731"):
+def test_is_injective_refuses_to_list_a_huge_domain_and_codomain() -> None:
+    # Three entangled modes (no common factor, none separable, no colliding pair):
+    # 129**3 > 2**20 elements reaching about 2**35 offsets.
+    L = Layout((129, 129, 129), (1, 1 << 27, (1 << 27) + 1))
+    with pytest.raises(UndecidableError, match=re.escape(str(L)) + r".*2146689 elements"):
         is_injective(L)

@@ -6,7 +6,8 @@ fastest (row-major, as PyTorch), and every operation is the exact mirror of its
 NVIDIA CuTe namesake: ``op(X, Y) == rev(cute_op(rev(X), rev(Y)))`` where
 ``rev`` reverses modes at every level.  Where CuTe would return a wrong layout
 for an inadmissible input, this package raises a :class:`LayoutError` subclass
-naming the condition that failed and the values.
+naming the condition that failed and the values; every bad input (a wrong type,
+junk, nesting deeper than :data:`MAX_DEPTH`) gets one too.
 
 >>> from layout import Layout, composition, complement, logical_divide
 >>> world = Layout(8)
@@ -17,14 +18,29 @@ naming the condition that failed and the values.
 >>> print(complement(Layout(2, 4), 8))   # the offsets 2:4 misses
 4:1
 
-Public names: :class:`Layout`, :func:`make_layout`, :func:`coalesce`,
-:func:`filter`, :func:`composition`, :func:`complement`, :func:`right_inverse`,
-:func:`left_inverse`, the divide and product families, :func:`slice_and_offset`,
-:func:`crd2idx`, :func:`idx2crd`, the predicates :func:`is_injective`,
-:func:`is_compact`, :func:`is_tractable`, :func:`same_function`, and the errors.
+Public names:
+
+- the value :class:`Layout`, the right-operand type ``Tiler`` and the int-tuple
+  types ``IntTuple`` and ``Coord``;
+- operations: :func:`make_layout`, :func:`coalesce`, :func:`filter`,
+  :func:`composition`, :func:`complement`, :func:`right_inverse`,
+  :func:`left_inverse`, :func:`logical_divide`, :func:`zipped_divide`,
+  :func:`tiled_divide`, :func:`logical_product`, :func:`zipped_product`,
+  :func:`tiled_product`, :func:`blocked_product`, :func:`raked_product`,
+  :func:`slice_and_offset`;
+- predicates: :func:`is_injective`, :func:`is_compact`, :func:`is_tractable`,
+  :func:`same_function`;
+- int-tuple helpers: :func:`crd2idx`, :func:`idx2crd`, :func:`flatten`,
+  :func:`product`, :func:`suffix_product`, :func:`shape_div`,
+  :func:`inner_product`, and the nesting limit :data:`MAX_DEPTH`;
+- the errors: :class:`LayoutError` and its subclasses.
+
+Module map (for readers of the code): ``_inttuple`` (nested int tuples and
+validation at the door), ``_flat`` (the algebra on flat ``(shapes, strides)``
+modes), ``_layout`` (the value and the operations it offers as methods),
+``_tiling`` (zipped/tiled/blocked/raked forms and slicing), ``_errors``.
 """
 
-from ._algebra import Tiler, complement, composition, left_inverse, right_inverse
 from ._errors import (
     ComplementError,
     CompositionError,
@@ -35,21 +51,37 @@ from ._errors import (
     LayoutTypeError,
     UndecidableError,
 )
-from ._inttuple import Coord, IntTuple, crd2idx, flatten, idx2crd, product, suffix_product
+from ._inttuple import (
+    MAX_DEPTH,
+    Coord,
+    IntTuple,
+    crd2idx,
+    flatten,
+    idx2crd,
+    inner_product,
+    product,
+    shape_div,
+    suffix_product,
+)
 from ._layout import (
     Layout,
+    Tiler,
     coalesce,
+    complement,
+    composition,
     filter,
     is_compact,
     is_injective,
     is_tractable,
+    left_inverse,
+    logical_divide,
+    logical_product,
     make_layout,
+    right_inverse,
     same_function,
 )
 from ._tiling import (
     blocked_product,
-    logical_divide,
-    logical_product,
     raked_product,
     slice_and_offset,
     tiled_divide,
@@ -59,12 +91,13 @@ from ._tiling import (
 )
 
 __all__ = [
-    "Layout", "IntTuple", "Coord", "Tiler",
+    "Layout", "IntTuple", "Coord", "Tiler", "MAX_DEPTH",
     "make_layout", "coalesce", "filter", "composition", "complement",
     "right_inverse", "left_inverse",
     "logical_divide", "zipped_divide", "tiled_divide",
     "logical_product", "zipped_product", "tiled_product", "blocked_product", "raked_product",
     "slice_and_offset", "crd2idx", "idx2crd", "flatten", "product", "suffix_product",
+    "shape_div", "inner_product",
     "is_injective", "is_compact", "is_tractable", "same_function",
     "LayoutError", "InvalidLayoutError", "LayoutTypeError", "LayoutIndexError",
     "CompositionError", "ComplementError", "InverseError", "UndecidableError",

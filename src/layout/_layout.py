@@ -1,89 +1,74 @@
-"""The :class:`Layout` value and the operations that need nothing but its modes."""
+"""The :class:`Layout` value and the operations it offers as methods.
+
+Each public function checks its operands, flattens them and calls one helper of
+:mod:`layout._flat`, which holds the algebra; the by-mode forms (a tuple right
+operand) go through :func:`_by_mode`, the one loop over a layout's modes.
+"""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, Union
 
 import attrs
 
+from . import _flat
 from ._errors import (
+    ComplementError,
+    CompositionError,
     InvalidLayoutError,
+    InverseError,
     LayoutIndexError,
     LayoutTypeError,
-    UndecidableError,
 )
 from ._inttuple import (
+    MAX_DEPTH,
     Coord,
     IntTuple,
     _crd2idx,
-    as_int_tuple,
-    congruent,
-    flatten,
-    product,
-    suffix_product,
+    _flatten,
+    _fmt_int,
+    _modes,
+    _product,
+    as_coord,
+    as_int,
+    as_pair,
+    check_nesting,
+    fmt,
+    show,
 )
-
-if TYPE_CHECKING:
-    from ._tiling import Tiler
 
 __all__ = [
     "Layout",
+    "Tiler",
     "make_layout",
     "coalesce",
     "filter",
+    "composition",
+    "complement",
+    "right_inverse",
+    "left_inverse",
+    "logical_divide",
+    "logical_product",
     "is_injective",
     "is_compact",
     "is_tractable",
     "same_function",
-    "INJECTIVITY_ENUMERATION_LIMIT",
 ]
 
-INJECTIVITY_ENUMERATION_LIMIT = 1 << 26
-"""Largest cosize for which :func:`is_injective` decides a non-tractable layout."""
 
-
-def _check_values(shape: IntTuple, stride: IntTuple) -> None:
-    if not congruent(shape, stride):
-        raise InvalidLayoutError(
-            f"shape {_fmt(shape)} and stride {_fmt(stride)} are not congruent "
-            "(they must have the same nesting structure)"
-        )
-    for s in flatten(shape):
-        if s < 1:
-            raise InvalidLayoutError(f"every size must be >= 1, got {s} in shape {_fmt(shape)}")
-    for d in flatten(stride):
-        if d < 0:
-            raise InvalidLayoutError(
-                f"every stride must be >= 0, got {d} in stride {_fmt(stride)}"
-            )
-
-
-def _fmt(t: IntTuple) -> str:
-    if type(t) is int:
-        return str(t)
-    inner = ",".join(_fmt(x) for x in t)  # type: ignore[union-attr]
-    return f"({inner},)" if len(t) == 1 else f"({inner})"  # type: ignore[arg-type]
-
-
-def _shape_conv(value: object) -> IntTuple:
-    return as_int_tuple(value, "shape")
-
-
-def _stride_conv(value: object) -> IntTuple | None:
-    return None if value is None else as_int_tuple(value, "stride")
-
-
-@attrs.frozen(repr=False)
+@attrs.frozen(repr=False, init=False)
 class Layout:
     """A CuTe layout in row-major order: a function from indices to offsets.
 
-    ``shape`` and ``stride`` are congruent nested int tuples (or ints).  The
-    default stride is row-major compact.  The last mode varies fastest, so the
-    index ``i`` is split into coordinates by peeling the last mode first and
-    ``L(i) = sum(c_k * d_k)``.  Values are immutable, equal and hashable by
-    (shape, stride); :meth:`same_function` compares them as functions.
+    ``shape`` and ``stride`` are congruent nested int tuples (or ints), sizes
+    >= 1 and strides >= 0, nested at most :data:`~layout.MAX_DEPTH` levels.
+    The default stride is row-major compact.  The last mode varies fastest,
+    so the index ``i`` is split into coordinates by peeling the last mode
+    first and ``L(i) = sum(c_k * d_k)``; ``L(i)`` is defined for
+    ``0 <= i < size`` only.  Values are immutable, equal and hashable by
+    (shape, stride), and pickle through the constructor;
+    :meth:`same_function` compares them as functions.
 
     >>> L = Layout((2, 4))
     >>> print(L)
@@ -94,29 +79,31 @@ class Layout:
     (2,2):(4,2)
     """
 
-    shape: IntTuple = attrs.field(converter=_shape_conv)
-    stride: IntTuple = attrs.field(default=None, converter=_stride_conv)
+    shape: IntTuple
+    stride: IntTuple
 
-    def __attrs_post_init__(self) -> None:
-        if self.stride is None:
-            object.__setattr__(self, "stride", suffix_product(self.shape))
-        _check_values(self.shape, self.stride)
+    def __init__(self, shape: object, stride: object = None) -> None:
+        """Convert and check at the door: every Layout that exists is valid."""
+        self.__attrs_init__(*as_pair(shape, stride))
+
+    def __reduce__(self) -> tuple[type[Layout], tuple[IntTuple, IntTuple]]:
+        return Layout, (self.shape, self.stride)  # unpickling validates again
 
     # ---- queries -------------------------------------------------------------------------
     @property
     def size(self) -> int:
         """The size of the domain: the product of the shape."""
-        return product(self.shape)
+        return _product(self.shape)
 
     @property
     def cosize(self) -> int:
         """The size of the codomain: ``max(image) + 1``."""
-        return _cosize(flatten(self.shape), flatten(self.stride))
+        return _flat.cosize(_flatten(self.shape), _flatten(self.stride))
 
     @property
     def rank(self) -> int:
         """The number of top-level modes (1 for an int shape)."""
-        return 1 if type(self.shape) is int else len(self.shape)  # type: ignore[arg-type]
+        return 1 if isinstance(self.shape, int) else len(self.shape)
 
     @property
     def depth(self) -> int:
@@ -127,53 +114,54 @@ class Layout:
         return self.rank
 
     def __bool__(self) -> bool:
+        # Every layout is a value, never "empty": without this, the rank-0 layout ():()
+        # would be falsy through __len__, and `layout or default` would misfire.
         return True
 
     def __call__(self, *crd: Coord) -> int:
         """Evaluate by index ``L(i)`` or by coordinate ``L(c0, c1)`` / ``L((c0, (c1, c2)))``."""
-        c: Coord = crd[0] if len(crd) == 1 else crd
-        if type(c) is int and c >= self.size:
-            raise LayoutIndexError(
-                f"index {c} is outside the domain of {self} (valid: 0 <= i < {self.size})"
-            )
-        if _has_none(c):
-            raise LayoutTypeError(
-                f"coordinate {c} contains None; use slice_and_offset(crd, layout) to slice"
-            )
+        c = crd[0] if len(crd) == 1 else crd
+        if type(c) is not int:
+            c = as_coord(c)
+            if _has_none(c):
+                raise LayoutTypeError(f"coordinate {show(c)} contains None; use "
+                                      "slice_and_offset(crd, layout) to slice")
+        if type(c) is int and not 0 <= c < self.size:
+            raise LayoutIndexError(f"index {_fmt_int(c)} is outside the domain of {self} "
+                                   f"(valid: 0 <= i < {_fmt_int(self.size)})")
         return _crd2idx(c, self.shape, self.stride)
 
     def __getitem__(self, key: int | slice) -> Layout:
-        """The mode ``key`` as a Layout (or several modes, for a slice)."""
-        shape = self.shape
-        if type(key) is int and type(shape) is tuple and -len(shape) <= key < len(shape):
-            return _raw(shape[key], self.stride[key])  # type: ignore[index]
-        if type(shape) is int:
-            modes: tuple[Layout, ...] = (self,)
-        else:
-            modes = tuple(_raw(s, d) for s, d in zip(self.shape, self.stride))  # type: ignore[arg-type]
+        """The mode ``key`` as a Layout (several modes, concatenated, for a slice)."""
+        modes = self._modes()
         if isinstance(key, slice):
-            return make_layout(*modes[key])
-        if isinstance(key, bool) or not isinstance(key, int):
-            raise LayoutTypeError(f"a mode index must be an int or a slice, got {key!r}")
-        if not -len(modes) <= key < len(modes):
-            raise LayoutIndexError(f"mode {key} is out of range for {self} of rank {self.rank}")
-        return modes[key]
+            try:
+                picked = range(len(modes))[key]
+            except (TypeError, ValueError) as e:
+                raise LayoutTypeError(f"bad mode slice {show(key)}: {e}") from None
+            return make_layout(*[modes[i] for i in picked])
+        k = as_int(key, "a mode index", "an int or a slice")
+        if not -len(modes) <= k < len(modes):
+            raise LayoutIndexError(f"mode {_fmt_int(k)} is out of range for {self} of rank "
+                                   f"{self.rank}")
+        return modes[k]
 
     def __iter__(self) -> Iterator[Layout]:
         """The top-level modes, each as a Layout."""
-        if type(self.shape) is int:
-            yield self
-        else:
-            for s, d in zip(self.shape, self.stride):  # type: ignore[arg-type]
-                yield _raw(s, d)
+        return iter(self._modes())
+
+    def _modes(self) -> tuple[Layout, ...]:
+        if isinstance(self.shape, int):
+            return (self,)
+        return tuple([_raw(s, d) for s, d in _modes(self.shape, self.stride)])
 
     def __str__(self) -> str:
-        return f"{_fmt(self.shape)}:{_fmt(self.stride)}"
+        return f"{fmt(self.shape)}:{fmt(self.stride)}"
 
     def __repr__(self) -> str:
-        return f"Layout({self.shape!r}, {self.stride!r})"
+        return f"Layout({_py(self.shape)}, {_py(self.stride)})"
 
-    # ---- operations as methods -----------------------------------------------------------
+    # ---- the operations, as methods ------------------------------------------------------
     def coalesce(self, profile: object = None) -> Layout:
         """See :func:`layout.coalesce`."""
         return coalesce(self, profile)
@@ -184,39 +172,27 @@ class Layout:
 
     def composition(self, other: Tiler) -> Layout:
         """See :func:`layout.composition`: ``self ∘ other``."""
-        from . import _algebra
-
-        return _algebra.composition(self, other)
+        return composition(self, other)
 
     def complement(self, cotarget: int = 1) -> Layout:
         """See :func:`layout.complement`."""
-        from . import _algebra
-
-        return _algebra.complement(self, cotarget)
+        return complement(self, cotarget)
 
     def right_inverse(self) -> Layout:
         """See :func:`layout.right_inverse`."""
-        from . import _algebra
-
-        return _algebra.right_inverse(self)
+        return right_inverse(self)
 
     def left_inverse(self) -> Layout:
         """See :func:`layout.left_inverse`."""
-        from . import _algebra
-
-        return _algebra.left_inverse(self)
+        return left_inverse(self)
 
     def logical_divide(self, tiler: Tiler) -> Layout:
         """See :func:`layout.logical_divide`."""
-        from . import _tiling
-
-        return _tiling.logical_divide(self, tiler)
+        return logical_divide(self, tiler)
 
     def logical_product(self, tiler: Tiler) -> Layout:
         """See :func:`layout.logical_product`."""
-        from . import _tiling
-
-        return _tiling.logical_product(self, tiler)
+        return logical_product(self, tiler)
 
     def is_injective(self) -> bool:
         """See :func:`layout.is_injective`."""
@@ -235,38 +211,96 @@ class Layout:
         return same_function(self, other)
 
 
+Tiler = Union[Layout, int, None, tuple["Tiler", ...]]
+"""A right operand: a Layout, an int ``n`` (meaning ``n:1``), ``None`` (leave the
+mode alone) or a by-mode tuple of tilers lined up with the trailing modes."""
+
+_TILER_KINDS = "a Layout, an int, None or a by-mode tuple"
+
+T = TypeVar("T")
+
+
+# ---- building values ------------------------------------------------------------------------
+
 def _raw(shape: IntTuple, stride: IntTuple) -> Layout:
-    """Build a Layout from values already known to be valid (internal fast path)."""
+    """A Layout from values already known to be valid (the internal fast path)."""
     obj = object.__new__(Layout)
     object.__setattr__(obj, "shape", shape)
     object.__setattr__(obj, "stride", stride)
     return obj
 
 
-def _cosize(shapes: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    return sum([(s - 1) * d for s, d in zip(shapes, strides)]) + 1
+def _from_flat(flat: _flat.Flat) -> Layout:
+    """The Layout of flat modes: an int shape for one mode, a flat tuple otherwise."""
+    shapes, strides = flat
+    return _raw(shapes[0], strides[0]) if len(shapes) == 1 else _raw(shapes, strides)
+
+
+def _nested(shape: IntTuple, stride: IntTuple) -> Layout:
+    """A Layout from valid modes whose nesting may have grown past the limit."""
+    if _depth(shape) > MAX_DEPTH:
+        raise InvalidLayoutError(f"the result {fmt(shape)}:{fmt(stride)} would be nested deeper "
+                                 f"than MAX_DEPTH = {MAX_DEPTH}")
+    return _raw(shape, stride)
 
 
 def _depth(t: IntTuple) -> int:
-    if type(t) is int:
+    if isinstance(t, int):
         return 0
-    return 1 + max((_depth(x) for x in t), default=0)  # type: ignore[union-attr]
+    return 1 + max([_depth(x) for x in t], default=0)
+
+
+def _py(t: IntTuple) -> str:
+    """``repr`` of an int tuple, abbreviating huge ints."""
+    if isinstance(t, int):
+        return _fmt_int(t)
+    inner = ", ".join([_py(x) for x in t])
+    return f"({inner},)" if len(t) == 1 else f"({inner})"
 
 
 def _has_none(c: object) -> bool:
     if c is None:
         return True
-    return isinstance(c, tuple) and any(_has_none(x) for x in c)
-
-
-def _flat_modes(L: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    return flatten(L.shape), flatten(L.stride)
+    return isinstance(c, tuple) and any([_has_none(x) for x in c])
 
 
 def _check_layout(x: object, what: str = "layout") -> Layout:
     if not isinstance(x, Layout):
-        raise LayoutTypeError(f"{what} must be a Layout, got {x!r} of type {type(x).__name__}")
+        raise LayoutTypeError(f"{what} must be a Layout, got {show(x)} of type "
+                              f"{type(x).__name__}")
     return x
+
+
+def _flat_of(L: Layout) -> _flat.Flat:
+    return _flatten(L.shape), _flatten(L.stride)
+
+
+def _by_mode(A: Layout, tiler: tuple[object, ...], what: str,
+             op: Callable[[Layout, Any], T]) -> tuple[list[Layout], list[T]]:
+    """A by-mode right operand: ``op(mode, t)`` for each of A's trailing modes and ``t``.
+
+    The tuple lines up with A's *trailing* modes (as NumPy broadcasting does);
+    returns A's leading modes, untouched, and the results.
+    """
+    check_nesting(tiler, f"the by-mode {what} {show(tiler)}")
+    modes = A._modes()
+    if len(tiler) > len(modes):
+        raise InvalidLayoutError(
+            f"the by-mode {what} {show(tiler)} has {len(tiler)} modes but {A} has only "
+            f"{len(modes)}; a by-mode tuple lines up with the trailing modes and may not be longer")
+    off = len(modes) - len(tiler)
+    return list(modes[:off]), [op(m, t) for m, t in zip(modes[off:], tiler)]
+
+
+def _as_layout(t: object, what: str) -> Layout:
+    """A non-tuple tiler as a Layout: itself, or ``n:1`` for an int ``n >= 1``."""
+    if isinstance(t, Layout):
+        return t
+    n = as_int(t, what, _TILER_KINDS)
+    if n < 1:
+        raise InvalidLayoutError(f"{what} {_fmt_int(n)} is not a size: an int tiler n means "
+                                 "n:1 and must be >= 1")
+    return _raw(n, 1)
 
 
 def make_layout(*layouts: Layout) -> Layout:
@@ -279,53 +313,19 @@ def make_layout(*layouts: Layout) -> Layout:
     """
     for L in layouts:
         _check_layout(L, "every argument of make_layout")
-    return _raw(tuple([L.shape for L in layouts]), tuple([L.stride for L in layouts]))
+    return _nested(tuple([L.shape for L in layouts]), tuple([L.stride for L in layouts]))
 
 
-def _coalesce_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> Layout:
-    rs: list[int] = []
-    rd: list[int] = []
-    # Walk from the innermost (last) mode outwards, merging s1:d1 into an inner s0:d0
-    # when d1 == s0 * d0, and dropping size-1 modes.
-    for s, d in zip(reversed(shapes), reversed(strides)):
-        if s == 1:
-            continue
-        if rs and rs[-1] * rd[-1] == d:
-            rs[-1] *= s
-        else:
-            rs.append(s)
-            rd.append(d)
-    if not rs:
-        return _raw(1, 0)
-    if len(rs) == 1:
-        return _raw(rs[0], rd[0])
-    rs.reverse()
-    rd.reverse()
-    return _raw(tuple(rs), tuple(rd))
-
-
-@functools.lru_cache(maxsize=8192)
-def _coalesce(L: Layout) -> Layout:
-    return _coalesce_flat(*_flat_modes(L))
-
-
-def _by_mode(L: Layout, profile: tuple[object, ...], what: str) -> int:
-    """Check a by-mode tuple against L; return the index of L's first mode it covers."""
-    if len(profile) > L.rank:
-        raise InvalidLayoutError(
-            f"the by-mode {what} {profile!r} has {len(profile)} modes but {L} has only "
-            f"{L.rank}; a by-mode tuple lines up with the trailing modes and may not be longer"
-        )
-    return L.rank - len(profile)
-
+# ---- coalesce and filter --------------------------------------------------------------------
 
 def coalesce(layout: Layout, profile: object = None) -> Layout:
     """The flattest layout equal to ``layout`` as a function on ``[0, size)``.
 
     Drops size-1 modes and merges ``s0:d0`` with an inner ``s1:d1`` when
     ``d0 == s1 * d1``.  With a by-mode ``profile`` tuple, only the modes it
-    covers are coalesced (each separately; a tuple entry recurses); the profile
-    lines up with the layout's trailing modes.
+    covers are coalesced (each separately; a tuple entry recurses, an int or
+    None entry coalesces the whole mode); the profile lines up with the
+    layout's trailing modes.
 
     >>> print(coalesce(Layout((2, (1, 6)), (1, (7, 2)))))
     (2,6):(1,2)
@@ -336,11 +336,11 @@ def coalesce(layout: Layout, profile: object = None) -> Layout:
     """
     _check_layout(layout)
     if isinstance(profile, tuple):
-        off = _by_mode(layout, profile, "profile")
-        modes = list(layout)
-        return make_layout(*modes[:off], *(
-            coalesce(m, p) for m, p in zip(modes[off:], profile)))
-    return _coalesce(layout)
+        lead, done = _by_mode(layout, profile, "profile", coalesce)
+        return make_layout(*lead, *done)
+    if profile is not None:
+        as_int(profile, "a coalesce profile", "None, an int or a by-mode tuple")
+    return _from_flat(_flat.coalesce(*_flat_of(layout)))
 
 
 def filter(layout: Layout) -> Layout:
@@ -352,36 +352,160 @@ def filter(layout: Layout) -> Layout:
     12:1
     """
     _check_layout(layout)
-    shapes, strides = _flat_modes(layout)
-    keep = [(s, d) for s, d in zip(shapes, strides) if s != 1 and d != 0]
-    return _coalesce_flat(tuple(s for s, _ in keep), tuple(d for _, d in keep))
+    keep = [(s, d) for s, d in zip(*_flat_of(layout)) if d != 0]
+    return _from_flat(_flat.coalesce(tuple([s for s, _ in keep]), tuple([d for _, d in keep])))
 
 
-def _sorted_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
-    """The (stride, size) pairs with size > 1 and stride > 0, by increasing stride."""
-    return sorted((d, s) for s, d in zip(shapes, strides) if s > 1 and d > 0)
+# ---- composition ----------------------------------------------------------------------------
+
+def composition(A: Layout, B: Tiler) -> Layout:
+    """``A ∘ B``: the layout ``i -> A(B(i))`` for ``i`` in ``[0, size(B))``, shaped like B.
+
+    ``B`` may be a Layout, an int ``n`` (meaning ``n:1``), ``None`` (A
+    itself), or a by-mode tuple (lined up with A's trailing modes) that
+    composes mode by mode.
+
+    **Extended domain (as CuTe).** B may reach past ``size(A)``: A is then
+    read as ``coalesce(A)`` with its outer (first) mode unbounded.  Using
+    the coalesced form makes the answer depend only on A as a function on
+    ``[0, size(A))``: ``(1,3):(14,17)`` and ``3:17`` are the same function,
+    and both give ``composition(_, 4:1) == 4:17``.  (Evaluating ``A(i)``
+    itself stays strict: ``i >= size(A)`` raises.)
+
+    Raises :class:`~layout.CompositionError` where no layout equals that
+    function: B's strides and sizes must divide A's modes (stride and shape
+    divisibility), and a multi-mode B must be tractable unless A coalesces to
+    one mode, so that B's modes cannot carry across A's modes.
+
+    >>> print(composition(Layout((6, 2), (2, 1)), Layout(3, 2)))
+    3:2
+    >>> print(composition(Layout((3, 6), (7, 21)), Layout(4, 3)))
+    (2,2):(7,63)
+    >>> print(composition(Layout(4), Layout(4, 2)))   # past A's size
+    4:2
+    >>> composition(Layout((6, 4), (5, 1)), Layout(6))
+    Traceback (most recent call last):
+    ...
+    layout._errors.CompositionError: composition (6,4):(5,1) ∘ 6:1 ... (shape divisibility)
+    >>> print(composition(Layout((4, 6), (6, 1)), (2, 3)))
+    (2,3):(6,1)
+    """
+    _check_layout(A, "the left operand of composition")
+    if B is None:
+        return A
+    if isinstance(B, tuple):
+        lead, done = _by_mode(A, B, "tiler", composition)
+        return make_layout(*lead, *done)
+    right = _as_layout(B, "the right operand of composition")
+    try:
+        shape, stride = _flat.compose(A.shape, A.stride, right.shape, right.stride)
+    except CompositionError as e:
+        raise CompositionError(f"composition {A} ∘ {right} is inadmissible: {e}") from None
+    return _nested(shape, stride)
 
 
-def _sorted_modes(layout: Layout) -> list[tuple[int, int]]:
-    """:func:`_sorted_flat` of the flat modes of ``layout``."""
-    return _sorted_flat(*_flat_modes(layout))
+# ---- complement and inverses ----------------------------------------------------------------
+
+def complement(A: Layout, cotarget: int = 1) -> Layout:
+    """The layout of the offsets A does not reach, up to ``cotarget``.
+
+    ``R = complement(A, M)`` has descending strides; ``(R, filter(A))`` is
+    injective and its image is exactly ``[0, round_up(M, span(A)))``.
+    Stride-0 modes of A are ignored.  A must be tractable (see
+    :func:`~layout.is_tractable`) and ``M >= 1``, else
+    :class:`~layout.ComplementError`.
+
+    >>> print(complement(Layout(4, 2), 24))
+    (3,2):(8,1)
+    >>> print(complement(Layout((2, 2), (4, 1)), 16))
+    (2,2):(8,2)
+    """
+    _check_layout(A, "the layout to complement")
+    m = as_int(cotarget, "the cotarget of complement")
+    if m < 1:
+        raise ComplementError(f"complement({A}, {_fmt_int(m)}) is inadmissible: the cotarget "
+                              "must be >= 1")
+    try:
+        return _from_flat(_flat.complement(*_flat_of(A), m))
+    except ComplementError as e:
+        raise ComplementError(f"complement({A}, {_fmt_int(m)}) is inadmissible: {e}"
+                                    ) from None
 
 
-def _tractability_violation(layout: Layout) -> str | None:
-    """Why ``layout`` is not tractable, or ``None`` if it is."""
-    return _violation_in(_sorted_modes(layout))
+def right_inverse(L: Layout) -> Layout:
+    """A layout R with ``L(R(i)) == i`` for every ``i < size(R)``, as large as possible.
+
+    For injective L, ``size(R)`` is the largest n with ``[0, n)`` inside L's
+    image.  Stride-0 modes are skipped (as CuTe C++ does; pycute gives up at
+    them and returns ``1:0``).
+
+    >>> print(right_inverse(Layout((4, 2), (1, 4))))
+    (2,4):(1,2)
+    """
+    _check_layout(L)
+    return _from_flat(_flat.right_inverse(*_flat_of(L)))
 
 
-def _violation_in(modes: list[tuple[int, int]]) -> str | None:
-    """:func:`_tractability_violation` on the output of :func:`_sorted_modes`."""
-    for (d0, s0), (d1, s1) in zip(modes, modes[1:]):
-        if d1 % (s0 * d0):
-            return (
-                f"mode {s1}:{d1} does not start where mode {s0}:{d0} ends "
-                f"({d1} is not a multiple of {s0}*{d0} = {s0 * d0})"
-            )
-    return None
+def left_inverse(L: Layout) -> Layout:
+    """A layout R with ``R(L(i)) == i`` for every ``i < size(L)``.
 
+    L must be injective and tractable, else :class:`~layout.InverseError`.
+
+    >>> L = Layout((2, 3), (1, 4))
+    >>> R = left_inverse(L)
+    >>> [R(L(i)) for i in range(L.size)]
+    [0, 1, 2, 3, 4, 5]
+    """
+    _check_layout(L)
+    try:
+        return _from_flat(_flat.left_inverse(*_flat_of(L)))
+    except InverseError as e:
+        raise InverseError(f"left_inverse({L}) is inadmissible: {e}") from None
+
+
+# ---- divide and product ---------------------------------------------------------------------
+
+def logical_divide(A: Layout, tiler: Tiler) -> Layout:
+    """Split A into (rest, tile): ``A ∘ (complement(B, size(A)), B)``.
+
+    The first mode is the outer one: mode 1 walks one tile of A (B's
+    elements), mode 0 walks from tile to tile.  A by-mode tuple divides A's
+    trailing modes one by one.  When B's span does not divide ``size(A)``,
+    the last tile runs past A's size (composition's extended domain).
+
+    >>> print(logical_divide(Layout(12), Layout(3, 2)))
+    ((2,2),3):((6,1),2)
+    """
+    _check_layout(A)
+    if tiler is None:
+        return A
+    if isinstance(tiler, tuple):
+        lead, done = _by_mode(A, tiler, "tiler", logical_divide)
+        return make_layout(*lead, *done)
+    B = _as_layout(tiler, "a tiler")
+    return composition(A, make_layout(complement(B, A.size), B))
+
+
+def logical_product(A: Layout, tiler: Tiler) -> Layout:
+    """Repeat A along B: ``(complement(A, size(A) * cosize(B)) ∘ B, A)``.
+
+    The first mode is the repetition, the second is A itself.  An int ``n``
+    means ``n:1`` (pycute instead runs a divide there, a known bug).
+
+    >>> print(logical_product(Layout((2, 2)), Layout(3)))
+    (3,(2,2)):(4,(2,1))
+    """
+    _check_layout(A)
+    if tiler is None:
+        return A
+    if isinstance(tiler, tuple):
+        lead, done = _by_mode(A, tiler, "tiler", logical_product)
+        return make_layout(*lead, *done)
+    B = _as_layout(tiler, "a tiler")
+    return make_layout(composition(complement(A, A.size * B.cosize), B), A)
+
+
+# ---- predicates -----------------------------------------------------------------------------
 
 def is_tractable(layout: Layout) -> bool:
     """Whether ``layout`` is admissible for :func:`complement`.
@@ -394,50 +518,25 @@ def is_tractable(layout: Layout) -> bool:
     (True, False)
     """
     _check_layout(layout)
-    return _tractability_violation(layout) is None
-
-
-def _broadcast_flat(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether some mode of size > 1 has stride 0 (so the layout repeats offsets)."""
-    return any(s > 1 and d == 0 for s, d in zip(shapes, strides))
-
-
-def _has_broadcast(layout: Layout) -> bool:
-    return _broadcast_flat(*_flat_modes(layout))
+    return _flat.tractability_violation(_flat.sorted_modes(*_flat_of(layout))) is None
 
 
 def is_injective(layout: Layout) -> bool:
     """Whether distinct indices in ``[0, size)`` map to distinct offsets.
 
-    Decided without enumeration for tractable layouts; a non-tractable layout
-    is decided exactly with a bitset of its codomain, which is allowed up to
-    :data:`INJECTIVITY_ENUMERATION_LIMIT` (beyond it :class:`UndecidableError`).
+    Decided from the modes' structure (never by listing the domain): see
+    :func:`layout._flat.is_injective`.  Only a non-tractable layout with three
+    or more entangled modes reaching more than
+    ``INJECTIVITY_ENUMERATION_LIMIT`` offsets raises
+    :class:`~layout.UndecidableError`.
 
     >>> is_injective(Layout((2, 2), (3, 1))), is_injective(Layout((2, 3), (2, 1)))
     (True, False)
+    >>> is_injective(Layout((2**22, 3), (2, 3)))   # 2*3 == 3*2: a collision
+    False
     """
     _check_layout(layout)
-    if _has_broadcast(layout):
-        return False
-    if _tractability_violation(layout) is None:
-        return True
-    cosize = layout.cosize
-    if cosize > INJECTIVITY_ENUMERATION_LIMIT:
-        raise UndecidableError(
-            f"cannot decide whether the non-tractable layout {layout} is injective: its "
-            f"cosize {cosize} exceeds the enumeration limit {INJECTIVITY_ENUMERATION_LIMIT}"
-        )
-    reached = 1  # bit k set <=> offset k is reached
-    count = 1
-    for d, s in _sorted_modes(layout):
-        shifted = reached
-        for c in range(1, s):
-            shifted |= reached << (c * d)
-        reached = shifted
-        count *= s
-        if reached.bit_count() != count:
-            return False
-    return True
+    return _flat.is_injective(*_flat_of(layout))
 
 
 def is_compact(layout: Layout) -> bool:
@@ -447,26 +546,18 @@ def is_compact(layout: Layout) -> bool:
     (True, False)
     """
     _check_layout(layout)
-    if _has_broadcast(layout):
-        return False
-    expected = 1
-    for d, s in _sorted_modes(layout):
-        if d != expected:
-            return False
-        expected = s * d
-    return True
+    return _flat.is_compact(*_flat_of(layout))
 
 
 def same_function(a: Layout, b: Layout) -> bool:
     """Whether ``a`` and ``b`` have the same size and agree on every index in ``[0, size)``.
 
-    Two layouts are the same function exactly when their sizes and coalesced
-    forms are equal.
+    Two layouts are the same function exactly when their coalesced forms are
+    equal (which implies equal sizes).
 
     >>> same_function(Layout((2, 2), (2, 1)), Layout(4, 1)), Layout((2, 2)) == Layout(4)
     (True, False)
     """
     _check_layout(a)
     _check_layout(b)
-    return a.size == b.size and _coalesce(a) == _coalesce(b)
-
+    return _flat.coalesce(*_flat_of(a)) == _flat.coalesce(*_flat_of(b))
