@@ -272,6 +272,15 @@ def _single(kinds: Sequence[str]) -> Callable[[random.Random], list[Args]]:
     return lambda rng: [(random_layout(rng, kinds),)]
 
 
+def enumerated_injective(lib: Any) -> Callable[[Any], bool]:
+    """The anchor for is_injective: neither torch's copy nor pycute has one, so a user of
+    either lists the image (``len({L(i)}) == size``), which is what this times."""
+    def injective(L: Any) -> bool:
+        n = lib.size(L)
+        return len({L(i) for i in range(n)}) == n
+    return injective
+
+
 OPS: list[Op] = [
     Op("coalesce", {"ours": lay.coalesce, "torch": tcute.coalesce, "pycute": pycute.coalesce},
        _single(ANY)),
@@ -298,7 +307,39 @@ OPS: list[Op] = [
        per_index(lambda A, i: (lay.idx2crd(i, A.shape), A.shape, A.stride))),
     Op("idx2crd", {"ours": lay.idx2crd, "torch": tcute.idx2crd, "pycute": pycute.idx2crd},
        per_index(lambda A, i: (i, A.shape))),
+    Op("is_injective", {"ours": lay.is_injective, "torch": enumerated_injective(tcute),
+                        "pycute": enumerated_injective(pycute)}, _single(ANY)),
 ]
+
+# Structured layouts far too big to list, where is_injective must answer from structure
+# alone (issue 8: (2**22, 3):(2, 3) well under a second); target: each under 1 s.
+LARGE_INJECTIVE: list[tuple[Layout, bool]] = [
+    (Layout((2**22, 3), (2, 3)), False),
+    (Layout((2**22, 3), (3, 2**23)), True),
+    (Layout((1024, 1024, 1024, 1024), (1, 1 << 30, 1 << 10, 1 << 20)), True),
+    (Layout((3, 2**20, 5), (2**20 * 5, 1, 2**20)), True),
+    (Layout((4, 4, 2**20), (2**20 * 2 + 1, 2**20, 1)), False),
+]
+LARGE_TARGET_S = 1.0
+
+
+def time_large_injective() -> list[str]:
+    """Time is_injective on :data:`LARGE_INJECTIVE`; return the misses."""
+    print(f"\nis_injective at scale (ours only: listing these would take minutes; target "
+          f"< {LARGE_TARGET_S:.0f} s each)")
+    misses: list[str] = []
+    for L, expected in LARGE_INJECTIVE:
+        clear_caches()
+        t0 = time.perf_counter()
+        got = lay.is_injective(L)
+        dt = time.perf_counter() - t0
+        print(f"  {L!s:<48} size 2**{L.size.bit_length() - 1:<3} -> {got!s:<5} "
+              f"{dt * 1e3:9.3f} ms")
+        if got is not expected:
+            misses.append(f"is_injective({L}) returned {got}, expected {expected}")
+        elif dt > LARGE_TARGET_S:
+            misses.append(f"is_injective({L}) took {dt:.2f} s")
+    return misses
 
 
 @dataclass
@@ -469,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             slow.append(f"{name} ({ct:.2f}x)")
         print(f"{name:<16} {got:>5} {t['cold']:>10.2f} {t['warm']:>10.2f} {t['torch']:>8.2f} "
               f"{t['pycute']:>8.2f} {ct:>10.2f}x {wt:>10.2f}x {cp:>11.2f}x {wp:>11.2f}x{flag}")
+    errors.extend(time_large_injective())
     print(f"\nload average after: {load()}")
     if notes:
         print("\ndropped cases (a library raised, or the answers differ):")

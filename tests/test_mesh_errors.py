@@ -17,6 +17,7 @@ import pytest
 from layout import Layout
 from mesh import (
     DuplicateNameError,
+    InvalidDimsError,
     InvalidMeshDataError,
     InvalidNameError,
     InvalidRanksError,
@@ -25,9 +26,11 @@ from mesh import (
     MeshTypeError,
     MeshView,
     NotRepresentableError,
+    OffsetOutOfRangeError,
     OverlapError,
     RankMap,
     RankNotInMeshError,
+    TooManyRanksError,
     UniverseMismatchError,
     UnknownDimError,
     concatenate,
@@ -62,10 +65,10 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("dim index too large", lambda: MESH[3], UnknownDimError, KeyError, rf"\b3\b.*{DIMS}"),
     ("dim index too negative", lambda: MESH.group(0, -4), UnknownDimError, KeyError,
      rf"-4.*{DIMS}"),
-    ("transpose missing a dim", lambda: MESH.transpose("tp", "dp"), UnknownDimError, KeyError,
-     rf"{DIMS}.*'cp'"),
-    ("empty selection", lambda: MESH[()], UnknownDimError, KeyError, DIMS),
-    ("flatten of no dims", lambda: MESH.flatten(()), UnknownDimError, KeyError, DIMS),
+    ("transpose missing a dim", lambda: MESH.transpose("tp", "dp"), InvalidDimsError,
+     ValueError, rf"{DIMS}.*'cp'"),
+    ("empty selection", lambda: MESH[()], InvalidDimsError, ValueError, DIMS),
+    ("flatten of no dims", lambda: MESH.flatten(()), InvalidDimsError, ValueError, DIMS),
     # ---- names: ValueError
     ("duplicate names", lambda: MeshView.from_shape((2, 2), ("a", "a")), DuplicateNameError,
      ValueError, r"'a'"),
@@ -93,7 +96,7 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("empty rename", lambda: MESH.rename({"dp": ""}), InvalidNameError, ValueError, r"''"),
     ("non-string name", lambda: MeshView.from_shape((2, 2), ("a", 3)), InvalidNameError,
      ValueError, r"\b3\b"),
-    ("too few names", lambda: MeshView.from_shape((2, 2), ("a",)), InvalidNameError,
+    ("too few names", lambda: MeshView.from_shape((2, 2), ("a",)), InvalidDimsError,
      ValueError, r"2 dims.*\('a',\)"),
     ("names as a bare string", lambda: MeshView.from_shape((2, 2), "ab"), MeshTypeError,
      TypeError, r"'ab'"),
@@ -119,8 +122,8 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("float unflatten size", lambda: MESH.unflatten("dp", (2.0,), ("a",)), MeshTypeError,
      TypeError, r"2\.0.*float"),
     ("unflatten names not matching sizes", lambda: MESH.unflatten("dp", (2, 1), ("a",)),
-     InvalidSizeError, ValueError, r"\(2, 1\).*\('a',\)"),
-    ("unflatten into nothing", lambda: MESH.unflatten("dp", (), ()), InvalidSizeError,
+     InvalidDimsError, ValueError, r"\(2, 1\).*\('a',\)"),
+    ("unflatten into nothing", lambda: MESH.unflatten("dp", (), ()), InvalidDimsError,
      ValueError, r"\(\)"),
     ("unflatten names as a bare string", lambda: MESH.unflatten("dp", (2,), "a"),
      MeshTypeError, TypeError, r"'a'"),
@@ -165,7 +168,36 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     # ---- dims of the wrong type
     ("float dim", lambda: MESH[1.0], MeshTypeError, TypeError, r"1\.0"),
     ("bool dim", lambda: MESH.group(0, True), MeshTypeError, TypeError, r"True"),
-    ("list as a key", lambda: MESH[["dp"]], MeshTypeError, TypeError, r"\['dp'\]"),
+    ("a set as a key", lambda: MESH[{"dp", "tp"}], MeshTypeError, TypeError,
+     r"ordered sequence.*set.*unordered"),
+    ("a dict as a key", lambda: MESH[{"dp": 1}], MeshTypeError, TypeError, r"dict"),
+    # ---- unordered input: TypeError, since processes could see different orders
+    ("names as a set", lambda: MeshView.from_shape((2, 4), {"dp", "tp"}), MeshTypeError,
+     TypeError, r"names must be an ordered sequence.*unordered"),
+    ("names as a dict", lambda: MeshView.from_shape((2, 4), {"dp": 0, "tp": 1}),
+     MeshTypeError, TypeError, r"names must be an ordered sequence.*dict"),
+    ("shape as a set", lambda: MeshView.from_shape({2, 4}), MeshTypeError, TypeError,
+     r"shape must be an ordered sequence.*set"),
+    ("shape as bytes", lambda: MeshView.from_shape(b"x"), MeshTypeError, TypeError,
+     r"shape must be an ordered sequence.*bytes"),
+    ("flatten of a set", lambda: MESH.flatten({"dp", "tp"}), MeshTypeError, TypeError,
+     r"flatten must be an ordered sequence.*set"),
+    ("flatten of a float", lambda: MESH.flatten(2.5), MeshTypeError, TypeError, r"2\.5"),
+    ("unflatten sizes as a set", lambda: MESH.unflatten("dp", {2}, ("a",)), MeshTypeError,
+     TypeError, r"unflatten sizes must be an ordered sequence"),
+    ("unflatten names as a set", lambda: MESH.unflatten("dp", (2,), {"a"}), MeshTypeError,
+     TypeError, r"unflatten names must be an ordered sequence"),
+    ("concatenate a set of views", lambda: concatenate({MESH}), MeshTypeError, TypeError,
+     r"ordered sequence"),
+    ("concatenate None", lambda: concatenate(None), MeshTypeError, TypeError, r"None"),
+    ("rename with a list", lambda: MESH.rename(["dp"]), MeshTypeError, TypeError,
+     r"rename takes a mapping"),
+    ("rename with a class", lambda: MESH.rename(list), MeshTypeError, TypeError,
+     r"rename takes a mapping"),
+    ("explicit ranks as a set", lambda: RankMap.explicit({0, 1}), MeshTypeError, TypeError,
+     r"ranks must be an ordered sequence.*set"),
+    ("explicit ranks as bytes", lambda: RankMap(1, b"x"), MeshTypeError, TypeError,
+     r"bytes"),
     # ---- concatenation
     ("overlapping concatenation", lambda: concatenate(
         [MESH["dp"], MESH.rename({"dp": "dp2"})["dp2"]]), OverlapError, ValueError,
@@ -179,7 +211,24 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("concatenation across explicit universes", lambda: concatenate(
         [MESH["tp"], MeshView.from_ranks([7, 6, 5, 4, 3, 2, 1, 0], ("w",))["w"]]),
      UniverseMismatchError, ValueError, r"explicit\(\[7, 6.*identity\(8\)"),
-    ("concatenation of nothing", lambda: concatenate([]), MeshTypeError, TypeError, r"none"),
+    ("concatenation of nothing", lambda: concatenate([]), InvalidDimsError, ValueError,
+     r"none"),
+    # ---- rank maps: offsets are bounds-checked
+    ("identity offset past the end", lambda: RankMap.identity(4)(10), OffsetOutOfRangeError,
+     IndexError, r"offset 10 is outside RankMap\.identity\(4\)"),
+    ("explicit negative offset", lambda: RankMap.explicit([4, 0, 2])(-1),
+     OffsetOutOfRangeError, IndexError, r"offset -1"),
+    ("take out of range", lambda: RankMap.identity(4).take([100, -5]), OffsetOutOfRangeError,
+     IndexError, r"offset 100"),
+    ("rank map of a wrong length", lambda: RankMap(3, [0, 1]), InvalidRanksError, ValueError,
+     r"size 3 needs 3 ranks, got 2"),
+    # ---- size guards
+    ("groups of a huge universe", lambda: MeshView.from_shape(2**60, ("w",)).groups("w"),
+     TooManyRanksError, ValueError, r"1,152,921,504,606,846,976 ranks.*limit="),
+    ("instance of a huge view", lambda: MeshView.from_shape(2**60, ("w",)).instance(0),
+     TooManyRanksError, ValueError, r"instance\(\).*limit="),
+    ("groups above an explicit limit", lambda: MESH.groups("tp", limit=7), TooManyRanksError,
+     ValueError, r"8 ranks, more than limit=7"),
     ("concatenation of a non-view", lambda: concatenate([MESH, 3]), MeshTypeError,
      TypeError, r"\b3\b"),
     # ---- layouts that are not views
@@ -216,6 +265,8 @@ def test_bad_input_raises_a_mesh_error_naming_it(
 
 def test_every_mesh_error_is_also_a_builtin() -> None:
     pairs = {UnknownDimError: KeyError, DuplicateNameError: ValueError,
+             InvalidDimsError: ValueError, OffsetOutOfRangeError: IndexError,
+             TooManyRanksError: ValueError, InvalidMeshDataError: ValueError,
              InvalidNameError: ValueError, InvalidSizeError: ValueError,
              MeshTypeError: TypeError, InvalidRanksError: ValueError,
              RankNotInMeshError: ValueError, UniverseMismatchError: ValueError,
@@ -252,8 +303,8 @@ def test_renaming_one_dim_twice_is_refused() -> None:
 
 
 @pytest.mark.parametrize("data", [{"layout": {}}, {"names": ["a"]}, [1, 2], {"layout": 3}])
-def test_from_dict_of_malformed_data_names_what_is_missing(data: Any) -> None:
-    with pytest.raises(InvalidMeshDataError, match="needs 'layout'") as info:
+def test_from_dict_of_malformed_data_names_the_keys(data: Any) -> None:
+    with pytest.raises(InvalidMeshDataError, match="has exactly the keys") as info:
         MeshView.from_dict(data)
     assert isinstance(info.value, ValueError)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mesh import InvalidSizeError, MeshView
+from mesh import InvalidSizeError, MeshView, TooManyRanksError
 
 K = 1024
 N = K**4
@@ -67,7 +67,18 @@ def _bounded() -> Iterator[None]:
 def test_the_bound_catches_enumeration() -> None:
     view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))
     with pytest.raises(AssertionError, match=r"enumerates|materializes"), _bounded():
-        view["a", "b", "c"].instances()
+        view["a", "b", "c"].instances(limit=2**40)  # the size guard lifted on purpose
+
+
+def test_listing_the_universe_is_refused_by_default() -> None:
+    view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))
+    with _bounded():
+        with pytest.raises(TooManyRanksError, match=r"1,099,511,627,776 ranks.*limit="):
+            view["a", "b", "c"].instances()
+        with pytest.raises(TooManyRanksError, match=r"groups\('w'\)"):
+            view.groups("w")
+        with pytest.raises(TooManyRanksError, match=r"group along 'w' would list 137,438,953,472"):
+            view.group(5, "w")
 
 
 @pytest.fixture

@@ -328,6 +328,7 @@ def test_views_are_immutable(mesh3: MeshView) -> None:
 
 def test_to_dict_is_plain_data() -> None:
     assert MeshView.from_shape((2, 2), ("dp", "tp")).to_dict() == {
+        "version": 1,
         "layout": {"shape": [2, 2], "stride": [2, 1]},
         "names": ["dp", "tp"],
         "ranks": {"size": 4},

@@ -108,10 +108,20 @@ class DeviceMesh:
 
     @property
     def mesh(self) -> Any:
-        """This process's instance as a torch int tensor (torch's ``DeviceMesh.mesh``)."""
+        """This process's instance as a torch int tensor (torch's ``DeviceMesh.mesh``).
+
+        Computed by array arithmetic over the layout (``view.instance_array``); refused
+        with :class:`~mesh.TooManyRanksError` above ``mesh.MAX_LISTED_RANKS`` ranks (use
+        ``view.instance_array(rank, limit=...)`` for more).
+        """
         import torch
 
-        return torch.tensor(self.view.instance(self.backend.rank), dtype=torch.int)
+        rank = self.backend.rank
+        try:
+            array = self.view.instance_array(rank)
+        except ModuleNotFoundError:  # no NumPy: the pure-Python listing
+            return torch.tensor(self.view.instance(rank), dtype=torch.int)
+        return torch.from_numpy(array).to(torch.int)
 
     def __getitem__(self, key: Dim | tuple[Dim, ...]) -> DeviceMesh:
         """The mesh of the selected dims (any order)."""

@@ -32,7 +32,9 @@ Public names:
   :func:`same_function`;
 - int-tuple helpers: :func:`crd2idx`, :func:`idx2crd`, :func:`flatten`,
   :func:`product`, :func:`suffix_product`, :func:`shape_div`,
-  :func:`inner_product`, and the nesting limit :data:`MAX_DEPTH`;
+  :func:`inner_product`, the nesting limit :data:`MAX_DEPTH`, and the two helpers
+  every package here uses at its door: :func:`as_int` (integer conversion) and
+  :func:`show` (a short, never-failing repr for messages);
 - the errors: :class:`LayoutError` and its subclasses.
 
 Module map (for readers of the code): ``_inttuple`` (nested int tuples and
@@ -55,12 +57,14 @@ from ._inttuple import (
     MAX_DEPTH,
     Coord,
     IntTuple,
+    as_int,
     crd2idx,
     flatten,
     idx2crd,
     inner_product,
     product,
     shape_div,
+    show,
     suffix_product,
 )
 from ._layout import (
@@ -97,7 +101,7 @@ __all__ = [
     "logical_divide", "zipped_divide", "tiled_divide",
     "logical_product", "zipped_product", "tiled_product", "blocked_product", "raked_product",
     "slice_and_offset", "crd2idx", "idx2crd", "flatten", "product", "suffix_product",
-    "shape_div", "inner_product",
+    "shape_div", "inner_product", "as_int", "show",
     "is_injective", "is_compact", "is_tractable", "same_function",
     "LayoutError", "InvalidLayoutError", "LayoutTypeError", "LayoutIndexError",
     "CompositionError", "ComplementError", "InverseError", "UndecidableError",

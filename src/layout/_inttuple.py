@@ -103,11 +103,13 @@ def show(value: object) -> str:
 
 # ---- conversion at the door -----------------------------------------------------------------
 
-def as_int(value: object, what: str, expected: str = "an int") -> int:
-    """``value`` as a plain ``int``, or :class:`~layout.LayoutTypeError` naming it.
+def as_int(value: object, what: str, expected: str = "an int", *,
+           error: type[Exception] = LayoutTypeError) -> int:
+    """``value`` as a plain ``int``, or ``error`` (a :class:`~layout.LayoutTypeError` by
+    default) naming it: the one integer conversion of every package here.
 
-    Accepts ints and integer-likes with ``__index__`` (NumPy integers); refuses
-    bools (also NumPy's), floats, strings and everything else.
+    Accepts ints and integer-likes with ``__index__`` (NumPy and torch integer
+    scalars); refuses bools (also NumPy's), floats, strings and everything else.
 
     >>> as_int(3, "a size")
     3
@@ -119,11 +121,11 @@ def as_int(value: object, what: str, expected: str = "an int") -> int:
     if type(value) is int:
         return value
     if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise LayoutTypeError(f"{what} must be an int, got the bool {show(value)}")
+        raise error(f"{what} must be an int, got the bool {show(value)}")
     try:
         return operator.index(cast("SupportsIndex", value))
     except Exception:
-        raise LayoutTypeError(
+        raise error(
             f"{what} must be {expected}, got {show(value)} of type {type(value).__name__}"
         ) from None
 
@@ -157,15 +159,18 @@ def _convert(value: object, what: str, whole: object, depth: int) -> IntTuple:
     return as_int(value, what, "an int or a nested tuple of ints")
 
 
-def check_nesting(value: object, what: str, depth: int = 0) -> None:
+def check_nesting(value: object, what: str) -> None:
     """Raise :class:`~layout.InvalidLayoutError` if ``value`` nests tuples deeper than
     :data:`MAX_DEPTH` (it looks no deeper than that, so it never recurses far)."""
-    if isinstance(value, tuple):
-        if depth >= MAX_DEPTH:
-            raise InvalidLayoutError(f"{what} is nested deeper than the limit "
-                                     f"MAX_DEPTH = {MAX_DEPTH}")
-        for v in value:
-            check_nesting(v, what, depth + 1)
+    if not _within(value, 0):
+        raise InvalidLayoutError(f"{what} {show(value)} is nested deeper than the limit "
+                                 f"MAX_DEPTH = {MAX_DEPTH}")
+
+
+def _within(value: object, depth: int) -> bool:
+    if not isinstance(value, tuple):
+        return True
+    return depth < MAX_DEPTH and all([_within(v, depth + 1) for v in value])
 
 
 def check_sizes(t: IntTuple, what: str, low: int) -> IntTuple:

@@ -133,6 +133,10 @@ class Layout:
 
     def __getitem__(self, key: int | slice) -> Layout:
         """The mode ``key`` as a Layout (several modes, concatenated, for a slice)."""
+        shape, stride = self.shape, self.stride
+        if type(key) is int and isinstance(shape, tuple) and isinstance(stride, tuple) \
+                and -len(shape) <= key < len(shape):
+            return _raw(shape[key], stride[key])  # the common case
         modes = self._modes()
         if isinstance(key, slice):
             try:
@@ -247,7 +251,11 @@ def _nested(shape: IntTuple, stride: IntTuple) -> Layout:
 def _depth(t: IntTuple) -> int:
     if isinstance(t, int):
         return 0
-    return 1 + max([_depth(x) for x in t], default=0)
+    d = 0
+    for x in t:
+        if not isinstance(x, int):  # ints add nothing: skip the call (the common case)
+            d = max(d, _depth(x))
+    return d + 1
 
 
 def _py(t: IntTuple) -> str:
@@ -282,7 +290,7 @@ def _by_mode(A: Layout, tiler: tuple[object, ...], what: str,
     The tuple lines up with A's *trailing* modes (as NumPy broadcasting does);
     returns A's leading modes, untouched, and the results.
     """
-    check_nesting(tiler, f"the by-mode {what} {show(tiler)}")
+    check_nesting(tiler, f"the by-mode {what}")
     modes = A._modes()
     if len(tiler) > len(modes):
         raise InvalidLayoutError(

@@ -11,18 +11,28 @@ and costs O(ndim + group size) arithmetic.
 >>> mesh.flatten(("dp", "cp")).group(5, "dp_cp")
 (1, 3, 5, 7)
 
-Public names: :class:`MeshView`, :class:`RankMap`, :func:`concatenate`,
-:func:`render`, the type aliases ``Dim`` (a dim by name or index) and ``Nested``
-(a rank tensor as nested tuples), and the errors (:class:`MeshError` and its
-subclasses).  Besides the queries the issue lists, a view offers
-``dim_layout(dim)`` (the layout that alone determines a dim's groups, which
-backends key their caches on), ``group_offset(rank, dim)``, ``index(dim)`` and
-``num_instances``.
+Input is validated at the door: names, dims, sizes and rank lists must be ordered
+sequences (lists, tuples or 1-D arrays; a set is refused, since its order can differ
+between processes), integer-likes become ``int``, and every bad input raises a
+:class:`MeshError` subclass naming it.  Queries that list ranks (``groups``,
+``instances``, ``instance``, ``group``, ``render``) refuse to list more than their
+``limit`` argument (default :data:`MAX_LISTED_RANKS`) and compute the listing by
+array arithmetic over the layout (NumPy when installed, plain Python otherwise).
+
+Public names: :class:`MeshView` (queries beyond torch's: ``dim_layout(dim)``, the
+layout that alone determines a dim's groups and that backends key their caches on;
+``group_offset(rank, dim)``; ``index(dim)``; ``num_instances``; ``instance_array``),
+:class:`RankMap`, :func:`concatenate`, :func:`render`, the constants
+:data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of ``to_dict``), the type
+aliases ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested
+tuples), and the errors (:class:`MeshError` and its subclasses, each documenting
+what raises it).
 """
 
 from ._concat import concatenate
 from ._errors import (
     DuplicateNameError,
+    InvalidDimsError,
     InvalidMeshDataError,
     InvalidNameError,
     InvalidRanksError,
@@ -30,18 +40,24 @@ from ._errors import (
     MeshError,
     MeshTypeError,
     NotRepresentableError,
+    OffsetOutOfRangeError,
     OverlapError,
     RankNotInMeshError,
+    TooManyRanksError,
     UniverseMismatchError,
     UnknownDimError,
 )
+from ._listing import MAX_LISTED_RANKS
 from ._rankmap import RankMap
 from ._render import render
-from ._view import Dim, MeshView, Nested
+from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 
 __all__ = [
+    "FORMAT_VERSION",
+    "MAX_LISTED_RANKS",
     "Dim",
     "DuplicateNameError",
+    "InvalidDimsError",
     "InvalidMeshDataError",
     "InvalidNameError",
     "InvalidRanksError",
@@ -51,9 +67,11 @@ __all__ = [
     "MeshView",
     "Nested",
     "NotRepresentableError",
+    "OffsetOutOfRangeError",
     "OverlapError",
     "RankMap",
     "RankNotInMeshError",
+    "TooManyRanksError",
     "UniverseMismatchError",
     "UnknownDimError",
     "concatenate",

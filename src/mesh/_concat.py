@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from layout import make_layout
 
-from ._errors import MeshTypeError, UniverseMismatchError
+from ._errors import InvalidDimsError, MeshTypeError, UniverseMismatchError
+from ._input import ordered, show
 from ._view import MeshView
 
 __all__ = ["concatenate"]
 
 
-def concatenate(views: Iterable[MeshView]) -> MeshView:
+def concatenate(views: object) -> MeshView:
     """Join the dims of several views of one universe into one view.
 
-    The result must still be injective and tile the universe (else
+    ``views`` is an ordered sequence of views; the result's dims are theirs, in
+    order.  It must still be injective and tile the universe (else
     :class:`~mesh.OverlapError`); names must stay unique.
 
     >>> from mesh import MeshView, concatenate
@@ -23,19 +23,17 @@ def concatenate(views: Iterable[MeshView]) -> MeshView:
     >>> concatenate([mesh["dp"], mesh["tp"]]).group(5, "tp")
     (4, 5)
     """
-    vs = list(views)
+    vs = ordered(views, "concatenate's views")
     if not vs:
-        raise MeshTypeError("concatenate needs at least one view, got none")
+        raise InvalidDimsError("concatenate needs at least one view, got none")
     for v in vs:
         if not isinstance(v, MeshView):
-            raise MeshTypeError(f"concatenate takes MeshViews, got {v!r}")
+            raise MeshTypeError(f"concatenate takes MeshViews, got {show(v)}")
     first = vs[0].ranks
     for v in vs[1:]:
         if v.ranks != first:
             raise UniverseMismatchError(
                 f"cannot concatenate views of different universes: {v!r} is over {v.ranks!r} "
-                f"but {vs[0]!r} is over {first!r}"
-            )
-    modes = [m for v in vs for m in v.layout]
-    names = [n for v in vs for n in v.names]
-    return MeshView(make_layout(*modes), tuple(names), first)
+                f"but {vs[0]!r} is over {first!r}")
+    return MeshView(make_layout(*(m for v in vs for m in v.layout)),
+                    [n for v in vs for n in v.names], first)

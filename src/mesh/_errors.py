@@ -1,25 +1,28 @@
 """The error hierarchy of mesh views.
 
 Every error is a :class:`MeshError` and also the matching built-in exception, so
-callers catching ``KeyError`` or ``ValueError`` keep working.  Messages name the
-bad value and the valid choices.
+callers catching ``KeyError``, ``ValueError`` or ``TypeError`` keep working.
+Messages name the bad value and the valid choices.  Each class says what raises it.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "MeshError",
+    "MeshTypeError",
     "UnknownDimError",
+    "InvalidDimsError",
     "DuplicateNameError",
     "InvalidNameError",
     "InvalidSizeError",
-    "MeshTypeError",
-    "InvalidMeshDataError",
     "InvalidRanksError",
+    "OffsetOutOfRangeError",
     "RankNotInMeshError",
+    "InvalidMeshDataError",
     "UniverseMismatchError",
     "OverlapError",
     "NotRepresentableError",
+    "TooManyRanksError",
 ]
 
 
@@ -27,15 +30,33 @@ class MeshError(Exception):
     """Base class of every error raised by :mod:`mesh`."""
 
 
+class MeshTypeError(MeshError, TypeError):
+    """An argument has the wrong type.
+
+    Raised for a bool or float where an int is needed, a non-string dim, a key
+    that is neither a dim nor a sequence of dims, and an *unordered* collection
+    (a set, a dict, a str or bytes taken as a sequence) where the order of
+    names, dims, sizes or ranks matters: two processes iterating a set can see
+    different orders and build different meshes.
+    """
+
+
 class UnknownDimError(MeshError, KeyError, IndexError):
-    """A dim name that the view does not have, or a dim index out of range."""
+    """A dim name the view does not have, or a dim index out of range."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
 
 
+class InvalidDimsError(MeshError, ValueError):
+    """A list of dims that does not fit: none where at least one is needed (an empty
+    selection, flatten or concatenation), a transpose that leaves dims out, or a number
+    of names that differs from the number of dims."""
+
+
 class DuplicateNameError(MeshError, ValueError):
-    """A dim name is used twice (in names, a selection, or a concatenation)."""
+    """A dim name (or dim) is used twice: in names, a selection, a flatten, a rename
+    or a concatenation."""
 
 
 class InvalidNameError(MeshError, ValueError):
@@ -43,31 +64,36 @@ class InvalidNameError(MeshError, ValueError):
 
 
 class InvalidSizeError(MeshError, ValueError):
-    """A size is not positive, or sizes do not multiply to what they must."""
-
-
-class MeshTypeError(MeshError, TypeError):
-    """An argument has the wrong type (a bool or float size, a list as a key, ...)."""
+    """A size is not positive, or sizes do not multiply to what they must
+    (``unflatten``), or a mesh has no dims."""
 
 
 class InvalidRanksError(MeshError, ValueError):
-    """An explicit rank tensor is ragged, has negative, non-int or duplicate ranks."""
+    """An explicit rank tensor or rank map is ragged, empty, or has negative,
+    non-int or duplicate ranks."""
 
 
-class InvalidMeshDataError(MeshError, ValueError):
-    """``MeshView.from_dict`` got data that is not a serialized view."""
+class OffsetOutOfRangeError(MeshError, IndexError):
+    """A :class:`~mesh.RankMap` accessor was given an offset outside ``[0, size)``."""
 
 
 class RankNotInMeshError(MeshError, ValueError, LookupError):
     """A per-rank query names a rank outside the view's universe."""
 
 
+class InvalidMeshDataError(MeshError, ValueError):
+    """``MeshView.from_dict`` / ``RankMap.from_dict`` got data that is not a serialized
+    value of this format version: unknown or missing keys, wrong types, inconsistent
+    fields, an unknown version, or nesting past the limit."""
+
+
 class UniverseMismatchError(MeshError, ValueError):
-    """Views over different rank maps were combined."""
+    """Views over different rank maps (universes) were combined."""
 
 
 class OverlapError(MeshError, ValueError):
-    """Combined dims would reach a rank twice or not tile the universe."""
+    """A view's dims would reach a rank twice or could not tile the universe
+    (constructing a view, ``concatenate``)."""
 
 
 class NotRepresentableError(MeshError, ValueError):
@@ -76,3 +102,9 @@ class NotRepresentableError(MeshError, ValueError):
     Happens when unflattening a non-contiguous (flattened) dim into sizes that
     cut across its pieces, e.g. a dim made of pieces 2 and 3 split as (3, 2).
     """
+
+
+class TooManyRanksError(MeshError, ValueError):
+    """A materialization (``groups``, ``instances``, ``instance``, ``group``,
+    ``render``, a facade's ``.mesh``) would list more ranks than its ``limit``
+    argument allows (default :data:`mesh.MAX_LISTED_RANKS`)."""

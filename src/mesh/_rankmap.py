@@ -3,49 +3,43 @@
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
-from ._errors import InvalidRanksError, InvalidSizeError, MeshError, MeshTypeError
+from ._errors import (
+    InvalidMeshDataError,
+    InvalidRanksError,
+    OffsetOutOfRangeError,
+)
+from ._input import as_int, as_size, ordered, show
 
-__all__ = ["RankMap", "as_int", "as_size"]
-
-
-def as_int(value: object, what: str, error: type[MeshError] = MeshTypeError) -> int:
-    """``value`` as an int (anything with ``__index__`` but a bool), else ``error`` naming it."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise error(f"{what} must be an int, got the bool {value!r}")
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise error(f"{what} must be an int, got {value!r} of type {type(value).__name__}"
-                    ) from None
+__all__ = ["RankMap"]
 
 
-def as_size(value: object, what: str) -> int:
-    """``value`` as a positive int, or a typed error naming it."""
-    n = as_int(value, what)
-    if n < 1:
-        raise InvalidSizeError(f"{what} must be a positive int, got {n}")
-    return n
+def _as_ranks(ranks: object) -> tuple[int, ...]:
+    """Distinct non-negative plain ints, in the given order."""
+    rs = tuple([as_int(r, "every rank", error=InvalidRanksError) for r in ordered(ranks, "ranks")])
+    seen: dict[int, int] = {}
+    for i, r in enumerate(rs):
+        if r < 0:
+            raise InvalidRanksError(f"ranks must be non-negative ints, got {show(r)}")
+        if r in seen:
+            raise InvalidRanksError(f"rank {r} appears twice (at offsets {seen[r]} and {i}); "
+                                    "ranks must be distinct")
+        seen[r] = i
+    return rs
 
 
-def _as_rank(value: object) -> int:
-    r = as_int(value, "every rank", InvalidRanksError)
-    if r < 0:
-        raise InvalidRanksError(f"ranks must be non-negative ints, got {r}")
-    return r
-
-
-@attrs.frozen(cache_hash=True, repr=False)
+@attrs.frozen(init=False, hash=False, repr=False)
 class RankMap:
     """An injective map from offsets ``[0, size)`` to global ranks.
 
     ``RankMap.identity(n)`` stores only ``n``; ``RankMap.explicit(ranks)``
     stores the ranks and answers inverse look-ups in O(1).  An explicit map
-    equal to ``range(n)`` is the identity map.
+    equal to ``range(n)`` is the identity map.  Offsets outside ``[0, size)``
+    raise :class:`~mesh.OffsetOutOfRangeError`.
 
     >>> RankMap.identity(4)(3), RankMap.explicit([4, 0, 2])(1)
     (3, 0)
@@ -54,37 +48,40 @@ class RankMap:
     """
 
     size: int
-    ranks: tuple[int, ...] | None = None
+    ranks: tuple[int, ...] | None
+
+    def __init__(self, size: object, ranks: object = None) -> None:
+        """``RankMap(n)`` is the identity on ``[0, n)``; ``RankMap(n, ranks)`` maps offset
+        ``i`` to ``ranks[i]`` (an ordered sequence of ``n`` distinct ranks >= 0)."""
+        n = as_size(size, "the number of ranks")
+        rs = None if ranks is None else _as_ranks(ranks)
+        if rs is not None and len(rs) != n:
+            raise InvalidRanksError(f"a rank map of size {n} needs {n} ranks, got {len(rs)}")
+        self.__attrs_init__(n, None if rs is None or rs == tuple(range(n)) else rs)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:  # computed once: views and rank maps key caches
+        return hash((self.size, self.ranks))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return RankMap, (self.size, self.ranks)  # unpickling validates again
 
     @classmethod
     def identity(cls, n: int) -> RankMap:
         """The map ``offset -> offset`` on ``[0, n)``."""
-        return cls(as_size(n, "the number of ranks"))
+        return cls(n)
 
     @classmethod
-    def explicit(cls, ranks: Iterable[object]) -> RankMap:
-        """The map ``offset -> ranks[offset]``; ranks are distinct non-negative ints."""
-        if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Iterable):
-            raise MeshTypeError(f"ranks must be a sequence of ints, got {ranks!r}")
-        rs = tuple(ranks)
-        return cls(len(rs), rs)  # type: ignore[arg-type]
-
-    def __attrs_post_init__(self) -> None:
-        as_size(self.size, "the number of ranks")
-        if self.ranks is None:
-            return
-        rs = tuple(_as_rank(r) for r in self.ranks)
-        if len(rs) != self.size:
-            raise InvalidRanksError(f"a rank map of size {self.size} needs {self.size} ranks, "
-                                    f"got {len(rs)}")
-        seen: dict[int, int] = {}
-        for i, r in enumerate(rs):
-            if r in seen:
-                raise InvalidRanksError(
-                    f"rank {r} appears twice (at offsets {seen[r]} and {i}); ranks must be distinct"
-                )
-            seen[r] = i
-        object.__setattr__(self, "ranks", None if rs == tuple(range(len(rs))) else rs)
+    def explicit(cls, ranks: object) -> RankMap:
+        """The map ``offset -> ranks[offset]``; ranks are an ordered sequence of distinct
+        non-negative ints."""
+        rs = _as_ranks(ranks)
+        if not rs:
+            raise InvalidRanksError("a rank map needs at least one rank, got none")
+        return cls(len(rs), rs)
 
     @property
     def is_identity(self) -> bool:
@@ -92,38 +89,72 @@ class RankMap:
         return self.ranks is None
 
     @functools.cached_property
+    def max_rank(self) -> int:
+        """The largest global rank in the map."""
+        return self.size - 1 if self.ranks is None else max(self.ranks)
+
+    @functools.cached_property
     def _inverse(self) -> dict[int, int]:
         return {r: i for i, r in enumerate(self.ranks or ())}
 
+    @functools.cached_property
+    def _array(self) -> Any:
+        """The explicit ranks as a NumPy int64 array (built once, for gathers)."""
+        import numpy as np
+
+        return np.asarray(self.ranks, dtype=np.int64)
+
+    def _check(self, offset: int) -> int:
+        if not 0 <= offset < self.size:
+            raise OffsetOutOfRangeError(
+                f"offset {show(offset)} is outside {self!r} (valid: 0 <= offset < {self.size})")
+        return offset
+
     def __call__(self, offset: int) -> int:
         """The global rank at ``offset``."""
-        return offset if self.ranks is None else self.ranks[offset]
+        o = self._check(as_int(offset, "an offset"))
+        return o if self.ranks is None else self.ranks[o]
 
-    def take(self, offsets: Sequence[int]) -> tuple[int, ...]:
-        """The global ranks at each of ``offsets``."""
+    def take(self, offsets: object) -> tuple[int, ...]:
+        """The global ranks at each of ``offsets`` (an ordered sequence)."""
+        offs = tuple([self._check(as_int(o, "an offset")) for o in ordered(offsets, "offsets")])
+        return self._take(offs)
+
+    def _take(self, offsets: Any) -> tuple[int, ...]:
+        """:meth:`take` of offsets already known to be in range (an iterable of ints)."""
         if self.ranks is None:
             return tuple(offsets)
         rs = self.ranks
-        return tuple(rs[o] for o in offsets)
+        return tuple([rs[o] for o in offsets])
 
     def offset_of(self, rank: int) -> int | None:
         """The offset holding ``rank``, or ``None`` if ``rank`` is not in this map."""
+        r = as_int(rank, "a rank")
         if self.ranks is None:
-            return rank if 0 <= rank < self.size else None
-        return self._inverse.get(rank)
+            return r if 0 <= r < self.size else None
+        return self._inverse.get(r)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able data: ``{"size": n}`` or ``{"ranks": [...]}``."""
         return {"size": self.size} if self.ranks is None else {"ranks": list(self.ranks)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> RankMap:
-        """Inverse of :meth:`to_dict`."""
-        if "ranks" in d:
-            return cls.explicit(d["ranks"])  # type: ignore[arg-type]
+    def from_dict(cls, d: object) -> RankMap:
+        """Inverse of :meth:`to_dict`: exactly one of the keys ``size`` (an int) and
+        ``ranks`` (a list of ints); anything else is :class:`~mesh.InvalidMeshDataError`."""
+        if not isinstance(d, Mapping) or len(d) != 1 or not ({"size", "ranks"} & set(d)):
+            raise InvalidMeshDataError(
+                "a rank map is {'size': n} or {'ranks': [r0, r1, ...]} (exactly one key), got "
+                + show(d))
         if "size" in d:
-            return cls.identity(d["size"])  # type: ignore[arg-type]
-        raise InvalidRanksError(f"a rank map dict needs 'size' or 'ranks', got keys {sorted(d)}")
+            n = d["size"]
+            if type(n) is not int:
+                raise InvalidMeshDataError(f"'size' must be an int, got {show(n)}")
+            return cls(n)
+        ranks = d["ranks"]
+        if not isinstance(ranks, list) or not all([type(r) is int for r in ranks]):
+            raise InvalidMeshDataError(f"'ranks' must be a list of ints, got {show(ranks)}")
+        return cls.explicit(ranks)
 
     def __repr__(self) -> str:
         if self.ranks is None:

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Union
 
 import attrs
 
 from layout import (
+    MAX_DEPTH,
     CompositionError,
     Layout,
+    LayoutError,
     coalesce,
     complement,
     composition,
     flatten,
+    idx2crd,
     is_tractable,
     left_inverse,
     make_layout,
@@ -23,8 +26,8 @@ from layout import (
 
 from ._errors import (
     DuplicateNameError,
+    InvalidDimsError,
     InvalidMeshDataError,
-    InvalidNameError,
     InvalidRanksError,
     InvalidSizeError,
     MeshTypeError,
@@ -33,9 +36,11 @@ from ._errors import (
     RankNotInMeshError,
     UnknownDimError,
 )
-from ._rankmap import RankMap, as_int, as_size
+from ._input import as_int, as_name, as_names, as_size, ordered, show
+from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks
+from ._rankmap import RankMap
 
-__all__ = ["Dim", "MeshView", "Nested"]
+__all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
 
 Dim = Union[str, int]
 """A dim, by name or by index (negative indices count from the end)."""
@@ -43,54 +48,32 @@ Dim = Union[str, int]
 Nested = Union[int, tuple["Nested", ...]]
 """A rank tensor as nested tuples."""
 
+FORMAT_VERSION = 1
+"""The version :meth:`MeshView.to_dict` writes and :meth:`MeshView.from_dict` reads."""
 
-def _check_names(names: tuple[object, ...]) -> tuple[str, ...]:
+_KEYS = {"version", "layout", "names", "ranks"}
+
+
+def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     seen: set[str] = set()
     for n in names:
-        if not isinstance(n, str):
-            raise InvalidNameError(f"dim names must be non-empty strings, got {n!r}")
-        if not n:
-            raise InvalidNameError(f"dim names must be non-empty strings, got '' in {names!r}")
         if n in seen:
-            raise DuplicateNameError(f"dim name {n!r} appears twice in {names!r}; names must be "
-                                     "unique")
+            raise DuplicateNameError(f"dim name {n!r} appears twice in {names!r}; names must "
+                                     "be unique")
         seen.add(n)
-    return names  # type: ignore[return-value]
+    return names
 
 
-def _names_conv(names: object) -> tuple[str, ...]:
-    if isinstance(names, str) or not isinstance(names, Iterable):
-        raise MeshTypeError(f"names must be a sequence of strings, got {names!r}")
-    return _check_names(tuple(names))
+def _moves(mode: Layout) -> bool:
+    return any([s > 1 and d == 0 for s, d in zip(flatten(mode.shape), flatten(mode.stride))])
 
 
-def _image(mode: Layout, base: int) -> Sequence[int]:
-    """The offsets ``base + mode(i)`` for ``i`` in ``[0, size)``, in index order."""
-    shapes, strides = flatten(mode.shape), flatten(mode.stride)
-    if len(shapes) == 1:
-        s, d = shapes[0], strides[0]
-        return range(base, base + s * d, d) if d else [base] * s
-    cur: list[int] = [base]
-    for s, d in zip(shapes, strides):
-        if s != 1:
-            steps = range(0, s * d, d) if d else [0] * s
-            cur = [x + c for x in cur for c in steps]
-    return cur
-
-
-def _nest(flat: Sequence[int], shape: tuple[int, ...]) -> Nested:
-    if len(shape) == 1:
-        return tuple(flat)
-    step = len(flat) // shape[0]
-    return tuple(_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0]))
-
-
-def _span(mode: Layout) -> int:
-    return max((s * d for s, d in zip(flatten(mode.shape), flatten(mode.stride)) if s > 1),
+def _span(L: Layout) -> int:
+    return max([s * d for s, d in zip(flatten(L.shape), flatten(L.stride)) if s > 1],
                default=1)
 
 
-@attrs.frozen(cache_hash=True, repr=False)
+@attrs.frozen(init=False, hash=False, repr=False)
 class MeshView:
     """An immutable mesh: named dims over a universe of ranks, as a layout.
 
@@ -110,93 +93,117 @@ class MeshView:
     """
 
     layout: Layout
-    names: tuple[str, ...] = attrs.field(converter=_names_conv)
+    names: tuple[str, ...]
     ranks: RankMap
 
-    def __attrs_post_init__(self) -> None:
-        if not isinstance(self.layout, Layout):
-            raise MeshTypeError(f"layout must be a layout.Layout, got {self.layout!r}")
-        if not isinstance(self.ranks, RankMap):
-            raise MeshTypeError(f"ranks must be a RankMap, got {self.ranks!r}")
-        modes = [coalesce(m) for m in self.layout]
-        if len(modes) != len(self.names):
-            raise InvalidNameError(
-                f"the layout {self.layout} has {len(modes)} dims but {len(self.names)} names "
-                f"were given: {self.names!r}"
-            )
-        object.__setattr__(self, "layout", make_layout(*modes))
-        n = self.ranks.size
-        for name, m in zip(self.names, modes):
-            if any(s > 1 and d == 0 for s, d in zip(flatten(m.shape), flatten(m.stride))):
+    def __init__(self, layout: Layout, names: object, ranks: RankMap) -> None:
+        """Check and canonicalize: every mode coalesced, names unique, dims that tile."""
+        if not isinstance(layout, Layout):
+            raise MeshTypeError(f"layout must be a layout.Layout, got {show(layout)}")
+        if not isinstance(ranks, RankMap):
+            raise MeshTypeError(f"ranks must be a mesh.RankMap, got {show(ranks)}")
+        names_t = _unique(as_names(names))
+        modes = [coalesce(m) for m in layout]
+        if len(modes) != len(names_t):
+            raise InvalidDimsError(f"the layout {layout} has {len(modes)} dims but "
+                                   f"{len(names_t)} names were given: {names_t!r}")
+        canonical = make_layout(*modes)
+        dims = ", ".join(f"{n}={m.size}" for n, m in zip(names_t, modes))
+        for name, m in zip(names_t, modes):
+            if _moves(m):
                 raise OverlapError(f"dim {name!r} has the stride-0 layout {m}: it would repeat "
                                    "ranks")
-        if not is_tractable(self.layout):
-            raise OverlapError(
-                f"the dims {self._dims_text()} overlap or interleave (layout {self.layout}), so "
-                f"their instances cannot tile the {n} ranks of the universe"
-            )
-        span = _span(self.layout)
-        if n % span:
-            raise OverlapError(
-                f"the dims {self._dims_text()} (layout {self.layout}) span {span} offsets, which "
-                f"does not divide the universe of {n} ranks"
-            )
-
-    def _dims_text(self) -> str:
-        return ", ".join(f"{n}={m.size}" for n, m in zip(self.names, self.layout))
+        if not is_tractable(canonical):
+            raise OverlapError(f"the dims {dims} overlap or interleave (layout {canonical}), so "
+                               f"their instances cannot tile the {ranks.size} ranks of the "
+                               "universe")
+        span = _span(canonical)
+        if ranks.size % span:
+            raise OverlapError(f"the dims {dims} (layout {canonical}) span {span} offsets, which "
+                               f"does not divide the universe of {ranks.size} ranks")
+        self.__attrs_init__(canonical, names_t, ranks)
 
     # ---- constructors ------------------------------------------------------------------
     @classmethod
-    def from_shape(cls, shape: int | Sequence[int], names: Sequence[str] | None = None
-                   ) -> MeshView:
+    def from_shape(cls, shape: object, names: object = None) -> MeshView:
         """A row-major view of ``prod(shape)`` ranks (identity rank map).
+
+        ``shape`` is a size or an ordered sequence of sizes; ``names`` an ordered
+        sequence of names (default ``dim0``, ``dim1``, ...).
 
         >>> MeshView.from_shape((2, 4)).group(5, "dim1")
         (4, 5, 6, 7)
         """
-        sizes = (shape,) if not isinstance(shape, Sequence) else tuple(shape)
-        if not sizes:
+        raw = ordered(shape, "shape") if not _is_int_like(shape) else (shape,)
+        if not raw:
             raise InvalidSizeError("a mesh needs at least one dim, got the shape ()")
-        sizes = tuple(as_size(s, f"size of dim {i} in shape {shape!r}")
-                      for i, s in enumerate(sizes))
+        sizes = tuple([as_size(s, f"size of dim {i} in shape {show(shape)}")
+                       for i, s in enumerate(raw)])
         names_t = tuple(f"dim{i}" for i in range(len(sizes))) if names is None else names
-        return cls(Layout(sizes), names_t, RankMap.identity(math.prod(sizes)))
+        return cls(Layout(sizes), names_t, RankMap(math.prod(sizes)))
 
     @classmethod
-    def from_ranks(cls, ranks: Any, names: Sequence[str] | None = None) -> MeshView:
+    def from_ranks(cls, ranks: object, names: object = None) -> MeshView:
         """A view over an explicit rank tensor (nested lists/tuples, NumPy array or torch tensor).
 
         >>> MeshView.from_ranks([[0, 2], [1, 3]], ("dp", "tp")).group(1, "tp")
         (1, 3)
         """
-        if hasattr(ranks, "tolist"):  # NumPy arrays, torch tensors: no import needed
-            ranks = ranks.tolist()
-        shape, flat = _parse_tensor(ranks)
+        if hasattr(ranks, "tolist") and not isinstance(ranks, (list, tuple)):
+            ranks = ranks.tolist()  # NumPy arrays, torch tensors: no import needed
+        shape, flat = _parse_tensor(ranks, 0)
         names_t = tuple(f"dim{i}" for i in range(len(shape))) if names is None else names
         return cls(Layout(shape), names_t, RankMap.explicit(flat))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MeshView:
-        """Inverse of :meth:`to_dict`."""
-        need = "a MeshView dict needs 'layout' (with 'shape' and 'stride'), 'names' and 'ranks'"
-        if not isinstance(d, Mapping) or not isinstance(d.get("layout"), Mapping):
-            raise InvalidMeshDataError(f"{need}; got {d!r}")
+    def from_dict(cls, d: object) -> MeshView:
+        """Inverse of :meth:`to_dict`; strict: any other data is a typed error.
+
+        Refused with :class:`~mesh.InvalidMeshDataError`: a non-dict, a missing,
+        unknown or wrongly typed key, a version other than :data:`FORMAT_VERSION`,
+        nesting deeper than ``layout.MAX_DEPTH``; inconsistent fields raise the
+        error of the value they break (e.g. :class:`~mesh.OverlapError`).
+        """
+        if not isinstance(d, Mapping) or set(d) != _KEYS:
+            got = sorted(map(str, d)) if isinstance(d, Mapping) else show(d)
+            raise InvalidMeshDataError(f"a MeshView dict has exactly the keys {sorted(_KEYS)}; "
+                                       f"got {got}")
+        version = d["version"]
+        if type(version) is not int or version != FORMAT_VERSION:
+            raise InvalidMeshDataError(f"unknown MeshView format version {show(version)}; this "
+                                       f"library reads version {FORMAT_VERSION}")
+        lay = d["layout"]
+        if not isinstance(lay, Mapping) or set(lay) != {"shape", "stride"}:
+            raise InvalidMeshDataError(f"'layout' must be {{'shape': ..., 'stride': ...}}, got "
+                                       f"{show(lay)}")
+        names = d["names"]
+        if not isinstance(names, list):
+            raise InvalidMeshDataError(f"'names' must be a list of strings, got {show(names)}")
+        shape, stride = _int_tree(lay["shape"], "shape", 0), _int_tree(lay["stride"], "stride", 0)
         try:
-            shape, stride = d["layout"]["shape"], d["layout"]["stride"]
-            names, ranks = d["names"], d["ranks"]
-        except KeyError as e:
-            raise InvalidMeshDataError(f"{need}; missing {e}") from None
-        return cls(Layout(_tuplify(shape), _tuplify(stride)), names, RankMap.from_dict(ranks))
+            layout = Layout(shape, stride)
+        except LayoutError as e:
+            raise InvalidMeshDataError(f"'layout' is not a valid layout: {e}") from None
+        return cls(layout, names, RankMap.from_dict(d["ranks"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data: layout, names and rank map.
+        """Plain JSON-able data: format version, layout, names and rank map.
 
         >>> MeshView.from_shape((2, 2), ("dp", "tp")).to_dict()
-        {'layout': {'shape': [2, 2], 'stride': [2, 1]}, 'names': ['dp', 'tp'], 'ranks': {'size': 4}}
+        {'version': 1, 'layout': {'shape': [2, 2], 'stride': [2, 1]}, 'names': ['dp', 'tp'], \
+'ranks': {'size': 4}}
         """
-        return {"layout": {"shape": _listify(self.layout.shape),
+        return {"version": FORMAT_VERSION,
+                "layout": {"shape": _listify(self.layout.shape),
                            "stride": _listify(self.layout.stride)},
                 "names": list(self.names), "ranks": self.ranks.to_dict()}
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:  # computed once: views and rank maps key caches
+        return hash((self.layout, self.names, self.ranks))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (MeshView.from_dict, (self.to_dict(),))
@@ -205,7 +212,7 @@ class MeshView:
     @functools.cached_property
     def shape(self) -> tuple[int, ...]:
         """The size of each dim."""
-        return tuple(m.size for m in self.layout)
+        return tuple([m.size for m in self.layout])
 
     @property
     def ndim(self) -> int:
@@ -216,7 +223,7 @@ class MeshView:
         """The size of ``dim``, or of a whole instance when ``dim`` is None."""
         if dim is None:
             return self.layout.size
-        return self.shape[self._dim(dim)]
+        return self.shape[self.index(dim)]
 
     @property
     def num_instances(self) -> int:
@@ -225,69 +232,74 @@ class MeshView:
 
     def dim_layout(self, dim: Dim) -> Layout:
         """The canonical (coalesced) layout of one dim: it alone determines its groups."""
-        return self.layout[self._dim(dim)]
+        return self.layout[self.index(dim)]
 
     def index(self, dim: Dim) -> int:
-        """The position of ``dim`` (a name, or an index that may be negative)."""
-        return self._dim(dim)
-
-    def _dim(self, dim: Dim) -> int:
+        """The position of ``dim``: a name, or an index that may be negative."""
         if isinstance(dim, str):
             try:
                 return self.names.index(dim)
             except ValueError:
-                raise UnknownDimError(f"unknown dim {dim!r}; the dims are {self.names!r}") from None
-        if isinstance(dim, int) and not isinstance(dim, bool):
-            if -self.ndim <= dim < self.ndim:
-                return dim % self.ndim
-            raise UnknownDimError(f"dim index {dim} is out of range for the {self.ndim} dims "
-                                  f"{self.names!r}")
-        raise MeshTypeError(f"a dim is a name (str) or an index (int), got {dim!r}")
+                raise UnknownDimError(f"unknown dim {dim!r}; the dims are {self.names!r}"
+                                      ) from None
+        k = as_int(dim, "a dim", "a name (str) or an index (int)")
+        if -self.ndim <= k < self.ndim:
+            return k % self.ndim
+        raise UnknownDimError(f"dim index {k} is out of range for the {self.ndim} dims "
+                              f"{self.names!r}")
 
-    def _dims(self, dims: Iterable[Dim]) -> tuple[int, ...]:
-        idx = tuple(self._dim(d) for d in dims)
+    def _indices(self, dims: object, what: str) -> tuple[int, ...]:
+        """Positions of an ordered, non-empty selection of distinct dims."""
+        idx = tuple([self.index(d) for d in ordered(dims, what)])
+        if not idx:
+            raise InvalidDimsError(f"{what} must name at least one dim of {self.names!r}")
         if len(set(idx)) != len(idx):
             dup = next(self.names[i] for i in idx if idx.count(i) > 1)
-            raise DuplicateNameError(f"dim {dup!r} is selected twice in {tuple(dims)!r}")
+            raise DuplicateNameError(f"dim {dup!r} is selected twice in {what} {show(dims)}")
         return idx
 
     # ---- transforms --------------------------------------------------------------------
-    def _with(self, modes: Iterable[Layout], names: Iterable[str]) -> MeshView:
-        return MeshView(make_layout(*modes), tuple(names), self.ranks)
+    def _with(self, modes: list[Layout], names: list[str]) -> MeshView:
+        return MeshView(make_layout(*modes), names, self.ranks)
 
-    def __getitem__(self, key: Dim | tuple[Dim, ...]) -> MeshView:
-        """Select dims by name or index, in any order (a reordered selection transposes)."""
-        keys = key if isinstance(key, tuple) else (key,)
-        if not keys:
-            raise UnknownDimError(f"select at least one dim of {self.names!r}")
-        idx = self._dims(keys)
-        return self._with((self.layout[i] for i in idx), (self.names[i] for i in idx))
+    def __getitem__(self, key: Dim | tuple[Dim, ...] | list[Dim]) -> MeshView:
+        """Select dims by name or index, in any order (a reordered selection transposes).
+
+        ``key`` is one dim or a tuple or list of dims.
+        """
+        many = isinstance(key, (tuple, list, set, frozenset, dict))  # the unordered: refused
+        idx = self._indices(key if many else (key,), "the selection")
+        return self._with([self.layout[i] for i in idx], [self.names[i] for i in idx])
 
     def transpose(self, *dims: Dim) -> MeshView:
         """Reorder all dims (reverse them when none are given)."""
         if not dims:
             return self[tuple(reversed(range(self.ndim)))]
-        idx = self._dims(dims)
+        idx = self._indices(dims, "transpose")
         if len(idx) != self.ndim:
             missing = [n for i, n in enumerate(self.names) if i not in idx]
-            raise UnknownDimError(f"transpose needs every dim of {self.names!r}; missing "
-                                  f"{missing!r}")
+            raise InvalidDimsError(f"transpose needs every dim of {self.names!r}; missing "
+                                   f"{missing!r}")
         return self[idx]
 
     def rename(self, mapping: Mapping[Dim, str]) -> MeshView:
         """Rename dims: ``mapping`` maps old names (or indices) to new names."""
+        if not isinstance(mapping, Mapping):
+            raise MeshTypeError(f"rename takes a mapping from dims to new names, got "
+                                f"{show(mapping)}")
         names = list(self.names)
         renamed: set[int] = set()
         for old, new in mapping.items():
-            k = self._dim(old)
+            k = self.index(old)
             if k in renamed:
-                raise DuplicateNameError(f"dim {self.names[k]!r} is renamed twice in {mapping!r}")
+                raise DuplicateNameError(f"dim {self.names[k]!r} is renamed twice in "
+                                         f"{show(mapping)}")
             renamed.add(k)
-            names[k] = new
-        return MeshView(self.layout, tuple(names), self.ranks)
+            names[k] = as_name(new, "a new dim name")
+        return MeshView(self.layout, names, self.ranks)
 
-    def flatten(self, dims: Dim | Sequence[Dim] | None = None, name: str | None = None
-                ) -> MeshView:
+    def flatten(self, dims: Dim | tuple[Dim, ...] | list[Dim] | None = None,
+                name: str | None = None) -> MeshView:
         """Merge ``dims`` (default: all) into one dim, placed where the first listed dim was.
 
         The listed order is the order of the merged dim (first listed = outer).
@@ -300,10 +312,10 @@ class MeshView:
         if dims is None:
             idx = tuple(range(self.ndim))
         else:
-            idx = self._dims((dims,) if isinstance(dims, (str, int)) else dims)
-        if not idx:
-            raise UnknownDimError(f"flatten needs at least one dim of {self.names!r}")
-        new_name = "_".join(self.names[i] for i in idx) if name is None else name
+            one = isinstance(dims, str) or _is_int_like(dims)
+            idx = self._indices((dims,) if one else dims, "flatten")
+        new_name = "_".join(self.names[i] for i in idx) if name is None \
+            else as_name(name, "the flattened dim's name")
         merged = coalesce(make_layout(*(self.layout[i] for i in idx)))
         modes: list[Layout] = []
         names: list[str] = []
@@ -316,27 +328,26 @@ class MeshView:
                 names.append(self.names[i])
         return self._with(modes, names)
 
-    def unflatten(self, dim: Dim, sizes: Sequence[int], names: Sequence[str]) -> MeshView:
+    def unflatten(self, dim: Dim, sizes: object, names: object) -> MeshView:
         """Split ``dim`` into dims of ``sizes`` (row-major), named ``names``.
 
         >>> world = MeshView.from_shape(8, ("world",))
         >>> world.unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp")).group(5, "ep")
         (5, 7)
         """
-        k = self._dim(dim)
-        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
-            raise MeshTypeError(f"sizes must be a sequence of positive ints, got {sizes!r}")
-        sz = tuple(as_size(s, f"unflatten size {s!r} in {tuple(sizes)!r}") for s in sizes)
-        if isinstance(names, str) or not isinstance(names, Sequence):
-            raise MeshTypeError(f"names must be a sequence of strings, got {names!r}")
-        if len(names) != len(sz) or not sz:
-            raise InvalidSizeError(f"unflatten needs one name per size and at least one size; "
-                                   f"got sizes {sz!r} and names {tuple(names)!r}")
+        k = self.index(dim)
+        sz = tuple([as_size(s, f"unflatten size {show(s)} in {show(sizes)}")
+                    for s in ordered(sizes, "unflatten sizes")])
+        new = as_names(names, "unflatten names")
+        if not sz:
+            raise InvalidDimsError("unflatten needs at least one size, got ()")
+        if len(new) != len(sz):
+            raise InvalidDimsError(f"unflatten needs one name per size; got sizes {sz!r} and "
+                                   f"names {new!r}")
         if math.prod(sz) != self.shape[k]:
             raise InvalidSizeError(
                 f"cannot unflatten dim {self.names[k]!r} of size {self.shape[k]} into sizes "
-                f"{sz!r}: their product is {math.prod(sz)}, not {self.shape[k]}"
-            )
+                f"{sz!r}: their product is {math.prod(sz)}, not {self.shape[k]}")
         try:
             split = composition(self.layout[k], Layout(sz))
         except CompositionError as e:
@@ -345,7 +356,7 @@ class MeshView:
                 f"splits it into sizes {sz!r} (the pieces would cut across its parts): {e}"
             ) from None
         modes = [*self.layout[:k], *split, *self.layout[k + 1:]]
-        return self._with(modes, (*self.names[:k], *names, *self.names[k + 1:]))
+        return self._with(modes, [*self.names[:k], *new, *self.names[k + 1:]])
 
     # ---- per-rank queries: O(ndim + group size), never a search ------------------------
     @functools.cached_property
@@ -354,38 +365,45 @@ class MeshView:
 
     @functools.cached_property
     def _inverse(self) -> Layout:
-        return left_inverse(make_layout(self._complement, self.layout))
+        """Offset -> (instance, index) in one evaluation.
 
-    def _offset(self, rank: int) -> int | None:
-        return self.ranks.offset_of(as_int(rank, "a rank"))
+        ``(C, V)`` with ``C = complement(V, N)`` is a bijection from ``[0, N)`` onto
+        the offsets ``[0, N)``: index ``j * size(V) + x`` goes to ``C(j) + V(x)``.
+        Its left inverse sends an offset back to that index, and
+        ``divmod(index, size(V))`` is ``(instance j, index x within it)``.  For
+        ``mesh["dp", "tp"]`` of a ``(dp, cp, tp) = (2, 2, 2)`` mesh: ``V = (2,2):(4,1)``,
+        ``C = 2:2`` (the cp step), and offset 5 ``= C(0) + V(1, 1)`` has index 3, so
+        rank 5 is at ``x = 3``, coordinate ``(1, 1)``, of instance 0:
+
+        >>> view = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))["dp", "tp"]
+        >>> print(view._complement, view._inverse), divmod(view._inverse(5), 4)
+        2:2 (2,2,2):(2,4,1)
+        (None, (0, 3))
+        """
+        return left_inverse(make_layout(self._complement, self.layout))
 
     def _locate(self, rank: int) -> tuple[int, int, int]:
         """(offset, instance index, index within the instance) of a rank in the universe."""
-        off = self._offset(rank)
+        off = self.ranks.offset_of(rank)
         if off is None:
             raise RankNotInMeshError(
-                f"rank {rank} is not in the universe of this view ({self.ranks!r})"
-            )
+                f"rank {show(rank)} is not in the universe of this view ({self.ranks!r})")
         j, x = divmod(self._inverse(off), self.layout.size)
         return off, j, x
 
-    def _coords(self, x: int) -> tuple[int, ...]:
-        out = []
-        for s in reversed(self.shape):
-            x, c = divmod(x, s)
-            out.append(c)
-        return tuple(reversed(out))
-
     def coordinate(self, rank: int) -> tuple[int, ...] | None:
         """The coordinate of ``rank`` in its instance, or None if it is not in the universe."""
-        off = self._offset(rank)
+        off = self.ranks.offset_of(rank)
         if off is None:
             return None
         return self._coords(self._inverse(off) % self.layout.size)
 
+    def _coords(self, x: int) -> tuple[int, ...]:
+        return tuple(flatten(idx2crd(x, self.shape)))
+
     def local_rank(self, rank: int, dim: Dim) -> int:
         """The index of ``rank`` in its group along ``dim``."""
-        k = self._dim(dim)
+        k = self.index(dim)
         return self._coords(self._locate(rank)[2])[k]
 
     def group_offset(self, rank: int, dim: Dim) -> int:
@@ -393,32 +411,52 @@ class MeshView:
 
         The group is ``ranks(group_offset + dim_layout(dim)(i))`` for ``i < size(dim)``.
         """
-        k = self._dim(dim)
+        k = self.index(dim)
         off, _, x = self._locate(rank)
         return off - self.layout[k](self._coords(x)[k])
 
-    def group(self, rank: int, dim: Dim) -> tuple[int, ...]:
+    def group(self, rank: int, dim: Dim, *, limit: int = MAX_LISTED_RANKS) -> tuple[int, ...]:
         """The global ranks of ``rank``'s group along ``dim``, in coordinate order."""
-        k = self._dim(dim)
-        return self.ranks.take(_image(self.layout[k], self.group_offset(rank, k)))
+        k = self.index(dim)
+        check_limit(self.shape[k], f"the group along {self.names[k]!r}", limit)
+        return self._rows(Layout(1, 0), self.layout[k], self.group_offset(rank, k))[0]
 
-    def groups(self, dim: Dim) -> tuple[tuple[int, ...], ...]:
-        """Every group along ``dim`` (materializes all N ranks), ordered by first offset."""
-        mode = self.layout[self._dim(dim)]
-        starts = complement(mode, self.ranks.size)
-        return tuple(self.ranks.take(_image(mode, b)) for b in _image(starts, 0))
+    def groups(self, dim: Dim, *, limit: int = MAX_LISTED_RANKS
+               ) -> tuple[tuple[int, ...], ...]:
+        """Every group along ``dim`` (lists all N ranks), ordered by first offset."""
+        k = self.index(dim)
+        check_limit(self.ranks.size, f"groups({self.names[k]!r})", limit)
+        mode = self.layout[k]
+        return self._rows(complement(mode, self.ranks.size), mode)
 
-    def instance(self, rank: int) -> Nested:
+    def _rows(self, starts: Layout, inner: Layout, base: int = 0) -> tuple[tuple[int, ...], ...]:
+        rows = list_ranks(self.ranks, starts, inner, base)
+        return tuple(map(tuple, rows.tolist() if hasattr(rows, "tolist") else rows))
+
+    def instance(self, rank: int, *, limit: int = MAX_LISTED_RANKS) -> Nested:
         """The rank tensor of ``rank``'s instance (what torch's ``DeviceMesh.mesh`` is there)."""
         _, j, _ = self._locate(rank)
-        return self._instance(j)
+        check_limit(self.size(), "instance()", limit)
+        return _nest(self._rows(Layout(1, 0), self.layout, self._complement(j))[0], self.shape)
 
-    def _instance(self, j: int) -> Nested:
-        return _nest(self.ranks.take(_image(self.layout, self._complement(j))), self.shape)
+    def instance_array(self, rank: int, *, limit: int = MAX_LISTED_RANKS) -> Any:
+        """:meth:`instance` as a NumPy int64 array of shape :attr:`shape` (needs NumPy).
 
-    def instances(self) -> tuple[Nested, ...]:
-        """Every instance's rank tensor (materializes all N ranks)."""
-        return tuple(self._instance(j) for j in range(self._complement.size))
+        Computed by array arithmetic over the layout: strided offsets, then one
+        gather through the rank map.
+        """
+        _, j, _ = self._locate(rank)
+        check_limit(self.size(), "instance_array()", limit)
+        import numpy as np
+
+        rows = list_ranks(self.ranks, Layout(1, 0), self.layout, self._complement(j))
+        return np.asarray(rows, dtype=np.int64).reshape(self.shape)
+
+    def instances(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[Nested, ...]:
+        """Every instance's rank tensor (lists all N ranks)."""
+        check_limit(self.ranks.size, "instances()", limit)
+        return tuple([_nest(row, self.shape)
+                      for row in self._rows(self._complement, self.layout)])
 
     # ---- presentation ------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -436,27 +474,48 @@ class MeshView:
         return render(self, rank)
 
 
-def _parse_tensor(obj: Any) -> tuple[tuple[int, ...], list[object]]:
+def _is_int_like(x: object) -> bool:
+    """An int, or a scalar with ``__index__`` (NumPy/torch integer scalars and 0-d arrays)."""
+    return isinstance(x, int) or (hasattr(type(x), "__index__") and getattr(x, "ndim", 0) == 0)
+
+
+def _nest(flat: tuple[int, ...], shape: tuple[int, ...]) -> Nested:
+    if len(shape) == 1:
+        return flat
+    step = len(flat) // shape[0]
+    return tuple([_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])])
+
+
+def _parse_tensor(obj: object, depth: int) -> tuple[tuple[int, ...], list[object]]:
+    """(shape, flat ranks) of a nested list/tuple rank tensor; ragged or deep is refused."""
     if not isinstance(obj, (list, tuple)):
         raise InvalidRanksError(f"a rank tensor must be nested lists or tuples (or an array), "
-                                f"got {obj!r}")
+                                f"got {show(obj)}")
     if not obj:
         raise InvalidRanksError("a rank tensor needs at least one rank, got an empty list")
-    if all(not isinstance(x, (list, tuple)) for x in obj):
+    if depth >= MAX_DEPTH:
+        raise InvalidRanksError(f"a rank tensor may have at most {MAX_DEPTH} dims")
+    if all([not isinstance(x, (list, tuple)) for x in obj]):
         return (len(obj),), list(obj)
-    if not all(isinstance(x, (list, tuple)) for x in obj):
-        raise InvalidRanksError(f"ragged rank tensor: {obj!r} mixes lists and scalars")
-    parts = [_parse_tensor(x) for x in obj]
+    if not all([isinstance(x, (list, tuple)) for x in obj]):
+        raise InvalidRanksError(f"ragged rank tensor: {show(obj)} mixes lists and scalars")
+    parts = [_parse_tensor(x, depth + 1) for x in obj]
     inner = parts[0][0]
     for p, x in zip(parts, obj):
         if p[0] != inner:
             raise InvalidRanksError(f"ragged rank tensor: rows of shapes {inner} and {p[0]} "
-                                    f"({x!r})")
+                                    f"({show(x)})")
     return (len(obj), *inner), [r for p in parts for r in p[1]]
 
 
-def _tuplify(x: Any) -> Any:
-    return tuple(_tuplify(v) for v in x) if isinstance(x, (list, tuple)) else x
+def _int_tree(x: object, what: str, depth: int) -> Any:
+    """A JSON int tree (ints and lists, nested at most ``MAX_DEPTH``) as ints and tuples."""
+    if type(x) is int:
+        return x
+    if not isinstance(x, list) or depth >= MAX_DEPTH:
+        raise InvalidMeshDataError(f"'{what}' must be an int or a list of them nested at most "
+                                   f"{MAX_DEPTH} deep, got {show(x)}")
+    return tuple([_int_tree(v, what, depth + 1) for v in x])
 
 
 def _listify(x: Any) -> Any:

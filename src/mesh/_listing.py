@@ -1,0 +1,88 @@
+"""Listing ranks: a layout's offsets by array arithmetic, then one gather through the rank map.
+
+A listing of ``n`` ranks is refused above its ``limit`` (default
+:data:`MAX_LISTED_RANKS`) with :class:`~mesh.TooManyRanksError`, so no query
+hangs or exhausts memory on a huge universe.  With NumPy installed, offsets are
+computed as int64 arrays (strided offsets, broadcast per flat mode) and ranks
+gathered with one fancy index; without it, the same arithmetic runs in Python.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from layout import Layout, flatten
+
+from ._errors import TooManyRanksError
+from ._input import as_int
+from ._rankmap import RankMap
+
+__all__ = ["MAX_LISTED_RANKS", "check_limit", "list_ranks", "numpy"]
+
+MAX_LISTED_RANKS = 1 << 24
+"""The default ``limit`` of every query that lists ranks (16,777,216 ranks, 128 MiB as
+int64): pass ``limit=`` to list more."""
+
+_INT64_SAFE = 1 << 62  # universes at most this big fit int64 offsets with room to spare
+_ARRAYS_FROM = 4096  # listings this long use NumPy; shorter ones are faster in Python
+
+
+def numpy() -> Any:
+    """The NumPy module, or None when it is not installed (the pure-Python path)."""
+    try:
+        return importlib.import_module("numpy")
+    except ImportError:
+        return None
+
+
+def check_limit(count: int, what: str, limit: object) -> None:
+    """Refuse to list ``count`` ranks when that is more than ``limit``."""
+    lim = as_int(limit, "limit")
+    if count > lim:
+        raise TooManyRanksError(
+            f"{what} would list {count:,} ranks, more than limit={lim:,}; pass a larger "
+            f"limit= to list them (the default is mesh.MAX_LISTED_RANKS = {MAX_LISTED_RANKS:,})")
+
+
+def _modes(L: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return flatten(L.shape), flatten(L.stride)
+
+
+def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0) -> Any:
+    """The ranks ``ranks(base + starts(j) + inner(x))`` for every ``j`` and every ``x``.
+
+    Row ``j`` lists one group (or instance) in coordinate order.  Returns a NumPy
+    int64 array of shape ``(size(starts), size(inner))`` when NumPy is there, else a
+    list of tuples of Python ints.  The caller has checked the limit.
+    """
+    s_shapes, s_strides = _modes(starts)
+    i_shapes, i_strides = _modes(inner)
+    big = starts.size * inner.size >= _ARRAYS_FROM and ranks.size <= _INT64_SAFE
+    np = numpy() if big else None
+    if np is None:
+        rows = _py_offsets(s_shapes, s_strides, base)
+        cols = _py_offsets(i_shapes, i_strides, 0)
+        return [ranks._take([r + c for c in cols]) for r in rows]
+    rows = _np_offsets(np, s_shapes, s_strides, base)
+    cols = _np_offsets(np, i_shapes, i_strides, 0)
+    offs = rows[:, None] + cols[None, :]
+    return offs if ranks.ranks is None else ranks._array[offs]
+
+
+def _py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:
+    offs = [base]
+    for s, d in zip(shapes, strides):
+        steps = [c * d for c in range(s)]
+        offs = [o + c for o in offs for c in steps]
+    return offs
+
+
+def _np_offsets(np: Any, shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> Any:
+    """``base + L(i)`` for every index of the flat layout, row-major, as one int64 array."""
+    offs = np.full((1,) * len(shapes), base, dtype=np.int64)
+    for k, (s, d) in enumerate(zip(shapes, strides)):
+        axis = [1] * len(shapes)
+        axis[k] = s
+        offs = offs + (np.arange(s, dtype=np.int64) * d).reshape(axis)
+    return offs.reshape(-1)
