@@ -111,7 +111,7 @@ def test_every_rank_gets_the_brute_force_group_of_every_dim(seed: int) -> None:
             assert fb.created == ()
             continue
         coord = brute.coord(rank)
-        assert mesh.get_coordinate() == list(coord), (rank, start, ops)
+        assert mesh.get_coordinate() == tuple(coord), (rank, start, ops)
         for k, dim in enumerate(view.names):
             g = mesh.get_group(dim)
             expected = brute.group(rank, dim)
@@ -143,7 +143,7 @@ def test_groups_of_a_trillion_rank_world_need_no_enumeration() -> None:
     rank = n - 3  # coordinate (1023, 2**20 - 1, 1021) in (pp, dp, tp) = (2**10, 2**20, 2**10)
     fb = FakeBackend(world_size=n, rank=rank)
     mesh = fb.bind(MeshView.from_shape((2**10, 2**20, 2**10), ("pp", "dp", "tp")))
-    assert mesh.get_coordinate() == [1023, 2**20 - 1, 1021]
+    assert mesh.get_coordinate() == (1023, 2**20 - 1, 1021)
     pp, dp, tp = (mesh.get_group(d) for d in ("pp", "dp", "tp"))
     assert (pp.size(), pp.rank(), pp.offset, pp.layout(1)) == (2**10, 1023, rank - 1023 * 2**30,
                                                                2**30)
@@ -302,10 +302,16 @@ def _mesh_with_dp_timeout(**kw: Any) -> DeviceMesh:
 
 
 def test_backend_override_sets_the_options_of_its_dim_only() -> None:
-    assert _mesh_with_dp_timeout().options == (T30, DEFAULT)
+    assert _mesh_with_dp_timeout().options == {"dp": T30, "tp": DEFAULT}
     by_index = init_device_mesh("cpu", (4, 2), mesh_dim_names=("dp", "tp"),
-                                backend=FakeBackend(8, rank=0), backend_override={-1: T30})
-    assert by_index.options == (DEFAULT, T30)
+                                backend=FakeBackend(8, rank=0), backend_override={1: T30})
+    assert by_index.options == {"dp": DEFAULT, "tp": T30}
+
+
+def test_backend_override_naming_a_dim_twice_is_refused_like_torch() -> None:
+    with pytest.raises(RuntimeError, match="redundant dim index 0 and name dp"):
+        init_device_mesh("cpu", (4, 2), mesh_dim_names=("dp", "tp"),
+                         backend=FakeBackend(8, rank=0), backend_override={"dp": T30, 0: T60})
 
 
 def test_override_forms_follow_torch() -> None:
@@ -313,31 +319,34 @@ def test_override_forms_follow_torch() -> None:
     view = MeshView.from_shape((2, 2), ("dp", "tp"))
     sentinel = object()
     mesh = fb.bind(view, backend_override={"dp": "gloo", "tp": ("nccl", sentinel)})
-    assert mesh.options == (GroupOptions(backend="gloo"),
-                            GroupOptions(backend="nccl", pg_options=sentinel))
-    assert fb.bind(view, backend_override={0: sentinel}).options[0] == GroupOptions(
+    assert mesh.options == {"dp": GroupOptions(backend="gloo"),
+                            "tp": GroupOptions(backend="nccl", pg_options=sentinel)}
+    assert fb.bind(view, backend_override={0: sentinel}).options["dp"] == GroupOptions(
         pg_options=sentinel)
 
 
 def test_slicing_keeps_each_dims_options() -> None:
     mesh = _mesh_with_dp_timeout()
-    assert mesh["dp"].options == (T30,)
-    assert mesh["tp"].options == (DEFAULT,)
-    assert mesh[("tp", "dp")].options == (DEFAULT, T30)
+    assert mesh["dp"].options == {"dp": T30}
+    assert mesh["tp"].options == {"tp": DEFAULT}
+    assert mesh[("tp", "dp")].options == {"tp": DEFAULT, "dp": T30}
 
 
 def test_unflatten_new_dims_inherit_the_options() -> None:
     mesh = _mesh_with_dp_timeout()
     split = mesh.unflatten("dp", (2, 2), ("outer", "inner"))
     assert split.mesh_dim_names == ("outer", "inner", "tp")
-    assert split.options == (T30, T30, DEFAULT)
-    assert mesh["dp"].unflatten("dp", (2, 2), ("a", "b")).options == (T30, T30)
+    assert split.options == {"outer": T30, "inner": T30, "tp": DEFAULT}
+    assert mesh["dp"].unflatten("dp", (2, 2), ("a", "b")).options == {"a": T30, "b": T30}
 
 
 def test_unflatten_override_replaces_the_inherited_options() -> None:
     split = _mesh_with_dp_timeout().unflatten("dp", (2, 2), ("outer", "inner"),
                                               backend_override={"inner": T60})
-    assert split.options == (T30, T60, DEFAULT)
+    assert split.options == {"outer": T30, "inner": T60, "tp": DEFAULT}
+    by_index = _mesh_with_dp_timeout().unflatten("dp", (2, 2), ("outer", "inner"),
+                                                 backend_override={1: T60})
+    assert by_index.options == split.options
 
 
 def test_unflatten_override_of_an_unknown_dim_raises() -> None:
@@ -349,24 +358,29 @@ def test_unflatten_override_of_an_unknown_dim_raises() -> None:
 def test_flatten_of_dims_with_equal_options_inherits_them() -> None:
     split = _mesh_with_dp_timeout().unflatten("dp", (2, 2), ("outer", "inner"))
     merged = split.flatten("dp2", dims=("outer", "inner"))
-    assert merged.mesh_dim_names == ("dp2", "tp") and merged.options == (T30, DEFAULT)
+    assert merged.mesh_dim_names == ("dp2", "tp")
+    assert merged.options == {"dp2": T30, "tp": DEFAULT}
     fb = FakeBackend(8, rank=0)
     plain = fb.bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
-    assert plain.flatten("x", dims=("tp", "dp")).options == (DEFAULT, DEFAULT)
+    assert plain.flatten("x", dims=("tp", "dp")).options == {"x": DEFAULT, "cp": DEFAULT}
 
 
-def test_flatten_of_dims_with_different_options_raises() -> None:
-    with pytest.raises(BackendConfigError, match="different options"):
-        _mesh_with_dp_timeout().flatten("all")
-    with pytest.raises(BackendConfigError):
-        _mesh_with_dp_timeout().flatten("x", dims=("tp", "dp"))
+def test_flatten_of_dims_with_different_options_gets_defaults_and_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="backend._device_mesh"):
+        merged = _mesh_with_dp_timeout().flatten("all")
+    assert merged.options == {"all": DEFAULT}
+    assert "flattening dims ['dp', 'tp'] with different options" in caplog.text
+    assert _mesh_with_dp_timeout().flatten("x", dims=("tp", "dp")).options == {"x": DEFAULT}
 
 
 def test_flatten_of_dims_with_different_options_takes_backend_override() -> None:
     merged = _mesh_with_dp_timeout().flatten("all", backend_override=T60)
-    assert merged.options == (T60,)
-    assert _mesh_with_dp_timeout().flatten("all", backend_override="gloo").options == (
-        GroupOptions(backend="gloo"),)
+    assert merged.options == {"all": T60}
+    assert _mesh_with_dp_timeout().flatten("all2", backend_override="gloo").options == {
+        "all2": GroupOptions(backend="gloo")}
+    positional = _mesh_with_dp_timeout().flatten("all3", "gloo")  # torch's _flatten(name, bo)
+    assert positional.options == {"all3": GroupOptions(backend="gloo")}
 
 
 def test_inherited_options_reach_the_created_group() -> None:
@@ -490,7 +504,7 @@ def test_device_mesh_surface_matches_the_brute_force_mesh(
         assert mesh.size() == math.prod(brute.shape)
         assert [mesh.size(d) for d in brute.names] == list(brute.shape)
         assert [mesh.size(i) for i in range(mesh.ndim)] == list(brute.shape)
-        assert mesh.get_coordinate() == list(brute.coord(rank))
+        assert mesh.get_coordinate() == brute.coord(rank)
         assert [mesh.get_local_rank(d) for d in brute.names] == list(brute.coord(rank))
         assert mesh.mesh.dtype == torch.int
         assert mesh.mesh.tolist() == brute.instance(rank)
@@ -525,10 +539,13 @@ def test_init_device_mesh_keeps_the_device_type_and_builds_a_row_major_mesh() ->
     fb = FakeBackend(8, rank=6)
     mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "tp"), backend=fb)
     assert mesh.device_type == "cuda" and mesh.backend is fb
-    assert mesh.get_coordinate() == [1, 2]
+    assert mesh.get_coordinate() == (1, 2)
     assert mesh.get_group("dp").ranks == (2, 6)
     unnamed = init_device_mesh("cpu", (2, 4), backend=FakeBackend(8, rank=6))
-    assert unnamed.mesh_dim_names == ("dim0", "dim1")
+    assert unnamed.mesh_dim_names is None  # as torch
+    assert unnamed.get_group(1).ranks == (4, 5, 6, 7)
+    with pytest.raises(RuntimeError, match="without mesh_dim_names"):
+        unnamed["dim0"]
     assert mesh["tp"].device_type == "cuda"
     assert mesh.flatten("all").device_type == "cuda"
 
@@ -598,9 +615,8 @@ def test_a_rank_outside_an_explicit_universe_has_no_group() -> None:
 
 
 def test_a_view_reaching_past_the_world_is_rejected() -> None:
-    mesh = FakeBackend(8, rank=0).bind(MeshView.from_ranks([0, 9], ("x",)))
-    with pytest.raises(BackendConfigError, match="9"):
-        mesh.get_group("x")
+    with pytest.raises(BackendConfigError, match="bigger than default world size 8.*rank 9"):
+        FakeBackend(8, rank=0).bind(MeshView.from_ranks([0, 9], ("x",)))
 
 
 @pytest.mark.parametrize("key", ["ep", 2, -3, True, 1.0])
@@ -613,10 +629,20 @@ def test_a_bad_backend_override_key_raises(key: Any) -> None:
                          backend=FakeBackend(8, rank=0), backend_override={key: T30})
 
 
-def test_init_device_mesh_rejects_a_shape_that_is_not_the_world() -> None:
-    with pytest.raises(BackendConfigError, match="8"):
-        init_device_mesh("cpu", (2, 2), backend=FakeBackend(8, rank=0))
-    with pytest.raises(BackendConfigError):
+def test_init_device_mesh_takes_the_first_ranks_of_a_larger_world() -> None:
+    inside = init_device_mesh("cpu", (2, 2), mesh_dim_names=("x", "y"),
+                              backend=FakeBackend(8, rank=1))
+    assert inside.get_coordinate() == (0, 1) and inside.get_group("x").ranks == (1, 3)
+    outside = init_device_mesh("cpu", (2, 2), mesh_dim_names=("x", "y"),
+                               backend=FakeBackend(8, rank=5))
+    assert outside.get_coordinate() is None
+    assert outside.mesh.tolist() == [[0, 1], [2, 3]]  # one instance: the whole mesh, as torch
+    with pytest.raises(IndexError):  # torch raises IndexError there too
+        outside.get_group("x")
+
+
+def test_init_device_mesh_rejects_a_mesh_bigger_than_the_world() -> None:
+    with pytest.raises(RuntimeError, match="bigger than default world size 8"):
         init_device_mesh("cpu", (4, 4), backend=FakeBackend(8, rank=0))
 
 

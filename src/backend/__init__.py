@@ -3,11 +3,10 @@
 A :class:`Backend` hands out this process's group along one dim of a
 :class:`~mesh.MeshView`, creating it the first time it is asked for and keying
 it by (rank map, the dim's layout, options) so that views reaching the same
-groups by different paths share one communicator.  :class:`FakeBackend` needs
-no communication at all; :class:`GlooBackend` and :class:`NcclBackend` create
-``torch.distributed`` groups.  :class:`DeviceMesh` (from :func:`init_device_mesh`
-or ``backend.bind(view)``) has the surface of torch's DeviceMesh and converts
-to a real one with :meth:`DeviceMesh.to_torch` for DTensor and FSDP2.
+groups by different paths share one communicator.  :class:`DeviceMesh` has the
+surface of torch's ``DeviceMesh`` (torch code switches by changing one import:
+``from backend import init_device_mesh, DeviceMesh``) and converts to a real one
+with :meth:`DeviceMesh.to_torch` for DTensor, FSDP2 and DCP.
 
 **SPMD contract:** every process must ask for groups in the same order;
 :meth:`DeviceMesh.materialize` creates all of a mesh's groups in a fixed order.
@@ -20,30 +19,56 @@ to a real one with :meth:`DeviceMesh.to_torch` for DTensor and FSDP2.
 >>> b = fb.bind(world.unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp")))
 >>> a.get_group("dp") is b.get_group("dp"), len(fb.created)
 (True, 1)
+
+Public names:
+
+- the facade: :class:`DeviceMesh`, :func:`init_device_mesh`, :func:`current_mesh`;
+- backends: the :class:`Backend` protocol, :class:`CachedBackend` (the shared base),
+  :class:`FakeBackend` (no torch at all; groups are :class:`FakeGroup`),
+  :class:`TorchFakeBackend` (real groups of torch's fake c10d backend, one process),
+  :class:`GlooBackend`, :class:`NcclBackend` and :class:`C10dBackend` (over whatever
+  default group is initialized); the last four load torch on first use;
+- options: :class:`GroupOptions`; the cache's :class:`GroupKey` and
+  :class:`CreationRecord`; how c10d groups are made: :class:`Plan`, :func:`plan_creation`;
+- errors: :class:`BackendError` and its subclasses.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._base import Backend, CachedBackend
+from . import _registry
+from ._base import CachedBackend
 from ._cache import CreationRecord, GroupKey
 from ._device_mesh import DeviceMesh, current_mesh, init_device_mesh
 from ._errors import BackendConfigError, BackendError, GroupCreationError, NotInMeshError
 from ._fake import FakeBackend, FakeGroup
 from ._options import GroupOptions
-from ._torch import Plan, plan_creation
+from ._protocol import Backend
+from ._torch_groups import Plan, plan_creation
 
 if TYPE_CHECKING:
-    from ._c10d import C10dBackend, GlooBackend, NcclBackend
+    from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
+
+_TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend")
 
 
 def __getattr__(name: str) -> object:
-    # GlooBackend and NcclBackend import torch.distributed; load them on first use.
-    if name in ("GlooBackend", "NcclBackend", "C10dBackend"):
+    # The c10d backends import torch.distributed: load them on first use.
+    if name in _TORCH_BACKENDS:
         from . import _c10d
 
         return getattr(_c10d, name)
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
+
+def _process_default(device_type: str, current: Any) -> Any:
+    # The default backends need torch (in _c10d): plugged into the registry here, so the
+    # facade module never imports them (no import cycle, no torch import until needed).
+    from ._c10d import process_default
+
+    return process_default(device_type, current)
+
+
+_registry.set_factory(_process_default)
 
 __all__ = [
     "Backend",
@@ -62,6 +87,7 @@ __all__ = [
     "NcclBackend",
     "NotInMeshError",
     "Plan",
+    "TorchFakeBackend",
     "current_mesh",
     "init_device_mesh",
     "plan_creation",

@@ -1,72 +1,40 @@
-"""The :class:`Backend` protocol and the shared implementation every backend builds on."""
+"""The part every backend shares: rank checks, the group cache, universes and binding."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, TypeVar
 
+from layout import show
 from mesh import Dim, MeshView, RankMap
 
+from . import _registry
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
+from ._device_mesh import DeviceMesh
 from ._errors import BackendConfigError, NotInMeshError
-from ._options import GroupOptions, Override, as_options
+from ._options import GroupOptions, Override, as_options, dim_options
+from ._universe import Universe
 
-if TYPE_CHECKING:
-    from ._device_mesh import DeviceMesh
-
-__all__ = ["Backend", "CachedBackend"]
+__all__ = ["CachedBackend"]
 
 G = TypeVar("G")
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """What a mesh needs from communication: this process's rank and lazy groups per dim.
-
-    **SPMD contract.** Creating a group is collective among its members (for
-    NCCL's ``split_group``, among the whole world), so every process must ask
-    for groups in the same order.  :meth:`DeviceMesh.materialize` asks for
-    every dim of a mesh in a fixed order for users who want creation up front.
-    """
-
-    @property
-    def name(self) -> str:
-        """The backend's name: ``"fake"``, ``"gloo"`` or ``"nccl"``."""
-
-    @property
-    def rank(self) -> int:
-        """This process's global rank."""
-
-    @property
-    def world_size(self) -> int:
-        """The number of processes."""
-
-    def get_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
-        """This process's group along ``dim`` of ``view`` (created on first request)."""
-
-    def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None
-                    ) -> Any:
-        """Like :meth:`get_group`, as a ``torch.distributed.ProcessGroup``."""
-
-    def bind(self, view: MeshView, *, device_type: str | None = None,
-             backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh:
-        """``view`` bound to this backend (creates no group)."""
-
-
 class CachedBackend(Generic[G]):
-    """The shared part of every backend: rank checks, the group cache and binding.
+    """The shared part of every backend: rank checks, the group cache, universes, binding.
 
     Subclasses implement :meth:`_create`, called at most once per family key.
     """
 
     name: ClassVar[str] = "abstract"
     default_device_type: ClassVar[str] = "cpu"
+    torch_groups: ClassVar[bool] = False  # whether get_group returns torch process groups
 
     def __init__(self, world_size: int, rank: int) -> None:
         for what, v in (("world_size", world_size), ("rank", rank)):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise BackendConfigError(f"{what} must be an int, got {v!r}")
+            if type(v) is not int:
+                raise BackendConfigError(f"{what} must be an int, got {show(v)}")
         if world_size < 1:
             raise BackendConfigError(f"world_size must be >= 1, got {world_size}")
         if not 0 <= rank < world_size:
@@ -74,7 +42,7 @@ class CachedBackend(Generic[G]):
         self._world_size = world_size
         self._rank = rank
         self._cache: GroupCache[G] = GroupCache()
-        self._universes: set[RankMap] = set()
+        self._universes: dict[RankMap, Universe] = {}
         self._universe_lock = threading.Lock()
 
     @property
@@ -92,22 +60,20 @@ class CachedBackend(Generic[G]):
         """Every group this backend created, in order (for audits and tests)."""
         return self._cache.records
 
-    def _check_universe(self, view: MeshView) -> None:
-        ranks = view.ranks
+    def universe(self, ranks: RankMap) -> Universe:
+        """This backend's state for the universe ``ranks`` (made on first use).
+
+        A universe must fit in the world: its largest rank is checked once, here.
+        """
         with self._universe_lock:
-            known = ranks in self._universes
-        if not known:
-            top = ranks.size - 1 if ranks.ranks is None else max(ranks.ranks)
-            if top >= self._world_size:
-                raise BackendConfigError(
-                    f"{view!r} reaches rank {top} but the {self.name} backend has only "
-                    f"{self._world_size} ranks"
-                )
-            with self._universe_lock:
-                self._universes.add(ranks)
-        if ranks.offset_of(self._rank) is None:
-            raise NotInMeshError(f"rank {self._rank} is not in the universe of {view!r} "
-                                 f"({ranks!r}); it has no group there")
+            found = self._universes.get(ranks)
+            if found is None:
+                if ranks.max_rank >= self._world_size:
+                    raise BackendConfigError(
+                        f"a universe reaching rank {ranks.max_rank} ({ranks!r}) does not fit the "
+                        f"{self.name} backend's {self._world_size} ranks")
+                found = self._universes[ranks] = Universe()
+            return found
 
     def get_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> G:
         """This process's group along ``dim`` of ``view``, created on first request.
@@ -115,20 +81,34 @@ class CachedBackend(Generic[G]):
         Views that reach the same family of groups (same rank map, same dim
         layout) with equal options share one group.
         """
+        if not isinstance(view, MeshView):
+            raise BackendConfigError(f"get_group takes a mesh.MeshView, got {show(view)}")
         opts = as_options(options)
-        name = view[dim].names[0]
-        key = group_key(view, dim, opts)
-        try:
-            self._check_universe(view)
-        except NotInMeshError:
+        k = view.index(dim)
+        key = group_key(view, k, opts)
+        name = view.names[k]
+        self.universe(view.ranks)
+        if view.ranks.offset_of(self._rank) is None:
             self._outside(key, name)
-            raise
-        return self._cache.get_or_create(key, name, lambda: self._create(view, dim, opts))
+            raise NotInMeshError(f"rank {self._rank} is not in the universe of {view!r} "
+                                 f"({view.ranks!r}); it has no group along {name!r}")
+        return self._cache.get_or_create(key, name, lambda: self._create(view, k, opts))
+
+    def adopt(self, view: MeshView, dim: Dim, options: GroupOptions, group: G) -> G:
+        """Use ``group`` as this rank's group along ``dim`` of ``view`` (``from_group``).
+
+        Returns the group the cache holds for that family: ``group``, unless one was
+        created or adopted before.
+        """
+        k = view.index(dim)
+        key = group_key(view, k, as_options(options))
+        self.universe(view.ranks)
+        return self._cache.get_or_create(key, view.names[k], lambda: group)
 
     def _outside(self, key: GroupKey, dim: str) -> None:
         """Called when this process asks for a group of a view it is not in (then it raises)."""
 
-    def _create(self, view: MeshView, dim: Dim, options: GroupOptions) -> G:
+    def _create(self, view: MeshView, dim: int, options: GroupOptions) -> G:
         raise NotImplementedError
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None
@@ -137,15 +117,18 @@ class CachedBackend(Generic[G]):
         raise NotImplementedError
 
     def bind(self, view: MeshView, *, device_type: str | None = None,
-             backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh:
-        """``view`` bound to this backend, as a :class:`~backend.DeviceMesh`; creates no group."""
-        from ._device_mesh import DeviceMesh
-        from ._options import normalize_overrides
+             backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh[G]:
+        """``view`` bound to this backend, as a :class:`~backend.DeviceMesh`; creates no group.
 
+        This backend becomes the process's backend for the device type (what
+        ``DeviceMesh(...)`` and unpickling bind to).
+        """
         if not isinstance(view, MeshView):
-            raise BackendConfigError(f"bind takes a mesh.MeshView, got {view!r}")
-        return DeviceMesh(view, self, device_type or self.default_device_type,
-                          normalize_overrides(view.names, backend_override))
+            raise BackendConfigError(f"bind takes a mesh.MeshView, got {show(view)}")
+        dt = device_type or self.default_device_type
+        mesh = DeviceMesh._bound(view, self, dt, dim_options(view.names, backend_override))
+        _registry.register(dt, self)
+        return mesh
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(world_size={self._world_size}, rank={self._rank})"

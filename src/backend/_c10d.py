@@ -1,4 +1,5 @@
-"""Backends over ``torch.distributed`` c10d: Gloo and NCCL (shared code lives here, once)."""
+"""Backends over ``torch.distributed`` c10d: Gloo, NCCL, torch's fake backend, or whatever
+the default group already runs (shared code lives here, once)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from ._base import CachedBackend
 from ._cache import GroupKey
 from ._errors import BackendConfigError
 from ._options import GroupOptions, as_options
-from ._torch import create_torch_group
+from ._torch_groups import create_torch_group, destroy_groups
 
-__all__ = ["C10dBackend", "GlooBackend", "NcclBackend"]
+__all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default"]
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -29,8 +30,7 @@ def _env_int(name: str) -> int:
     if raw is None:
         raise BackendConfigError(
             f"environment variable {name} is not set; launch with torchrun (which sets "
-            f"{', '.join(_ENV)}) or initialize torch.distributed yourself"
-        )
+            f"{', '.join(_ENV)}) or initialize torch.distributed yourself")
     try:
         return int(raw)
     except ValueError:
@@ -45,8 +45,8 @@ class C10dBackend(CachedBackend[Any]):
     use_local_synchronization=True)`` (only members take part), unless the
     dim is the whole world in natural order with default options (then the
     default group is reused), or NCCL can split (see :func:`plan_creation`).
-    Groups use this backend's c10d backend (``gloo``/``nccl``) and ``timeout``
-    unless a dim's options say otherwise.
+    Groups use this backend's c10d backend (the default group's, for this base
+    class) and ``timeout`` unless a dim's options say otherwise.
 
     Views over part of the world (torch 2.13): torch names a locally
     synchronized group by hashing its ranks *and the number of groups this
@@ -55,21 +55,21 @@ class C10dBackend(CachedBackend[Any]):
     whose universe leaves some ranks out, the processes outside it must still
     ask for its groups in the same order (the SPMD contract): they create a
     one-rank placeholder group, which keeps the counts in step at no
-    communication cost, and then get :class:`~backend.NotInMeshError`.  A
-    process that skips the call leaves the counts out of step, and a later
-    group spanning both sides would wait for a rendezvous that never comes.
+    communication cost, and then get :class:`~backend.NotInMeshError`.
     """
 
     name = "c10d"
     torch_backend: ClassVar[str] = ""
+    torch_groups = True
 
     def __init__(self, *, timeout: timedelta | None = None) -> None:
         if not dist.is_initialized():
             raise BackendConfigError(
                 f"{type(self).__name__}() needs an initialized torch.distributed default group; "
-                f"use {type(self).__name__}.from_env() under torchrun"
-            )
+                f"use {type(self).__name__}.from_env() under torchrun")
         super().__init__(dist.get_world_size(), dist.get_rank())
+        self._default_group = dist.group.WORLD
+        self._c10d = self.torch_backend or str(dist.get_backend())
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
 
@@ -80,36 +80,41 @@ class C10dBackend(CachedBackend[Any]):
         ``timeout`` applies to the default group (when this call creates it) and
         to every group this backend creates whose options set no timeout.
         """
-        if not dist.is_initialized():
-            rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
-            for name in ("MASTER_ADDR", "MASTER_PORT"):
-                if name not in os.environ:
-                    _env_int(name)  # raises the explanatory error
-            kwargs: dict[str, Any] = cls._init_kwargs()
-            if timeout is not None:
-                kwargs["timeout"] = timeout
-            dist.init_process_group(cls.torch_backend, init_method="env://", rank=rank,
-                                    world_size=world, **kwargs)
-            backend = cls(timeout=timeout)
-            backend._owns_default = True
-            return backend
-        return cls(timeout=timeout)
+        if dist.is_initialized():
+            return cls(timeout=timeout)
+        rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+        for name in ("MASTER_ADDR", "MASTER_PORT"):
+            if name not in os.environ:
+                _env_int(name)  # raises the explanatory error
+        kwargs: dict[str, Any] = cls._init_kwargs()
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        dist.init_process_group(cls.torch_backend or None, init_method="env://", rank=rank,
+                                world_size=world, **kwargs)
+        backend = cls(timeout=timeout)
+        backend._owns_default = True
+        return backend
 
     @classmethod
     def _init_kwargs(cls) -> dict[str, Any]:
         return {}
 
+    @property
+    def is_current(self) -> bool:
+        """Whether torch.distributed's default group is still the one this backend is over."""
+        return dist.is_initialized() and dist.group.WORLD is self._default_group
+
     def _can_split(self) -> bool:
         return False
 
-    def _create(self, view: MeshView, dim: Dim, options: GroupOptions) -> Any:
+    def _create(self, view: MeshView, dim: int, options: GroupOptions) -> Any:
         return create_torch_group(view, dim, self.rank, self.world_size, options,
-                                  can_split=self._can_split(), default_backend=self.torch_backend,
+                                  can_split=self._can_split(), default_backend=self._c10d,
                                   default_timeout=self._timeout)
 
     def _outside(self, key: GroupKey, dim: str) -> None:
         self._cache.get_or_create(key, dim, lambda: dist.new_group(
-            [self.rank], backend=self.torch_backend, use_local_synchronization=True,
+            [self.rank], backend=self._c10d, use_local_synchronization=True,
             group_desc=f"meshlayout:placeholder:{dim}"))
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
@@ -118,15 +123,8 @@ class C10dBackend(CachedBackend[Any]):
 
     def shutdown(self) -> None:
         """Destroy every group this backend created (and the default group if it started it)."""
-        groups = self._cache.clear()
-        if not dist.is_initialized():
-            return
-        for g in reversed(groups):
-            if g is not None and g is not dist.group.WORLD:
-                dist.destroy_process_group(g)
-        if self._owns_default:
-            dist.destroy_process_group()
-            self._owns_default = False
+        destroy_groups(self._cache.clear(), self._owns_default)
+        self._owns_default = False
 
 
 class GlooBackend(C10dBackend):
@@ -160,3 +158,70 @@ class NcclBackend(C10dBackend):
     def _can_split(self) -> bool:
         default = dist.distributed_c10d._get_default_group()
         return getattr(default, "bound_device_id", None) is not None
+
+
+class TorchFakeBackend(C10dBackend):
+    """Real ``torch.distributed`` groups of torch's fake c10d backend, in one process.
+
+    ``TorchFakeBackend(world_size, rank)`` pretends to be rank ``rank`` of
+    ``world_size``: it initializes torch's dry-run world
+    (``init_process_group("fake", store=FakeStore(), ...)``) unless one is already
+    initialized as that rank, so code under test can call collectives,
+    ``dist.get_process_group_ranks``, DTensor and FSDP2 without peers or GPUs.
+    Collectives return immediately without moving data.  :meth:`shutdown` destroys
+    the groups, and the fake world if this backend started it.
+
+    >>> tb = TorchFakeBackend(8, rank=5)
+    >>> from mesh import MeshView
+    >>> tp = tb.bind(MeshView.from_shape((2, 4), ("dp", "tp"))).get_group("tp")
+    >>> import torch.distributed as dist
+    >>> dist.get_process_group_ranks(tp), tp.rank()
+    ([4, 5, 6, 7], 1)
+    >>> tb.shutdown()
+    """
+
+    name = "torch-fake"
+    torch_backend = "fake"
+
+    def __init__(self, world_size: int | None = None, rank: int | None = None, *,
+                 timeout: timedelta | None = None) -> None:
+        owns = False
+        if not dist.is_initialized():
+            if world_size is None or rank is None:
+                raise BackendConfigError("TorchFakeBackend(world_size, rank) needs both to "
+                                         "start torch's fake world")
+            if type(world_size) is not int or type(rank) is not int or \
+                    not 0 <= rank < world_size:
+                raise BackendConfigError(f"rank must be in [0, world_size), got rank {rank!r} "
+                                         f"of world_size {world_size!r}")
+            from torch.testing._internal.distributed.fake_pg import FakeStore
+
+            dist.init_process_group("fake", store=FakeStore(), rank=rank,
+                                    world_size=world_size)
+            owns = True
+        elif (world_size, rank) != (None, None) and \
+                (dist.get_world_size(), dist.get_rank()) != (world_size, rank):
+            raise BackendConfigError(
+                f"torch.distributed is already initialized as rank {dist.get_rank()} of "
+                f"{dist.get_world_size()}, not rank {rank} of {world_size}")
+        super().__init__(timeout=timeout)
+        self._owns_default = owns
+
+
+def process_default(device_type: str, current: Any) -> Any:
+    """The process's default backend for ``device_type`` (the registry's factory).
+
+    Keeps ``current`` unless it is a c10d backend whose default group is gone;
+    otherwise a backend over torch.distributed's initialized default group (of its
+    c10d backend: Gloo, NCCL, fake, ...), or, with none initialized, NCCL for
+    ``"cuda"`` and Gloo for other device types, initialized from torchrun's
+    environment.
+    """
+    if current is not None and (not isinstance(current, C10dBackend) or current.is_current):
+        return current
+    if dist.is_initialized():
+        known = {"gloo": GlooBackend, "nccl": NcclBackend, "fake": TorchFakeBackend}
+        return known.get(str(dist.get_backend()), C10dBackend)()
+    if device_type == "cuda":
+        return NcclBackend.from_env()
+    return GlooBackend.from_env()

@@ -37,9 +37,9 @@ class GroupKey:
     options: GroupOptions
 
 
-def group_key(view: MeshView, dim: str | int, options: GroupOptions) -> GroupKey:
-    """The key of ``view``'s groups along ``dim`` created with ``options``."""
-    return GroupKey(view.ranks, view.dim_layout(dim), options)
+def group_key(view: MeshView, dim: int, options: GroupOptions) -> GroupKey:
+    """The key of ``view``'s groups along dim ``dim`` (an index) created with ``options``."""
+    return GroupKey(view.ranks, view.layout[dim], options)
 
 
 @attrs.frozen

@@ -1,4 +1,9 @@
-"""The error hierarchy of the backend layer."""
+"""The error hierarchy of the backend layer.
+
+Every error is a :class:`BackendError`, which is a ``RuntimeError`` (what torch's
+``DeviceMesh`` raises for most misuse); subclasses add the other built-in torch
+raises in the same place, so code written against torch keeps catching them.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,15 @@ class BackendError(RuntimeError):
 
 
 class BackendConfigError(BackendError, ValueError):
-    """A bad argument: unknown backend name, missing environment variable, bad options."""
+    """A bad argument or setup: an unknown backend name or device type, a missing
+    environment variable, bad options or ``backend_override`` keys, a mesh larger than
+    the world, a flattened dim name that is taken, a one-dim query on a multi-dim mesh,
+    slicing or flattening a mesh that has no dim names."""
 
 
-class NotInMeshError(BackendError, ValueError):
-    """This process's rank is not in the universe of the view it asked a group of."""
+class NotInMeshError(BackendError, ValueError, IndexError):
+    """This process's rank is not in the universe of the view it asked a group of
+    (torch raises ``IndexError`` there)."""
 
 
 class GroupCreationError(BackendError):

@@ -84,8 +84,8 @@ class FakeBackend(CachedBackend[FakeGroup]):
         self._owns_default = False
         self._init_lock = threading.Lock()
 
-    def _create(self, view: MeshView, dim: Dim, options: GroupOptions) -> FakeGroup:
-        return FakeGroup.of(view, dim, self.rank, options.group_desc or view[dim].names[0])
+    def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:
+        return FakeGroup.of(view, dim, self.rank, options.group_desc or view.names[dim])
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """A torch ``"fake"`` process group for ``dim`` (initializes torch's fake world once).
@@ -94,14 +94,15 @@ class FakeBackend(CachedBackend[FakeGroup]):
         These torch groups are cached (and shared) like the fake groups, in a cache
         of their own: :attr:`created` lists only the :class:`FakeGroup` creations.
         """
-        from ._torch import create_torch_group
+        from ._torch_groups import create_torch_group
 
         opts = as_options(options)
-        self._check_universe(view)
+        k = view.index(dim)
+        self.universe(view.ranks)
         self._ensure_fake_world()
         return self._torch_cache.get_or_create(
-            group_key(view, dim, opts), view[dim].names[0],
-            lambda: create_torch_group(view, dim, self.rank, self.world_size, opts,
+            group_key(view, k, opts), view.names[k],
+            lambda: create_torch_group(view, k, self.rank, self.world_size, opts,
                                        can_split=False))
 
     def _ensure_fake_world(self) -> None:
@@ -123,16 +124,8 @@ class FakeBackend(CachedBackend[FakeGroup]):
 
     def shutdown(self) -> None:
         """Forget every group; destroy torch's fake world if this backend started it."""
-        self._cache.clear()
-        torch_groups = self._torch_cache.clear()
-        if not torch_groups and not self._owns_default:
-            return
-        import torch.distributed as dist
+        from ._torch_groups import destroy_groups
 
-        if dist.is_initialized():
-            for g in reversed(torch_groups):
-                if g is not dist.group.WORLD:
-                    dist.destroy_process_group(g)
-            if self._owns_default:
-                dist.destroy_process_group()
-                self._owns_default = False
+        self._cache.clear()
+        destroy_groups(self._torch_cache.clear(), self._owns_default)
+        self._owns_default = False

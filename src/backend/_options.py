@@ -8,9 +8,11 @@ from typing import Any, Union
 
 import attrs
 
+from layout import show
+
 from ._errors import BackendConfigError
 
-__all__ = ["GroupOptions", "Override", "normalize_overrides"]
+__all__ = ["GroupOptions", "Override", "as_options", "dim_options", "normalize_overrides"]
 
 
 def _check_timeout(_: object, __: object, value: timedelta | None) -> None:
@@ -66,28 +68,58 @@ def as_options(value: Override) -> GroupOptions:
     if isinstance(value, str):
         return GroupOptions(backend=value)
     if isinstance(value, tuple):
-        if len(value) != 2 or not isinstance(value[0], str):
+        if len(value) != 2 or not isinstance(value[0], (str, type(None))):
             raise BackendConfigError(
                 f"a tuple override must be (backend_name, pg_options), got {value!r}"
             )
         return GroupOptions(backend=value[0], pg_options=value[1])
+    if isinstance(value, (bool, int, float, complex, bytes, list, dict, set, frozenset)):
+        raise BackendConfigError(
+            f"an override is a backend name, (backend_name, pg_options), a pg_options object or "
+            f"GroupOptions; got {show(value)}")
     return GroupOptions(pg_options=value)
 
 
 def normalize_overrides(names: Sequence[str], overrides: Mapping[Any, Override] | None
-                        ) -> tuple[GroupOptions, ...]:
-    """Per-dim options, aligned with ``names``, from a mapping keyed by dim name or index."""
-    out = [_DEFAULT] * len(names)
-    for key, value in (overrides or {}).items():
-        if isinstance(key, str):
-            if key not in names:
-                raise BackendConfigError(f"backend_override names unknown dim {key!r}; the dims "
-                                         f"are {tuple(names)!r}")
+                        ) -> dict[str, GroupOptions]:
+    """The overridden dims' options, by dim name, from a mapping keyed by dim name or index
+    (torch's ``backend_override``); dims it does not name are left out.
+
+    Refused like torch does (:class:`~backend.BackendConfigError`, a ``RuntimeError``):
+    a dim named both by index and by name, and keys that are neither a dim name nor an
+    index in ``[0, len(names))``.
+    """
+    out: dict[str, GroupOptions] = {}
+    if overrides is None:
+        return out
+    if not isinstance(overrides, Mapping):
+        raise BackendConfigError(f"backend_override must be a mapping from dims to overrides, "
+                                 f"got {show(overrides)}")
+    by: dict[int, Any] = {}
+    invalid: list[Any] = []
+    for key, value in overrides.items():
+        if isinstance(key, str) and key in names:
             k = names.index(key)
-        elif isinstance(key, int) and not isinstance(key, bool) and -len(names) <= key < len(names):
-            k = key % len(names)
+        elif type(key) is int and 0 <= key < len(names):
+            k = key
         else:
-            raise BackendConfigError(f"backend_override key {key!r} is neither a dim name nor a "
-                                     f"dim index of {tuple(names)!r}")
-        out[k] = as_options(value)
-    return tuple(out)
+            invalid.append(key)
+            continue
+        if k in by:
+            raise BackendConfigError(f"Found redundant dim index {k} and name {names[k]} in "
+                                     "backend_override")
+        by[k] = value
+    if invalid:
+        raise BackendConfigError(
+            f"Found invalid keys in backend_override: got {invalid!r}, expected integers in "
+            f"range [0, {len(names)}) or one of {tuple(names)!r}")
+    for k, value in by.items():
+        out[names[k]] = as_options(value)
+    return out
+
+
+def dim_options(names: Sequence[str], overrides: Mapping[Any, Override] | None
+                ) -> dict[str, GroupOptions]:
+    """Every dim's options: ``backend_override``'s where it names the dim, else default."""
+    given = normalize_overrides(names, overrides)
+    return {n: given.get(n, _DEFAULT) for n in names}

@@ -1,4 +1,5 @@
-"""Creating torch process groups for a family of groups: written once, used by every backend."""
+"""Torch process groups: how a family's group is created (default, split, new_group), and
+destroying a backend's groups."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from typing import Any
 
 import attrs
 
+from layout import Layout, coalesce, flatten
 from mesh import Dim, MeshView
 
 from ._errors import GroupCreationError
 from ._options import GroupOptions
 
-__all__ = ["Plan", "create_torch_group", "plan_creation"]
+__all__ = ["Plan", "create_torch_group", "destroy_groups", "plan_creation"]
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +41,44 @@ def plan_creation(view: MeshView, dim: Dim, rank: int, world_size: int, options:
     - NEW_GROUP otherwise: ``new_group(ranks, sort_ranks=False)`` keeps the
       mesh order (torch sorts by default, pytorch#193224).
     """
-    size = view.size(dim)
-    if size == world_size and options.is_default and view.ranks.size == world_size and \
-            view.group(rank, dim) == tuple(range(world_size)):
+    if options.is_default and _is_world(view, dim, rank, world_size):
         return Plan.DEFAULT
-    if can_split and view.ranks.size == world_size and options.tag is None:
-        if all(g == tuple(sorted(g)) for g in view.groups(dim)):
-            return Plan.SPLIT
+    if can_split and view.ranks.size == world_size and options.tag is None and \
+            _ascending_groups(view, dim):
+        return Plan.SPLIT
     return Plan.NEW_GROUP
+
+
+def _is_world(view: MeshView, dim: Dim, rank: int, world_size: int) -> bool:
+    """Whether ``rank``'s group along ``dim`` is the whole world in natural order.
+
+    From the layout for the identity universe; an explicit universe (which already
+    holds its N ranks) lists the group.
+    """
+    if view.size(dim) != world_size or view.ranks.size != world_size:
+        return False
+    if view.ranks.is_identity:
+        return view.dim_layout(dim) == coalesce(Layout(world_size, 1))
+    return view.group(rank, dim, limit=world_size) == tuple(range(world_size))
+
+
+def _ascending_groups(view: MeshView, dim: Dim) -> bool:
+    """Whether every group along ``dim`` lists its ranks in ascending order.
+
+    For the identity universe that is a property of the dim's layout alone (each flat
+    mode's stride is larger than the inner modes can reach); an explicit universe's
+    groups are listed.
+    """
+    if not view.ranks.is_identity:
+        return all(g == tuple(sorted(g)) for g in view.groups(dim, limit=view.ranks.size))
+    layout = view.dim_layout(dim)
+    shapes, strides = flatten(layout.shape), flatten(layout.stride)
+    reach = 0  # the largest offset the modes inside the current one reach
+    for s, d in zip(reversed(shapes), reversed(strides)):
+        if s > 1 and d <= reach:
+            return False
+        reach += (s - 1) * d
+    return True
 
 
 def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
@@ -65,7 +97,7 @@ def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
         plan = Plan.NEW_GROUP
     options = attrs.evolve(options, backend=options.backend or default_backend,
                            timeout=options.timeout or default_timeout)
-    desc = options.group_desc or f"meshlayout:{view[dim].names[0]}"
+    desc = options.group_desc or f"mesh_{view.names[view.index(dim)]}"  # torch's group_desc
     log.debug("creating %s group for dim %r of %r (%s)", plan.value, dim, view, options)
     try:
         if plan is Plan.DEFAULT:
@@ -83,3 +115,19 @@ def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
             f"creating the {plan.value} group for dim {dim!r} of {view!r} on rank {rank} "
             f"failed: {e}"
         ) from e
+
+
+def destroy_groups(groups: list[Any], default: bool) -> None:
+    """Destroy ``groups`` (newest first), then the default group if ``default``: the one
+    shutdown loop every backend uses."""
+    if not groups and not default:
+        return  # nothing of torch's to destroy: don't import it
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    for g in reversed(groups):
+        if g is not None and g is not dist.group.WORLD:
+            dist.destroy_process_group(g)
+    if default:
+        dist.destroy_process_group()

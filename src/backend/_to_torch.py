@@ -1,0 +1,94 @@
+"""Converting a facade mesh to a real ``torch.distributed.device_mesh.DeviceMesh``.
+
+Every mesh of one universe converts with one shared torch *root*: a 1-D torch mesh
+over the universe's ranks, cached in the backend's :class:`~backend._universe.Universe`
+per device type.  Each converted mesh is a torch mesh with our layout over that
+root's rank map, ``_root_mesh`` pointing at it and its dims' group names set to
+our groups, so torch's ``_concatenate`` (which FSDP2 uses to combine its DP mesh
+with a TP mesh) and its root look-ups work across separately converted slices.
+This uses torch 2.13's private ``DeviceMesh`` constructor arguments (``_layout``,
+``_rank_map``, ``_root_mesh``, ``_init_backend``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from layout import Layout
+from mesh import MeshView, RankMap
+
+from ._errors import BackendConfigError, NotInMeshError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+
+    from ._device_mesh import DeviceMesh
+
+__all__ = ["ROOT_DIM_NAME", "to_torch"]
+
+ROOT_DIM_NAME = "_meshlayout_universe"
+"""The dim name of the shared torch root (torch's ``_flatten`` needs a named root)."""
+
+
+def _torch_layout(layout: Layout) -> Any:
+    from torch.distributed._mesh_layout import _FlatLayout, _MeshLayout
+
+    return _MeshLayout([_FlatLayout(m.shape, m.stride) for m in layout])
+
+
+def _torch_mesh(device_type: str, layout: Layout, rank_map: Any, rank: int,
+                names: tuple[str, ...] | None, root: Any) -> TorchDeviceMesh:
+    from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+
+    try:
+        return TorchDeviceMesh(device_type, _layout=_torch_layout(layout), _rank_map=rank_map,
+                               mesh_dim_names=names, _root_mesh=root, _init_backend=False,
+                               _rank=rank)
+    except TypeError as e:  # another torch's private constructor
+        raise BackendConfigError(f"to_torch() needs torch 2.13's DeviceMesh(_layout=, "
+                                 f"_rank_map=, _root_mesh=) constructor: {e}") from None
+
+
+def _root(mesh: DeviceMesh[Any], ranks: RankMap) -> TorchDeviceMesh:
+    """The universe's shared torch root for the mesh's device type (made once)."""
+    import torch
+
+    universe = mesh.backend.universe(ranks)
+    with universe.lock:
+        root = universe.torch_roots.get(mesh.device_type)
+        if root is None:
+            rank_map = torch.tensor(list(ranks.ranks or range(ranks.size)), dtype=torch.int)
+            root = _torch_mesh(mesh.device_type, Layout(ranks.size), rank_map,
+                               mesh.backend.rank, (ROOT_DIM_NAME,), None)
+            root._dim_group_names = []
+            universe.torch_roots[mesh.device_type] = root
+        return root
+
+
+def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
+    """See :meth:`backend.DeviceMesh.to_torch`."""
+    view: MeshView = mesh.view
+    options = mesh.options
+    key = (view, tuple(options[n] for n in view.names), mesh.device_type, mesh.mesh_dim_names)
+    universe = mesh.backend.universe(view.ranks)
+    with universe.lock:
+        found: TorchDeviceMesh | None = universe.torch_meshes.get(key)
+    if found is not None:
+        return found
+    names: list[Any] = []
+    for i, name in enumerate(view.names):  # collective where creation is: outside the lock
+        try:
+            group = mesh.backend.torch_group(view, i, options[name])
+        except NotInMeshError:  # torch's meshes have no groups on ranks outside them
+            names = []
+            continue
+        names.append(group.group_name)
+    root = _root(mesh, view.ranks)
+    converted = _torch_mesh(mesh.device_type, view.layout, root._rank_map, mesh.backend.rank,
+                            mesh.mesh_dim_names, root)
+    converted._dim_group_names = names
+    with universe.lock:
+        converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
+        if view.ndim == 1 and universe.flattened.get(view.names[0]) == mesh:
+            root._flatten_mapping.setdefault(view.names[0], converted)
+    return converted
