@@ -615,7 +615,7 @@ def test_a_rank_outside_an_explicit_universe_has_no_group() -> None:
 
 
 def test_a_view_reaching_past_the_world_is_rejected() -> None:
-    with pytest.raises(BackendConfigError, match="bigger than default world size 8.*rank 9"):
+    with pytest.raises(BackendConfigError, match=r"bigger than default world size 8.*rank 9"):
         FakeBackend(8, rank=0).bind(MeshView.from_ranks([0, 9], ("x",)))
 
 
