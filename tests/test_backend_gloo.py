@@ -20,15 +20,12 @@ the ``after_sub`` case creates new whole-world groups after such a view.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gloo_launch
 import pytest
 from backend_gloo_worker import (
     DTENSOR,
@@ -52,63 +49,10 @@ pytestmark = [
 
 # ---- launching a world --------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _tail(path: Path, n: int = 3000) -> str:
-    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
-
-
 def launch(world: int, mode: str, out: Path, bound_s: float
            ) -> tuple[list[int | None], dict[int, dict[str, Any]], str]:
-    """Run ``world`` workers in ``mode``; return their exit codes, JSON reports and log tails.
-
-    Every process is killed at ``bound_s``, and the test fails saying which were stuck.
-    Retries once with a new port if rank 0 could not bind the one it was given.
-    """
-    for attempt in range(2):
-        run = out / f"attempt{attempt}"
-        run.mkdir(parents=True)
-        port = _free_port()
-        procs: list[subprocess.Popen[bytes]] = []
-        try:
-            for rank in range(world):
-                env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                           LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                           OMP_NUM_THREADS="1")
-                with open(run / f"log{rank}.txt", "w") as log:
-                    procs.append(subprocess.Popen(
-                        [sys.executable, str(WORKER), mode, str(run)], env=env, stdout=log,
-                        stderr=subprocess.STDOUT, cwd=str(WORKER.parent)))
-            deadline = time.monotonic() + bound_s
-            stuck = []
-            for rank, p in enumerate(procs):
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    stuck.append(rank)
-        finally:  # also when pytest-timeout interrupts the wait: leave no worker behind
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        logs = "\n".join(f"--- rank {r} ---\n{_tail(run / f'log{r}.txt')}" for r in range(world))
-        if stuck:
-            pytest.fail(f"{mode} world of {world}: ranks {stuck} still running after {bound_s} s "
-                        f"(killed)\n{logs}")
-        if attempt == 0 and "Address already in use" in _tail(run / "log0.txt", 100_000):
-            continue
-        reports = {}
-        for rank in range(world):
-            path = run / f"rank{rank}.json"
-            if path.exists():
-                reports[rank] = json.loads(path.read_text())
-        return [p.returncode for p in procs], reports, logs
-    raise AssertionError("unreachable")
+    """:func:`gloo_launch.launch` of this file's worker."""
+    return gloo_launch.launch(WORKER, world, mode, out, bound_s)
 
 
 # ---- the checks: worlds of 4 and 8 --------------------------------------------------------

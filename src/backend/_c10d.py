@@ -4,6 +4,7 @@ the default group already runs (shared code lives here, once)."""
 from __future__ import annotations
 
 import os
+import weakref
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -72,6 +73,7 @@ class C10dBackend(CachedBackend[Any]):
         self._c10d = self.torch_backend or str(dist.get_backend())
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
+        _LIVE.add(self)
 
     @classmethod
     def from_env(cls: type[B], *, timeout: timedelta | None = None) -> B:
@@ -208,18 +210,26 @@ class TorchFakeBackend(C10dBackend):
         self._owns_default = owns
 
 
+_LIVE: weakref.WeakSet[C10dBackend] = weakref.WeakSet()
+"""Every c10d backend of this process, so that a default one reuses the backend (and its
+group cache) already made over the current default group instead of making a second."""
+
+
 def process_default(device_type: str, current: Any) -> Any:
     """The process's default backend for ``device_type`` (the registry's factory).
 
     Keeps ``current`` unless it is a c10d backend whose default group is gone;
-    otherwise a backend over torch.distributed's initialized default group (of its
-    c10d backend: Gloo, NCCL, fake, ...), or, with none initialized, NCCL for
-    ``"cuda"`` and Gloo for other device types, initialized from torchrun's
-    environment.
+    otherwise the c10d backend already made over torch.distributed's initialized
+    default group, or a new one over it (of its c10d backend: Gloo, NCCL, fake, ...),
+    or, with none initialized, NCCL for ``"cuda"`` and Gloo for other device types,
+    initialized from torchrun's environment.
     """
     if current is not None and (not isinstance(current, C10dBackend) or current.is_current):
         return current
     if dist.is_initialized():
+        for live in list(_LIVE):
+            if live.is_current:
+                return live
         known = {"gloo": GlooBackend, "nccl": NcclBackend, "fake": TorchFakeBackend}
         return known.get(str(dist.get_backend()), C10dBackend)()
     if device_type == "cuda":

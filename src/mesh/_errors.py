@@ -48,15 +48,17 @@ class UnknownDimError(MeshError, KeyError, IndexError):
         return str(self.args[0]) if self.args else ""
 
 
-class InvalidDimsError(MeshError, ValueError):
+class InvalidDimsError(MeshError, ValueError, RuntimeError):
     """A list of dims that does not fit: none where at least one is needed (an empty
     selection, flatten or concatenation), a transpose that leaves dims out, or a number
-    of names that differs from the number of dims."""
+    of names that differs from the number of dims.  Also a ``RuntimeError``, what torch's
+    DeviceMesh raises for a names/shape length mismatch."""
 
 
-class DuplicateNameError(MeshError, ValueError):
+class DuplicateNameError(MeshError, ValueError, RuntimeError):
     """A dim name (or dim) is used twice: in names, a selection, a flatten, a rename
-    or a concatenation."""
+    or a concatenation.  Also a ``RuntimeError``, what torch's DeviceMesh raises for
+    repeated names and overlapping slices."""
 
 
 class InvalidNameError(MeshError, ValueError):
@@ -91,9 +93,10 @@ class UniverseMismatchError(MeshError, ValueError):
     """Views over different rank maps (universes) were combined."""
 
 
-class OverlapError(MeshError, ValueError):
+class OverlapError(MeshError, ValueError, RuntimeError):
     """A view's dims would reach a rank twice or could not tile the universe
-    (constructing a view, ``concatenate``)."""
+    (constructing a view, ``concatenate``).  Also a ``RuntimeError``, what torch's
+    ``DeviceMesh._concatenate`` raises for overlapping meshes."""
 
 
 class NotRepresentableError(MeshError, ValueError):

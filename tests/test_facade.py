@@ -1,0 +1,244 @@
+"""The DeviceMesh facade's own semantics: flattened names per universe, pickling and
+rebinding, the current mesh per context, from_group, TorchFakeBackend, options by name.
+
+Expected groups are written out by hand for (dp, cp, tp) = (2, 2, 2) over 8 ranks: dp
+groups are {r, r+4}, cp groups {r, r+2}, tp groups {r, r+1} (row-major).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from backend import (
+    BackendConfigError,
+    DeviceMesh,
+    FakeBackend,
+    GroupOptions,
+    current_mesh,
+    init_device_mesh,
+)
+from mesh import MeshView, OverlapError
+
+
+def mesh3(rank: int = 5, **kw: Any) -> DeviceMesh[Any]:
+    return init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"),
+                            backend=FakeBackend(8, rank), **kw)
+
+
+# ---- flattened names are remembered per universe ---------------------------------------------
+
+def test_a_flattened_name_works_on_the_root_and_its_slices() -> None:
+    mesh = mesh3()
+    flat = mesh["dp", "cp"]._flatten("dp_cp")
+    assert flat.get_group().ranks == (1, 3, 5, 7)
+    assert mesh["dp_cp"] is flat and mesh["tp"]["dp_cp"] is flat
+    assert mesh["dp_cp", "tp"].mesh_dim_names == ("dp_cp", "tp")
+    assert mesh["dp_cp", "tp"].get_group("tp").ranks == (4, 5)
+    assert mesh.get_group("dp_cp") is flat.get_group()
+    assert mesh["tp"].get_group("dp_cp") is flat.get_group()
+    assert mesh.get_local_rank("dp_cp") == 2
+
+
+def test_flattening_the_same_dims_into_the_same_name_returns_the_same_mesh() -> None:
+    mesh = mesh3()
+    first = mesh["dp", "cp"]._flatten("dp_cp")
+    fb_groups = len(mesh.backend.created)  # type: ignore[attr-defined]
+    assert mesh["dp", "cp"]._flatten("dp_cp") is first
+    assert len(mesh.backend.created) == fb_groups  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda m: m._flatten("dp"), r"dp already exists"),
+    (lambda m: m["cp", "tp"]._flatten("dp"), r"dp already exists"),
+    (lambda m: (m["dp", "cp"]._flatten("x"), m["cp", "tp"]._flatten("x")),
+     r"Flatten mesh with mesh_dim_name x has been created before"),
+])
+def test_a_taken_flatten_name_is_refused_with_a_value_error(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make(mesh3())
+
+
+def test_a_one_dim_mesh_flattened_into_its_own_name_is_itself() -> None:
+    mesh = mesh3()
+    assert mesh["tp"]._flatten() is mesh["tp"]
+    assert mesh["tp"]._flatten("tp") is mesh["tp"]
+
+
+def test_slicing_an_original_and_a_flattened_dim_that_overlap_is_refused() -> None:
+    mesh = mesh3()
+    mesh["dp", "cp"]._flatten("dp_cp")
+    with pytest.raises(OverlapError) as info:
+        mesh["dp_cp", "dp"]
+    assert isinstance(info.value, RuntimeError)  # torch raises RuntimeError for overlaps
+
+
+# ---- pickling: the view, options and device type; rebinding on load ---------------------------
+
+def test_pickle_and_deepcopy_round_trip_to_an_equal_mesh_sharing_the_groups() -> None:
+    mesh = mesh3(backend_override={"dp": GroupOptions(tag="t")})
+    tp = mesh.get_group("tp")
+    for copied in (pickle.loads(pickle.dumps(mesh)), copy.deepcopy(mesh)):
+        assert copied == mesh and hash(copied) == hash(mesh)
+        assert copied.get_group("tp") is tp
+        assert copied.options == mesh.options and copied.backend is mesh.backend
+    flat = mesh["dp", "tp"]._flatten("dp_tp")
+    assert pickle.loads(pickle.dumps(flat)) == flat
+
+
+def test_a_pickle_holds_no_backend_or_group() -> None:
+    data = pickle.dumps(mesh3())
+    assert b"FakeBackend" not in data and b"FakeGroup" not in data
+
+
+def test_unpickling_rebinds_to_the_loading_process_backend() -> None:
+    data = pickle.dumps(mesh3(rank=5))
+    code = textwrap.dedent(f"""
+        import pickle
+        from backend import FakeBackend
+        from mesh import MeshView
+        FakeBackend(8, rank=2).bind(MeshView.from_shape(8, ("w",)))  # this process's backend
+        mesh = pickle.loads({data!r})
+        print(mesh.get_rank(), mesh.get_coordinate(), mesh.get_group("tp").ranks)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split("\n")[0] == "2 (0, 1, 0) (2, 3)"
+
+
+def test_unpickling_with_no_backend_and_no_torch_world_says_what_to_do() -> None:
+    data = pickle.dumps(mesh3(rank=5))
+    code = textwrap.dedent(f"""
+        import os, pickle
+        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+            os.environ.pop(k, None)
+        try:
+            pickle.loads({data!r})
+        except Exception as e:
+            print(type(e).__name__, e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.startswith("BackendConfigError environment variable RANK is not set")
+
+
+# ---- the current mesh, per context ------------------------------------------------------------
+
+def test_the_current_mesh_is_per_asyncio_task() -> None:
+    a, b = mesh3(), mesh3()["tp"]
+    seen: dict[str, Any] = {}
+
+    async def task(name: str, mesh: DeviceMesh[Any], other_entered: asyncio.Event,
+                   entered: asyncio.Event) -> None:
+        with mesh:
+            entered.set()
+            await other_entered.wait()  # both tasks are inside their `with` now
+            seen[name] = current_mesh()
+
+    async def main() -> None:
+        ea, eb = asyncio.Event(), asyncio.Event()
+        await asyncio.gather(task("a", a, eb, ea), task("b", b, ea, eb))
+
+    asyncio.run(main())
+    assert seen == {"a": a, "b": b}
+    assert current_mesh() is None
+
+
+# ---- from_group ------------------------------------------------------------------------------
+
+def test_from_group_adopts_the_group_for_its_family() -> None:
+    fb = FakeBackend(8, rank=5)
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"), backend=fb)
+    tp = mesh.get_group("tp")
+    one = DeviceMesh.from_group(tp, "cpu", backend=fb)
+    assert one.mesh_dim_names is None and one.mesh.tolist() == [4, 5]
+    assert one.get_group() is tp
+    with pytest.raises(ValueError, match=r"Invalid mesh \[4, 6\] for ProcessGroup with ranks"):
+        DeviceMesh.from_group(tp, "cpu", [4, 6], backend=fb)
+
+
+def test_from_group_of_several_groups_needs_a_mesh_and_names() -> None:
+    fb = FakeBackend(8, rank=5)
+    mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=fb)
+    groups = mesh.get_all_groups()
+    with pytest.raises(ValueError, match="Must pass mesh"):
+        DeviceMesh.from_group(groups, "cpu", backend=fb)
+    with pytest.raises(ValueError, match="Must pass mesh_dim_names"):
+        DeviceMesh.from_group(groups, "cpu", [[0, 1, 2, 3], [4, 5, 6, 7]], backend=fb)
+    with pytest.raises(ValueError, match="ndim equal to number of ProcessGroups"):
+        DeviceMesh.from_group(groups, "cpu", list(range(8)), mesh_dim_names=("a",), backend=fb)
+    again = DeviceMesh.from_group(groups, "cpu", [[0, 1, 2, 3], [4, 5, 6, 7]],
+                                  mesh_dim_names=("dp", "tp"), backend=fb)
+    assert again == mesh and again.get_all_groups() == groups
+
+
+# ---- the torch-style constructor and smaller meshes --------------------------------------------
+
+def test_the_explicit_tensor_constructor_equals_init_device_mesh() -> None:
+    torch = pytest.importorskip("torch")
+    fb = FakeBackend(8, rank=5)
+    ref = init_device_mesh("cpu", (2, 4), mesh_dim_names=("DP", "TP"), backend=fb)
+    made = DeviceMesh("cpu", torch.arange(8).view(2, 4), mesh_dim_names=("DP", "TP"), backend=fb)
+    assert made == ref and made.get_group("TP") is ref.get_group("TP")
+    assert DeviceMesh("cpu", [0, 1, 2, 3], backend=FakeBackend(8, rank=1)).mesh.tolist() == \
+        [0, 1, 2, 3]
+
+
+def test_a_device_type_with_an_index_is_refused_like_torch() -> None:
+    with pytest.raises(RuntimeError, match="Device type with index is not supported"):
+        init_device_mesh("cpu:0", (8,), backend=FakeBackend(8, rank=0))
+
+
+def test_duplicate_names_and_a_length_mismatch_are_runtime_errors_as_in_torch() -> None:
+    with pytest.raises(RuntimeError, match="'dp' appears twice"):
+        init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "dp"), backend=FakeBackend(8, 0))
+    with pytest.raises(RuntimeError, match="mesh_shape and mesh_dim_names should have same"):
+        init_device_mesh("cpu", (8,), mesh_dim_names=("dp", "tp"), backend=FakeBackend(8, 0))
+
+
+def test_list_keys_slice_like_tuples() -> None:
+    mesh = mesh3()
+    assert mesh[["cp", "tp"]] == mesh["cp", "tp"]
+    assert mesh["dp", "cp", "tp"] is mesh
+
+
+def test_concatenate_keeps_each_dims_options() -> None:
+    t = GroupOptions(tag="x")
+    mesh = mesh3(backend_override={"tp": t})
+    joined = DeviceMesh._concatenate([mesh["dp"], mesh["tp"]])
+    assert joined == mesh["dp", "tp"] and joined.options == {"dp": GroupOptions(), "tp": t}
+    with pytest.raises(RuntimeError):
+        DeviceMesh._concatenate([mesh["dp"], mesh["dp", "cp"]])
+
+
+def test_binding_a_view_over_another_world_is_refused() -> None:
+    with pytest.raises(BackendConfigError, match="bigger than default world size 4"):
+        FakeBackend(4, rank=0).bind(MeshView.from_shape(8, ("w",)))
+
+
+# ---- TorchFakeBackend ------------------------------------------------------------------------
+
+def test_torch_fake_backend_gives_real_process_groups_in_one_process() -> None:
+    code = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        from backend import TorchFakeBackend, init_device_mesh
+        tb = TorchFakeBackend(8, rank=5)
+        mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))  # binds to it
+        g = mesh.get_group("tp")
+        t = torch.ones(2)
+        dist.all_reduce(t, group=g)  # returns at once: the fake backend moves no data
+        print(isinstance(g, dist.ProcessGroup), dist.get_process_group_ranks(g), g.rank(),
+              mesh.backend is tb, mesh.get_group("dp").size())
+        tb.shutdown()
+        print(dist.is_initialized())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["True [4, 5, 6, 7] 1 True 2", "False"]
