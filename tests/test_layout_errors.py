@@ -54,6 +54,12 @@ def test_the_hierarchy_subclasses_the_builtins() -> None:
 
 # ---- InvalidLayoutError --------------------------------------------------------------------
 
+def test_a_nested_empty_tuple_is_a_rank_0_mode() -> None:
+    L = Layout((2, ()))
+    assert (L.size, L.cosize, L.stride, str(L)) == (2, 2, (1, ()), "(2,()):(1,())")
+    assert str(make_layout(Layout(()), Layout(3))) == "((),3):((),1)"
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: Layout((2, 3), (1,)), r"shape \(2,3\) and stride \(1,\) are not congruent"),
     (lambda: Layout((2, 3), 1), r"shape \(2,3\) and stride 1 are not congruent"),
@@ -63,10 +69,10 @@ def test_the_hierarchy_subclasses_the_builtins() -> None:
     (lambda: Layout((2, -3), (1, 1)), r"got -3 in shape \(2,-3\)"),
     (lambda: Layout(2, -1), r"stride must be >= 0, got -1 in stride -1"),
     (lambda: Layout((2, 2), (4, -2)), r"got -2 in stride \(4,-2\)"),
-    (lambda: Layout((2, ())), r"shape \(2, \(\)\) contains an empty nested tuple"),
-    (lambda: Layout((2, 3), ((), 1)), r"stride \(\(\), 1\) contains an empty nested tuple"),
+    (lambda: Layout((2, ()), (1, 1)), r"shape \(2,\(\)\) and stride \(1,1\) are not congruent"),
+    (lambda: Layout((2, 3), ((), 1)), r"shape \(2,3\) and stride \(\(\),1\) are not congruent"),
 ], ids=["incongruent-rank", "incongruent-int", "incongruent-nested", "size-0", "nested-size-0",
-        "negative-size", "negative-stride", "negative-nested-stride", "nested-empty-shape",
+        "negative-size", "negative-stride", "negative-nested-stride", "nested-empty-vs-int",
         "nested-empty-stride"])
 def test_invalid_layouts_are_rejected(make: Callable[[], Any], message: str) -> None:
     with pytest.raises(InvalidLayoutError, match=message):

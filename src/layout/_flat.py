@@ -78,6 +78,11 @@ coalesce = functools.lru_cache(maxsize=8192)(_coalesce)
 """The canonical flat form: equal functions on ``[0, size)`` have equal coalesced forms."""
 
 
+def _mode(s: int, d: int) -> str:
+    """``s:d`` for a message, huge ints abbreviated."""
+    return f"{_fmt_int(s)}:{_fmt_int(d)}"
+
+
 def sorted_modes(shapes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
     """The ``(stride, size)`` pairs of the modes that move (size > 1, stride > 0), by stride."""
     return sorted([(d, s) for s, d in zip(shapes, strides) if s > 1 and d > 0])
@@ -91,8 +96,8 @@ def tractability_violation(modes: list[tuple[int, int]]) -> str | None:
     """
     for (d0, s0), (d1, s1) in zip(modes, modes[1:]):
         if d1 % (s0 * d0):
-            return (f"mode {s1}:{_fmt_int(d1)} does not start where mode {s0}:{_fmt_int(d0)} "
-                    f"ends ({_fmt_int(d1)} is not a multiple of {s0}*{_fmt_int(d0)} = "
+            return (f"mode {_mode(s1, d1)} does not start where mode {_mode(s0, d0)} ends "
+                    f"({_fmt_int(d1)} is not a multiple of {_fmt_int(s0)}*{_fmt_int(d0)} = "
                     f"{_fmt_int(s0 * d0)})")
     return None
 
@@ -142,13 +147,14 @@ def _compose_mode(a_shapes: tuple[int, ...], a_strides: tuple[int, ...], s: int,
                 rest_s = 1
                 break
             raise CompositionError(
-                f"the stride {_fmt_int(rest_d)} left of B's mode {s}:{_fmt_int(d)} neither "
-                f"divides nor is a multiple of A's mode size {a} (stride divisibility)")
+                f"the stride {_fmt_int(rest_d)} left of B's mode {_mode(s, d)} neither divides "
+                f"nor is a multiple of A's mode size {_fmt_int(a)} (stride divisibility)")
         avail = a // rest_d
         if rest_s > avail and rest_s % avail:
             raise CompositionError(
-                f"B's mode {s}:{_fmt_int(d)} takes {avail} elements from A's mode of size {a} "
-                f"but {rest_s} is not a multiple of {avail} (shape divisibility)")
+                f"B's mode {_mode(s, d)} takes {_fmt_int(avail)} elements from A's mode of size "
+                f"{_fmt_int(a)} but {_fmt_int(rest_s)} is not a multiple of {_fmt_int(avail)} "
+                "(shape divisibility)")
         new = min(rest_s, avail)
         if new != 1:
             out_s.append(new)
@@ -267,8 +273,8 @@ def left_inverse(shapes: tuple[int, ...], strides: tuple[int, ...]) -> Flat:
         if d1 % d0 or s0 * d0 > d1:
             raise InverseError(
                 f"L must be injective and tractable or a divisibility chain, but mode "
-                f"{s0}:{_fmt_int(d0)} and the next stride {_fmt_int(d1)} are neither "
-                f"({_fmt_int(d1)} is not a multiple of {s0}*{_fmt_int(d0)}, and "
+                f"{_fmt_int(s0)}:{_fmt_int(d0)} and the next stride {_fmt_int(d1)} are neither "
+                f"({_fmt_int(d1)} is not a multiple of {_fmt_int(s0)}*{_fmt_int(d0)}, and "
                 + (f"{_fmt_int(d0)} does not divide it)" if d1 % d0 else "the modes overlap)"))
         out_s.append(d1 // d0)
         out_d.append(r0)
@@ -349,9 +355,10 @@ def is_injective(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
             offsets = [o + c * d for o in offsets for c in range(s)]
         return len(set(offsets)) == size
     if reach > INJECTIVITY_ENUMERATION_LIMIT:
+        entangled = ", ".join(_mode(s, d) for d, s in modes)
         raise UndecidableError(
             f"cannot decide whether {fmt(shapes)}:{fmt(strides)} is injective: after reduction "
-            f"its entangled modes {[(s, d) for d, s in modes]} have {_fmt_int(size)} elements and "
+            f"its entangled modes {entangled} have {_fmt_int(size)} elements and "
             f"reach {_fmt_int(reach)} offsets, beyond both the listing limit "
             f"{INJECTIVITY_LISTING_LIMIT} and the bitset limit {INJECTIVITY_ENUMERATION_LIMIT}")
     reached = 1  # bit k set <=> offset k is reached

@@ -135,9 +135,9 @@ def as_int_tuple(value: object, what: str = "value") -> IntTuple:
 
     Ints and integer-likes become ``int``; tuples (and tuple subclasses) become
     plain tuples.  Lists, sets, strings, floats and bools are refused
-    (:class:`~layout.LayoutTypeError`); so are nesting deeper than
-    :data:`MAX_DEPTH` and an empty tuple anywhere but at the top, which is the
-    rank-0 shape (:class:`~layout.InvalidLayoutError`).  Signs are not checked.
+    (:class:`~layout.LayoutTypeError`); so is nesting deeper than
+    :data:`MAX_DEPTH` (:class:`~layout.InvalidLayoutError`).  An empty tuple is a
+    rank-0 mode (size 1, no leaves), at the top or nested.  Signs are not checked.
 
     >>> as_int_tuple((2, (3, 4)))
     (2, (3, 4))
@@ -152,9 +152,6 @@ def _convert(value: object, what: str, whole: object, depth: int) -> IntTuple:
         if depth >= MAX_DEPTH:
             raise InvalidLayoutError(f"{what} {show(whole)} is nested deeper than the limit "
                                      f"MAX_DEPTH = {MAX_DEPTH}")
-        if not value and depth:
-            raise InvalidLayoutError(f"{what} {show(whole)} contains an empty nested tuple (); "
-                                     f"only the whole {what} may be () (a rank-0 layout)")
         return tuple([_convert(v, what, whole, depth + 1) for v in value])
     return as_int(value, what, "an int or a nested tuple of ints")
 
@@ -218,7 +215,7 @@ def _valid_pair(shape: object, stride: object, depth: int = 0) -> bool:
         if type(s) is int:
             if type(d) is not int or s < 1 or d < 0:
                 return False
-        elif not _valid_pair(s, d, depth + 1) or not s:
+        elif not _valid_pair(s, d, depth + 1):
             return False
     return True
 

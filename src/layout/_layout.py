@@ -139,11 +139,11 @@ class Layout:
             return _raw(shape[key], stride[key])  # the common case
         modes = self._modes()
         if isinstance(key, slice):
-            try:
-                picked = range(len(modes))[key]
-            except (TypeError, ValueError) as e:
-                raise LayoutTypeError(f"bad mode slice {show(key)}: {e}") from None
-            return make_layout(*[modes[i] for i in picked])
+            start, stop, step = (None if v is None else as_int(v, "a mode slice bound")
+                                 for v in (key.start, key.stop, key.step))
+            if step == 0:
+                raise InvalidLayoutError(f"a mode slice's step must not be 0, got {show(key)}")
+            return make_layout(*modes[start:stop:step])
         k = as_int(key, "a mode index", "an int or a slice")
         if not -len(modes) <= k < len(modes):
             raise LayoutIndexError(f"mode {_fmt_int(k)} is out of range for {self} of rank "
