@@ -11,9 +11,13 @@ from typing import Any
 import layout
 from layout import show
 
-from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError
+from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError, TooManyRanksError
 
-__all__ = ["as_int", "as_names", "as_size", "ordered", "show"]
+__all__ = ["MAX_UNIVERSE", "as_int", "as_names", "as_size", "ordered", "show"]
+
+MAX_UNIVERSE = 1 << 63
+"""The most ranks a universe may have, and the bound on every rank: ranks fit int64, as in
+torch, so every listing is int64 arithmetic and every serialized value is plain JSON."""
 
 _UNORDERED = (set, frozenset, dict, str, bytes, bytearray)
 
@@ -33,20 +37,32 @@ def as_size(value: object, what: str) -> int:
     return n
 
 
-def ordered(value: object, what: str) -> tuple[Any, ...]:
+def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
     """``value`` as a tuple if it is an ordered sequence: a list, a tuple, a range, or a
     1-D array (anything with ``tolist`` and ``ndim == 1``, such as NumPy arrays and torch
     tensors).  Sets, dicts, strings, bytes and other iterables are refused with
     :class:`~mesh.MeshTypeError`: their order is not part of the value (a set's differs
     between processes), so two ranks running the same code could build different meshes.
+    A sequence longer than ``limit`` is refused before it is copied
+    (:class:`~mesh.TooManyRanksError`).
     """
-    if isinstance(value, (list, tuple, range)):
-        return tuple(value)
-    if not isinstance(value, _UNORDERED) and hasattr(value, "tolist") and \
-            getattr(value, "ndim", None) == 1:
-        items = value.tolist()
-        if isinstance(items, list):
+    if isinstance(value, (list, tuple, range)) or (
+            not isinstance(value, (_UNORDERED, type)) and hasattr(value, "tolist")
+            and getattr(value, "ndim", None) == 1):
+        try:
+            n = len(value)  # type: ignore[arg-type]
+        except Exception:  # a hostile __len__, or a range past sys.maxsize
+            raise MeshTypeError(f"{what} must be a sequence with a length, got "
+                                f"{show(value)}") from None
+        if n > limit:
+            raise TooManyRanksError(f"{what} has {n:,} items, more than the {limit:,} that may "
+                                    "be listed")
+        try:
+            items = value if isinstance(value, (list, tuple, range)) else value.tolist()
             return tuple(items)
+        except Exception:  # a hostile __iter__
+            raise MeshTypeError(f"{what} could not be read as a sequence: {show(value)}"
+                                ) from None
     kind = type(value).__name__
     why = " (unordered: its order can differ between processes)" \
         if isinstance(value, (set, frozenset, dict)) else ""
@@ -58,7 +74,7 @@ def as_name(value: object, what: str = "a dim name") -> str:
     """A non-empty ``str``, else :class:`~mesh.InvalidNameError` naming the value."""
     if not isinstance(value, str) or not value:
         raise InvalidNameError(f"{what} must be a non-empty string, got {show(value)}")
-    return value
+    return str(value)  # a plain str, also for str subclasses
 
 
 def as_names(value: object, what: str = "names") -> tuple[str, ...]:

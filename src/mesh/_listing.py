@@ -15,7 +15,7 @@ from typing import Any
 from layout import Layout, flatten
 
 from ._errors import TooManyRanksError
-from ._input import as_int
+from ._input import as_int, show
 from ._rankmap import RankMap
 
 __all__ = ["MAX_LISTED_RANKS", "check_limit", "list_ranks", "numpy"]
@@ -24,8 +24,8 @@ MAX_LISTED_RANKS = 1 << 24
 """The default ``limit`` of every query that lists ranks (16,777,216 ranks, 128 MiB as
 int64): pass ``limit=`` to list more."""
 
-_INT64_SAFE = 1 << 62  # universes at most this big fit int64 offsets with room to spare
 _ARRAYS_FROM = 4096  # listings this long use NumPy; shorter ones are faster in Python
+_PYTHON_MOST = 1 << 28  # without NumPy, longer listings are refused up front (no slow OOM)
 
 
 def numpy() -> Any:
@@ -41,8 +41,12 @@ def check_limit(count: int, what: str, limit: object) -> None:
     lim = as_int(limit, "limit")
     if count > lim:
         raise TooManyRanksError(
-            f"{what} would list {count:,} ranks, more than limit={lim:,}; pass a larger "
+            f"{what} would list {_n(count)} ranks, more than limit={_n(lim)}; pass a larger "
             f"limit= to list them (the default is mesh.MAX_LISTED_RANKS = {MAX_LISTED_RANKS:,})")
+
+
+def _n(x: int) -> str:
+    return f"{x:,}" if abs(x) < 1 << 64 else show(x)
 
 
 def _modes(L: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -58,16 +62,22 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0) -> 
     """
     s_shapes, s_strides = _modes(starts)
     i_shapes, i_strides = _modes(inner)
-    big = starts.size * inner.size >= _ARRAYS_FROM and ranks.size <= _INT64_SAFE
-    np = numpy() if big else None
+    count = starts.size * inner.size
+    np = numpy() if count >= _ARRAYS_FROM else None
     if np is None:
+        if count > _PYTHON_MOST:
+            raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
+                                    f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
         rows = _py_offsets(s_shapes, s_strides, base)
         cols = _py_offsets(i_shapes, i_strides, 0)
         return [ranks._take([r + c for c in cols]) for r in rows]
-    rows = _np_offsets(np, s_shapes, s_strides, base)
-    cols = _np_offsets(np, i_shapes, i_strides, 0)
-    offs = rows[:, None] + cols[None, :]
-    return offs if ranks.ranks is None else ranks._array[offs]
+    try:
+        rows = _np_offsets(np, s_shapes, s_strides, base)
+        cols = _np_offsets(np, i_shapes, i_strides, 0)
+        offs = rows[:, None] + cols[None, :]
+        return offs if ranks.ranks is None else ranks._array[offs]
+    except (MemoryError, ValueError) as e:  # NumPy: "array is too big", or out of memory
+        raise TooManyRanksError(f"cannot allocate {_n(count)} ranks: {e}") from None
 
 
 def _py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:

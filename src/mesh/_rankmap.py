@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -11,20 +10,21 @@ import attrs
 from ._errors import (
     InvalidMeshDataError,
     InvalidRanksError,
+    InvalidSizeError,
     OffsetOutOfRangeError,
 )
-from ._input import as_int, as_size, ordered, show
+from ._input import MAX_UNIVERSE, as_int, as_size, ordered, show
 
 __all__ = ["RankMap"]
 
 
 def _as_ranks(ranks: object) -> tuple[int, ...]:
-    """Distinct non-negative plain ints, in the given order."""
+    """Distinct plain ints in ``[0, MAX_UNIVERSE)``, in the given order."""
     rs = tuple([as_int(r, "every rank", error=InvalidRanksError) for r in ordered(ranks, "ranks")])
     seen: dict[int, int] = {}
     for i, r in enumerate(rs):
-        if r < 0:
-            raise InvalidRanksError(f"ranks must be non-negative ints, got {show(r)}")
+        if not 0 <= r < MAX_UNIVERSE:
+            raise InvalidRanksError(f"ranks must be ints in [0, 2**63), got {show(r)}")
         if r in seen:
             raise InvalidRanksError(f"rank {r} appears twice (at offsets {seen[r]} and {i}); "
                                     "ranks must be distinct")
@@ -54,6 +54,8 @@ class RankMap:
         """``RankMap(n)`` is the identity on ``[0, n)``; ``RankMap(n, ranks)`` maps offset
         ``i`` to ``ranks[i]`` (an ordered sequence of ``n`` distinct ranks >= 0)."""
         n = as_size(size, "the number of ranks")
+        if n > MAX_UNIVERSE:
+            raise InvalidSizeError(f"a universe has at most 2**63 ranks, got {show(n)}")
         rs = None if ranks is None else _as_ranks(ranks)
         if rs is not None and len(rs) != n:
             raise InvalidRanksError(f"a rank map of size {n} needs {n} ranks, got {len(rs)}")
@@ -142,7 +144,7 @@ class RankMap:
     def from_dict(cls, d: object) -> RankMap:
         """Inverse of :meth:`to_dict`: exactly one of the keys ``size`` (an int) and
         ``ranks`` (a list of ints); anything else is :class:`~mesh.InvalidMeshDataError`."""
-        if not isinstance(d, Mapping) or len(d) != 1 or not ({"size", "ranks"} & set(d)):
+        if type(d) is not dict or len(d) != 1 or not ({"size", "ranks"} & set(d)):
             raise InvalidMeshDataError(
                 "a rank map is {'size': n} or {'ranks': [r0, r1, ...]} (exactly one key), got "
                 + show(d))
@@ -152,7 +154,7 @@ class RankMap:
                 raise InvalidMeshDataError(f"'size' must be an int, got {show(n)}")
             return cls(n)
         ranks = d["ranks"]
-        if not isinstance(ranks, list) or not all([type(r) is int for r in ranks]):
+        if type(ranks) is not list or not all([type(r) is int for r in ranks]):
             raise InvalidMeshDataError(f"'ranks' must be a list of ints, got {show(ranks)}")
         return cls.explicit(ranks)
 

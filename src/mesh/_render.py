@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import InvalidSizeError
+from ._errors import InvalidSizeError, MeshTypeError
+from ._input import show
 
 if TYPE_CHECKING:
     from ._view import MeshView
@@ -31,6 +32,10 @@ def render(view: MeshView, rank: int | None = None) -> str:
     dp=1   (4)  [5]  (6)  (7)
     rank 5: dp group (1, 5); tp group (4, 5, 6, 7)
     """
+    from ._view import MeshView
+
+    if not isinstance(view, MeshView):
+        raise MeshTypeError(f"render draws a mesh.MeshView, got {show(view)}")
     if not 1 <= view.ndim <= 3:
         raise InvalidSizeError(f"render draws 1-, 2- or 3-D views; {view!r} has {view.ndim} "
                                "dims (flatten or slice it first)")

@@ -103,12 +103,14 @@ class MeshView:
         if not isinstance(ranks, RankMap):
             raise MeshTypeError(f"ranks must be a mesh.RankMap, got {show(ranks)}")
         names_t = _unique(as_names(names))
+        if not names_t:
+            raise InvalidSizeError(f"a mesh needs at least one dim, got the layout {layout}")
         modes = [coalesce(m) for m in layout]
         if len(modes) != len(names_t):
             raise InvalidDimsError(f"the layout {layout} has {len(modes)} dims but "
                                    f"{len(names_t)} names were given: {names_t!r}")
         canonical = make_layout(*modes)
-        dims = ", ".join(f"{n}={m.size}" for n, m in zip(names_t, modes))
+        dims = ", ".join(f"{n}={show(m.size)}" for n, m in zip(names_t, modes))
         for name, m in zip(names_t, modes):
             if _moves(m):
                 raise OverlapError(f"dim {name!r} has the stride-0 layout {m}: it would repeat "
@@ -119,8 +121,8 @@ class MeshView:
                                "universe")
         span = _span(canonical)
         if ranks.size % span:
-            raise OverlapError(f"the dims {dims} (layout {canonical}) span {span} offsets, which "
-                               f"does not divide the universe of {ranks.size} ranks")
+            raise OverlapError(f"the dims {dims} (layout {canonical}) span {show(span)} offsets, "
+                               f"which does not divide the universe of {ranks.size} ranks")
         self.__attrs_init__(canonical, names_t, ranks)
 
     # ---- constructors ------------------------------------------------------------------
@@ -149,7 +151,10 @@ class MeshView:
         >>> MeshView.from_ranks([[0, 2], [1, 3]], ("dp", "tp")).group(1, "tp")
         (1, 3)
         """
-        if hasattr(ranks, "tolist") and not isinstance(ranks, (list, tuple)):
+        if isinstance(ranks, (set, frozenset, dict, str, bytes, bytearray)):
+            raise MeshTypeError(f"a rank tensor must be nested lists or tuples (or an array), "
+                                f"got {show(ranks)}: its order is the mesh's order")
+        if hasattr(ranks, "tolist") and not isinstance(ranks, (list, tuple, type)):
             ranks = ranks.tolist()  # NumPy arrays, torch tensors: no import needed
         shape, flat = _parse_tensor(ranks, 0)
         names_t = tuple(f"dim{i}" for i in range(len(shape))) if names is None else names
@@ -164,8 +169,8 @@ class MeshView:
         nesting deeper than ``layout.MAX_DEPTH``; inconsistent fields raise the
         error of the value they break (e.g. :class:`~mesh.OverlapError`).
         """
-        if not isinstance(d, Mapping) or set(d) != _KEYS:
-            got = sorted(map(str, d)) if isinstance(d, Mapping) else show(d)
+        if type(d) is not dict or set(d) != _KEYS:
+            got = show(sorted(map(show, d))) if type(d) is dict else show(d)
             raise InvalidMeshDataError(f"a MeshView dict has exactly the keys {sorted(_KEYS)}; "
                                        f"got {got}")
         version = d["version"]
@@ -173,11 +178,11 @@ class MeshView:
             raise InvalidMeshDataError(f"unknown MeshView format version {show(version)}; this "
                                        f"library reads version {FORMAT_VERSION}")
         lay = d["layout"]
-        if not isinstance(lay, Mapping) or set(lay) != {"shape", "stride"}:
+        if type(lay) is not dict or set(lay) != {"shape", "stride"}:
             raise InvalidMeshDataError(f"'layout' must be {{'shape': ..., 'stride': ...}}, got "
                                        f"{show(lay)}")
         names = d["names"]
-        if not isinstance(names, list):
+        if type(names) is not list:
             raise InvalidMeshDataError(f"'names' must be a list of strings, got {show(names)}")
         shape, stride = _int_tree(lay["shape"], "shape", 0), _int_tree(lay["stride"], "stride", 0)
         try:
@@ -245,7 +250,7 @@ class MeshView:
         k = as_int(dim, "a dim", "a name (str) or an index (int)")
         if -self.ndim <= k < self.ndim:
             return k % self.ndim
-        raise UnknownDimError(f"dim index {k} is out of range for the {self.ndim} dims "
+        raise UnknownDimError(f"dim index {show(k)} is out of range for the {self.ndim} dims "
                               f"{self.names!r}")
 
     def _indices(self, dims: object, what: str) -> tuple[int, ...]:
@@ -289,7 +294,11 @@ class MeshView:
                                 f"{show(mapping)}")
         names = list(self.names)
         renamed: set[int] = set()
-        for old, new in mapping.items():
+        try:
+            items = list(mapping.items())
+        except Exception:  # a hostile mapping
+            raise MeshTypeError(f"rename could not read the mapping {show(mapping)}") from None
+        for old, new in items:
             k = self.index(old)
             if k in renamed:
                 raise DuplicateNameError(f"dim {self.names[k]!r} is renamed twice in "
@@ -342,18 +351,18 @@ class MeshView:
         if not sz:
             raise InvalidDimsError("unflatten needs at least one size, got ()")
         if len(new) != len(sz):
-            raise InvalidDimsError(f"unflatten needs one name per size; got sizes {sz!r} and "
+            raise InvalidDimsError(f"unflatten needs one name per size; got sizes {show(sz)} and "
                                    f"names {new!r}")
         if math.prod(sz) != self.shape[k]:
             raise InvalidSizeError(
                 f"cannot unflatten dim {self.names[k]!r} of size {self.shape[k]} into sizes "
-                f"{sz!r}: their product is {math.prod(sz)}, not {self.shape[k]}")
+                f"{show(sz)}: their product is {show(math.prod(sz))}, not {self.shape[k]}")
         try:
             split = composition(self.layout[k], Layout(sz))
         except CompositionError as e:
             raise NotRepresentableError(
                 f"dim {self.names[k]!r} has the non-contiguous layout {self.layout[k]}; no layout "
-                f"splits it into sizes {sz!r} (the pieces would cut across its parts): {e}"
+                f"splits it into sizes {show(sz)} (the pieces would cut across its parts): {e}"
             ) from None
         modes = [*self.layout[:k], *split, *self.layout[k + 1:]]
         return self._with(modes, [*self.names[:k], *new, *self.names[k + 1:]])
@@ -491,28 +500,29 @@ def _parse_tensor(obj: object, depth: int) -> tuple[tuple[int, ...], list[object
     if not isinstance(obj, (list, tuple)):
         raise InvalidRanksError(f"a rank tensor must be nested lists or tuples (or an array), "
                                 f"got {show(obj)}")
-    if not obj:
+    items = ordered(obj, "a rank tensor")  # hostile sequences, and the length, checked there
+    if not items:
         raise InvalidRanksError("a rank tensor needs at least one rank, got an empty list")
     if depth >= MAX_DEPTH:
         raise InvalidRanksError(f"a rank tensor may have at most {MAX_DEPTH} dims")
-    if all([not isinstance(x, (list, tuple)) for x in obj]):
-        return (len(obj),), list(obj)
-    if not all([isinstance(x, (list, tuple)) for x in obj]):
+    if all([not isinstance(x, (list, tuple)) for x in items]):
+        return (len(items),), list(items)
+    if not all([isinstance(x, (list, tuple)) for x in items]):
         raise InvalidRanksError(f"ragged rank tensor: {show(obj)} mixes lists and scalars")
-    parts = [_parse_tensor(x, depth + 1) for x in obj]
+    parts = [_parse_tensor(x, depth + 1) for x in items]
     inner = parts[0][0]
-    for p, x in zip(parts, obj):
+    for p, x in zip(parts, items):
         if p[0] != inner:
             raise InvalidRanksError(f"ragged rank tensor: rows of shapes {inner} and {p[0]} "
                                     f"({show(x)})")
-    return (len(obj), *inner), [r for p in parts for r in p[1]]
+    return (len(items), *inner), [r for p in parts for r in p[1]]
 
 
 def _int_tree(x: object, what: str, depth: int) -> Any:
     """A JSON int tree (ints and lists, nested at most ``MAX_DEPTH``) as ints and tuples."""
     if type(x) is int:
         return x
-    if not isinstance(x, list) or depth >= MAX_DEPTH:
+    if type(x) is not list or depth >= MAX_DEPTH:
         raise InvalidMeshDataError(f"'{what}' must be an int or a list of them nested at most "
                                    f"{MAX_DEPTH} deep, got {show(x)}")
     return tuple([_int_tree(v, what, depth + 1) for v in x])
