@@ -33,6 +33,7 @@ Public names:
 - errors: :class:`BackendError` and its subclasses.
 """
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from . import _registry
@@ -62,7 +63,10 @@ def __getattr__(name: str) -> object:
 
 def _process_default(device_type: str, current: Any) -> Any:
     # The default backends need torch (in _c10d): plugged into the registry here, so the
-    # facade module never imports them (no import cycle, no torch import until needed).
+    # facade module never imports them (no import cycle).  A process that never imported
+    # torch.distributed has no torch world: its bound backend stands, without importing torch.
+    if current is not None and "torch.distributed" not in sys.modules:
+        return current
     from ._c10d import process_default
 
     return process_default(device_type, current)

@@ -42,12 +42,12 @@ def from_group_view(group: Any, mesh: Any, names: Sequence[str] | None
             raise BackendConfigError("Must pass mesh if passing multiple ProcessGroups")
         if names is None:
             raise BackendConfigError("Must pass mesh_dim_names if passing multiple ProcessGroups")
-        view = MeshView.from_ranks(mesh, names)
-        if view.ndim != len(groups):
+        ndim = MeshView.from_ranks(mesh).ndim  # checked before the names, as torch does
+        if ndim != len(groups):
             raise BackendConfigError(
                 f"Expects mesh with ndim equal to number of ProcessGroups but got mesh "
                 f"{_listed(mesh)} and {len(groups)} ProcessGroups")
-        return view, groups
+        return MeshView.from_ranks(mesh, names), groups
     ranks = group_ranks(group)
     if mesh is not None and _listed(mesh) != ranks:
         raise BackendConfigError(f"Invalid mesh {_listed(mesh)} for ProcessGroup with ranks "

@@ -13,9 +13,11 @@ import torch.distributed as dist
 
 from mesh import Dim, MeshView
 
+from . import _registry
 from ._base import CachedBackend
 from ._cache import GroupKey
 from ._errors import BackendConfigError
+from ._fake import FakeBackend
 from ._options import GroupOptions, as_options
 from ._torch_groups import create_torch_group, destroy_groups
 
@@ -62,6 +64,8 @@ class C10dBackend(CachedBackend[Any]):
     name = "c10d"
     torch_backend: ClassVar[str] = ""
     torch_groups = True
+    device_types: ClassVar[tuple[str, ...]] = ("cpu",)
+    """The device types this backend becomes the process's backend for when it is made."""
 
     def __init__(self, *, timeout: timedelta | None = None) -> None:
         if not dist.is_initialized():
@@ -74,6 +78,8 @@ class C10dBackend(CachedBackend[Any]):
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
         _LIVE.add(self)
+        for device_type in self.device_types:
+            _registry.register(device_type, self)
 
     @classmethod
     def from_env(cls: type[B], *, timeout: timedelta | None = None) -> B:
@@ -147,6 +153,7 @@ class NcclBackend(C10dBackend):
     name = "nccl"
     torch_backend = "nccl"
     default_device_type = "cuda"
+    device_types = ("cuda",)
 
     @classmethod
     def _init_kwargs(cls) -> dict[str, Any]:
@@ -184,6 +191,7 @@ class TorchFakeBackend(C10dBackend):
 
     name = "torch-fake"
     torch_backend = "fake"
+    device_types = ("cpu", "cuda")  # the dry run pretends for any device
 
     def __init__(self, world_size: int | None = None, rank: int | None = None, *,
                  timeout: timedelta | None = None) -> None:
@@ -218,20 +226,25 @@ group cache) already made over the current default group instead of making a sec
 def process_default(device_type: str, current: Any) -> Any:
     """The process's default backend for ``device_type`` (the registry's factory).
 
-    Keeps ``current`` unless it is a c10d backend whose default group is gone;
-    otherwise the c10d backend already made over torch.distributed's initialized
-    default group, or a new one over it (of its c10d backend: Gloo, NCCL, fake, ...),
-    or, with none initialized, NCCL for ``"cuda"`` and Gloo for other device types,
-    initialized from torchrun's environment.
+    With torch.distributed initialized: the c10d backend over its default group
+    (``current`` if it is that one, else the one already made, else a new one of the
+    default group's c10d backend: Gloo, NCCL, fake, ...), so meshes made after
+    ``init_process_group`` use torch's world as torch's DeviceMesh would.  Without
+    one: ``current`` if it is not a c10d backend (a bound FakeBackend), else NCCL for
+    ``"cuda"`` and Gloo for other device types, initialized from torchrun's environment.
     """
-    if current is not None and (not isinstance(current, C10dBackend) or current.is_current):
-        return current
-    if dist.is_initialized():
+    if dist.is_initialized():  # torch's world, as torch's own DeviceMesh would use it
+        if isinstance(current, C10dBackend) and current.is_current:
+            return current
+        if isinstance(current, FakeBackend) and current.started_torch_world(dist.group.WORLD):
+            return current  # the fake world its own to_torch() started
         for live in list(_LIVE):
             if live.is_current:
                 return live
         known = {"gloo": GlooBackend, "nccl": NcclBackend, "fake": TorchFakeBackend}
         return known.get(str(dist.get_backend()), C10dBackend)()
+    if current is not None and not isinstance(current, C10dBackend):
+        return current  # e.g. a FakeBackend a mesh was bound to
     if device_type == "cuda":
         return NcclBackend.from_env()
     return GlooBackend.from_env()

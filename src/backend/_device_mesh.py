@@ -89,6 +89,18 @@ class DeviceMesh(Generic[G]):
     _slices: dict[Any, DeviceMesh[G]]
     _hash: int
 
+    @overload
+    def __init__(self: DeviceMesh[Any], device_type: str, mesh: Any, *,
+                 mesh_dim_names: Sequence[str] | None = ...,
+                 backend_override: Mapping[Any, Override] | None = ...,
+                 backend: None = ...) -> None: ...
+
+    @overload
+    def __init__(self, device_type: str, mesh: Any, *,
+                 mesh_dim_names: Sequence[str] | None = ...,
+                 backend_override: Mapping[Any, Override] | None = ...,
+                 backend: Backend[G]) -> None: ...
+
     def __init__(self, device_type: str, mesh: Any, *, mesh_dim_names: Sequence[str] | None = None,
                  backend_override: Mapping[Any, Override] | None = None,
                  backend: Backend[G] | None = None) -> None:
@@ -257,6 +269,16 @@ class DeviceMesh(Generic[G]):
             raise NotInMeshError(f"rank {self._backend.rank} is not in {self!r}; it has no "
                                  "local rank there")
         return self._coordinate[k]
+
+    def _get_all_submeshes(self, mesh_dim_name: str) -> list[DeviceMesh[G]]:
+        """Every group along ``mesh_dim_name`` as a 1-D mesh over its own ranks (torch's
+        private ``_get_all_submeshes``; lists all the universe's ranks)."""
+        k = self._dim(mesh_dim_name)
+        name = self._view.names[k]
+        return [DeviceMesh._bound(MeshView.from_ranks(list(g), (name,)), self._backend,
+                                  self._device_type, {name: self._options[name]},
+                                  root_names=self._root_names)
+                for g in self._view.groups(k)]
 
     def materialize(self) -> DeviceMesh[G]:
         """Create every dim's group now, in dim order (the same order on every rank)."""

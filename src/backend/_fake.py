@@ -82,6 +82,7 @@ class FakeBackend(CachedBackend[FakeGroup]):
         super().__init__(world_size, rank)
         self._torch_cache: GroupCache[Any] = GroupCache()
         self._owns_default = False
+        self._world: Any = None  # the torch fake world this backend started, if any
         self._init_lock = threading.Lock()
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:
@@ -105,6 +106,10 @@ class FakeBackend(CachedBackend[FakeGroup]):
             lambda: create_torch_group(view, k, self.rank, self.world_size, opts,
                                        can_split=False))
 
+    def started_torch_world(self, world: Any) -> bool:
+        """Whether ``world`` (torch's default group) is the fake world this backend started."""
+        return self._owns_default and world is self._world
+
     def _ensure_fake_world(self) -> None:
         import torch.distributed as dist
 
@@ -115,6 +120,7 @@ class FakeBackend(CachedBackend[FakeGroup]):
                 dist.init_process_group("fake", store=FakeStore(), rank=self.rank,
                                         world_size=self.world_size)
                 self._owns_default = True
+                self._world = dist.group.WORLD
             elif (dist.get_rank(), dist.get_world_size()) != (self.rank, self.world_size):
                 raise BackendConfigError(
                     f"torch.distributed is already initialized as rank {dist.get_rank()} of "

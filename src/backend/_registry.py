@@ -2,7 +2,9 @@
 and unpickling bind to when no backend is named.
 
 A backend becomes the process's backend for a device type when a mesh of that
-device type is bound to it (``backend.bind``, ``init_device_mesh(backend=...)``).
+device type is bound to it (``backend.bind``, ``init_device_mesh(backend=...)``), and
+a c10d backend (Gloo, NCCL, ``TorchFakeBackend``) also when it is made, for its
+device types.
 When none is, or the one there no longer matches torch.distributed's state (its
 default group was destroyed), :func:`process_backend` asks the factory: one over
 the already initialized default group, or, if there is none, one initialized from
@@ -23,7 +25,7 @@ __all__ = ["Factory", "process_backend", "register", "set_factory"]
 Factory = Callable[[str, Any], Any]
 """``factory(device_type, current)``: ``current`` if it still matches, else a new backend."""
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a backend the factory makes registers itself
 _bound: dict[str, Any] = {}
 _factory: list[Factory] = []
 
