@@ -391,18 +391,12 @@ def _crd2idx(crd: object, shape: IntTuple, stride: IntTuple) -> int:
     ``crd`` is checked on the way: junk raises a typed error, integer-likes are converted.
     """
     if type(crd) is int:
-        if isinstance(shape, int) and isinstance(stride, int) and 0 <= crd < shape:
-            return crd * stride
-        n = _product(shape)
-        if crd < 0 or crd >= n:
-            raise LayoutIndexError(f"coordinate {_fmt_int(crd)} is out of range for a mode of "
-                                   f"shape {fmt(shape)} (valid: 0 <= c < {_fmt_int(n)})")
-        result = 0  # an int for a tuple mode: split it row-major, last sub-mode fastest
-        for s, d in reversed(_modes(shape, stride)):
-            n = _product(s)
-            result += _crd2idx(crd % n, s, d)
-            crd //= n
-        return result
+        if crd >= 0:
+            offset, rest = peel(crd, shape, stride)
+            if rest == 0:
+                return offset
+        raise LayoutIndexError(f"coordinate {_fmt_int(crd)} is out of range for a mode of "
+                               f"shape {fmt(shape)} (valid: 0 <= c < {_fmt_int(_product(shape))})")
     if crd is None:
         return 0
     if isinstance(crd, tuple):
@@ -416,6 +410,53 @@ def _crd2idx(crd: object, shape: IntTuple, stride: IntTuple) -> int:
                 and 0 <= c < s else _crd2idx(c, s, d)
         return total
     return _crd2idx(as_int(crd, "a coordinate", "an int, None or a tuple"), shape, stride)
+
+
+def peel(i: int, shape: IntTuple, stride: IntTuple) -> tuple[int, int]:
+    """``(offset, rest)``: the index ``i >= 0`` split over the valid ``shape:stride``
+    row-major (last mode first), the offset of its coordinate, and the quotient left
+    over (0 exactly when ``i < size``).
+
+    >>> peel(5, (2, 3), (3, 1)), peel(7, (2, 3), (3, 1))
+    ((5, 0), (1, 1))
+    """
+    if isinstance(shape, int) or isinstance(stride, int):
+        rest, c = divmod(i, _product(shape))
+        return c * _product(stride), rest
+    offset = 0
+    for s, d in zip(reversed(shape), reversed(stride)):
+        if isinstance(s, int) and isinstance(d, int):
+            i, c = divmod(i, s)
+            offset += c * d
+        else:
+            o, i = peel(i, s, d)
+            offset += o
+    return offset, i
+
+
+def _plain_dot(crd: tuple[object, ...], shape: tuple[object, ...], stride: tuple[object, ...],
+               depth: int) -> int | None:
+    """``crd · stride`` when the three are congruent tuples of plain ints, with
+    ``0 <= c < s`` and ``d >= 0`` at every leaf (so the layout is valid), else None.
+
+    One pass that checks and computes: :func:`crd2idx`'s fast path for full coordinates.
+    """
+    if len(crd) != len(shape) or len(stride) != len(shape) or depth >= MAX_DEPTH:
+        return None
+    total = 0
+    for c, s, d in zip(crd, shape, stride):
+        if type(c) is int and type(s) is int and type(d) is int:
+            if not 0 <= c < s or d < 0:
+                return None
+            total += c * d
+        elif type(c) is tuple and type(s) is tuple and type(d) is tuple:
+            sub = _plain_dot(c, s, d, depth + 1)
+            if sub is None:
+                return None
+            total += sub
+        else:
+            return None
+    return total
 
 
 def _modes(shape: IntTuple, stride: IntTuple) -> list[tuple[IntTuple, IntTuple]]:
@@ -438,6 +479,10 @@ def crd2idx(crd: Coord, shape: IntTuple, stride: IntTuple | None = None) -> int:
     >>> crd2idx(5, (2, 3), (1, 2))
     5
     """
+    if type(crd) is tuple and type(shape) is tuple and type(stride) is tuple:
+        dot = _plain_dot(crd, shape, stride, 0)
+        if dot is not None:
+            return dot
     s, d = as_pair(shape, stride)
     return _crd2idx(crd, s, d)
 

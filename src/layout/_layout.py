@@ -35,6 +35,7 @@ from ._inttuple import (
     as_pair,
     check_nesting,
     fmt,
+    peel,
     show,
 )
 
@@ -126,7 +127,11 @@ class Layout:
             if _has_none(c):
                 raise LayoutTypeError(f"coordinate {show(c)} contains None; use "
                                       "slice_and_offset(crd, layout) to slice")
-        if type(c) is int and not 0 <= c < self.size:
+        if type(c) is int:
+            if c >= 0:
+                offset, rest = peel(c, self.shape, self.stride)
+                if rest == 0:
+                    return offset
             raise LayoutIndexError(f"index {_fmt_int(c)} is outside the domain of {self} "
                                    f"(valid: 0 <= i < {_fmt_int(self.size)})")
         return _crd2idx(c, self.shape, self.stride)
