@@ -242,3 +242,13 @@ def test_torch_fake_backend_gives_real_process_groups_in_one_process() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.split("\n")[:2] == ["True [4, 5, 6, 7] 1 True 2", "False"]
+
+
+def test_the_mesh_tensor_is_a_copy_the_caller_may_write() -> None:
+    torch = pytest.importorskip("torch")
+    fb = FakeBackend(8, rank=5)
+    for mesh in (DeviceMesh("cpu", torch.tensor([[7, 6, 5, 4], [3, 2, 1, 0]]), backend=fb),
+                 init_device_mesh("cpu", (2, 4), backend=fb)):
+        before = mesh.mesh.tolist()
+        mesh.mesh.fill_(-1)
+        assert mesh.mesh.tolist() == before and mesh.mesh.dtype == torch.int32

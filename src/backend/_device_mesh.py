@@ -305,10 +305,10 @@ class DeviceMesh(Generic[G]):
                     "contain the local rank or be a single instance")
             rank = view.ranks(0)
         try:
-            array = view.instance_array(rank)
+            array = view.instance_array(rank, dtype="int32")
         except ModuleNotFoundError:  # no NumPy: the pure-Python listing
             return torch.tensor(view.instance(rank), dtype=torch.int)
-        return torch.from_numpy(array).to(torch.int)
+        return torch.from_numpy(array).to(torch.int)  # no copy when it is int32 already
 
     # ---- transforms ----------------------------------------------------------------------
     def _with(self, view: MeshView, options: dict[str, GroupOptions]) -> DeviceMesh[G]:

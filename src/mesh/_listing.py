@@ -2,9 +2,11 @@
 
 A listing of ``n`` ranks is refused above its ``limit`` (default
 :data:`MAX_LISTED_RANKS`) with :class:`~mesh.TooManyRanksError`, so no query
-hangs or exhausts memory on a huge universe.  With NumPy installed, offsets are
-computed as int64 arrays (strided offsets, broadcast per flat mode) and ranks
-gathered with one fancy index; without it, the same arithmetic runs in Python.
+hangs or exhausts memory on a huge universe.  With NumPy installed, an identity
+universe's ranks are its offsets, computed as arrays (one broadcast add per flat
+mode); an explicit universe's are read through a strided view of its rank array
+(the layout's strides are strides into it), copied once.  Without NumPy, the
+same arithmetic runs in Python.
 """
 
 from __future__ import annotations
@@ -53,17 +55,19 @@ def _modes(L: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return flatten(L.shape), flatten(L.stride)
 
 
-def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0) -> Any:
+def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
+               dtype: str = "int64") -> Any:
     """The ranks ``ranks(base + starts(j) + inner(x))`` for every ``j`` and every ``x``.
 
     Row ``j`` lists one group (or instance) in coordinate order.  Returns a NumPy
-    int64 array of shape ``(size(starts), size(inner))`` when NumPy is there, else a
-    list of tuples of Python ints.  The caller has checked the limit.
+    array of ``dtype`` (``"int32"`` only if every rank fits) and shape
+    ``(size(starts), size(inner))`` when NumPy is there, else a list of tuples of
+    Python ints.  The caller has checked the limit.
     """
     s_shapes, s_strides = _modes(starts)
     i_shapes, i_strides = _modes(inner)
     count = starts.size * inner.size
-    np = numpy() if count >= _ARRAYS_FROM else None
+    np = numpy() if count >= _ARRAYS_FROM or dtype != "int64" else None
     if np is None:
         if count > _PYTHON_MOST:
             raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
@@ -71,11 +75,18 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0) -> 
         rows = _py_offsets(s_shapes, s_strides, base)
         cols = _py_offsets(i_shapes, i_strides, 0)
         return [ranks._take([r + c for c in cols]) for r in rows]
+    kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
     try:
-        rows = _np_offsets(np, s_shapes, s_strides, base)
-        cols = _np_offsets(np, i_shapes, i_strides, 0)
-        offs = rows[:, None] + cols[None, :]
-        return offs if ranks.ranks is None else ranks._array[offs]
+        if ranks.ranks is not None:  # the layout's strides are strides into the rank array
+            table = ranks._array(kind.name)
+            picked = np.lib.stride_tricks.as_strided(
+                table[base:], shape=s_shapes + i_shapes,
+                strides=[d * table.itemsize for d in s_strides + i_strides], writeable=False)
+            return picked.copy().reshape(starts.size, inner.size)  # never a view of the table
+        if starts.size == 1:  # one row (an instance, a group): its start folded into the modes
+            return _np_offsets(np, i_shapes, i_strides, base + starts(0), kind)[None, :]
+        rows = _np_offsets(np, s_shapes, s_strides, base, kind)
+        return rows[:, None] + _np_offsets(np, i_shapes, i_strides, 0, kind)[None, :]
     except (MemoryError, ValueError) as e:  # NumPy: "array is too big", or out of memory
         raise TooManyRanksError(f"cannot allocate {_n(count)} ranks: {e}") from None
 
@@ -88,11 +99,12 @@ def _py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) ->
     return offs
 
 
-def _np_offsets(np: Any, shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> Any:
-    """``base + L(i)`` for every index of the flat layout, row-major, as one int64 array."""
-    offs = np.full((1,) * len(shapes), base, dtype=np.int64)
+def _np_offsets(np: Any, shapes: tuple[int, ...], strides: tuple[int, ...], base: int,
+                kind: Any) -> Any:
+    """``base + L(i)`` for every index of the flat layout, row-major, as one array."""
+    offs = np.full((1,) * len(shapes), base, dtype=kind)
     for k, (s, d) in enumerate(zip(shapes, strides)):
         axis = [1] * len(shapes)
         axis[k] = s
-        offs = offs + (np.arange(s, dtype=np.int64) * d).reshape(axis)
+        offs = offs + (np.arange(s, dtype=kind) * d).reshape(axis)
     return offs.reshape(-1)

@@ -100,11 +100,17 @@ class RankMap:
         return {r: i for i, r in enumerate(self.ranks or ())}
 
     @functools.cached_property
-    def _array(self) -> Any:
-        """The explicit ranks as a NumPy int64 array (built once, for gathers)."""
-        import numpy as np
+    def _arrays(self) -> dict[str, Any]:
+        """The explicit ranks as NumPy arrays by dtype name, built once each (for gathers)."""
+        return {}
 
-        return np.asarray(self.ranks, dtype=np.int64)
+    def _array(self, dtype: str) -> Any:
+        found = self._arrays.get(dtype)
+        if found is None:
+            import numpy as np
+
+            found = self._arrays[dtype] = np.asarray(self.ranks, dtype=dtype)
+        return found
 
     def _check(self, offset: int) -> int:
         if not 0 <= offset < self.size:

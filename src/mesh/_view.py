@@ -448,18 +448,22 @@ class MeshView:
         check_limit(self.size(), "instance()", limit)
         return _nest(self._rows(Layout(1, 0), self.layout, self._complement(j))[0], self.shape)
 
-    def instance_array(self, rank: int, *, limit: int = MAX_LISTED_RANKS) -> Any:
-        """:meth:`instance` as a NumPy int64 array of shape :attr:`shape` (needs NumPy).
+    def instance_array(self, rank: int, *, limit: int = MAX_LISTED_RANKS,
+                       dtype: str = "int64") -> Any:
+        """:meth:`instance` as a NumPy array of shape :attr:`shape` (needs NumPy).
 
         Computed by array arithmetic over the layout: strided offsets, then one
-        gather through the rank map.
+        gather through the rank map.  ``dtype`` is ``"int64"`` or ``"int32"``
+        (torch's ``DeviceMesh.mesh`` type; int64 if a rank does not fit).
         """
+        if dtype not in ("int64", "int32"):
+            raise MeshTypeError(f"dtype must be 'int64' or 'int32', got {show(dtype)}")
         _, j, _ = self._locate(rank)
         check_limit(self.size(), "instance_array()", limit)
         import numpy as np
 
-        rows = list_ranks(self.ranks, Layout(1, 0), self.layout, self._complement(j))
-        return np.asarray(rows, dtype=np.int64).reshape(self.shape)
+        rows = list_ranks(self.ranks, Layout(1, 0), self.layout, self._complement(j), dtype)
+        return np.asarray(rows).reshape(self.shape)
 
     def instances(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[Nested, ...]:
         """Every instance's rank tensor (lists all N ranks)."""
