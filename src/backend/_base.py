@@ -10,7 +10,7 @@ from layout import show
 from mesh import Dim, MeshView, RankMap
 
 from . import _registry
-from ._cache import CreationRecord, GroupCache, GroupKey, group_key
+from ._cache import CreationRecord, GroupCache, group_key
 from ._device_mesh import DeviceMesh
 from ._errors import BackendConfigError, NotInMeshError
 from ._options import GroupOptions, Override, as_options, dim_options
@@ -89,7 +89,6 @@ class CachedBackend(Generic[G]):
         name = view.names[k]
         self.universe(view.ranks)
         if view.ranks.offset_of(self._rank) is None:
-            self._outside(key, name)
             raise NotInMeshError(f"rank {self._rank} is not in the universe of {view!r} "
                                  f"({view.ranks!r}); it has no group along {name!r}")
         return self._cache.get_or_create(key, name, lambda: self._create(view, k, opts))
@@ -104,9 +103,6 @@ class CachedBackend(Generic[G]):
         key = group_key(view, k, as_options(options))
         self.universe(view.ranks)
         return self._cache.get_or_create(key, view.names[k], lambda: group)
-
-    def _outside(self, key: GroupKey, dim: str) -> None:
-        """Called when this process asks for a group of a view it is not in (then it raises)."""
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> G:
         raise NotImplementedError

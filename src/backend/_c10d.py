@@ -15,10 +15,10 @@ from mesh import Dim, MeshView
 
 from . import _registry
 from ._base import CachedBackend
-from ._cache import GroupKey
-from ._errors import BackendConfigError
+from ._errors import BackendConfigError, PeerLostError
 from ._fake import FakeBackend
 from ._options import GroupOptions, as_options
+from ._rendezvous import Rendezvous
 from ._torch_groups import create_torch_group, destroy_groups
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default"]
@@ -51,23 +51,28 @@ class C10dBackend(CachedBackend[Any]):
     Groups use this backend's c10d backend (the default group's, for this base
     class) and ``timeout`` unless a dim's options say otherwise.
 
-    Views over part of the world (torch 2.13): torch names a locally
-    synchronized group by hashing its ranks *and the number of groups this
-    process already has*, so every process must keep the same count.  Every
-    rank is in exactly one group of a family over the whole world; for a view
-    whose universe leaves some ranks out, the processes outside it must still
-    ask for its groups in the same order (the SPMD contract): they create a
-    one-rank placeholder group, which keeps the counts in step at no
-    communication cost, and then get :class:`~backend.NotInMeshError`.
+    Group names and creation (see :mod:`backend._rendezvous`): each group is named
+    from its family and members, the same on every process whatever else each one
+    created, and its members first meet at a barrier in the default store.  So a late,
+    failed or absent rank on one group never breaks a later group among ranks that are
+    all present for it, ranks outside a view need not ask for its groups, and a
+    creation that cannot complete fails on every member within its timeout with
+    :class:`~backend.MembersMissingError` saying who is missing and why.  A heartbeat
+    thread (``heartbeat`` seconds; None turns it off) lets :meth:`explain` name the
+    members of a group that stopped answering after a collective failed.
     """
 
     name = "c10d"
     torch_backend: ClassVar[str] = ""
     torch_groups = True
+    meets: ClassVar[bool] = True
+    """Whether members meet at the store barrier before each creation (not for the fake
+    backend, where one process pretends to be every rank)."""
     device_types: ClassVar[tuple[str, ...]] = ("cpu",)
     """The device types this backend becomes the process's backend for when it is made."""
 
-    def __init__(self, *, timeout: timedelta | None = None) -> None:
+    def __init__(self, *, timeout: timedelta | None = None,
+                 heartbeat: float | None = 1.0) -> None:
         if not dist.is_initialized():
             raise BackendConfigError(
                 f"{type(self).__name__}() needs an initialized torch.distributed default group; "
@@ -77,19 +82,24 @@ class C10dBackend(CachedBackend[Any]):
         self._c10d = self.torch_backend or str(dist.get_backend())
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
+        self._rendezvous: Rendezvous | None = None
+        if self.meets and self.world_size > 1:
+            self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
+                                          heartbeat)
         _LIVE.add(self)
         for device_type in self.device_types:
             _registry.register(device_type, self)
 
     @classmethod
-    def from_env(cls: type[B], *, timeout: timedelta | None = None) -> B:
+    def from_env(cls: type[B], *, timeout: timedelta | None = None,
+                 heartbeat: float | None = 1.0) -> B:
         """Read torchrun's environment and initialize the default group if needed.
 
         ``timeout`` applies to the default group (when this call creates it) and
         to every group this backend creates whose options set no timeout.
         """
         if dist.is_initialized():
-            return cls(timeout=timeout)
+            return cls(timeout=timeout, heartbeat=heartbeat)
         rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
         for name in ("MASTER_ADDR", "MASTER_PORT"):
             if name not in os.environ:
@@ -99,7 +109,7 @@ class C10dBackend(CachedBackend[Any]):
             kwargs["timeout"] = timeout
         dist.init_process_group(cls.torch_backend or None, init_method="env://", rank=rank,
                                 world_size=world, **kwargs)
-        backend = cls(timeout=timeout)
+        backend = cls(timeout=timeout, heartbeat=heartbeat)
         backend._owns_default = True
         return backend
 
@@ -118,20 +128,73 @@ class C10dBackend(CachedBackend[Any]):
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> Any:
         return create_torch_group(view, dim, self.rank, self.world_size, options,
                                   can_split=self._can_split(), default_backend=self._c10d,
-                                  default_timeout=self._timeout)
-
-    def _outside(self, key: GroupKey, dim: str) -> None:
-        self._cache.get_or_create(key, dim, lambda: dist.new_group(
-            [self.rank], backend=self._c10d, use_local_synchronization=True,
-            group_desc=f"meshlayout:placeholder:{dim}"))
+                                  default_timeout=self._timeout, rendezvous=self._rendezvous)
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """The same as :meth:`get_group`: c10d groups are torch process groups."""
         return self.get_group(view, dim, as_options(options))
 
+    def explain(self, error: BaseException, group: Any) -> BaseException:
+        """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
+        naming the members that stopped answering (from their heartbeats), chained to
+        ``error``; ``error`` itself when every member still answers (or no heartbeat ran).
+
+        >>> # try: dist.all_reduce(t, group=g)
+        >>> # except RuntimeError as e: raise backend.explain(e, g) from e
+        """
+        if self._rendezvous is None or not self._rendezvous.beating:
+            return error
+        ranks = dist.get_process_group_ranks(group)
+        lost: dict[int, str] = {}
+        for r in ranks:
+            if r == self.rank:
+                continue
+            try:
+                silent = self._rendezvous.silent_for(r)
+            except Exception:  # the store lives on rank 0
+                lost[r] = "cannot be asked: the store on rank 0 is unreachable (rank 0 exited?)"
+                continue
+            if silent is None or silent > self._rendezvous.lost_after:
+                lost[r] = ("never sent a heartbeat" if silent is None
+                           else f"has not answered for {silent:.1f} s")
+        if not lost:
+            return error
+        who = "; ".join(f"rank {r} {text}" for r, text in lost.items())
+        out = PeerLostError(
+            f"a collective on the group {tuple(ranks)} failed on rank {self.rank}: {who} (it "
+            f"likely exited or hung). The error was: {type(error).__name__}: {error}",
+            lost=tuple(lost))
+        out.__cause__ = error
+        return out
+
     def shutdown(self) -> None:
-        """Destroy every group this backend created (and the default group if it started it)."""
+        """Destroy every group this backend created, and the default group if it started it.
+
+        Idempotent; returns after a peer died (Gloo groups are destroyed locally); the
+        process may then start a new backend.
+        """
+        if self._rendezvous is not None:
+            self._rendezvous.close()
         destroy_groups(self._cache.clear(), self._owns_default)
+        self._owns_default = False
+
+    def abort(self) -> None:
+        """Abort every group this backend created without waiting for peers (NCCL; torch's
+        ``_abort_process_group``), then forget them; other c10d backends shut down.
+
+        For a job that must tear down fast after a failure (a hung NCCL collective).
+        """
+        if self._rendezvous is not None:
+            self._rendezvous.close()
+        groups = self._cache.clear()
+        if self._c10d != "nccl" or not dist.is_initialized():
+            destroy_groups(groups, self._owns_default)
+        else:
+            for g in reversed(groups):
+                if g is not None and g is not dist.group.WORLD:
+                    dist.distributed_c10d._abort_process_group(g)
+            if self._owns_default:
+                dist.distributed_c10d._abort_process_group()
         self._owns_default = False
 
 
@@ -191,6 +254,7 @@ class TorchFakeBackend(C10dBackend):
 
     name = "torch-fake"
     torch_backend = "fake"
+    meets = False
     device_types = ("cpu", "cuda")  # the dry run pretends for any device
 
     def __init__(self, world_size: int | None = None, rank: int | None = None, *,
@@ -214,7 +278,7 @@ class TorchFakeBackend(C10dBackend):
             raise BackendConfigError(
                 f"torch.distributed is already initialized as rank {dist.get_rank()} of "
                 f"{dist.get_world_size()}, not rank {rank} of {world_size}")
-        super().__init__(timeout=timeout)
+        super().__init__(timeout=timeout, heartbeat=None)
         self._owns_default = owns
 
 

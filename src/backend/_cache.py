@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
@@ -12,9 +13,23 @@ import attrs
 from layout import Layout
 from mesh import MeshView, RankMap
 
+from ._errors import GroupCreationError, ReentrantCreationError
 from ._options import GroupOptions
 
 __all__ = ["CreationRecord", "GroupCache", "GroupKey", "group_key"]
+
+
+def _wait(fut: Future[G], dim: str) -> G:
+    """The result another thread's creation gave, or a copy of its exception chained to it."""
+    error = fut.exception()
+    if error is None:
+        return fut.result()
+    try:
+        mine = copy.copy(error)  # same type and message, a traceback of its own
+    except Exception:
+        mine = GroupCreationError(f"creating the group of {dim!r} failed in another thread: "
+                                  f"{error}")
+    raise mine from error
 
 G = TypeVar("G")
 
@@ -54,28 +69,36 @@ class CreationRecord:
 class GroupCache(Generic[G]):
     """Create each key's value once, on first request; concurrent requests wait for it.
 
-    A failed creation leaves no entry (waiters see the same exception) and a
-    later request tries again.  ``records`` lists every successful creation in
-    order.
+    A failed creation leaves no entry and a later request tries again; each
+    thread that waited on it gets its own copy of the exception, chained to the
+    original (so tracebacks do not pile up on one object).  A creation that asks
+    the cache for its own key (in the creating thread) raises
+    :class:`~backend.ReentrantCreationError` instead of waiting on itself forever.
+    ``records`` lists every successful creation in order.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, G] = {}
-        self._pending: dict[Hashable, Future[G]] = {}
+        self._pending: dict[Hashable, tuple[Future[G], int]] = {}
         self._records: list[CreationRecord] = []
 
     def get_or_create(self, key: GroupKey, dim: str, create: Callable[[], G]) -> G:
         """The value for ``key``, calling ``create()`` if no one has yet."""
+        me = threading.get_ident()
         with self._lock:
             if key in self._entries:
                 return self._entries[key]
-            fut = self._pending.get(key)
-            owner = fut is None
-            if fut is None:
-                fut = self._pending[key] = Future()
-        if not owner:
-            return fut.result()
+            pending = self._pending.get(key)
+            if pending is None:
+                fut: Future[G] = Future()
+                self._pending[key] = (fut, me)
+            elif pending[1] == me:
+                raise ReentrantCreationError(
+                    f"creating the group of {dim!r} asked for that same group again (a "
+                    f"creation that needs itself): {key!r}")
+        if pending is not None:
+            return _wait(pending[0], dim)
         try:
             value = create()
         except BaseException as e:

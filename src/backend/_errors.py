@@ -7,7 +7,15 @@ raises in the same place, so code written against torch keeps catching them.
 
 from __future__ import annotations
 
-__all__ = ["BackendConfigError", "BackendError", "GroupCreationError", "NotInMeshError"]
+__all__ = [
+    "BackendConfigError",
+    "BackendError",
+    "GroupCreationError",
+    "MembersMissingError",
+    "NotInMeshError",
+    "PeerLostError",
+    "ReentrantCreationError",
+]
 
 
 class BackendError(RuntimeError):
@@ -28,3 +36,44 @@ class NotInMeshError(BackendError, ValueError, IndexError):
 
 class GroupCreationError(BackendError):
     """Creating a process group failed (the cache keeps no entry; a retry may work)."""
+
+
+class MembersMissingError(GroupCreationError, TimeoutError):
+    """Creating a group did not complete in time because members did not arrive.
+
+    The message names this rank, the group (dim and ranks), the members that did not
+    arrive and, for each, what it was doing (creating another group, idle, not
+    started, gone), the likely cause in words and the remedies.  The same facts are
+    attributes: ``rank``, ``dim``, ``ranks``, ``missing`` and ``doing`` (a dict from a
+    missing rank to a description).
+    """
+
+    def __init__(self, message: str, *, rank: int = -1, dim: str = "",
+                 ranks: tuple[int, ...] = (), missing: tuple[int, ...] = (),
+                 doing: dict[int, str] | None = None) -> None:
+        super().__init__(message)
+        self.rank, self.dim, self.ranks, self.missing = rank, dim, ranks, missing
+        self.doing = dict(doing or {})
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_members_missing, (self.args[0] if self.args else "", self.rank, self.dim,
+                                   self.ranks, self.missing, self.doing))
+
+
+def _members_missing(message: str, rank: int, dim: str, ranks: tuple[int, ...],
+                     missing: tuple[int, ...], doing: dict[int, str]) -> MembersMissingError:
+    return MembersMissingError(message, rank=rank, dim=dim, ranks=ranks, missing=missing,
+                               doing=doing)
+
+
+class ReentrantCreationError(GroupCreationError):
+    """A group's creation asked for that same group (it would wait on itself forever)."""
+
+
+class PeerLostError(BackendError):
+    """A collective on a group failed and members of it stopped answering: the message
+    names them (``explain``; ``lost`` lists their ranks)."""
+
+    def __init__(self, message: str, *, lost: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.lost = lost

@@ -3,8 +3,13 @@ destroying a backend's groups."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import hashlib
 import logging
+import threading
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +20,7 @@ from mesh import Dim, MeshView
 
 from ._errors import GroupCreationError
 from ._options import GroupOptions
+from ._rendezvous import Rendezvous, group_name
 
 __all__ = ["Plan", "create_torch_group", "destroy_groups", "plan_creation"]
 
@@ -84,37 +90,110 @@ def _ascending_groups(view: MeshView, dim: Dim) -> bool:
 def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
                        options: GroupOptions, *, can_split: bool,
                        default_backend: str | None = None,
-                       default_timeout: timedelta | None = None) -> Any:
+                       default_timeout: timedelta | None = None,
+                       rendezvous: Rendezvous | None = None) -> Any:
     """Create this process's torch group along ``dim`` of ``view`` (collective; see the plan).
 
     ``default_backend`` and ``default_timeout`` fill in what ``options`` leaves
     unset; the default group is reused only if its backend is ``default_backend``.
+    The group is named by :func:`~backend._rendezvous.group_name` (the same on every
+    process, whatever else each created), and with a ``rendezvous`` its members first
+    meet at a store barrier, so a creation that cannot complete fails on every member
+    within its timeout with :class:`~backend.MembersMissingError` explaining why.
     """
     import torch.distributed as dist
 
-    plan = plan_creation(view, dim, rank, world_size, options, can_split=can_split)
+    k = view.index(dim)
+    dim_name = view.names[k]
+    plan = plan_creation(view, k, rank, world_size, options, can_split=can_split)
     if plan is Plan.DEFAULT and default_backend not in (None, dist.get_backend()):
         plan = Plan.NEW_GROUP
     options = attrs.evolve(options, backend=options.backend or default_backend,
                            timeout=options.timeout or default_timeout)
-    desc = options.group_desc or f"mesh_{view.names[view.index(dim)]}"  # torch's group_desc
-    log.debug("creating %s group for dim %r of %r (%s)", plan.value, dim, view, options)
+    if plan is Plan.DEFAULT:
+        return dist.group.WORLD
+    mine = view.group(rank, k, limit=view.ranks.size)
+    family = (_universe(view), str(view.layout[k]), _options_text(options))
+    name = group_name(*family, mine)
+    members = tuple(range(world_size)) if plan is Plan.SPLIT else mine
+    barrier = group_name(*family, ()) if plan is Plan.SPLIT else name  # a split meets the world
+    timeout = options.timeout or dist.distributed_c10d.default_pg_timeout
+    desc = options.group_desc or f"mesh_{dim_name}"  # torch's group_desc
+    log.debug("creating %s group %s for dim %r of %r (%s)", plan.value, name, dim, view, options)
+
+    def create() -> Any:
+        with _named(name):
+            if plan is Plan.SPLIT:
+                return dist.split_group(
+                    split_ranks=[list(g) for g in view.groups(k, limit=view.ranks.size)],
+                    timeout=options.timeout, pg_options=options.pg_options, group_desc=desc,
+                    backend=options.backend)
+            return dist.new_group(
+                list(mine), timeout=options.timeout, backend=options.backend,
+                pg_options=options.pg_options, use_local_synchronization=True,
+                group_desc=desc, sort_ranks=False)
+
     try:
-        if plan is Plan.DEFAULT:
-            return dist.group.WORLD
-        if plan is Plan.SPLIT:
-            return dist.split_group(
-                split_ranks=[list(g) for g in view.groups(dim)], timeout=options.timeout,
-                pg_options=options.pg_options, group_desc=desc, backend=options.backend)
-        return dist.new_group(
-            list(view.group(rank, dim)), timeout=options.timeout, backend=options.backend,
-            pg_options=options.pg_options, use_local_synchronization=True, group_desc=desc,
-            sort_ranks=False)
+        if rendezvous is None:
+            return create()
+        record = {"group": barrier, "dim": dim_name, "ranks": list(mine)}
+        with rendezvous.creating(record, time.time() + timeout.total_seconds()):
+            rendezvous.arrive(barrier, members, timeout.total_seconds(), dim_name, mine)
+            group = create()
+        rendezvous.done(barrier, members)
+        return group
+    except GroupCreationError:
+        raise
     except Exception as e:
         raise GroupCreationError(
-            f"creating the {plan.value} group for dim {dim!r} of {view!r} on rank {rank} "
-            f"failed: {e}"
-        ) from e
+            f"creating the {plan.value} group {mine} for dim {dim_name!r} of {view!r} on rank "
+            f"{rank} failed: {e}") from e
+
+
+_NAMING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _named(name: str) -> Iterator[None]:
+    """Have torch name the group it creates now ``name`` (not its per-process count).
+
+    Torch 2.13 has no argument for it: ``new_group`` and ``split_group`` ask
+    ``distributed_c10d._process_group_name``, which is replaced for the call (under a
+    lock; torch's group creation is not thread-safe anyway).  A name already taken in
+    this process (a second family with the same members and options but other
+    ``pg_options``) gets a suffix.
+    """
+    import torch.distributed.distributed_c10d as c10d
+
+    with _NAMING:
+        taken = set(c10d._world.pg_names.values())
+        while name in taken:
+            name += "+"
+        original = c10d._process_group_name
+
+        def ours(ranks: Any, use_hashed_name: bool) -> Any:
+            return name if use_hashed_name else original(ranks, use_hashed_name)
+
+        c10d._process_group_name = ours
+        try:
+            yield
+        finally:
+            c10d._process_group_name = original
+
+
+def _universe(view: MeshView) -> str:
+    """A text that is equal on every process for equal universes."""
+    ranks = view.ranks
+    if ranks.ranks is None:
+        return f"identity:{ranks.size}"
+    digest = hashlib.sha1(",".join(map(str, ranks.ranks)).encode(), usedforsecurity=False)
+    return f"explicit:{ranks.size}:{digest.hexdigest()}"
+
+
+def _options_text(options: GroupOptions) -> str:
+    """The options as text equal on every process (``pg_options`` by type only)."""
+    pg = type(options.pg_options).__qualname__ if options.pg_options is not None else ""
+    return f"{options.backend}|{options.tag}|{options.group_desc}|{options.timeout}|{pg}"
 
 
 def destroy_groups(groups: list[Any], default: bool) -> None:
