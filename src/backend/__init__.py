@@ -8,7 +8,11 @@ surface of torch's ``DeviceMesh`` (torch code switches by changing one import:
 ``from backend import init_device_mesh, DeviceMesh``) and converts to a real one
 with :meth:`DeviceMesh.to_torch` for DTensor, FSDP2 and DCP.
 
-**SPMD contract:** every process must ask for groups in the same order;
+**Creating a group is collective among its members** (every member must ask for it;
+members must not ask for shared groups in orders that wait on each other).  Groups are
+named from their family, so a late or failed rank never breaks later groups among
+others, and a creation that cannot complete fails in bounded time saying why;
+:func:`check_spmd` checks a program's requests offline, and
 :meth:`DeviceMesh.materialize` creates all of a mesh's groups in a fixed order.
 
 >>> from backend import FakeBackend
@@ -30,7 +34,11 @@ Public names:
   default group is initialized); the last four load torch on first use;
 - options: :class:`GroupOptions`; the cache's :class:`GroupKey` and
   :class:`CreationRecord`; how c10d groups are made: :class:`Plan`, :func:`plan_creation`;
-- errors: :class:`BackendError` and its subclasses.
+- the offline check of a program's group requests: :func:`check_spmd` and its
+  :class:`SpmdReport`;
+- errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
+  :class:`NotInMeshError`, :class:`GroupCreationError` with
+  :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`).
 """
 
 import sys
@@ -40,10 +48,19 @@ from . import _registry
 from ._base import CachedBackend
 from ._cache import CreationRecord, GroupKey
 from ._device_mesh import DeviceMesh, current_mesh, init_device_mesh
-from ._errors import BackendConfigError, BackendError, GroupCreationError, NotInMeshError
+from ._errors import (
+    BackendConfigError,
+    BackendError,
+    GroupCreationError,
+    MembersMissingError,
+    NotInMeshError,
+    PeerLostError,
+    ReentrantCreationError,
+)
 from ._fake import FakeBackend, FakeGroup
 from ._options import GroupOptions
 from ._protocol import Backend
+from ._spmd import SpmdReport, check_spmd
 from ._torch_groups import Plan, plan_creation
 
 if TYPE_CHECKING:
@@ -88,10 +105,15 @@ __all__ = [
     "GroupCreationError",
     "GroupKey",
     "GroupOptions",
+    "MembersMissingError",
     "NcclBackend",
     "NotInMeshError",
+    "PeerLostError",
     "Plan",
+    "ReentrantCreationError",
+    "SpmdReport",
     "TorchFakeBackend",
+    "check_spmd",
     "current_mesh",
     "init_device_mesh",
     "plan_creation",
