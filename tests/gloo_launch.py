@@ -34,10 +34,11 @@ def _tail(path: Path, n: int = 3000) -> str:
     return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
 
 
-def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float
+def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float,
+           env: dict[str, str] | None = None
            ) -> tuple[list[int | None], dict[int, dict[str, Any]], str]:
-    """Run ``world`` processes of ``worker`` in ``mode``; return their exit codes, JSON
-    reports and log tails.
+    """Run ``world`` processes of ``worker`` in ``mode`` (with ``env`` added to torchrun's
+    variables); return their exit codes, JSON reports and log tails.
 
     Every process is killed at ``bound_s``, and the test fails saying which were stuck.
     Retries once with a new port if rank 0 could not bind the one it was given.
@@ -49,12 +50,12 @@ def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float
         procs: list[subprocess.Popen[bytes]] = []
         try:
             for rank in range(world):
-                env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                           LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                           OMP_NUM_THREADS="1")
+                penv = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+                            LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                            MASTER_PORT=str(port), OMP_NUM_THREADS="1", **(env or {}))
                 with open(run / f"log{rank}.txt", "w") as log:
                     procs.append(subprocess.Popen(
-                        [sys.executable, str(worker), mode, str(run)], env=env, stdout=log,
+                        [sys.executable, str(worker), mode, str(run)], env=penv, stdout=log,
                         stderr=subprocess.STDOUT, cwd=str(worker.parent)))
             deadline = time.monotonic() + bound_s
             stuck = []

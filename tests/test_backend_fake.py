@@ -30,6 +30,7 @@ from backend import (
     FakeGroup,
     GroupOptions,
     NotInMeshError,
+    ReentrantCreationError,
     current_mesh,
     init_device_mesh,
 )
@@ -470,10 +471,30 @@ def test_threads_waiting_on_a_failed_creation_see_the_failure_then_retry_works()
     failed = [r for r in results if isinstance(r, BaseException)]
     assert failed, "the injected failure reached no caller"
     assert all(isinstance(r, RuntimeError) and "injected" in str(r) for r in failed)
+    # each waiter got an exception object of its own, chained to the creator's
+    assert len({id(r) for r in failed}) == len(failed)
+    originals = {id(r.__cause__ or r) for r in failed}
+    assert len(originals) == 1
     # Threads that arrived after the failure may have created the group (the one retry).
     assert fb.calls <= 2 and len(fb.created) == fb.calls - 1
     g = mesh.get_group("dp")
     assert g.ranks == (3, 7) and fb.calls == 2 and len(fb.created) == 1
+
+
+class ReentrantBackend(FakeBackend):
+    """A creation that asks for its own group (a backend bug the cache must not hang on)."""
+
+    def _create(self, view: MeshView, dim: Any, options: GroupOptions) -> FakeGroup:
+        return self.get_group(view, dim, options)
+
+
+@pytest.mark.timeout(30)
+def test_a_creation_asking_for_its_own_group_raises_instead_of_deadlocking() -> None:
+    fb = ReentrantBackend(8, rank=3)
+    mesh = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    with pytest.raises(ReentrantCreationError, match="'tp' asked for that same group again"):
+        mesh.get_group("tp")
+    assert fb.created == ()
 
 
 # ---- the DeviceMesh surface ---------------------------------------------------------------

@@ -78,7 +78,7 @@ class C10dBackend(CachedBackend[Any]):
                 f"{type(self).__name__}() needs an initialized torch.distributed default group; "
                 f"use {type(self).__name__}.from_env() under torchrun")
         super().__init__(dist.get_world_size(), dist.get_rank())
-        self._default_group = dist.group.WORLD
+        self._default_group: Any = dist.group.WORLD
         self._c10d = self.torch_backend or str(dist.get_backend())
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
@@ -136,8 +136,9 @@ class C10dBackend(CachedBackend[Any]):
 
     def explain(self, error: BaseException, group: Any) -> BaseException:
         """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
-        naming the members that stopped answering (from their heartbeats), chained to
-        ``error``; ``error`` itself when every member still answers (or no heartbeat ran).
+        naming the members that stopped answering (their heartbeats do not move for about
+        two beats), chained to ``error``; ``error`` itself when every member still answers
+        (or no heartbeat runs).
 
         >>> # try: dist.all_reduce(t, group=g)
         >>> # except RuntimeError as e: raise backend.explain(e, g) from e
@@ -145,18 +146,12 @@ class C10dBackend(CachedBackend[Any]):
         if self._rendezvous is None or not self._rendezvous.beating:
             return error
         ranks = dist.get_process_group_ranks(group)
-        lost: dict[int, str] = {}
-        for r in ranks:
-            if r == self.rank:
-                continue
-            try:
-                silent = self._rendezvous.silent_for(r)
-            except Exception:  # the store lives on rank 0
-                lost[r] = "cannot be asked: the store on rank 0 is unreachable (rank 0 exited?)"
-                continue
-            if silent is None or silent > self._rendezvous.lost_after:
-                lost[r] = ("never sent a heartbeat" if silent is None
-                           else f"has not answered for {silent:.1f} s")
+        try:
+            quiet = self._rendezvous.silent([r for r in ranks if r != self.rank])
+            lost = {r: ("never sent a heartbeat" if q is None
+                        else f"has not answered for {q:.1f} s") for r, q in quiet.items()}
+        except Exception:  # the store lives on rank 0
+            lost = {0: "cannot be asked: the store on rank 0 is unreachable (rank 0 exited?)"}
         if not lost:
             return error
         who = "; ".join(f"rank {r} {text}" for r, text in lost.items())
@@ -177,6 +172,15 @@ class C10dBackend(CachedBackend[Any]):
             self._rendezvous.close()
         destroy_groups(self._cache.clear(), self._owns_default)
         self._owns_default = False
+        self._release()
+
+    def _release(self) -> None:
+        """Drop this backend's references into torch's world (its groups hold the store)."""
+        self._default_group = None
+        for universe in self._universes.values():
+            with universe.lock:
+                universe.torch_meshes.clear()
+                universe.torch_roots.clear()
 
     def abort(self) -> None:
         """Abort every group this backend created without waiting for peers (NCCL; torch's
@@ -196,6 +200,7 @@ class C10dBackend(CachedBackend[Any]):
             if self._owns_default:
                 dist.distributed_c10d._abort_process_group()
         self._owns_default = False
+        self._release()
 
 
 class GlooBackend(C10dBackend):

@@ -10,10 +10,13 @@ members meet at a barrier of their own in the default store:
 - each rank keeps a "now creating" record (``meshlayout/creating/<rank>``: the group, its
   dim and ranks, since when, until when it will wait), and a heartbeat
   (``meshlayout/alive/<rank>``) while its backend lives;
-- a member announces itself (``meshlayout/here/<group>/<rank>``) and waits until every
-  member has; it waits longer while a missing member is visibly busy creating another
-  group that has not timed out yet (at most one more timeout), so two groups asked one
-  after the other by ranks that are all present do not fail each other;
+- a member announces itself (``meshlayout/here/<group>/<round>/<rank>``) and waits until
+  every member has; the round's outcome is agreed through one ``compare_set`` ("go" by
+  whoever sees everyone, "quit" by whoever times out first), so no member creates the
+  group while another gave up; it waits longer while a missing member is visibly busy
+  creating another group that has not timed out and does not wait for this rank (at most
+  one more timeout), so two groups asked one after the other by ranks that are all
+  present do not fail each other;
 - a member that gives up withdraws and leaves a mark (``meshlayout/gaveup/<group>/<rank>``)
   that explains a later member's failure ("gave up before this rank arrived");
 - on failure the error names this rank, the group, the members that did not arrive and
@@ -49,6 +52,25 @@ def group_name(universe: str, layout: str, options: str, ranks: tuple[int, ...])
     return "ml-" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:20]
 
 
+def _busy_until(rec: Any, name: str, now: float) -> float | None:
+    """Until when a member is busy, if its record ``rec`` says it is creating a group:
+    another one (until that one's deadline; just past it, it is about to fail and come)
+    or this one (it is arriving right now)."""
+    if not rec or "until" not in rec:
+        return None
+    if rec.get("group") == name:
+        return now
+    until = float(rec["until"])
+    return until if until + _SLACK_S > now else None
+
+
+class _Closed:
+    """The store of a closed rendezvous: every use says so."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this backend was shut down; its store is released")
+
+
 class Rendezvous:
     """One process's view of the barrier keys in the default store (see the module)."""
 
@@ -58,6 +80,7 @@ class Rendezvous:
         self._beat = heartbeat_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._record: dict[str, Any] | None = None  # what this rank is creating now
         if heartbeat_s:
             self._thread = threading.Thread(target=self._heartbeat, daemon=True,
                                             name=f"meshlayout-heartbeat-{rank}")
@@ -86,8 +109,12 @@ class Rendezvous:
             self._stop.wait(self._beat)
 
     def close(self) -> None:
-        """Stop the heartbeat (idempotent)."""
+        """Stop the heartbeat and let go of the store (idempotent), so that destroying the
+        default group frees it and a new world can be started on the same port."""
         self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2 * (self._beat or 0.0) + 1)
+        self._store = _Closed()
 
     @property
     def beating(self) -> bool:
@@ -104,86 +131,147 @@ class Rendezvous:
         last = self._get(self._key("alive", rank))
         return None if last is None else max(0.0, time.time() - float(last))
 
+    def silent(self, ranks: list[int]) -> dict[int, float | None]:
+        """The ranks whose heartbeat does not move within ~2 beats, with how long they have
+        been silent (None: never beat).  A rank that died a moment ago still has a fresh
+        beat, so this watches for the next one instead of judging by age alone."""
+        first = {r: self._get(self._key("alive", r)) for r in ranks}
+        quiet = set(ranks)
+        deadline = time.time() + 2 * (self._beat or 0.0) + 0.5
+        while quiet and time.time() < deadline:
+            time.sleep(0.1)
+            quiet = {r for r in quiet if self._get(self._key("alive", r)) == first[r]}
+        return {r: (None if first[r] is None else max(0.0, time.time() - float(first[r])))
+                for r in sorted(quiet)}
+
     @contextlib.contextmanager
     def creating(self, group: dict[str, Any], deadline: float) -> Iterator[None]:
         """Publish "now creating ``group`` until ``deadline``" for the duration."""
         key = self._key("creating", self._rank)
-        self._set(key, {**group, "since": time.time(), "until": deadline})
+        self._record = {**group, "since": time.time(), "until": deadline}
+        self._set(key, self._record)
         try:
             yield
         finally:
+            self._record = None
             with contextlib.suppress(Exception):
                 self._set(key, {"idle_since": time.time(), "last": group})
+
+    def _extend(self, until: float) -> None:
+        """Publish that this rank now waits until ``until`` (its deadline moved)."""
+        if self._record is not None and self._record["until"] < until:
+            self._record["until"] = until
+            self._set(self._key("creating", self._rank), self._record)
 
     # ---- the barrier ----------------------------------------------------------------------
     def arrive(self, name: str, members: tuple[int, ...], timeout: float, dim: str,
                ranks: tuple[int, ...]) -> None:
         """Wait until every member of ``members`` has arrived at group ``name``.
 
-        Raises :class:`~backend.MembersMissingError` when some did not in time, having
-        withdrawn this rank and left its "gave up" mark (which only explains: a member
-        arriving later still waits its own timeout, so retries on both sides can meet).
-        Each look costs one store call; members are listed only at a deadline.
+        The barrier runs in rounds so that members agree on its outcome: a member that
+        sees everyone present commits the round (``compare_set`` of its state to "go"),
+        a member whose deadline passes closes it ("quit"), and whichever comes first
+        wins, so no member creates the group while another gave up.  Members of a
+        closed round move to the next one.  Raises :class:`~backend.MembersMissingError`
+        when this rank closes its round, having left its "gave up" mark (which only
+        explains: a member arriving later still waits its own timeout, so retries on
+        both sides can meet).  Each look costs two store calls; members are listed only
+        at a deadline.
         """
         store = self._store
-        here = [self._key("here", name, m) for m in members]
-        mine = here[members.index(self._rank)]
         mark = self._key("gaveup", name, self._rank)
         with contextlib.suppress(Exception):
             store.delete_key(mark)  # a retry: this rank is back
-        store.set(mine, "1")
         start = time.time()
         deadline, cap = start + timeout, start + 2 * timeout
         pause = _POLL_S[0]
+        seen: dict[int, Any] = {}
+        k = self._join(name, int(store.add(self._key("round", name), 0)))
         while True:
+            state = self._key("state", name, k)
+            here = [self._key("here", name, k, m) for m in members]
+            if store.check([state]):
+                if store.get(state) == b"go":
+                    return
+                k = self._join(name, k + 1)  # a closed round: on to the next one
+                continue
             if store.check(here):
-                return
+                if store.compare_set(state, "", "go") == b"go":
+                    return
+                continue  # closed meanwhile: the next look moves on
             now = time.time()
             if now >= deadline:
-                missing = [m for m, k in zip(members, here) if not store.check([k])]
-                busy = [b for b in (self._busy_until(m, name) for m in missing) if b]
+                missing = [m for m, key in zip(members, here) if not store.check([key])]
+                seen = {m: self._get(self._key("creating", m)) for m in missing}
+                busy = [b for b in (_busy_until(seen[m], name, now) for m in missing
+                                    if not self._waits_for_me(seen[m], name)) if b]
                 deadline = min(max([now, *[b + _SLACK_S for b in busy]]), cap)
                 if now >= deadline:
+                    if store.compare_set(state, "", "quit") == b"go":
+                        return  # everyone came as this rank was giving up
                     break
+                self._extend(deadline)
             time.sleep(pause)
             pause = min(pause * 2, _POLL_S[1])
         with contextlib.suppress(Exception):
-            store.delete_key(mine)
             self._set(mark, time.time())
-        raise self._failure(name, members, missing, dim, ranks, time.time() - start)
+        raise self._failure(name, members, seen, dim, ranks, time.time() - start)
+
+    def _join(self, name: str, k: int) -> int:
+        """Announce this rank in round ``k`` (or a later one, if it is current); its number."""
+        current = int(self._store.compare_set(self._key("round", name), str(k - 1), str(k))) \
+            if k else 0
+        k = max(k, current)
+        self._store.set(self._key("here", name, k, self._rank), "1")
+        return k
+
+    def _waits_for_me(self, rec: Any, name: str, most: int = 256) -> bool:
+        """Whether the member with record ``rec`` waits, directly or through others' groups,
+        for this rank: then waiting longer for it is a cycle (groups asked in different
+        orders) and this rank gives up at its own deadline instead.  Follows the records
+        of at most ``most`` ranks."""
+        todo = [r for r in (rec or {}).get("ranks", ()) if (rec or {}).get("group") != name]
+        seen: set[int] = set()
+        while todo and len(seen) < most:
+            r = todo.pop()
+            if r == self._rank:
+                return True
+            if r in seen:
+                continue
+            seen.add(r)
+            other = self._get(self._key("creating", r))
+            if other and "until" in other and other.get("group") != name:
+                todo.extend(other.get("ranks", ()))
+        return False
 
     def done(self, name: str, members: tuple[int, ...]) -> None:
-        """Count this member through; the last one out removes the barrier's keys."""
+        """Count this member through; the last one out opens a fresh round for a later
+        creation under this name (a new backend after a shutdown) and removes the keys."""
         try:
-            if int(self._store.add(self._key("done", name), 1)) == len(members):
+            k = int(self._store.add(self._key("round", name), 0))
+            if int(self._store.add(self._key("done", name, k), 1)) == len(members):
+                self._store.compare_set(self._key("round", name), str(k), str(k + 1))
                 for m in members:
-                    self._store.delete_key(self._key("here", name, m))
-                self._store.delete_key(self._key("done", name))
-        except Exception:  # cleanup only: a leftover key never blocks a later creation
+                    self._store.delete_key(self._key("here", name, k, m))
+                self._store.delete_key(self._key("state", name, k))
+                self._store.delete_key(self._key("done", name, k))
+        except Exception:  # cleanup only
             pass
 
-    def _busy_until(self, rank: int, name: str) -> float | None:
-        """Until when ``rank`` waits on *another* group, if its record says it does."""
-        rec = self._get(self._key("creating", rank))
-        if not rec or "until" not in rec or rec.get("group") == name:
-            return None
-        until = float(rec["until"])
-        return until if until > time.time() else None
-
     # ---- explaining a failure -------------------------------------------------------------
-    def describe(self, rank: int, name: str) -> tuple[str, str]:
-        """(what ``rank`` is doing, the kind: "order", "late", "skipped", "gone")."""
+    def describe(self, rank: int, name: str, rec: Any) -> tuple[str, str]:
+        """(what ``rank`` was doing, from its record ``rec`` as seen at the deadline, and the
+        kind: "order", "late", "skipped", "gone")."""
         silent = self.silent_for(rank)
         if silent is not None and self._beat and silent > self.lost_after:
             return f"has not answered for {silent:.1f} s (it may have exited)", "gone"
         if self._get(self._key("gaveup", name, rank)) is not None:
             return "gave up waiting for this group before this rank arrived", "late"
-        rec = self._get(self._key("creating", rank))
         if rec is None:
             return "has not started creating any group (late, or not started)", "skipped"
         if "until" in rec:
             if rec.get("group") == name:
-                return "arrived, then withdrew", "late"
+                return "was arriving as this rank gave up", "late"
             since = time.time() - float(rec["since"])
             return (f"is creating the {rec.get('dim')!r} group {tuple(rec.get('ranks', ()))} "
                     f"(for {since:.1f} s)", "order")
@@ -192,11 +280,11 @@ class Rendezvous:
         return (f"is not creating any group (idle for {idle:.1f} s; its last was the "
                 f"{last.get('dim')!r} group {tuple(last.get('ranks', ()))})", "skipped")
 
-    def _failure(self, name: str, members: tuple[int, ...], missing: list[int], dim: str,
+    def _failure(self, name: str, members: tuple[int, ...], seen: dict[int, Any], dim: str,
                  ranks: tuple[int, ...], waited: float) -> MembersMissingError:
-        absent = sorted(missing)
+        absent = sorted(seen)
         try:
-            doing = {m: self.describe(m, name) for m in absent}
+            doing = {m: self.describe(m, name, seen[m]) for m in absent}
         except Exception as e:  # the store itself is gone
             doing = {m: (f"cannot be asked: the store (on rank 0) is unreachable ({e})", "gone")
                      for m in absent}

@@ -27,6 +27,7 @@ MAX_LISTED_RANKS = 1 << 24
 int64): pass ``limit=`` to list more."""
 
 _ARRAYS_FROM = 4096  # listings this long use NumPy; shorter ones are faster in Python
+_ROW_ARRAYS_FROM = 1 << 20  # one row (a group) is built from ranges: NumPy only past this
 _PYTHON_MOST = 1 << 28  # without NumPy, longer listings are refused up front (no slow OOM)
 
 
@@ -67,14 +68,14 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
     s_shapes, s_strides = _modes(starts)
     i_shapes, i_strides = _modes(inner)
     count = starts.size * inner.size
-    np = numpy() if count >= _ARRAYS_FROM or dtype != "int64" else None
+    big = count >= (_ROW_ARRAYS_FROM if starts.size == 1 else _ARRAYS_FROM)
+    np = numpy() if big or dtype != "int64" else None
     if np is None:
         if count > _PYTHON_MOST:
             raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
                                     f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
-        rows = _py_offsets(s_shapes, s_strides, base)
-        cols = _py_offsets(i_shapes, i_strides, 0)
-        return [ranks._take([r + c for c in cols]) for r in rows]
+        return [ranks._take(_py_offsets(i_shapes, i_strides, r))
+                for r in _py_offsets(s_shapes, s_strides, base)]
     kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
     try:
         if ranks.ranks is not None:  # the layout's strides are strides into the rank array
@@ -92,11 +93,19 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
 
 
 def _py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:
+    """``base + L(i)`` for every index of the flat layout, row-major, as Python ints."""
+    if not shapes:
+        return [base]
     offs = [base]
-    for s, d in zip(shapes, strides):
-        steps = [c * d for c in range(s)]
-        offs = [o + c for o in offs for c in steps]
-    return offs
+    for s, d in zip(shapes[:-1], strides[:-1]):
+        offs = [o + c * d for o in offs for c in range(s)]
+    s, d = shapes[-1], strides[-1]
+    if d == 0:
+        return [o for o in offs for _ in range(s)]
+    out: list[int] = []
+    for o in offs:  # the last mode is a range: built in C
+        out.extend(range(o, o + s * d, d))
+    return out
 
 
 def _np_offsets(np: Any, shapes: tuple[int, ...], strides: tuple[int, ...], base: int,

@@ -1,0 +1,150 @@
+"""One process of a 4-rank Gloo world for ``tests/test_faults_gloo.py``: one fault per mode.
+
+Run as ``python tests/fault_gloo_worker.py MODE OUT_DIR`` with torchrun's environment.  The
+mesh is (dp, tp) = (2, 2) with both dims' timeouts :data:`TIMEOUT_S` (dp groups {0, 2} and
+{1, 3}, tp groups {0, 1} and {2, 3}).  Each rank writes ``rank<r>.json``: for every group
+request, the outcome (``ok`` or the error's type and message) and when it started and ended
+(seconds since a common start in the store's clock domain: wall time); then whether a
+collective on each of its groups works.  The worker asserts nothing.
+
+Modes (the issue's scenarios):
+
+- ``late``: every rank asks dp then tp, rank 3 starts :data:`LATE_S` late; every rank that
+  failed a request asks once more (dp then tp), then all_reduces on both groups.
+- ``misorder``: ranks 1 and 2 ask tp then dp, ranks 0 and 3 dp then tp.
+- ``skip``: every rank asks dp then tp, except rank 3, which never asks dp; then the ranks
+  with groups all_reduce on them; then every rank shuts its backend down, starts a new
+  one (a new world, on ``SECOND_MASTER_PORT``) and all_reduces on it.
+- ``killed``: every rank creates its groups and all_reduces; then rank 3 exits, and the
+  others' next all_reduce on tp and dp fails; they report ``backend.explain`` of that
+  error, then shut down (twice), start a new backend and all_reduce on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+TIMEOUT_S = 5.0
+LATE_S = 7.0
+VICTIM = 3
+
+
+def _request(mesh: Any, dim: str, log: list[dict[str, Any]], t0: float) -> Any:
+    start = time.time() - t0
+    try:
+        group = mesh.get_group(dim)
+        log.append({"dim": dim, "ok": True, "start": start, "end": time.time() - t0})
+        return group
+    except Exception as e:
+        log.append({"dim": dim, "ok": False, "start": start, "end": time.time() - t0,
+                    "error": type(e).__name__, "message": str(e)[:2000],
+                    "missing": list(getattr(e, "missing", ())),
+                    "builtin_timeout": isinstance(e, TimeoutError)})
+        return None
+
+
+def _works(dist: Any, torch: Any, group: Any, rank: int) -> Any:
+    """The sum of the ranks of ``group`` from an all_reduce, or the error."""
+    if group is None:
+        return None
+    t = torch.tensor([float(rank)])
+    try:
+        dist.all_reduce(t, group=group)
+        return float(t.item())
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"[:300]
+
+
+def _main(mode: str, out_dir: str) -> None:
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from backend import GlooBackend, GroupOptions, init_device_mesh
+
+    backend = GlooBackend.from_env(timeout=timedelta(seconds=60))
+    rank = backend.rank
+    short = GroupOptions(timeout=timedelta(seconds=TIMEOUT_S))
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=backend,
+                            backend_override={"dp": short, "tp": short})
+    dist.barrier()  # a common start
+    t0 = time.time()
+    log: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"rank": rank, "log": log}
+    groups: dict[str, Any] = {}
+    if mode in ("late", "skip"):
+        if mode == "late" and rank == VICTIM:
+            time.sleep(LATE_S)
+        for dim in ("dp", "tp"):
+            if mode == "skip" and rank == VICTIM and dim == "dp":
+                continue
+            groups[dim] = _request(mesh, dim, log, t0)
+        if mode == "late":
+            for dim in ("dp", "tp"):  # one more try of what failed
+                if groups[dim] is None:
+                    groups[dim] = _request(mesh, dim, log, t0)
+    elif mode == "misorder":
+        for dim in (("tp", "dp") if rank in (1, 2) else ("dp", "tp")):
+            groups[dim] = _request(mesh, dim, log, t0)
+    elif mode == "killed":
+        for dim in ("dp", "tp"):
+            groups[dim] = _request(mesh, dim, log, t0)
+        result["before"] = {d: _works(dist, torch, g, rank) for d, g in groups.items()}
+        if rank == VICTIM:
+            time.sleep(0.5)
+            os._exit(17)
+        time.sleep(1.0)
+        explained = {}
+        for dim in ("tp", "dp"):
+            try:
+                dist.all_reduce(torch.ones(1), group=groups[dim])
+                explained[dim] = None
+            except Exception as e:
+                why = backend.explain(e, groups[dim])
+                explained[dim] = {"type": type(why).__name__, "message": str(why)[:1500],
+                                  "lost": list(getattr(why, "lost", ()))}
+        result["explained"] = explained
+        _write(out_dir, rank, result)
+        t = time.time()
+        backend.shutdown()
+        backend.shutdown()  # idempotent
+        result["shutdown_s"] = time.time() - t
+        _write(out_dir, rank, result)
+        os._exit(0)
+    if mode != "killed":
+        dist.barrier()  # every request is done before a collective waits on a group's timeout
+        result["works"] = {d: _works(dist, torch, g, rank) for d, g in groups.items()}
+    _write(out_dir, rank, result)
+    dist.barrier()
+    backend.shutdown()
+    if mode == "skip":  # the process can start a new backend (and world) after a shutdown
+        # A new world needs a store no rank still holds: on another port (as an elastic
+        # restart uses a new rendezvous); the old one on rank 0 may outlive this rank's
+        # shutdown for a moment.
+        os.environ["MASTER_PORT"] = os.environ["SECOND_MASTER_PORT"]
+        again = GlooBackend.from_env(timeout=timedelta(seconds=30))
+        fresh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=again)
+        result["again"] = _works(dist, torch, fresh.get_group("tp"), rank)
+        dist.barrier()
+        again.shutdown()
+        _write(out_dir, rank, result)
+    os._exit(0)
+
+
+def _write(out_dir: str, rank: int, result: dict[str, Any]) -> None:
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":
+    import torch
+
+    torch.set_num_threads(1)
+    _main(sys.argv[1], sys.argv[2])
