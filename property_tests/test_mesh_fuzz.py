@@ -1,7 +1,7 @@
 """Fuzz law: every call into :mod:`mesh` returns a value or raises a ``mesh.MeshError``.
 
 THE LAW.  Every callable name in ``mesh.__all__`` and every public method and
-property of :class:`~mesh.MeshView` and :class:`~mesh.RankMap` (with
+property of :class:`~mesh.MeshView`, :class:`~mesh.RankMap` and :class:`~mesh.Topology` (with
 ``__init__``, ``__getitem__``, ``__call__``, ``__eq__``, ``__hash__``,
 ``__repr__``, pickling and ``copy.deepcopy``), called with 0-3 junk positional
 arguments and junk keyword arguments where the signature has them, either
@@ -215,6 +215,9 @@ _HUGE_VIEWS = (
 )
 _RANK_MAPS = ("RankMap(4)", "RankMap(1)", "RankMap.explicit([3, 1, 0, 2])", "RankMap(2**60)",
               "RankMap.explicit([2**70, 5])")
+_TOPOLOGIES = ("Topology(8, 2)", "Topology(16, 4, hosts_per_domain=3)", "Topology(2**62, 8)",
+               "Topology.from_hosts([0, 1, 0, 1, 2, 2, 3, 3])", "Topology(2**60, 2**20)",
+               "Topology(12, 3, hosts_per_domain=2)")
 _LAYOUTS = ("Layout((2, 2))", "Layout(4)", "Layout(())", "Layout((2, 2), (1, 1))",
             "Layout(2, 0)", "Layout((2, (2, 2)), (1, (4, 2)))", "Layout(BIG)", "Layout(2**62)")
 
@@ -238,7 +241,7 @@ _JUNK_GROUPS: dict[str, tuple[str, ...]] = {
     "deep": ("deep_list(5000)", "deep_tuple(5000)", "deep_list(5000, 'dp')", "deep_tuple(40, 2)"),
     "hostile": ("BadIndex()", "RaisingIndex()", "HostileRepr()", "HostileIter()", "HostileLen()",
                 "HostileList([0, 1])", "HostileMapping()"),
-    "values": (*_VIEWS[:3], *_RANK_MAPS[:3], *_LAYOUTS[:3]),
+    "values": (*_VIEWS[:3], *_RANK_MAPS[:3], *_LAYOUTS[:3], *_TOPOLOGIES[:2]),
 }
 
 junk_leaves = st.one_of(*(st.sampled_from(g) for g in _JUNK_GROUPS.values()),
@@ -276,6 +279,16 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "ranks": ("[3, 1, 0, 2]", "[[0, 1], [2, 3]]", "np.array([[1, 0]])", "None", "RankMap(4)",
               "RankMap(8)", "RankMap.explicit([3, 1, 0, 2])", "(0, 1)"),
     "size": ("4", "2**60", "8"), "n": ("4", "2**60", "1"),
+    "world_size": ("8", "16", "2**62", "12"), "devices_per_host": ("2", "4", "8", "3"),
+    "hosts_per_domain": ("1", "2", "3"), "hosts": ("[0, 0, 1, 1]", "['a', 'b', 'a', 'b']",
+                                                   "('x',) * 8"),
+    "host": ("0", "1", "3", "2**61"), "topology": (*_TOPOLOGIES, "None"),
+    "world": ("None", "8", "16"), "memory": ("None", "CommMemory()", "CommMemory(2, 1, 0)"),
+    "channels": ("1", "16"), "buffsize": ("1", "2**22"), "fixed": ("0", "5"),
+    "color_by": ("None", "'dp'", "0"), "title": ("None", "'t'"), "max_cells": ("16", "4096"),
+    "width": ("40", "80", "120"),
+    "mesh.explain.views": ("{'m': M}", "{'a': M, 'b': M['tp']}", f"{{'h': {_HUGE_VIEWS[0]}}}"),
+    "mesh.svg.host": ("None", "int", "(lambda r: r // 2)", "Topology(8, 2).host"),
     # where one name means different things: MeshView(layout, names, ranks) takes a RankMap
     "MeshView.__init__.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
     "mesh.MeshView.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
@@ -299,13 +312,17 @@ def _arg(param: str, where: str = "") -> st.SearchStrategy[str]:
 
 # ---- what is fuzzed -----------------------------------------------------------------------
 
-VIEW_METHODS = ("size", "dim_layout", "index", "transpose", "rename", "flatten", "unflatten",
-                "coordinate", "local_rank", "group_offset", "group", "groups", "instance",
-                "instance_array", "instances", "render", "to_dict", "from_dict", "from_shape",
-                "from_ranks")
+VIEW_METHODS = ("size", "dim_layout", "family", "index", "transpose", "rename", "flatten",
+                "unflatten", "coordinate", "local_rank", "group_offset", "group", "groups",
+                "instance", "instance_array", "instances", "render", "to_dict", "from_dict",
+                "from_shape", "from_ranks")
 VIEW_PROPERTIES = ("shape", "ndim", "num_instances", "layout", "names", "ranks")
 RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from_dict")
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
+TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
+                    "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain")
+TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
+                       "num_domains")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
 LISTING = {"group", "groups", "instance", "instance_array", "instances"}
 TRANSFORMS = {"__getitem__", "transpose", "rename", "flatten", "unflatten"}
@@ -327,10 +344,12 @@ def _module_callables() -> list[str]:
 TARGETS: list[tuple[str, str]] = [
     *[("MeshView", n) for n in (*VIEW_METHODS, *VIEW_PROPERTIES, *SPECIAL, "__getitem__")],
     *[("RankMap", n) for n in (*RANKMAP_METHODS, *RANKMAP_PROPERTIES, *SPECIAL, "__call__")],
+    *[("Topology", n) for n in (*TOPOLOGY_METHODS, *TOPOLOGY_PROPERTIES, *SPECIAL)],
     *[("mesh", n) for n in _module_callables()],
 ]
-RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS}
-PROPERTIES = {"MeshView": VIEW_PROPERTIES, "RankMap": RANKMAP_PROPERTIES, "mesh": ()}
+RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS, "Topology": _TOPOLOGIES}
+PROPERTIES = {"MeshView": VIEW_PROPERTIES, "RankMap": RANKMAP_PROPERTIES,
+              "Topology": TOPOLOGY_PROPERTIES, "mesh": ()}
 
 
 # ---- the law ------------------------------------------------------------------------------
@@ -408,7 +427,7 @@ def check_dict(d: dict[str, Any], cls: Any, value: object, where: str) -> None:
 def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: object, where: str) -> None:
     """Cheap checks on a value a call returned."""
-    if name in ("__eq__", "is_identity"):
+    if name in ("__eq__", "is_identity", "is_intra_host", "is_intra_domain"):
         assert out is NotImplemented or type(out) is bool, f"{where} returned {out!r}"
         return
     if isinstance(out, MeshView):
@@ -417,8 +436,18 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
             assert out.ranks == recv.ranks, f"{where}: a transform changed the universe"
     elif isinstance(out, RankMap):
         check_rank_map(out, where)
+    elif isinstance(out, dict) and owner == "Topology":
+        assert json.loads(json.dumps(out)) == out, f"{where}: not plain JSON data"
     elif isinstance(out, dict):
         check_dict(out, MeshView if owner == "MeshView" else RankMap, recv, where)
+    elif isinstance(out, mesh.Explanation):
+        data = out.to_dict()
+        assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
+        assert isinstance(str(out), str)
+    elif isinstance(out, mesh.Family):
+        assert out.ranks.size % out.layout.size == 0, f"{where}: {out!r}"
+    elif isinstance(out, (mesh.Topology, mesh.CommMemory)):
+        assert isinstance(repr(out), str) and pickle.loads(pickle.dumps(out)) == out
     elif isinstance(out, np.ndarray):
         assert name == "instance_array" and out.dtype == np.int64, where
         assert out.shape == recv.shape, f"{where}: shape {out.shape} != {recv.shape}"
@@ -551,14 +580,17 @@ def test_error_classes_take_junk(name: str, args: list[str]) -> None:
 def test_every_public_name_is_fuzzed() -> None:
     """Every public method and property of MeshView and RankMap is a fuzz target, and every
     callable in ``mesh.__all__`` (but the two type aliases)."""
-    fuzzed = {o: {n for oo, n in TARGETS if oo == o} for o in ("MeshView", "RankMap", "mesh")}
-    for cls in (MeshView, RankMap):
+    fuzzed = {o: {n for oo, n in TARGETS if oo == o}
+              for o in ("MeshView", "RankMap", "Topology", "mesh")}
+    for cls in (MeshView, RankMap, mesh.Topology):
         public = {n for n in dir(cls) if not n.startswith("_")}
         assert public <= fuzzed[cls.__name__], sorted(public - fuzzed[cls.__name__])
-        assert {"__init__", "__getitem__" if cls is MeshView else "__call__", "__eq__",
-                "__hash__", "__repr__", "pickle", "deepcopy"} <= fuzzed[cls.__name__]
-    assert {"concatenate", "render", "MeshView", "RankMap"} <= fuzzed["mesh"]
-    assert "MeshError" in ERRORS and len(ERRORS) == 15, ERRORS
+        call = {MeshView: {"__getitem__"}, RankMap: {"__call__"}}.get(cls, set())
+        assert {"__init__", *call, "__eq__", "__hash__", "__repr__", "pickle",
+                "deepcopy"} <= fuzzed[cls.__name__]
+    assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
+            "CommMemory"} <= fuzzed["mesh"]
+    assert "MeshError" in ERRORS and len(ERRORS) == 16, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

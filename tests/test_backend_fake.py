@@ -232,6 +232,21 @@ def test_two_unflattens_of_one_world_share_the_groups_they_both_reach(
                     assert ga[da].ranks != gb[db].ranks  # a different family: other ranks
 
 
+def test_an_explicit_universe_shares_the_groups_of_an_identity_one() -> None:
+    """A mesh over a permuted rank tensor (torch's DeviceMesh("cpu", [[0, 2], [1, 3]])) reaches
+    the identity mesh's groups along swapped dims: one group each, not two."""
+    for rank in range(4):
+        fb = FakeBackend(world_size=4, rank=rank)
+        plain = fb.bind(MeshView.from_shape((2, 2), ("dp", "tp")))
+        swapped = fb.bind(MeshView.from_ranks([[0, 2], [1, 3]], ("tp", "dp")))
+        assert swapped.get_group("tp") is plain.get_group("tp")
+        assert swapped.get_group("dp") is plain.get_group("dp")
+        assert len(fb.created) == 2
+        other = fb.bind(MeshView.from_ranks([[0, 3], [1, 2]], ("a", "b")))
+        assert other.get_group("a").ranks != plain.get_group("dp").ranks
+        assert len(fb.created) == 3
+
+
 def test_shared_groups_hold_the_same_ranks_by_hand() -> None:
     # world 16, rank 5: (dp, cp, tp) = (2, 2, 4) puts 5 at (0, 1, 1); (dp, ep, ep_tp) = (2, 4, 2)
     # puts it at (0, 2, 1).  dp is {5, 13} in both.

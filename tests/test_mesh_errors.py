@@ -34,6 +34,7 @@ from mesh import (
     UniverseMismatchError,
     UnknownDimError,
     concatenate,
+    render,
 )
 
 MESH = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
@@ -247,8 +248,14 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
      MeshTypeError, TypeError, r"'4:1'"),
     ("a rank map that is not a RankMap", lambda: MeshView(Layout(4), ("a",), 4),
      MeshTypeError, TypeError, r"\b4\b"),
-    ("render more than 3 dims", lambda: MeshView.from_shape((1, 1, 1, 2)).render(),
-     InvalidSizeError, ValueError, r"4 dims"),
+    ("render narrower than 40 columns", lambda: render(MESH, width=39), InvalidSizeError,
+     ValueError, r"width must be at least 40 columns, got 39"),
+    ("render a float width", lambda: render(MESH, 5, width=80.0), MeshTypeError, TypeError,
+     r"width must be an int, got 80\.0"),
+    ("render a bool width", lambda: render(MESH, width=True), MeshTypeError, TypeError,
+     r"width.*True"),
+    ("render something that is not a view", lambda: render([[0, 1]]), MeshTypeError,
+     TypeError, r"MeshView.*\[\[0, 1\]\]"),
 ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from mesh import InvalidSizeError, MeshView, TooManyRanksError
+from mesh import MeshView, TooManyRanksError
 
 K = 1024
 N = K**4
@@ -151,9 +152,31 @@ def test_transpose_rename_and_equality(huge: MeshView) -> None:
         assert repr(huge) == "MeshView(a=1024, b=1024, c=1024, d=1024)"
 
 
-def test_render_refuses_without_drawing(huge: MeshView) -> None:
-    with _bounded(), pytest.raises(InvalidSizeError, match="render"):
-        huge.render(RANK)
+def test_render_draws_a_huge_view_at_once(huge: MeshView) -> None:
+    # Panels (a, b), rows c, columns d: rank's panel, row and column are among those shown.
+    with _bounded():
+        text = huge.render(RANK)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert text.count(f"[{RANK}]") == 1
+    assert f"({_rank(A, B, C, 0)})" in text and f"({_rank(A, B, 0, D)})" in text
+    assert lines[-6].split()[-1] == str(N - 1)  # the last rank, bottom right
+    assert f"a={A} b={B}" in lines and f"a={K - 1} b={K - 1}" in lines
+    assert sum(x.startswith("a=") for x in lines) == 8  # panels shown
+    skipped = [int(m.replace(",", "")) for m in re.findall(r"… ([\d,]+) more panels", text)]
+    assert sum(skipped) == K * K - 8
+    assert all(x.endswith("(1,024 ranks)") for x in lines[-4:])
+
+
+def test_render_of_a_torchtitan_sized_view_is_instant() -> None:
+    view = MeshView.from_shape((4, 8, 1024, 2, 16), ("pp", "dp_replicate", "dp_shard", "cp", "tp"))
+    start = time.perf_counter()
+    text = view.render(2**19 + 12345)
+    assert time.perf_counter() - start < 0.25  # about 3 ms
+    with _bounded():
+        view.render(2**19 + 12345)
+    assert max(map(len, text.splitlines())) <= 120
+    assert "  dp_shard group (" in text and "(1,024 ranks)" in text
 
 
 def test_render_draws_one_instance_of_a_huge_family() -> None:

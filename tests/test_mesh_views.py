@@ -7,15 +7,21 @@ dim with the other coordinates fixed, in coordinate order.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import pickle
 import pickletools
 import re
 
 import attrs
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mesh import MeshView, RankMap, concatenate
+from layout import Layout
+from mesh import MeshView, RankMap, concatenate, render
 
 
 @pytest.fixture
@@ -431,3 +437,233 @@ def test_render_without_a_rank_marks_nothing() -> None:
     assert "[" not in grid and "(" not in grid
     bare = sorted(int(x) for x in re.findall(r"(?<![\[(\d=])(\d+)(?![\])\d])", grid))
     assert bare == [0, 2, 3, 7]
+
+
+def test_render_keeps_the_3d_picture(mesh3: MeshView) -> None:
+    assert mesh3.render(5) == "\n".join([
+        "MeshView(dp=2, cp=2, tp=2), the instance of rank 5",
+        "dp=0             dp=1",
+        "     tp=0 tp=1        tp=0 tp=1",
+        "cp=0    0  (1)   cp=0  (4)  [5]",
+        "cp=1    2    3   cp=1    6  (7)",
+        "rank 5: dp group (1, 5); cp group (5, 7); tp group (4, 5)"])
+
+
+def _cells(text: str, view: MeshView) -> dict[tuple[int, ...], str]:
+    """Every cell a rendering shows: its coordinate in the view, and its text (``[5]``, ``(5)``
+    or ``5``).  Read back from the text alone: panel titles, column headers, row labels."""
+    lines = text.splitlines()
+    nd, names = view.ndim, view.names
+    first = re.compile(rf"{re.escape(names[0])}=0( |$)" if nd >= 3
+                       else rf"\s+{re.escape(names[-1])}=0( |$)")
+    start = next(i for i, x in enumerate(lines) if first.match(x))  # after the (wrapped) header
+    end = next((i for i, x in enumerate(lines) if x.startswith("rank ")), len(lines))
+    out: dict[tuple[int, ...], str] = {}
+    for blank, chunk in itertools.groupby(lines[start:end], key=lambda x: x == ""):
+        block = list(chunk)
+        if blank or block[0].startswith("…"):  # between rows of panels; a gap of panels
+            continue
+        head = next(i for i, x in enumerate(block) if x.split()[0].split("=")[0] == names[-1])
+        # Each panel starts at its row labels' column (a 1-D view has one panel at 0).
+        starts = [0] if nd == 1 else [
+            m.start() for m in re.finditer(rf"(?<!\S){re.escape(names[-2])}=\d+", block[head + 1])]
+        for a, b in zip(starts, [*starts[1:], None]):
+            part = [x[a:b].split() for x in block]
+            outer = tuple(int(t.split("=")[1]) for line in part[:head] for t in line)
+            cols = [None if t == "…" else int(t.split("=")[1]) for t in part[head]]
+            for tokens in part[head + 1:]:
+                if nd == 1:
+                    tokens = ["row=0", *tokens]
+                if tokens[0] == "…":  # the rows left out
+                    continue
+                r = int(tokens[0].split("=")[1])
+                for c, t in zip(cols, tokens[1:]):
+                    if c is not None:
+                        out[(*outer, r, c) if nd >= 2 else (c,)] = t
+    return out
+
+
+def _number(cell: str) -> int:
+    return int(cell.strip("[]()"))
+
+
+def _expected(shape: tuple[int, ...], dims: tuple[int, ...], rank: int
+              ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The instance of ``rank`` in ``from_shape(shape)[dims]``, by NumPy indexing (no layouts):
+    the other dims fixed at rank's coordinate, the selected ones in the selected order."""
+    full = np.unravel_index(rank, shape)
+    index: list[object] = [int(c) for c in full]
+    for k in dims:
+        index[k] = slice(None)
+    sub = np.arange(math.prod(shape)).reshape(shape)[tuple(index)]
+    kept = sorted(dims)
+    return sub.transpose([kept.index(k) for k in dims]), tuple(int(full[k]) for k in dims)
+
+
+def _check_cells(text: str, view: MeshView, instance: np.ndarray, here: tuple[int, ...] | None
+                 ) -> dict[tuple[int, ...], str]:
+    """Each shown cell holds the rank the instance has there, marked by its coordinate:
+    ``[r]`` at ``here``, ``(r)`` where one coordinate differs, bare elsewhere."""
+    cells = _cells(text, view)
+    assert cells
+    for crd, cell in cells.items():
+        r = int(instance[crd])
+        differ = 2 if here is None else sum(a != b for a, b in zip(crd, here))
+        assert cell == {0: f"[{r}]", 1: f"({r})"}.get(differ, str(r)), (crd, cell)
+    return cells
+
+
+def test_render_draws_4d_views_as_titled_panels() -> None:
+    view = MeshView.from_shape((2, 2, 2, 4), ("pp", "dp", "cp", "tp"))
+    text = view.render(5)
+    lines = text.splitlines()
+    assert lines[1].split() == ["pp=0", "dp=0", "pp=0", "dp=1", "pp=1", "dp=0", "pp=1", "dp=1"]
+    cells = _check_cells(text, view, np.arange(32).reshape(2, 2, 2, 4), (0, 0, 1, 1))
+    assert len(cells) == 32
+    assert lines[-1] == "rank 5: pp group (5, 21); dp group (5, 13); cp group (1, 5); " \
+        "tp group (4, 5, 6, 7)"
+
+
+def test_render_wraps_panels_that_do_not_fit_side_by_side() -> None:
+    view = MeshView.from_shape((2, 2, 2, 4), ("pp", "dp", "cp", "tp"))
+    lines = render(view, 5, width=60).splitlines()
+    assert max(map(len, lines)) <= 60
+    titles = [x.split() for x in lines if x.startswith("pp=")]
+    assert titles == [["pp=0", "dp=0", "pp=0", "dp=1"], ["pp=1", "dp=0", "pp=1", "dp=1"]]
+    assert lines[lines.index("pp=1 dp=0                  pp=1 dp=1") - 1] == ""
+
+
+def test_render_wraps_a_row_of_3d_panels_too_wide_for_width() -> None:
+    view = MeshView.from_shape((3, 5, 12), ("a", "b", "c"))
+    text = view.render(77)
+    assert max(map(len, text.splitlines())) <= 120
+    assert [x for x in text.splitlines() if x.startswith("a=")] == ["a=0", "a=1", "a=2"]
+    assert len(_check_cells(text, view, np.arange(180).reshape(3, 5, 12), (1, 1, 5))) == 180
+
+
+def test_render_cuts_long_dims_and_keeps_the_rank() -> None:
+    shape = (4, 16384, 2, 8)
+    view = MeshView.from_shape(shape, ("pp", "dp", "cp", "tp"))
+    text = view.render(70000)  # at (0, 4375, 0, 0)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    cells = _check_cells(text, view, np.arange(2**20).reshape(shape), (0, 4375, 0, 0))
+    panels = {crd[:2] for crd in cells}
+    assert panels == {(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 4375), (3, 16383)}
+    gaps = [x for x in lines if x.startswith("…")]
+    assert gaps == ["… 4,369 more panels (pp=0..3 × dp=0..16383) …",
+                    "… 61,159 more panels (pp=0..3 × dp=0..16383) …"]
+    assert "  dp group (0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, " \
+        "…, 70000, …, 262128) (16,384 ranks)" in lines
+
+
+def test_render_cuts_rows_and_columns_with_an_ellipsis() -> None:
+    view = MeshView.from_shape((100, 1000), ("dp", "tp"))
+    text = view.render(50_500)  # at (50, 500)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    rows = [x.split()[0] for x in lines[2:] if not x.startswith("rank") and x[:1] != " "]
+    assert len(rows) == 16 and rows[:2] == ["dp=0", "dp=1"] and rows[-1] == "dp=99"
+    assert rows.count("…") == 2 and "dp=50" in rows
+    header = lines[1].split()
+    assert header[:3] == ["tp=0", "tp=1", "tp=2"] and header[-3:] == ["tp=500", "…", "tp=999"]
+    _check_cells(text, view, np.arange(100_000).reshape(100, 1000), (50, 500))
+
+
+def test_render_cuts_a_1d_view_of_a_million_ranks() -> None:
+    view = MeshView.from_shape(2**20, ("world",))
+    text = view.render(5)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert lines[1].split()[-2:] == ["…", "world=1048575"]
+    cells = _check_cells(text, view, np.arange(2**20), (5,))
+    assert cells[(5,)] == "[5]" and cells[(2**20 - 1,)] == "(1048575)"
+    assert lines[-2] == "rank 5:" and lines[-1].startswith("  world group (0, 1, 2, 3, 4, 5, 6,")
+    assert lines[-1].endswith(", …, 1048575) (1,048,576 ranks)")
+
+
+def test_render_numbers_match_an_independent_computation_on_a_slice() -> None:
+    shape = (2, 3, 4, 5, 6)
+    mesh = MeshView.from_shape(shape, ("a", "b", "c", "d", "e"))
+    view = mesh["b", "a", "e", "c"]  # transposed, and one instance per index of d
+    for rank in (0, 437, 719):
+        instance, here = _expected(shape, (1, 0, 4, 2), rank)
+        assert len(_check_cells(view.render(rank), view, instance, here)) == 144
+    assert _check_cells(view.render(), view, _expected(shape, (1, 0, 4, 2), 0)[0], None)
+
+
+def test_render_marks_are_the_rank_groups() -> None:
+    view = MeshView.from_shape((2, 3, 2, 5), ("pp", "dp", "cp", "tp"))["tp", "pp", "cp"]
+    for rank in range(0, 60, 7):
+        cells = _cells(view.render(rank), view)
+        groups = {r for d in view.names for r in view.group(rank, d)} - {rank}
+        assert {_number(c) for c in cells.values() if c[0] == "("} == groups
+        assert [_number(c) for c in cells.values() if c[0] == "["] == [rank]
+
+
+def test_render_legend_lines_list_each_group_cut_to_width() -> None:
+    view = MeshView.from_shape((4, 16384, 2, 8), ("pp", "dp", "cp", "tp"))
+    lines = view.render(70000).splitlines()
+    legend = lines[lines.index("rank 70000:") + 1:]
+    assert [x.split()[0] for x in legend] == ["pp", "dp", "cp", "tp"]
+    assert legend[0] == f"  pp group {view.group(70000, 'pp')}"
+    assert legend[2] == f"  cp group {view.group(70000, 'cp')}"
+    dp = view.group(70000, "dp")
+    shown = [int(x) for x in re.findall(r"\d+", legend[1].split("(")[1])]
+    assert set(shown) <= set(dp) and 70000 in shown and shown[-1] == dp[-1]
+
+
+def test_render_draws_an_explicit_universe() -> None:
+    rng = np.random.default_rng(7)
+    ranks = rng.permutation(np.arange(1000, 1000 + 2 * 3 * 4 * 5)).reshape(2, 3, 4, 5)
+    view = MeshView.from_ranks(ranks, ("pp", "dp", "cp", "tp"))
+    rank = int(ranks[1, 2, 3, 4])
+    cells = _check_cells(view.render(rank), view, ranks, (1, 2, 3, 4))
+    assert len(cells) == ranks.size
+
+
+def test_render_draws_a_permuted_rank_map_under_a_strided_layout() -> None:
+    perm = np.random.default_rng(3).permutation(4096)
+    view = MeshView(Layout((64, 64), (1, 64)), ("x", "y"), RankMap.explicit(perm.tolist()))
+    rank = int(perm[5 + 64 * 40])  # offset x + 64 y at (x, y) = (5, 40)
+    text = view.render(rank)
+    assert max(map(len, text.splitlines())) <= 120
+    _check_cells(text, view, perm.reshape(64, 64).T, (5, 40))
+
+
+@st.composite
+def _rendered(draw: st.DrawFn) -> tuple[MeshView, tuple[int, ...], tuple[int, ...], int | None,
+                                        int]:
+    """Some dims, in any order, of a row-major mesh of 1..6 dims and up to 2**20 ranks; a rank
+    (or none); a width."""
+    n = draw(st.integers(1, 6))
+    budget, shape = 2**20, []
+    for _ in range(n):
+        size = draw(st.one_of(st.integers(1, min(budget, 20)), st.integers(1, budget)))
+        shape.append(size)
+        budget //= size
+    names = draw(st.lists(st.text("abcdefgh_", min_size=1, max_size=8), min_size=n, max_size=n,
+                          unique=True))
+    dims = tuple(draw(st.permutations(range(n)))[:draw(st.integers(1, n))])
+    view = MeshView.from_shape(shape, names)[dims]
+    rank = draw(st.none() | st.integers(0, math.prod(tuple(shape)) - 1))
+    return view, tuple(shape), dims, rank, draw(st.integers(40, 200))
+
+
+@settings(max_examples=50, deadline=None)
+@given(_rendered())
+def test_render_fits_width_and_shows_true_ranks(
+        case: tuple[MeshView, tuple[int, ...], tuple[int, ...], int | None, int]) -> None:
+    """Law: for any view of up to 2**20 ranks and any width >= 40, no line of the picture is
+    longer than width, every cell shown holds the rank its coordinate has (as NumPy indexing
+    computes it) marked by that coordinate, the rank is shown once as [r], and the legend
+    has its group along every dim."""
+    view, shape, dims, rank, width = case
+    text = render(view, rank, width=width)
+    assert max(map(len, text.splitlines())) <= width
+    instance, here = _expected(shape, dims, 0 if rank is None else rank)
+    cells = _check_cells(text, view, instance, None if rank is None else here)
+    if rank is not None:
+        assert [c for c in cells.values() if c[0] == "["] == [f"[{rank}]"]
+        legend = text[text.index(f"\nrank {rank}:"):]
+        assert all(f"{n} group (" in legend for n in view.names)

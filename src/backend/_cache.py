@@ -10,8 +10,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from layout import Layout
-from mesh import MeshView, RankMap
+from mesh import Family, MeshView
 
 from ._errors import GroupCreationError, ReentrantCreationError
 from ._options import GroupOptions
@@ -36,25 +35,21 @@ G = TypeVar("G")
 
 @attrs.frozen
 class GroupKey:
-    """The canonical key of a family of groups: universe, dim layout, options.
+    """The canonical key of a family of groups: the family and the options.
 
-    Within one universe (rank map), two views reach the same groups along a
-    dim exactly when that dim's coalesced layouts are equal; computing the key
-    costs O(ndim), it never lists ranks.  Across universes the key is not
-    canonical: an explicit rank map and the identity map can describe the
-    same family (``from_ranks([[0, 2], [1, 3]])["dim1"]`` and
-    ``from_shape((2, 2))["dim0"]``) and get two groups; deciding that would
-    mean listing the family.
+    Two views, of any universes, reach the same key along a dim exactly when
+    their groups are the same ordered rank tuples (:meth:`mesh.MeshView.family`):
+    O(ndim) over an identity universe; an explicit universe's groups are listed
+    once per (universe, dim layout) and remembered.
     """
 
-    ranks: RankMap
-    layout: Layout
+    family: Family
     options: GroupOptions
 
 
 def group_key(view: MeshView, dim: int, options: GroupOptions) -> GroupKey:
     """The key of ``view``'s groups along dim ``dim`` (an index) created with ``options``."""
-    return GroupKey(view.ranks, view.layout[dim], options)
+    return GroupKey(view.family(dim), options)
 
 
 @attrs.frozen

@@ -542,9 +542,10 @@ class DeviceMesh(Generic[G]):
         ranks = "" if self._view.ranks.is_identity else f", ranks={self._view.ranks!r}"
         return f"DeviceMesh({dims}, '{self._device_type}', stride={stride}{ranks})"
 
-    def render(self, rank: int | None = None) -> str:
-        """A text picture of this process's instance (see :func:`mesh.render`)."""
-        return self._view.render(self._backend.rank if rank is None else rank)
+    def render(self, rank: int | None = None, *, width: int = 120) -> str:
+        """A text picture of this process's instance, its rank and groups marked (any
+        ndim; lines at most ``width`` columns; see :func:`mesh.render`)."""
+        return self._view.render(self._backend.rank if rank is None else rank, width=width)
 
 
 def _rebind(view: MeshView, options: dict[str, GroupOptions], device_type: str, named: bool,

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from layout import Layout, coalesce, flatten
-from mesh import Dim, MeshView
+from mesh import Dim, MeshView, RankMap
 
 from ._errors import GroupCreationError
 from ._options import GroupOptions
@@ -113,7 +113,8 @@ def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
     if plan is Plan.DEFAULT:
         return dist.group.WORLD
     mine = view.group(rank, k, limit=view.ranks.size)
-    family = (_universe(view), str(view.layout[k]), _options_text(options))
+    fam = view.family(k)  # canonical: equal on every process that reaches these groups
+    family = (_universe(fam.ranks), str(fam.layout), _options_text(options))
     name = group_name(*family, mine)
     members = tuple(range(world_size)) if plan is Plan.SPLIT else mine
     barrier = group_name(*family, ()) if plan is Plan.SPLIT else name  # a split meets the world
@@ -181,9 +182,8 @@ def _named(name: str) -> Iterator[None]:
             c10d._process_group_name = original
 
 
-def _universe(view: MeshView) -> str:
+def _universe(ranks: RankMap) -> str:
     """A text that is equal on every process for equal universes."""
-    ranks = view.ranks
     if ranks.ranks is None:
         return f"identity:{ranks.size}"
     digest = hashlib.sha1(",".join(map(str, ranks.ranks)).encode(), usedforsecurity=False)

@@ -15,18 +15,23 @@ Input is validated at the door: names, dims, sizes and rank lists must be ordere
 sequences (lists, tuples or 1-D arrays; a set is refused, since its order can differ
 between processes), integer-likes become ``int``, and every bad input raises a
 :class:`MeshError` subclass naming it.  Queries that list ranks (``groups``,
-``instances``, ``instance``, ``group``, ``render``) refuse to list more than their
+``instances``, ``instance``, ``group``) refuse to list more than their
 ``limit`` argument (default :data:`MAX_LISTED_RANKS`) and compute the listing by
 array arithmetic over the layout (NumPy when installed, plain Python otherwise).
 
-Public names: :class:`MeshView` (queries beyond torch's: ``dim_layout(dim)``, the
-layout that alone determines a dim's groups and that backends key their caches on;
+Public names: :class:`MeshView` (queries beyond torch's: ``dim_layout(dim)``;
+``family(dim)``, the canonical :class:`Family` value of a dim's groups, equal across
+views exactly when the groups are, which backends key their caches on;
 ``group_offset(rank, dim)``; ``index(dim)``; ``num_instances``; ``instance_array``),
-:class:`RankMap`, :func:`concatenate`, :func:`render`, the constants
-:data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of ``to_dict``), the type
-aliases ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested
-tuples), and the errors (:class:`MeshError` and its subclasses, each documenting
-what raises it).
+:class:`RankMap`, :func:`concatenate`, :func:`render` (text) and :func:`svg` (a
+picture, up to :data:`MAX_SVG_CELLS` ranks); :class:`Topology` (hosts and
+fast domains: which groups cross hosts) and :func:`explain` (a plan's groups, host
+crossings, shared communicators and their cost, as an :class:`Explanation`, with the
+memory model :class:`CommMemory`; the ``meshlayout explain`` command, also ``python -m
+mesh explain``); the constants :data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of
+``to_dict``), the type aliases ``Dim`` (a dim by name or index) and ``Nested`` (a rank
+tensor as nested tuples), and the errors (:class:`MeshError` and its subclasses, each
+documenting what raises it).
 """
 
 from ._concat import concatenate
@@ -44,19 +49,28 @@ from ._errors import (
     OverlapError,
     RankNotInMeshError,
     TooManyRanksError,
+    TopologyError,
     UniverseMismatchError,
     UnknownDimError,
 )
+from ._explain import CommMemory, Explanation, explain
+from ._family import Family
 from ._listing import MAX_LISTED_RANKS
 from ._rankmap import RankMap
 from ._render import render
+from ._svg import MAX_SVG_CELLS, svg
+from ._topology import Topology
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 
 __all__ = [
+    "CommMemory",
+    "Explanation",
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
+    "MAX_SVG_CELLS",
     "Dim",
     "DuplicateNameError",
+    "Family",
     "InvalidDimsError",
     "InvalidMeshDataError",
     "InvalidNameError",
@@ -72,8 +86,12 @@ __all__ = [
     "RankMap",
     "RankNotInMeshError",
     "TooManyRanksError",
+    "Topology",
+    "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
     "concatenate",
+    "explain",
     "render",
+    "svg",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "OverlapError",
     "NotRepresentableError",
     "TooManyRanksError",
+    "TopologyError",
 ]
 
 
@@ -109,5 +110,11 @@ class NotRepresentableError(MeshError, ValueError):
 
 class TooManyRanksError(MeshError, ValueError):
     """A materialization (``groups``, ``instances``, ``instance``, ``group``,
-    ``render``, a facade's ``.mesh``) would list more ranks than its ``limit``
+    a facade's ``.mesh``) would list more ranks than its ``limit``
     argument allows (default :data:`mesh.MAX_LISTED_RANKS`)."""
+
+
+class TopologyError(MeshError, ValueError):
+    """A :class:`~mesh.Topology` that does not fit: a world that is not a whole number
+    of hosts, an empty or too long host list, or a view reaching ranks the topology
+    does not place on a host."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 
@@ -39,6 +39,9 @@ from ._errors import (
 from ._input import as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks
 from ._rankmap import RankMap
+
+if TYPE_CHECKING:
+    from ._family import Family
 
 __all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
 
@@ -238,6 +241,21 @@ class MeshView:
     def dim_layout(self, dim: Dim) -> Layout:
         """The canonical (coalesced) layout of one dim: it alone determines its groups."""
         return self.layout[self.index(dim)]
+
+    def family(self, dim: Dim) -> Family:
+        """The canonical value of this dim's groups: equal, across views, exactly when
+        the groups are the same ordered rank tuples (see :class:`mesh.Family`)."""
+        k = self.index(dim)
+        found = self._families.get(k)
+        if found is None:  # computed once per dim (a listing, for an explicit universe)
+            from ._family import family
+
+            found = self._families[k] = family(self, k)
+        return found
+
+    @functools.cached_property
+    def _families(self) -> dict[int, Family]:
+        return {}
 
     def index(self, dim: Dim) -> int:
         """The position of ``dim``: a name, or an index that may be negative."""
@@ -456,7 +474,7 @@ class MeshView:
         gather through the rank map.  ``dtype`` is ``"int64"`` or ``"int32"``
         (torch's ``DeviceMesh.mesh`` type; int64 if a rank does not fit).
         """
-        if dtype not in ("int64", "int32"):
+        if not isinstance(dtype, str) or dtype not in ("int64", "int32"):
             raise MeshTypeError(f"dtype must be 'int64' or 'int32', got {show(dtype)}")
         _, j, _ = self._locate(rank)
         check_limit(self.size(), "instance_array()", limit)
@@ -480,11 +498,12 @@ class MeshView:
             return f"MeshView({dims})"
         return f"MeshView({dims}; layout={self.layout}, ranks={self.ranks!r})"
 
-    def render(self, rank: int | None = None) -> str:
-        """A text picture of a 1-, 2- or 3-D view; see :func:`mesh.render`."""
+    def render(self, rank: int | None = None, *, width: int = 120) -> str:
+        """A text picture of the instance of ``rank`` (any ndim, any size: long dims are
+        cut with an ellipsis so no line exceeds ``width``); see :func:`mesh.render`."""
         from ._render import render
 
-        return render(self, rank)
+        return render(self, rank, width=width)
 
 
 def _is_int_like(x: object) -> bool:

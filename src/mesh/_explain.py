@@ -1,0 +1,322 @@
+"""Explaining a plan offline: per dim its groups, host crossings, shared communicators, cost.
+
+:func:`explain` turns named views and a :class:`~mesh.Topology` into an
+:class:`Explanation`: plain JSON-able data (:meth:`Explanation.to_dict`, the schema of
+``meshlayout explain --format json``) and a text report (``str()``).  Pure: no torch, no
+process group, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ._errors import InvalidMeshDataError, MeshTypeError, TopologyError
+from ._family import Family
+from ._input import as_int, as_name, show
+from ._topology import Topology
+from ._view import MeshView
+
+__all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain"]
+
+SCHEMA = "meshlayout.explain/1"
+"""The ``schema`` field of :meth:`Explanation.to_dict` (bumped on incompatible changes)."""
+
+DEFAULT_DEVICES_PER_HOST = 8
+"""Devices per host assumed when no topology is given (a common GPU node; reported)."""
+
+_MIB = 1 << 20
+_LISTED = 4096  # a --rank group lists its members in JSON up to this size (else null)
+
+
+def _as_count(value: object) -> int:
+    return as_int(value, "a CommMemory field")
+
+
+def _at_least(least: int) -> Callable[[Any, Any, int], None]:
+    def check(_: Any, field: Any, value: int) -> None:
+        if value < least:
+            raise TopologyError(f"CommMemory.{field.name} must be an int >= {least}, got "
+                                f"{show(value)}")
+    return check
+
+
+@attrs.frozen
+class CommMemory:
+    """A first-order estimate of one communicator's device memory (NCCL-like).
+
+    ``channels × 2 × buffsize + fixed`` bytes per communicator: each channel keeps a
+    send and a receive buffer of ``buffsize`` (``NCCL_BUFFSIZE``, 4 MiB by default);
+    ``channels`` depends on the machine (NCCL picks 2 to 32; 16 is typical within an
+    NVLink node); ``fixed`` covers the rest (proxy state, work FIFOs).  Per rank, the
+    estimate is that times the communicators the rank is a member of.
+
+    >>> CommMemory().per_communicator // 2**20
+    128
+    """
+
+    channels: int = attrs.field(default=16, converter=_as_count, validator=_at_least(1))
+    buffsize: int = attrs.field(default=4 * _MIB, converter=_as_count, validator=_at_least(1))
+    fixed: int = attrs.field(default=0, converter=_as_count, validator=_at_least(0))
+
+    @property
+    def per_communicator(self) -> int:
+        """Bytes per communicator."""
+        return self.channels * 2 * self.buffsize + self.fixed
+
+    FORMULA = "communicators * (channels * 2 * buffsize + fixed)"
+
+
+_KEYS = frozenset({"schema", "world", "devices_per_host", "devices_per_host_assumed",
+                   "num_hosts", "hosts_per_domain", "communicators_per_rank", "memory",
+                   "families", "views"})
+
+
+def _check_data(_: Any, __: Any, data: object) -> None:
+    if not (isinstance(data, dict) and data.get("schema") == SCHEMA
+            and _KEYS <= data.keys() <= _KEYS | {"rank"}):
+        raise InvalidMeshDataError(f"an Explanation holds what mesh.explain computes (a dict "
+                                   f"of schema {SCHEMA!r}), got {show(data)}")
+
+
+@attrs.frozen
+class Explanation:
+    """What :func:`explain` found: ``to_dict()`` (JSON-able) and a text report (``str()``)."""
+
+    data: dict[str, Any] = attrs.field(validator=_check_data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The explanation as plain JSON-able data (schema :data:`SCHEMA`, see the README)."""
+        return self.data
+
+    def crossing(self, dims: object) -> list[str]:
+        """For each dim name in ``dims`` (an ordered sequence of names), a line for every
+        view whose groups along it cross hosts; empty when all stay inside one host.
+        A name no view has raises :class:`~mesh.UnknownDimError`."""
+        from ._errors import UnknownDimError
+        from ._input import as_names
+
+        names = as_names(dims, "dims")
+        known = {d["name"] for v in self.data["views"] for d in v["dims"]}
+        for n in names:
+            if n not in known:
+                raise UnknownDimError(f"no view has a dim {n!r}; the dims are "
+                                      f"{sorted(known)!r}")
+        return [f"{d['name']} (view {v['name']}): its groups span up to "
+                f"{d['hosts_per_group']} hosts" for n in names for v in self.data["views"]
+                for d in v["dims"] if d["name"] == n and not d["intra_host"]]
+
+    def __str__(self) -> str:
+        return _text(self.data)
+
+
+def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
+            world: int | None = None, rank: int | None = None,
+            memory: CommMemory | None = None) -> Explanation:
+    """Explain a plan: ``views`` (name → view) placed on ``topology``.
+
+    For every dim of every view: its size and layout, its number of groups, the most
+    hosts (and fast domains) one group spans, whether every group stays inside one
+    host, and its *family* — an id equal for exactly the dims (of any views) whose
+    groups are the same ordered rank tuples, so one communicator serves them all.
+    Then communicators per rank (distinct families of size > 1 a rank is a member of,
+    the most over ranks) and their memory by :class:`CommMemory`; with ``rank``, that
+    rank's host, coordinates and groups.  Without a topology, ``world`` ranks (default:
+    what the views reach) on hosts of :data:`DEFAULT_DEVICES_PER_HOST` devices are
+    assumed (and reported); with one, ``world`` must be None or its ``world_size``.
+
+    >>> from mesh import MeshView, Topology, explain
+    >>> world = MeshView.from_shape(16, ("world",))
+    >>> views = {"dense": world.unflatten("world", (2, 8), ("dp", "tp")),
+    ...          "sparse": world.unflatten("world", (2, 2, 4), ("dp", "efsdp", "ep"))}
+    >>> data = explain(views, Topology(16, 4)).to_dict()
+    >>> [(d["name"], d["hosts_per_group"], d["family"]) for d in data["views"][1]["dims"]]
+    [('dp', 2, 0), ('efsdp', 2, 2), ('ep', 1, 3)]
+    >>> data["communicators_per_rank"]
+    4
+    """
+    if not isinstance(views, Mapping) or not views:
+        raise MeshTypeError(f"explain takes a non-empty mapping of names to mesh.MeshView, "
+                            f"got {show(views)}")
+    named: dict[str, MeshView] = {}
+    for name, view in views.items():
+        if not isinstance(view, MeshView):
+            raise MeshTypeError(f"view {name!r} must be a mesh.MeshView, got {show(view)}")
+        named[as_name(name, "a view name")] = view
+    reach = max(v.ranks.max_rank for v in named.values()) + 1
+    n = reach if world is None else as_int(world, "world")
+    assumed = topology is None
+    if topology is None:
+        if n < 1 or n % DEFAULT_DEVICES_PER_HOST:
+            raise TopologyError(
+                f"{show(n)} ranks are not a whole number of hosts of "
+                f"{DEFAULT_DEVICES_PER_HOST} devices (the default): give a Topology")
+        topology = Topology(n, DEFAULT_DEVICES_PER_HOST)
+    elif not isinstance(topology, Topology):
+        raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
+    elif world is not None and n != topology.world_size:
+        raise TopologyError(f"world={show(n)} differs from the topology's {topology!r}")
+    memory = CommMemory() if memory is None else memory
+    if not isinstance(memory, CommMemory):
+        raise MeshTypeError(f"memory must be a mesh.CommMemory or None, got {show(memory)}")
+    r = None if rank is None else as_int(rank, "rank")
+    if r is not None:
+        topology.host(r)  # on the topology, or a TopologyError naming it
+
+    fams = {(vname, k): view.family(k) for vname, view in named.items()
+            for k in range(view.ndim)}
+    members: dict[Family, list[str]] = {}  # the dims of every family, in order: ids
+    for (vname, k), fam in fams.items():
+        members.setdefault(fam, []).append(f"{vname}.{named[vname].names[k]}")
+    ids = {fam: i for i, fam in enumerate(members)}
+    out_views = [{"name": vname, "shape": list(view.shape), "layout": str(view.layout),
+                  "universe": _universe(view), "num_instances": view.num_instances,
+                  "dims": [_dim(f"{vname}.{view.names[k]}", view, k, fams[vname, k], topology,
+                                ids, members[fams[vname, k]]) for k in range(view.ndim)]}
+                 for vname, view in named.items()]
+    comms = [fam for fam in members if fam.group_size > 1]
+    per_rank = _most_memberships(comms) if r is None else sum(
+        fam.ranks.offset_of(r) is not None for fam in comms)
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "world": topology.world_size,
+        "devices_per_host": topology.devices_per_host,
+        "devices_per_host_assumed": assumed,
+        "num_hosts": topology.num_hosts,
+        "hosts_per_domain": topology.hosts_per_domain,
+        "communicators_per_rank": per_rank,
+        "memory": {"formula": CommMemory.FORMULA, "channels": memory.channels,
+                   "buffsize": memory.buffsize, "fixed": memory.fixed,
+                   "bytes_per_communicator": memory.per_communicator,
+                   "bytes_per_rank": per_rank * memory.per_communicator},
+        "families": [{"id": ids[fam], "group_size": fam.group_size, "num_groups": fam.num_groups,
+                      "dims": dims} for fam, dims in members.items()],
+        "views": out_views,
+    }
+    if r is not None:
+        data["rank"] = _rank_data(named, topology, r)
+    return Explanation(data)
+
+
+def _dim(me: str, view: MeshView, k: int, fam: Family, topology: Topology,
+         ids: dict[Family, int], shared: list[str]) -> dict[str, Any]:
+    """The JSON entry of dim ``k`` of ``view`` (named ``me``: ``view.dim``)."""
+    hosts = topology.hosts_per_group(view, k)
+    domains = topology.domains_per_group(view, k)
+    return {"name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
+            "num_groups": fam.num_groups, "hosts_per_group": hosts, "intra_host": hosts == 1,
+            "domains_per_group": domains, "intra_domain": domains == 1, "family": ids[fam],
+            "shared_with": [x for x in shared if x != me]}
+
+
+def _universe(view: MeshView) -> str:
+    m = view.ranks
+    return f"ranks 0..{m.size - 1}" if m.is_identity else f"{m.size:,} explicit ranks"
+
+
+def _most_memberships(comms: list[Family]) -> int:
+    """The most families one rank is a member of: every identity universe holds rank 0,
+    so only rank 0 and the ranks of explicit universes need counting."""
+    candidates = {0}
+    for f in comms:
+        if not f.ranks.is_identity:
+            candidates.update(f.ranks.ranks or ())
+    universes = {f.ranks for f in comms}
+    member = {u: {c for c in candidates if u.offset_of(c) is not None} for u in universes}
+    return max((sum(c in member[f.ranks] for f in comms) for c in candidates), default=0)
+
+
+def _rank_data(views: dict[str, MeshView], topology: Topology, rank: int) -> dict[str, Any]:
+    out = []
+    for vname, view in views.items():
+        coord = view.coordinate(rank)
+        groups = []
+        if coord is not None:
+            for k, dname in enumerate(view.names):
+                size = view.shape[k]
+                members = view.group(rank, k) if size <= _LISTED else None
+                groups.append({"dim": dname, "size": size, "local_rank": coord[k],
+                               "ranks": None if members is None else list(members),
+                               "hosts": None if members is None else list(
+                                   topology.hosts_of(view, rank, k))})
+        out.append({"name": vname, "coordinate": None if coord is None else list(coord),
+                    "groups": groups})
+    return {"rank": rank, "host": topology.host(rank),
+            "host_name": topology.host_name(topology.host(rank)), "views": out}
+
+
+# ---- text ------------------------------------------------------------------------------
+def _mib(b: int) -> str:
+    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / _MIB:g} MiB"
+
+
+def _abbrev(xs: list[int], most: int = 8) -> str:
+    if len(xs) <= most:
+        return "(" + ", ".join(map(str, xs)) + ")"
+    return "(" + ", ".join(map(str, xs[:most - 2])) + f", …, {xs[-1]})"
+
+
+def _text(data: dict[str, Any]) -> str:
+    hosts = (f"{data['num_hosts']:,} hosts of {data['devices_per_host']} devices"
+             if data["devices_per_host"] else f"{data['num_hosts']:,} hosts")
+    if data["devices_per_host_assumed"]:
+        hosts += " (assumed: set --devices-per-host)"
+    if data["hosts_per_domain"] > 1:
+        hosts += f", fast domains of {data['hosts_per_domain']} hosts"
+    lines = [f"{data['world']:,} ranks on {hosts}"]
+    dom = data["hosts_per_domain"] > 1
+    for v in data["views"]:
+        shape = ", ".join(f"{d['name']}={d['size']}" for d in v["dims"])
+        lines += ["", f"view {v['name']}: ({shape}) over {v['universe']}, layout {v['layout']}"]
+        head = ["dim", "size", "layout", "groups", "hosts/group", "intra-host"]
+        head += ["domains/group"] if dom else []
+        head += ["family", "shares communicators with"]
+        rows = [head]
+        for d in v["dims"]:
+            row = [d["name"], f"{d['size']:,}", d["layout"], f"{d['num_groups']:,}",
+                   f"{d['hosts_per_group']:,}", "yes" if d["intra_host"] else "no"]
+            row += [f"{d['domains_per_group']:,}"] if dom else []
+            shared = ", ".join(d["shared_with"]) or "-"
+            row += [f"F{d['family']}", shared if d["size"] > 1 else "- (size 1: no communicator)"]
+            rows.append(row)
+        lines += _table(rows, right={1, 3, 4} | ({6} if dom else set()))
+    fams = [f for f in data["families"] if f["group_size"] > 1]
+    mem = data["memory"]
+    lines += ["", f"communicators per rank: {data['communicators_per_rank']} (distinct families "
+              f"of size > 1: {', '.join('F' + str(f['id']) for f in fams) or 'none'})",
+              f"estimated communicator memory per rank: {_mib(mem['bytes_per_rank'])} = "
+              f"{data['communicators_per_rank']} × ({mem['channels']} channels × 2 × "
+              f"{_mib(mem['buffsize'])} + {_mib(mem['fixed'])})",
+              f"  formula: {mem['formula']}; set with --channels, --buffsize-mib, "
+              "--fixed-mib"]
+    if "rank" in data:
+        lines += ["", *_rank_text(data["rank"])]
+    return "\n".join(lines)
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.rjust(w) if c in right else cell.ljust(w)
+                             for c, (cell, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def _rank_text(rd: dict[str, Any]) -> list[str]:
+    label = "" if rd["host_name"] == f"host{rd['host']}" else f", {rd['host_name']}"
+    lines = [f"rank {rd['rank']} (host {rd['host']}{label}):"]
+    for v in rd["views"]:
+        if v["coordinate"] is None:
+            lines.append(f"  {v['name']}: not in this view's universe")
+            continue
+        coord = ", ".join(f"{g['dim']}={g['local_rank']}" for g in v["groups"])
+        lines.append(f"  {v['name']}: coordinate ({coord})")
+        for g in v["groups"]:
+            if g["ranks"] is None:
+                lines.append(f"    {g['dim']} group: {g['size']:,} ranks (not listed)")
+                continue
+            hs = g["hosts"]
+            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs)} hosts {_abbrev(hs)}"
+            lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
+    return lines

@@ -1,0 +1,364 @@
+"""SVG pictures of one instance of a view, drawn with the standard library only.
+
+:func:`svg` returns a self-contained SVG 1.1 document: one square cell per rank,
+labelled with the rank, cells coloured by their group along a dim (or by host),
+thick lines where the host changes between neighbouring cells, and one rank
+outlined.  The same arguments give the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Iterator
+from xml.sax.saxutils import escape
+
+from ._errors import InvalidSizeError, MeshTypeError, RankNotInMeshError
+from ._input import as_int, show
+from ._view import Dim, MeshView, Nested
+
+__all__ = ["MAX_SVG_CELLS", "svg"]
+
+MAX_SVG_CELLS = 16384
+"""Largest instance :func:`svg` draws by default (a 128 x 128 grid, about 5 MB of SVG);
+select fewer dims (``view["dp", "tp"]``) or pass ``max_cells=`` for bigger ones."""
+
+PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#f7b6d2",
+           "#dbdb8d", "#9edae5", "#c49c94", "#ffe35c", "#8fb7ff", "#d0d0d0")
+"""Light qualitative fills (Tableau 20's light half and three more), all readable under
+black text; group ``g`` (in order of first appearance) takes ``PALETTE[g % 12]``, or the
+next one not used by an adjacent group."""
+
+_PLAIN = "#f4f4f4"  # the fill when nothing colours the cells
+_LINE, _MARK = "#111111", "#d62728"  # host boundaries; the outline of ``rank``
+_CELL, _GAP, _MARGIN = 32, 28, 16  # px: smallest cell, space between panels, border
+_TOP = _MARGIN + 30  # px: the top of the first panel, below the title
+_EM = 0.6  # a monospace glyph is about 0.6 em wide
+_AXIS, _LEGEND, _TITLE = 11, 12, 14  # font sizes, px
+_ASPECT = 1.5  # the panel grid's preferred width / height
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
+        color_by: Dim | None = None, rank: int | None = None, title: str | None = None,
+        max_cells: int = MAX_SVG_CELLS) -> str:
+    """Draw the instance holding ``rank`` (instance 0 when ``rank`` is None) as SVG.
+
+    One cell per rank: a 1-D view is one row, a 2-D view a grid (dim 0 down,
+    dim 1 across).  A view of 3 or more dims is a grid of 2-D panels, one per
+    coordinate of the outer dims (all but the last two), each labelled like
+    ``pp=0 dp=1``; panels go in row-major order of those coordinates, ``C`` to a
+    row, where ``C`` is a product of trailing outer sizes (or a divisor of one)
+    chosen to make the grid of panels closest to 3:2.
+
+    ``color_by`` (a dim) fills cells of one group along it with one colour and
+    adjacent groups with different ones (12 colours, reused by groups that do not
+    touch); without it, ``host`` colours cells by host.  ``host(global_rank) -> int``
+    also draws a thick line on every edge between two neighbouring cells of a panel
+    on different hosts, and a panel on one host names it.  ``rank`` is outlined in
+    red.  ``title`` replaces the default first line (the view and the instance); a
+    legend below says what panels, colours, lines and outline mean.  Cells are
+    32 px squares with 14 px rank numbers (10 px from 4 digits on; wider cells from 5).
+
+    Instances of more than ``max_cells`` ranks are refused
+    (:class:`~mesh.InvalidSizeError`); so are a non-view or a non-callable ``host``
+    (:class:`~mesh.MeshTypeError`), an unknown ``color_by``
+    (:class:`~mesh.UnknownDimError`) and a rank outside the universe
+    (:class:`~mesh.RankNotInMeshError`).
+
+    >>> from mesh import MeshView
+    >>> picture = svg(MeshView.from_shape((2, 4), ("dp", "tp")), color_by="tp", rank=5)
+    >>> picture.startswith("<svg"), picture.count('<g class="cell">')
+    (True, 8)
+    >>> picture.count(">5</text>"), 'stroke="#d62728"' in picture
+    (1, True)
+    """
+    if not isinstance(view, MeshView):
+        raise MeshTypeError(f"svg draws a mesh.MeshView, got {show(view)}")
+    if host is not None and not callable(host):
+        raise MeshTypeError(f"host must be a callable global rank -> host index, got "
+                            f"{show(host)}")
+    if title is not None and not isinstance(title, str):
+        raise MeshTypeError(f"title must be a str, got {show(title)}")
+    limit = as_int(max_cells, "max_cells")
+    if limit < 1:
+        raise InvalidSizeError(f"max_cells must be a positive int, got {limit}")
+    k = None if color_by is None else view.index(color_by)
+    if rank is not None:
+        rank = as_int(rank, "rank")
+        if view.coordinate(rank) is None:
+            raise RankNotInMeshError(f"rank {rank} is not in the universe of {view!r}, so svg "
+                                     f"cannot draw its instance")
+    if view.size() > limit:
+        raise InvalidSizeError(
+            f"svg draws at most max_cells={limit:,} cells; {view!r} has {view.size():,} ranks "
+            "per instance: select fewer dims (view[...]) or pass a larger max_cells=")
+    cells = _flat(view.instance(view.ranks(0) if rank is None else rank, limit=limit))
+    hosts = None if host is None else [
+        as_int(host(r), f"host({r})", "an int (a host index)") for r in cells]
+    g = _Grid.of(view, cells, hosts)
+    if k is not None:
+        keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
+    else:
+        keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
+    fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
+        else [_PLAIN] * len(cells)
+    legend = _legend(view, k, hosts, rank, keys, g.across)
+    head = title if title is not None else (
+        f"{view!r}, " + ("instance 0" if rank is None else f"the instance of rank {rank}"))
+    width = 2 * _MARGIN + max([g.width, _width(head, _TITLE)]
+                              + [_width(s, _LEGEND) for s in legend])
+    height = _TOP + g.height + 12 + 18 * len(legend) + _MARGIN
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace">',
+           f"<title>{_text(head)}</title>",
+           f'<rect class="background" width="{width}" height="{height}" fill="#ffffff"/>',
+           f'<text class="title" x="{_MARGIN}" y="{_MARGIN + 14}" font-size="{_TITLE}" '
+           f'font-weight="bold">{_text(head)}</text>']
+    for p in range(len(g.labels)):
+        out.extend(g.panel(p))
+        for i in range(p * g.rows * g.cols, (p + 1) * g.rows * g.cols):
+            where = " ".join(f"{n}={c}" for n, c in zip(view.names, g.coords[i]))
+            on = "" if hosts is None else f", host {hosts[i]}"
+            out.append(g.cell(i, cells[i], fills[i], f"rank {cells[i]}: {where}{on}"))
+        out.append("</g>")
+    if hosts is not None:
+        out.append(f'<g class="host-boundaries" stroke="{_LINE}" stroke-width="4" '
+                   'stroke-linecap="square">')
+        out.extend(g.edge(a, b) for a, b in g.pairs if hosts[a] != hosts[b])
+        out.append("</g>")
+    if rank is not None:
+        x, y = g.at(cells.index(rank))
+        out.append(f'<rect class="highlight" x="{x + 2}" y="{y + 2}" width="{g.cell_px - 4}" '
+                   f'height="{g.cell_px - 4}" fill="none" stroke="{_MARK}" stroke-width="3"/>')
+    out.append(f'<g class="legend" font-size="{_LEGEND}" fill="#222222">')
+    out.extend(f'<text x="{_MARGIN}" y="{_TOP + g.height + 24 + 18 * i}">{_text(s)}</text>'
+               for i, s in enumerate(legend))
+    out.append("</g>\n</svg>\n")
+    return "\n".join(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """Where things go.  A panel is a label row (views of 3 or more dims), a row of column
+    labels, and ``rows x cols`` cells of ``cell_px`` with row labels in a left gutter;
+    panels go ``across`` to a row, ``_GAP`` apart, below the title."""
+
+    names: tuple[str, ...]
+    rows: int
+    cols: int
+    coords: list[tuple[int, ...]]  # the coordinate of each cell, in row-major order
+    pairs: list[tuple[int, int]]  # neighbouring cells, see _neighbours
+    labels: list[str]  # one per panel: its outer coordinates ("" for 1-D and 2-D views)
+    cell_px: int
+    font: int  # of the rank numbers
+    gutter: int  # px left of the cells, for the row labels
+    full: bool  # whether column labels are "tp=3" (else "3", with "tp" in the gutter)
+    panel_w: int
+    panel_h: int
+    across: int  # panels to a row
+
+    @classmethod
+    def of(cls, view: MeshView, cells: list[int], hosts: list[int] | None) -> _Grid:
+        shape, names = view.shape, view.names
+        rows, cols = (1, shape[0]) if view.ndim == 1 else shape[-2:]
+        coords = [_coords(i, shape) for i in range(len(cells))]
+        digits = max(len(str(r)) for r in cells)
+        cell = max(_CELL, 2 * math.ceil((_EM * 10 * digits + 6) / 2))  # font 10 px at least
+        full = _width(f"{names[-1]}={cols - 1}", _AXIS) <= cell - 2
+        left = [_width(f"{names[-2]}={rows - 1}", _AXIS)] if view.ndim >= 2 else []
+        gutter = max([*left, 0 if full else _width(names[-1], _AXIS)])
+        n = rows * cols
+        labels = [_panel_label(names, coords[p * n], hosts, p * n, n)
+                  for p in range(len(cells) // n)]
+        gutter += 8 * (gutter > 0)
+        pw = max([gutter + cols * cell] + [_width(s, 12) for s in labels])
+        ph = (20 if view.ndim >= 3 else 0) + 18 + rows * cell
+        return cls(names, rows, cols, coords, list(_neighbours(len(cells), rows, cols)),
+                   labels, cell, min(14, int((cell - 6) / (_EM * digits))), gutter, full,
+                   pw, ph, _columns(shape[:-2] if view.ndim >= 3 else (), pw, ph))
+
+    @property
+    def width(self) -> int:
+        return self.across * (self.panel_w + _GAP) - _GAP
+
+    @property
+    def height(self) -> int:
+        return len(self.labels) // self.across * (self.panel_h + _GAP) - _GAP
+
+    def corner(self, p: int) -> tuple[int, int]:
+        """The top-left corner of panel ``p``'s first cell."""
+        px = _MARGIN + (p % self.across) * (self.panel_w + _GAP)
+        py = _TOP + (p // self.across) * (self.panel_h + _GAP)
+        return px + self.gutter, py + self.panel_h - self.rows * self.cell_px
+
+    def at(self, i: int) -> tuple[int, int]:
+        """The top-left corner of cell ``i``."""
+        p, j = divmod(i, self.rows * self.cols)
+        x, y = self.corner(p)
+        return x + j % self.cols * self.cell_px, y + j // self.cols * self.cell_px
+
+    def panel(self, p: int) -> list[str]:
+        """The opening of panel ``p``'s group: frame, label and axis labels."""
+        x0, y0 = self.corner(p)
+        px, py = x0 - self.gutter, y0 + self.rows * self.cell_px - self.panel_h
+        half, name = self.cell_px // 2, self.names[-1]
+        out = [f'<g class="panel"><rect class="frame" x="{px - 6}" y="{py - 4}" '
+               f'width="{self.panel_w + 12}" height="{self.panel_h + 10}" rx="4" '
+               'fill="#f7f7f7" stroke="#bbbbbb"/>']
+        if self.labels[p]:
+            out.append(f'<text class="panel-label" x="{px}" y="{py + 12}" font-size="12" '
+                       f'font-weight="bold">{_text(self.labels[p])}</text>')
+        out.append(f'<g class="axis" font-size="{_AXIS}" fill="#444444">')
+        if not self.full:
+            out.append(_label(x0 - 6, y0 - 6, "end", name))
+        out.extend(_label(x0 + j * self.cell_px + half, y0 - 6, "middle",
+                          f"{name}={j}" if self.full else str(j)) for j in range(self.cols))
+        if len(self.names) >= 2:
+            out.extend(_label(x0 - 6, y0 + i * self.cell_px + half + 4, "end",
+                              f"{self.names[-2]}={i}") for i in range(self.rows))
+        out.append("</g>")
+        return out
+
+    def cell(self, i: int, r: int, fill: str, tip: str) -> str:
+        """Cell ``i``: a square of colour ``fill`` with rank ``r`` on it, and a tooltip."""
+        (x, y), s = self.at(i), self.cell_px
+        return (f'<g class="cell"><title>{_text(tip)}</title><rect x="{x}" y="{y}" '
+                f'width="{s}" height="{s}" fill="{fill}" stroke="#ffffff" stroke-width="1.5"/>'
+                f'<text x="{x + s // 2}" y="{y + s // 2 + round(self.font * 0.35)}" '
+                f'font-size="{self.font}" text-anchor="middle">{r}</text></g>')
+
+    def edge(self, a: int, b: int) -> str:
+        """The line between neighbouring cells ``a`` and ``b`` (``b`` right of or below ``a``)."""
+        x, y = self.at(b)
+        x2, y2 = (x, y + self.cell_px) if b == a + 1 and self.cols > 1 else (x + self.cell_px, y)
+        return f'<line x1="{x}" y1="{y}" x2="{x2}" y2="{y2}"/>'
+
+
+def _flat(nested: Nested) -> list[int]:
+    """The ranks of a rank tensor in row-major order."""
+    if isinstance(nested, int):
+        return [nested]
+    return [r for x in nested for r in _flat(x)]
+
+
+def _coords(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The row-major coordinate of index ``i``: ``_coords(5, (2, 4)) == (1, 1)``."""
+    out = []
+    for s in reversed(shape):
+        i, c = divmod(i, s)
+        out.append(c)
+    return tuple(reversed(out))
+
+
+def _neighbours(n: int, rows: int, cols: int) -> Iterator[tuple[int, int]]:
+    """Pairs ``(a, b)`` of cells next to each other in a panel: ``b == a + 1`` (across)
+    or ``b == a + cols`` (down); panels are runs of ``rows * cols`` cells."""
+    for a in range(n):
+        j = a % (rows * cols)
+        if j % cols < cols - 1:
+            yield a, a + 1
+        if j // cols < rows - 1:
+            yield a, a + cols
+
+
+def _panel_label(names: tuple[str, ...], coord: tuple[int, ...], hosts: list[int] | None,
+                 start: int, n: int) -> str:
+    """``pp=0 dp=1``: the outer coordinates of a panel, and its host if it has one only."""
+    label = " ".join(f"{d}={c}" for d, c in zip(names[:-2], coord))
+    if hosts is not None and len(set(hosts[start:start + n])) == 1:
+        label += f" (host {hosts[start]})"
+    return label
+
+
+def _colours(keys: list[tuple[int, ...]], pairs: list[tuple[int, int]]) -> list[str]:
+    """A fill per cell: one per key, taken greedily so that neighbouring keys differ.
+
+    Key ``g`` (numbered in order of first appearance) takes ``PALETTE[g % 12]``, or
+    the next colour that no already coloured neighbour of it has.  Groups along a dim
+    have at most 4 neighbouring groups (the cells around one position), so they always
+    differ from their neighbours; a host with 12 or more neighbouring hosts may not.
+    """
+    order: dict[tuple[int, ...], int] = {}
+    for key in keys:
+        order.setdefault(key, len(order))
+    near: list[set[int]] = [set() for _ in order]
+    for a, b in pairs:
+        ga, gb = order[keys[a]], order[keys[b]]
+        if ga != gb:
+            near[ga].add(gb)
+            near[gb].add(ga)
+    n = len(PALETTE)
+    chosen: list[int] = []
+    for g in range(len(order)):
+        taken = {chosen[h] for h in near[g] if h < g}
+        chosen.append(next((c for c in ((g + t) % n for t in range(n)) if c not in taken),
+                           g % n))
+    return [PALETTE[chosen[order[key]]] for key in keys]
+
+
+def _columns(outer: tuple[int, ...], pw: int, ph: int) -> int:
+    """How many panels go in a row: ``d * prod(outer[i+1:])`` for a divisor ``d`` of
+    ``outer[i]``, whichever makes the grid of panels closest to ``_ASPECT``.
+
+    >>> _columns((2, 2), 290, 180), _columns((), 290, 180)
+    (2, 1)
+    """
+    total = math.prod(outer)
+    options = {d * math.prod(outer[i + 1:]) for i, s in enumerate(outer)
+               for d in range(1, s + 1) if s % d == 0} or {1}
+
+    def misfit(c: int) -> tuple[float, int]:
+        w, h = c * (pw + _GAP), total // c * (ph + _GAP)
+        return abs(math.log(w / h / _ASPECT)), -c
+
+    return min(sorted(options), key=misfit)
+
+
+def _legend(view: MeshView, k: int | None, hosts: list[int] | None, rank: int | None,
+            keys: list[tuple[int, ...]], across: int) -> list[str]:
+    """The lines under the picture: panels, colours, host lines, the outlined rank."""
+    names, shape = view.names, view.shape
+    lines = []
+    if view.ndim >= 3:
+        lines.append(f"panels: one per ({', '.join(names[:-2])}), {across} to a row; in each, "
+                     f"{names[-2]} goes down and {names[-1]} across")
+    many = f"; {len(PALETTE)} colours repeat, neighbours always differ"
+    if k is not None:
+        groups = len(set(keys))
+        lines.append(f"colours: {names[k]} groups ({groups} group{'s' * (groups > 1)} of "
+                     f"{shape[k]} ranks, one colour each{many if groups > len(PALETTE) else ''})")
+    if hosts is not None:
+        count: dict[int, int] = {}
+        for h in hosts:
+            count[h] = count.get(h, 0) + 1
+        lo, hi = min(count.values()), max(count.values())
+        each = f"{lo}" if lo == hi else f"{lo} to {hi}"
+        plural = "s" * (len(count) > 1)
+        if k is None:
+            repeat = f"; {len(PALETTE)} colours repeat" if len(count) > len(PALETTE) else ""
+            lines.append(f"colours: hosts ({len(count)} host{plural}{repeat})")
+        lines.append(f"thick lines: host boundaries ({len(count)} host{plural}, {each} ranks "
+                     "of this picture on each)")
+    if rank is not None:
+        at = " ".join(f"{n}={c}" for n, c in zip(names, view.coordinate(rank) or ()))
+        lines.append(f"red outline: rank {rank} ({at})")
+    if view.num_instances > 1:
+        lines.append(f"one of {view.num_instances} instances of this view")
+    return lines
+
+
+def _label(x: int, y: int, anchor: str, s: str) -> str:
+    return f'<text x="{x}" y="{y}" text-anchor="{anchor}">{_text(s)}</text>'
+
+
+def _text(s: str) -> str:
+    """``s`` as XML character data: escaped, characters XML cannot hold replaced."""
+    return escape(_NOT_XML.sub("\ufffd", s), {'"': "&quot;"})
+
+
+def _width(s: str, font: int) -> int:
+    """The width in px of ``s`` in a monospace font of size ``font``."""
+    return math.ceil(len(s) * _EM * font)

@@ -1,0 +1,314 @@
+"""Topologies: which host (and fast domain) each rank runs on, and which groups cross hosts."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from layout import Layout, complement, flatten
+
+from ._errors import MeshTypeError, TopologyError
+from ._family import Family
+from ._input import MAX_UNIVERSE, as_int, as_size, ordered, show
+from ._listing import list_ranks, numpy
+
+if TYPE_CHECKING:
+    from ._view import Dim, MeshView
+
+__all__ = ["Topology"]
+
+
+@attrs.frozen(init=False, repr=False, eq=False)
+class Topology:
+    """Hosts × devices per host, optionally grouped into fast domains of hosts.
+
+    A value separate from views: the same plan can be checked against several
+    machines.  By default rank ``r`` runs on host ``r // devices_per_host`` (how
+    ``torchrun`` numbers ranks node by node); :meth:`from_hosts` takes an explicit
+    host per rank instead.  ``hosts_per_domain`` groups consecutive hosts into fast
+    domains (an NVLink domain spanning hosts, such as an NVL72 rack of 18 hosts):
+    host ``h`` is in domain ``h // hosts_per_domain``; the last domain may be partial.
+
+    Queries take a view and a dim and never list the world for a regular topology
+    over an identity universe: :meth:`hosts_per_group` is O(ndim + devices per
+    host**2) there (a group's host count depends only on where its first member
+    sits within a host), and :meth:`hosts_of` is O(group size).  Explicit host lists
+    and explicit universes list the dim's groups once (O(N)).
+
+    >>> from mesh import MeshView, Topology
+    >>> plan = MeshView.from_shape((4, 8, 4, 8), ("pp", "dp", "cp", "tp"))
+    >>> topo = Topology(1024, 8)
+    >>> [topo.hosts_per_group(plan, d) for d in plan.names], topo.is_intra_host(plan, "tp")
+    ([4, 8, 4, 1], True)
+    >>> topo.hosts_of(plan, 5, "cp"), topo.host(13)
+    ((0, 1, 2, 3), 1)
+    """
+
+    world_size: int
+    devices_per_host: int | None
+    """Devices per host, or None for an explicit host list with hosts of differing sizes."""
+    hosts_per_domain: int
+    _hosts: tuple[int, ...] | None  # explicit: the host index of every rank
+    _names: tuple[str, ...] | None  # explicit: each host's label, by index
+
+    def __init__(self, world_size: object, devices_per_host: object, *,
+                 hosts_per_domain: object = 1) -> None:
+        """``world_size`` ranks on hosts of ``devices_per_host`` devices each."""
+        n = as_size(world_size, "world_size")
+        h = as_size(devices_per_host, "devices_per_host")
+        f = as_size(hosts_per_domain, "hosts_per_domain")
+        if n > MAX_UNIVERSE:
+            raise TopologyError(f"a topology has at most 2**63 ranks, got {show(n)}")
+        if n % h:
+            raise TopologyError(
+                f"world_size {n:,} is not a whole number of hosts of {show(h)} devices (valid: "
+                f"a multiple of devices_per_host; use Topology.from_hosts for hosts of "
+                "differing sizes)")
+        if f > MAX_UNIVERSE:
+            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+        self.__attrs_init__(n, h, f, None, None)
+
+    @classmethod
+    def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1) -> Topology:
+        """A topology from the host of every rank: ``hosts[r]`` is rank ``r``'s host label
+        (any hashable: a hostname or an int; an ordered sequence).  Hosts are numbered in
+        order of first appearance; consecutive equal-sized hosts give the regular
+        topology (and its fast queries).
+
+        >>> Topology.from_hosts(["a", "a", "b", "b"]) == Topology(4, 2)
+        True
+        """
+        labels = ordered(hosts, "hosts")
+        if not labels:
+            raise TopologyError("hosts must name the host of at least one rank, got none")
+        f = as_size(hosts_per_domain, "hosts_per_domain")
+        if f > MAX_UNIVERSE:
+            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+        index: dict[str | int, int] = {}
+        for i, lab in enumerate(labels):
+            index.setdefault(_label(lab, i), len(index))
+        of = tuple([index[_label(lab, i)] for i, lab in enumerate(labels)])
+        names = tuple([str(lab) for lab in index])
+        n, k = len(of), len(index)
+        top = cls.__new__(cls)
+        if n % k == 0 and of == tuple([r // (n // k) for r in range(n)]):
+            top.__attrs_init__(n, n // k, f, None, names)
+        else:
+            top.__attrs_init__(n, None, f, of, names)
+        return top
+
+    # ---- values ------------------------------------------------------------------------
+    def _key(self) -> tuple[Any, ...]:
+        return (self.world_size, self.devices_per_host, self.hosts_per_domain, self._hosts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Topology) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        dom = f", hosts_per_domain={self.hosts_per_domain}" if self.hosts_per_domain > 1 else ""
+        if self._hosts is None:
+            return f"Topology({self.world_size}, {self.devices_per_host}{dom})"
+        return f"Topology.from_hosts(<{self.world_size} ranks on {self.num_hosts} hosts>{dom})"
+
+    @functools.cached_property
+    def num_hosts(self) -> int:
+        """The number of hosts."""
+        if self._hosts is None:
+            assert self.devices_per_host is not None
+            return self.world_size // self.devices_per_host
+        return max(self._hosts) + 1
+
+    @property
+    def num_domains(self) -> int:
+        """The number of fast domains (the last may hold fewer hosts)."""
+        return -(-self.num_hosts // self.hosts_per_domain)
+
+    def host(self, rank: int) -> int:
+        """The index of the host rank ``rank`` runs on."""
+        r = as_int(rank, "a rank")
+        if not 0 <= r < self.world_size:
+            raise TopologyError(f"rank {show(r)} is not on this topology {self!r} (valid: "
+                                f"0 <= rank < {self.world_size:,})")
+        if self._hosts is None:
+            assert self.devices_per_host is not None
+            return r // self.devices_per_host
+        return self._hosts[r]
+
+    def domain(self, rank: int) -> int:
+        """The index of the fast domain rank ``rank`` runs in."""
+        return self.host(rank) // self.hosts_per_domain
+
+    def host_name(self, host: int) -> str:
+        """A host's label: the one given to :meth:`from_hosts`, else ``"host<i>"``."""
+        h = as_int(host, "a host index")
+        if not 0 <= h < self.num_hosts:
+            raise TopologyError(f"host {show(h)} is not on this topology (valid: 0 <= host < "
+                                f"{self.num_hosts:,})")
+        return self._names[h] if self._names is not None else f"host{h}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data describing the topology (not a serialization format)."""
+        return {"world": self.world_size, "devices_per_host": self.devices_per_host,
+                "num_hosts": self.num_hosts, "hosts_per_domain": self.hosts_per_domain}
+
+    # ---- queries ----------------------------------------------------------------------
+    def hosts_of(self, view: MeshView, rank: int, dim: Dim) -> tuple[int, ...]:
+        """The hosts ``rank``'s group along ``dim`` spans, in order of first member."""
+        self._check(view)
+        return tuple(dict.fromkeys([self.host(r) for r in view.group(rank, dim)]))
+
+    def hosts_per_group(self, view: MeshView, dim: Dim) -> int:
+        """The most hosts any group of ``view`` along ``dim`` spans."""
+        self._check(view)
+        return self._most(view.family(dim), 1)
+
+    def domains_per_group(self, view: MeshView, dim: Dim) -> int:
+        """The most fast domains any group of ``view`` along ``dim`` spans."""
+        self._check(view)
+        return self._most(view.family(dim), self.hosts_per_domain)
+
+    def is_intra_host(self, view: MeshView, dim: Dim) -> bool:
+        """Whether every group of ``view`` along ``dim`` stays inside one host."""
+        return self.hosts_per_group(view, dim) == 1
+
+    def is_intra_domain(self, view: MeshView, dim: Dim) -> bool:
+        """Whether every group of ``view`` along ``dim`` stays inside one fast domain."""
+        return self.domains_per_group(view, dim) == 1
+
+    def _check(self, view: MeshView) -> None:
+        from ._view import MeshView
+
+        if not isinstance(view, MeshView):
+            raise MeshTypeError(f"a topology query takes a mesh.MeshView, got {show(view)}")
+        if view.ranks.max_rank >= self.world_size:
+            raise TopologyError(
+                f"{view!r} reaches rank {view.ranks.max_rank:,}, beyond this topology's "
+                f"{self.world_size:,} ranks ({self!r})")
+
+    def _most(self, fam: Family, hosts_per_block: int) -> int:
+        """The most blocks of ``hosts_per_block`` hosts any group of ``fam`` spans."""
+        if self._hosts is None and fam.ranks.is_identity:
+            assert self.devices_per_host is not None
+            return _most_blocks(fam.layout, fam.ranks.size,
+                                self.devices_per_host * hosts_per_block)
+        return self._most_listed(fam, hosts_per_block)
+
+    def _most_listed(self, fam: Family, hosts_per_block: int) -> int:
+        """Count each group's blocks after listing the family (explicit hosts or universe)."""
+        rows = list_ranks(fam.ranks, complement(fam.layout, fam.ranks.size), fam.layout)
+        np = numpy() if hasattr(rows, "shape") else None
+        hosts = self._hosts
+        per = (self.devices_per_host or 1) * hosts_per_block
+        if np is not None:
+            b = rows // per if hosts is None else np.asarray(hosts)[rows] // hosts_per_block
+            b.sort(axis=1)
+            return int(((b[:, 1:] != b[:, :-1]).sum(axis=1) + 1).max())
+        if hosts is None:
+            return max(len({r // per for r in row}) for row in rows)
+        return max(len({hosts[r] // hosts_per_block for r in row}) for row in rows)
+
+
+def _label(lab: object, i: int) -> str | int:
+    """A host label: a str, or an int in int64 (NumPy and torch ints too), as given."""
+    if isinstance(lab, str):
+        return str(lab)
+    try:
+        v = as_int(lab, f"hosts[{i}]", "a host label (a str or an int)")
+    except MeshTypeError:
+        raise MeshTypeError(f"hosts[{i}] must be a host label (a str or an int), got "
+                            f"{show(lab)}") from None
+    if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
+        raise TopologyError(f"hosts[{i}] must be an int in int64 or a str, got {show(v)}")
+    return v
+
+
+def _modes(L: Layout) -> list[tuple[int, int]]:
+    return [(s, d) for s, d in zip(flatten(L.shape), flatten(L.stride)) if s > 1]
+
+
+_BUDGET = 1 << 22  # the most residues or block candidates one query may enumerate
+
+
+def _most_blocks(dim: Layout, n: int, per: int) -> int:
+    """The most blocks ``[k * per, (k + 1) * per)`` any group of the family spans.
+
+    The family's groups start at the complement's offsets ``b`` and are ``b + S`` with
+    ``S`` the dim layout's image.  Shifting a group by ``per`` shifts its blocks by one,
+    so a group's block count depends only on ``b % per``: the residues of the starts are
+    found mode by mode (at most ``per`` of them, by doubling).  ``S = A + I`` where ``A``
+    holds the modes moving by whole blocks (a mode of stride ``d | per`` and extent a
+    multiple of ``per`` splits into a block-moving and an inner part) and ``I`` the rest;
+    for a start residue ``p`` the blocks are ``A / per + {(p + i) // per}``, of size
+    ``|A|`` when the inner part stays in one block (the usual case), else counted.
+    Irregular placements too many to enumerate raise :class:`~mesh.TopologyError`.
+
+    >>> _most_blocks(Layout(3, 1), 12, 4)  # tp=3 on hosts of 4: (3, 4, 5) spans two
+    2
+    """
+    if per >= n:  # the whole universe is in block 0
+        return 1
+    whole: list[tuple[int, int]] = []
+    inner: list[tuple[int, int]] = []
+    for s, d in _modes(dim):
+        if d % per == 0:
+            whole.append((s, d // per))
+        elif per % d == 0 and (s * d) % per == 0:
+            whole.append((s * d // per, 1))
+            inner.append((per // d, d))
+        else:
+            inner.append((s, d))
+    residues = {0}
+    for s, d in _modes(complement(dim, n)):
+        residues = _plus_progression(residues, d % per, s, per)
+    size_whole = math.prod(s for s, _ in whole)
+    hi = sum((s - 1) * d for s, d in inner)  # the inner part's largest offset
+    in_image: list[int] | None = None
+    most = 0
+    for p in residues:
+        if (p + hi) // per == 0:  # the inner part stays in one block
+            most = max(most, size_whole)
+            continue
+        if in_image is None:
+            in_image = _image(inner, "the dim's placement within hosts")
+        blocks = {(p + i) // per for i in in_image}
+        _spend(size_whole * len(blocks), "the groups' host placements")
+        whole_image = _image(whole, "the dim's hosts")
+        most = max(most, len({a + t for a in whole_image for t in blocks}))
+    return most
+
+
+def _plus_progression(r: set[int], d: int, s: int, per: int) -> set[int]:
+    """``{(x + c * d) % per : x in r, c < s}`` by doubling: O(log s) passes over the set."""
+    if d == 0:
+        return r
+    s = min(s, per // math.gcd(d, per))  # c * d % per repeats after that
+    out, have = set(r), 1  # out = r + {0, d, ..., (have - 1) * d}
+    for bit in bin(s)[3:]:
+        out |= {(x + have * d) % per for x in out}
+        have *= 2
+        if bit == "1":
+            out |= {(x + have * d) % per for x in r}
+            have += 1
+        _spend(len(out), "the groups' offsets within a host")
+    return out
+
+
+def _spend(count: int, what: str) -> None:
+    if count > _BUDGET:
+        raise TopologyError(f"{what} are too irregular to enumerate ({count:,} cases, more "
+                            f"than {_BUDGET:,}): choose devices_per_host and dim sizes that "
+                            "divide each other")
+
+
+def _image(modes: list[tuple[int, int]], what: str) -> list[int]:
+    _spend(math.prod(s for s, _ in modes), what)
+    offs = [0]
+    for s, d in modes:
+        offs = [o + c * d for o in offs for c in range(s)]
+    return offs

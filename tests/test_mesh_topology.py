@@ -1,0 +1,239 @@
+"""Topology queries and dim families, against brute force over explicit rank tensors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mesh import (
+    Family,
+    MeshTypeError,
+    MeshView,
+    RankMap,
+    Topology,
+    TopologyError,
+    UnknownDimError,
+)
+
+
+def brute_groups(tensor: np.ndarray, k: int) -> np.ndarray:
+    """Every group along axis ``k`` of an explicit rank tensor, one per row."""
+    return np.moveaxis(tensor, k, -1).reshape(-1, tensor.shape[k])
+
+
+def brute_most(rows: np.ndarray, host_of: np.ndarray) -> int:
+    """The most distinct hosts in one row."""
+    return max(len(set(host_of[row].tolist())) for row in rows)
+
+
+def brute_family(rows: np.ndarray) -> frozenset[tuple[int, ...]]:
+    return frozenset(map(tuple, rows.tolist()))
+
+
+# ---- worked examples ---------------------------------------------------------------------
+def test_default_hosts_are_consecutive_blocks() -> None:
+    topo = Topology(16, 4)
+    assert [topo.host(r) for r in range(16)] == [r // 4 for r in range(16)]
+    assert topo.num_hosts == 4 and topo.host_name(2) == "host2"
+
+
+def test_a_tp_dim_inside_a_host_and_a_dp_dim_across_hosts() -> None:
+    view = MeshView.from_shape((4, 8), ("dp", "tp"))
+    topo = Topology(32, 8)
+    assert topo.is_intra_host(view, "tp") and topo.hosts_per_group(view, "tp") == 1
+    assert not topo.is_intra_host(view, "dp") and topo.hosts_per_group(view, "dp") == 4
+    assert topo.hosts_of(view, 13, "dp") == (0, 1, 2, 3)
+    assert topo.hosts_of(view, 13, "tp") == (1,)
+
+
+def test_a_group_straddling_a_host_boundary_counts_both_hosts() -> None:
+    """tp=3 on hosts of 4: groups (0,1,2) stay, (3,4,5) straddles hosts 0 and 1."""
+    view = MeshView.from_shape((4, 3), ("dp", "tp"))
+    topo = Topology(12, 4)
+    assert topo.hosts_per_group(view, "tp") == 2
+    assert topo.hosts_of(view, 4, "tp") == (0, 1)
+    assert topo.hosts_of(view, 0, "tp") == (0,)
+
+
+def test_fast_domains_group_consecutive_hosts() -> None:
+    """An NVL domain of 2 hosts of 4: a dp group of stride 4 spans 2 hosts but 1 domain."""
+    view = MeshView.from_shape((2, 2, 4), ("pp", "dp", "tp"))
+    topo = Topology(16, 4, hosts_per_domain=2)
+    assert topo.hosts_per_group(view, "dp") == 2
+    assert topo.domains_per_group(view, "dp") == 1 and topo.is_intra_domain(view, "dp")
+    assert topo.domains_per_group(view, "pp") == 2 and not topo.is_intra_domain(view, "pp")
+    assert [topo.domain(r) for r in (0, 7, 8, 15)] == [0, 0, 1, 1]
+
+
+def test_a_partial_last_domain() -> None:
+    topo = Topology(12, 2, hosts_per_domain=4)  # 6 hosts: domains of 4 and 2 hosts
+    assert topo.num_domains == 2 and topo.domain(11) == 1
+
+
+def test_explicit_hosts_numbered_by_first_appearance() -> None:
+    topo = Topology.from_hosts(["b", "a", "b", "a"])
+    assert [topo.host(r) for r in range(4)] == [0, 1, 0, 1]
+    assert topo.host_name(1) == "a" and topo.devices_per_host is None
+    view = MeshView.from_shape((2, 2), ("dp", "tp"))
+    assert topo.hosts_per_group(view, "tp") == 2 and topo.hosts_per_group(view, "dp") == 1
+
+
+def test_regular_explicit_hosts_equal_the_default_topology() -> None:
+    assert Topology.from_hosts([0, 0, 1, 1, 2, 2]) == Topology(6, 2)
+    assert hash(Topology.from_hosts(["x", "x"])) == hash(Topology(2, 2))
+    assert Topology(8, 2) != Topology(8, 4) != Topology(8, 4, hosts_per_domain=2)
+
+
+def test_topology_pickles() -> None:
+    for topo in (Topology(64, 8, hosts_per_domain=2), Topology.from_hosts([1, 0, 1])):
+        assert pickle.loads(pickle.dumps(topo)) == topo
+
+
+def test_a_view_over_a_sub_universe_fits_a_bigger_topology() -> None:
+    view = MeshView.from_ranks([[6, 7], [8, 9]], ("dp", "tp"))  # hosts 1 and 2 of 4 ranks
+    topo = Topology(16, 4)
+    assert topo.hosts_per_group(view, "dp") == 2 and topo.hosts_per_group(view, "tp") == 1
+
+
+# ---- bad input -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("make", "error", "match"), [
+    (lambda: Topology(12, 8), TopologyError, "not a whole number of hosts"),
+    (lambda: Topology(0, 8), Exception, "world_size"),
+    (lambda: Topology(8, 0), Exception, "devices_per_host"),
+    (lambda: Topology(8, 2, hosts_per_domain=0), Exception, "hosts_per_domain"),
+    (lambda: Topology(8.0, 2), MeshTypeError, "world_size"),
+    (lambda: Topology(True, 1), MeshTypeError, "world_size"),
+    (lambda: Topology.from_hosts([]), TopologyError, "at least one"),
+    (lambda: Topology.from_hosts({"a", "b"}), MeshTypeError, "ordered"),
+    (lambda: Topology.from_hosts(["a", 1.5]), MeshTypeError, r"hosts\[1\]"),
+    (lambda: Topology.from_hosts([["a"]]), MeshTypeError, r"hosts\[0\]"),
+    (lambda: Topology(8, 2).host(8), TopologyError, "rank 8"),
+    (lambda: Topology(8, 2).host(-1), TopologyError, "rank -1"),
+    (lambda: Topology(8, 2).host_name(4), TopologyError, "host 4"),
+    (lambda: Topology(8, 2).hosts_per_group("tp", 0), MeshTypeError, "MeshView"),
+    (lambda: Topology(8, 2).hosts_per_group(MeshView.from_shape(16), 0), TopologyError,
+     "rank 15"),
+    (lambda: Topology(8, 2).is_intra_host(MeshView.from_shape(8, ("x",)), "y"),
+     UnknownDimError, "'y'"),
+])
+def test_bad_topology_input_is_refused_with_a_typed_error(make, error, match) -> None:
+    with pytest.raises(error, match=match):
+        make()
+
+
+# ---- against brute force ---------------------------------------------------------------------
+def _views(n: int) -> list[MeshView]:
+    """Views over ``n`` ranks reached by slicing, flattening, transposing and explicit maps."""
+    mesh = MeshView.from_shape((2, 3, 2, 4) if n == 48 else (4, 4, 4), None)
+    out = [mesh, mesh.transpose(*reversed(mesh.names)), mesh[mesh.names[0], mesh.names[-1]],
+           mesh.flatten(mesh.names[1:3])]
+    perm = np.random.default_rng(n).permutation(n).reshape(mesh.shape)
+    out.append(MeshView.from_ranks(perm.tolist(), mesh.names))
+    out.append(MeshView.from_ranks(np.arange(n).reshape(mesh.shape).T.tolist(), None))
+    return out
+
+
+def _tensor(view: MeshView) -> list[np.ndarray]:
+    """Every instance of ``view`` as an explicit rank tensor, from the instances listing."""
+    return [np.asarray(inst).reshape(view.shape) for inst in view.instances()]
+
+
+@pytest.mark.parametrize(("n", "per_host", "per_domain"), [
+    (n, h, f) for n in (48, 64) for h in (1, 2, 3, 4, 8, 16) for f in (1, 2, 3) if n % h == 0])
+def test_hosts_per_group_matches_brute_force(n: int, per_host: int, per_domain: int) -> None:
+    topo = Topology(n, per_host, hosts_per_domain=per_domain)
+    host_of = np.arange(n) // per_host
+    for view in _views(n):
+        insts = _tensor(view)
+        for k in range(view.ndim):
+            rows = np.concatenate([brute_groups(t, k) for t in insts])
+            assert topo.hosts_per_group(view, k) == brute_most(rows, host_of), (view, k)
+            assert topo.domains_per_group(view, k) == brute_most(rows, host_of // per_domain)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([1, 2, 3, 4, 5, 6, 8]), min_size=1, max_size=4),
+       st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]), st.integers(1, 3), st.randoms())
+def test_hosts_per_group_law(shape, per_host, per_domain, rnd) -> None:
+    """Law: hosts_per_group(view, k) = max over the groups g along k of |{host(r) : r in g}|,
+    for any view (sliced, transposed, flattened) and any regular or explicit topology."""
+    n = math.prod(shape)
+    world = -(-n // per_host) * per_host
+    names = [f"d{i}" for i in range(len(shape))]
+    view = MeshView.from_shape(tuple(shape), names)
+    if len(shape) > 1 and rnd.random() < 0.5:
+        view = view[tuple(rnd.sample(names, rnd.randint(1, len(names))))]
+    if rnd.random() < 0.3:
+        topo = Topology.from_hosts([rnd.randrange(4) for _ in range(world)],
+                                   hosts_per_domain=per_domain)
+    else:
+        topo = Topology(world, per_host, hosts_per_domain=per_domain)
+    hosts = np.asarray([topo.host(r) for r in range(world)])
+    for k in range(view.ndim):
+        rows = np.asarray(view.groups(k))
+        assert topo.hosts_per_group(view, k) == brute_most(rows, hosts)
+        assert topo.domains_per_group(view, k) == brute_most(rows, hosts // per_domain)
+        r = int(rows[rnd.randrange(len(rows)), 0])
+        expected = tuple(dict.fromkeys(hosts[list(view.group(r, k))].tolist()))
+        assert topo.hosts_of(view, r, k) == expected
+
+
+def test_hosts_per_group_at_2_to_the_40_ranks_is_arithmetic() -> None:
+    """A 2**40-rank plan: answered without listing (a listing would not fit in memory)."""
+    n = 1 << 40
+    view = MeshView.from_shape((1 << 20, 1 << 12, 1 << 8), ("dp", "cp", "tp"))
+    topo = Topology(n, 8)
+    assert [topo.hosts_per_group(view, d) for d in view.names] == [1 << 20, 1 << 12, 32]
+    assert Topology(n, 1 << 9).hosts_per_group(view, "tp") == 1
+
+
+# ---- families --------------------------------------------------------------------------------
+def _family_examples() -> list[tuple[MeshView, int]]:
+    base = MeshView.from_shape((2, 2, 4), ("a", "b", "c"))
+    world = MeshView.from_shape(16, ("w",))
+    return [
+        *[(base, k) for k in range(3)],
+        (base.flatten(("a", "b")), 0),
+        (world.unflatten("w", (4, 4), ("x", "y")), 0),
+        (world.unflatten("w", (4, 4), ("x", "y")), 1),
+        (world.unflatten("w", (4, 2, 2), ("x", "y", "z")), 0),
+        (base.transpose("c", "b", "a"), 0),
+        (MeshView.from_ranks(np.arange(16).reshape(4, 4).T.tolist(), ("p", "q")), 0),
+        (MeshView.from_ranks(np.arange(16).reshape(4, 4).T.tolist(), ("p", "q")), 1),
+        (MeshView.from_ranks(np.arange(16)[::-1].reshape(4, 4).tolist(), ("p", "q")), 1),
+        (MeshView.from_ranks(np.arange(16).reshape(2, 8).tolist(), ("p", "q")), 0),
+        (MeshView.from_ranks([[1, 0, 3, 2], [5, 4, 7, 6], [9, 8, 11, 10], [13, 12, 15, 14]],
+                             ("p", "q")), 0),
+        (MeshView.from_ranks([[0, 1, 2, 3], [8, 9, 10, 11], [4, 5, 6, 7], [12, 13, 14, 15]],
+                             ("p", "q")), 1),
+        (MeshView.from_ranks([[0, 1, 2, 3], [8, 9, 10, 11], [4, 5, 6, 7], [12, 13, 14, 15]],
+                             ("p", "q")), 0),
+        (MeshView.from_shape((16, 1), ("p", "one")), 1),
+        (MeshView.from_ranks([[r] for r in range(16)], ("p", "one")), 1),
+    ]
+
+
+def test_families_are_equal_exactly_when_the_ordered_groups_are() -> None:
+    """Law: view.family(k) == other.family(j)  <=>  the two dims' sets of ordered groups
+    are equal, over identity and explicit universes alike."""
+    cases = _family_examples()
+    for (v1, k1), (v2, k2) in itertools.product(cases, repeat=2):
+        same = set(v1.groups(k1)) == set(v2.groups(k2))
+        assert (v1.family(k1) == v2.family(k2)) == same, (v1, k1, v2, k2)
+
+
+def test_a_permuted_explicit_universe_reaches_the_identity_family() -> None:
+    transposed = MeshView.from_ranks([[0, 2], [1, 3]], ("tp", "dp"))
+    assert transposed.family("tp") == MeshView.from_shape((2, 2), ("dp", "tp")).family("tp")
+    assert transposed.family("tp") == Family(RankMap(4), MeshView.from_shape(2).layout[0])
+
+
+def test_a_family_counts_its_groups() -> None:
+    fam = MeshView.from_shape((4, 8), ("dp", "tp")).family("dp")
+    assert (fam.group_size, fam.num_groups) == (4, 8)
