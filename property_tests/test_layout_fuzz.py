@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import copyreg
-import enum
 import math
 import operator
 import pickle
@@ -35,10 +34,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, ClassVar, NamedTuple, NoReturn
 
+import hostile
 import numpy as np
 import pytest
+from hostile import deep_tuple
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
@@ -53,10 +54,8 @@ BIG = 10**5000
 # ---- the names junk is written with -------------------------------------------------------
 
 def deep(n: int, leaf: object = 2) -> object:
-    """``leaf`` wrapped in ``n`` 1-tuples, built iteratively (depth ``n`` for an int leaf)."""
-    for _ in range(n):
-        leaf = (leaf,)
-    return leaf
+    """``leaf`` wrapped in ``n`` 1-tuples (depth ``n`` for an int leaf)."""
+    return deep_tuple(n, leaf)
 
 
 def nest_layout(n: int) -> Layout:
@@ -67,78 +66,17 @@ def nest_layout(n: int) -> Layout:
     return L
 
 
-def selfref_list() -> list[object]:
-    """A list that contains itself."""
-    x: list[object] = []
-    x.append(x)
-    return x
-
-
-class IntSub(int):
-    """An int subclass: an integer-like that must come back as a plain ``int``."""
-
-
-class Color(enum.IntEnum):
-    RED = 2
-
-
 class Pair(NamedTuple):
     a: object
     b: object
 
 
-class BadIndex:
-    def __index__(self) -> int:
-        raise TypeError("no index")
-
-
-class NonIntIndex:
-    def __index__(self) -> int:
-        return "3"  # type: ignore[return-value]
-
-
-class RaisingIndex:
-    def __index__(self) -> int:
-        raise ZeroDivisionError("index failed")
-
-
-class HostileRepr:
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr")
-
-
-_NS: dict[str, object] = {
-    **{name: getattr(layout, name) for name in layout.__all__},
-    "np": np, "Fraction": Fraction, "MAX_DEPTH": MAX_DEPTH, "deep": deep,
-    "nest_layout": nest_layout, "selfref_list": selfref_list, "IntSub": IntSub, "Color": Color,
-    "Pair": Pair, "BadIndex": BadIndex, "NonIntIndex": NonIntIndex,
-    "RaisingIndex": RaisingIndex, "HostileRepr": HostileRepr,
-}
-
-
-class Junk:
-    """A drawn argument, kept as source: its repr is the source, ``build()`` makes a fresh value."""
-
-    __slots__ = ("_code", "src")
-
-    def __init__(self, src: str) -> None:
-        self.src = src
-        self._code = compile(src, "<junk>", "eval")
-
-    def __repr__(self) -> str:
-        return self.src
-
-    def value(self) -> object:
-        """A fresh value of the source."""
-        return eval(self._code, _NS)
-
-    def build(self) -> object:
-        """:meth:`value`, or a rejected draw where it cannot be built (an unhashable set
-        member, a layout the library refuses to build)."""
-        try:
-            return self.value()
-        except Exception:
-            reject()
+class Junk(hostile.Junk):
+    NS: ClassVar[dict[str, object]] = {
+        **{name: getattr(layout, name) for name in layout.__all__}, **hostile.HOSTILE,
+        "np": np, "Fraction": Fraction, "MAX_DEPTH": MAX_DEPTH, "deep": deep,
+        "nest_layout": nest_layout, "Pair": Pair,
+    }
 
 
 # ---- strategies (of source strings) -------------------------------------------------------

@@ -39,21 +39,21 @@ that they refuse, fast, instead of hanging.
 from __future__ import annotations
 
 import copy
-import enum
 import inspect
 import json
 import operator
 import pickle
 import time
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
+import hostile
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, reject
+from hypothesis import given
 from hypothesis import strategies as st
 
 import mesh
@@ -74,125 +74,14 @@ HUGE_UNIVERSE = 4096  # receivers over this many ranks only get a small limit=
 
 # ---- the names junk is written with -------------------------------------------------------
 
-def deep_list(n: int, leaf: object = 0) -> object:
-    """``leaf`` wrapped in ``n`` one-item lists, built iteratively."""
-    for _ in range(n):
-        leaf = [leaf]
-    return leaf
-
-
-def deep_tuple(n: int, leaf: object = 0) -> object:
-    """``leaf`` wrapped in ``n`` 1-tuples, built iteratively."""
-    for _ in range(n):
-        leaf = (leaf,)
-    return leaf
-
-
-def gen() -> Iterator[int]:
-    """A generator of two small ints (an iterable without an order the API accepts)."""
-    yield 0
-    yield 1
-
-
-class BadIndex:
-    def __index__(self) -> int:
-        raise TypeError("no index")
-
-
-class RaisingIndex:
-    def __index__(self) -> int:
-        raise ZeroDivisionError("index failed")
-
-
-class HostileRepr:
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr")
-
-    __str__ = __repr__
-
-
-class HostileIter:
-    def __iter__(self) -> Iterator[int]:
-        raise RuntimeError("no iter")
-
-    def __len__(self) -> int:
-        return 2
-
-
-class HostileLen:
-    def __len__(self) -> int:
-        raise RuntimeError("no len")
-
-    def __iter__(self) -> Iterator[int]:
-        return iter((0, 1))
-
-
-class HostileList(list):  # type: ignore[type-arg]
-    """A list whose iteration, length and items raise: it passes ``isinstance(x, list)``."""
-
-    def __iter__(self) -> Iterator[Any]:
-        raise RuntimeError("no iter")
-
-    def __len__(self) -> int:
-        raise RuntimeError("no len")
-
-    def __getitem__(self, i: Any) -> Any:
-        raise RuntimeError("no item")
-
-
-class HostileMapping(Mapping):  # type: ignore[type-arg]
-    """A Mapping whose every access raises: it passes ``isinstance(x, Mapping)``."""
-
-    def __getitem__(self, k: object) -> object:
-        raise RuntimeError("no item")
-
-    def __iter__(self) -> Iterator[object]:
-        raise RuntimeError("no iter")
-
-    def __len__(self) -> int:
-        raise RuntimeError("no len")
-
-
-class IntSub(int):
-    """An int subclass: an integer-like that must come back as a plain ``int``."""
-
-
-class Color(enum.IntEnum):
-    RED = 2
-
-
 M_SRC = "MeshView.from_shape((2, 2, 2), ('dp', 'cp', 'tp'))"
 M = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
 
-_NS: dict[str, object] = {
-    **{name: getattr(mesh, name) for name in mesh.__all__},
-    "Layout": Layout, "np": np, "torch": torch, "Fraction": Fraction, "BIG": BIG, "M": M,
-    "deep_list": deep_list, "deep_tuple": deep_tuple, "gen": gen, "BadIndex": BadIndex,
-    "RaisingIndex": RaisingIndex, "HostileRepr": HostileRepr, "HostileIter": HostileIter,
-    "HostileLen": HostileLen, "HostileList": HostileList, "HostileMapping": HostileMapping,
-    "IntSub": IntSub, "Color": Color,
-}
-
-
-class Junk:
-    """A drawn argument kept as source: its repr is the source, ``build()`` a fresh value."""
-
-    __slots__ = ("_code", "src")
-
-    def __init__(self, src: str) -> None:
-        self.src = src
-        self._code = compile(src, "<junk>", "eval")
-
-    def __repr__(self) -> str:
-        return self.src
-
-    def build(self) -> object:
-        """A fresh value of the source, or a rejected draw where it cannot be built (a view
-        the library refuses to build)."""
-        try:
-            return eval(self._code, _NS)
-        except Exception:
-            reject()
+class Junk(hostile.Junk):
+    NS: ClassVar[dict[str, object]] = {
+        **{name: getattr(mesh, name) for name in mesh.__all__}, **hostile.HOSTILE,
+        "Layout": Layout, "np": np, "torch": torch, "Fraction": Fraction, "BIG": BIG, "M": M,
+    }
 
 
 # ---- strategies (of source strings) -------------------------------------------------------
@@ -715,7 +604,7 @@ FOUND = [
 def test_calls_found_by_the_fuzz_obey_the_law(src: str) -> None:
     """THE LAW, for each call the fuzz found breaking it: it returns (a view that passes the
     cheap checks) or raises a ``mesh.MeshError``."""
-    ok, out = Call(src).run(lambda: eval(src, _NS))
+    ok, out = Call(src).run(lambda: eval(src, Junk.NS))
     if ok and isinstance(out, MeshView):
         check_view(out, src)
     if ok and isinstance(out, RankMap):

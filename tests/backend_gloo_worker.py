@@ -20,12 +20,13 @@ Importing this module only defines the cases (no torch import), so the test can 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 import time
 from typing import Any
+
+from gloo_launch import write_report
 
 Case = tuple[str, tuple[Any, ...], list[tuple[Any, ...]], dict[str, dict[str, Any]]]
 
@@ -156,7 +157,7 @@ def _check(out_dir: str) -> None:
     backend.shutdown()
     result["shutdown_s"] = time.monotonic() - t0
     result["initialized_after_shutdown"] = dist.is_initialized()
-    _write(out_dir, rank, result)
+    write_report(out_dir, rank, result)
 
 
 def _fault(out_dir: str, how: str) -> None:
@@ -194,7 +195,7 @@ def _fault(out_dir: str, how: str) -> None:
     except Exception as e:
         result["error"] = f"{type(e).__name__}: {e}"[:500]
     result["elapsed_s"] = time.monotonic() - t0
-    _write(out_dir, rank, result)  # before shutdown: the test needs this even if that hangs
+    write_report(out_dir, rank, result)  # before shutdown: the test needs this even if that hangs
     done = threading.Event()
 
     def shut() -> None:
@@ -205,15 +206,8 @@ def _fault(out_dir: str, how: str) -> None:
 
     threading.Thread(target=shut, daemon=True).start()
     result["shutdown_done"] = done.wait(timeout=10)
-    _write(out_dir, rank, result)
+    write_report(out_dir, rank, result)
     os._exit(0)  # skip interpreter teardown, which may wait on the broken groups
-
-
-def _write(out_dir: str, rank: int, result: dict[str, Any]) -> None:
-    path = os.path.join(out_dir, f"rank{rank}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f)
-    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

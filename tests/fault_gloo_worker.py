@@ -22,11 +22,12 @@ Modes (the issue's scenarios):
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from typing import Any
+
+from gloo_launch import write_report
 
 TIMEOUT_S = 5.0
 LATE_S = 7.0
@@ -109,17 +110,17 @@ def _main(mode: str, out_dir: str) -> None:
                 explained[dim] = {"type": type(why).__name__, "message": str(why)[:1500],
                                   "lost": list(getattr(why, "lost", ()))}
         result["explained"] = explained
-        _write(out_dir, rank, result)
+        write_report(out_dir, rank, result)
         t = time.time()
         backend.shutdown()
         backend.shutdown()  # idempotent
         result["shutdown_s"] = time.time() - t
-        _write(out_dir, rank, result)
+        write_report(out_dir, rank, result)
         os._exit(0)
     if mode != "killed":
         dist.barrier()  # every request is done before a collective waits on a group's timeout
         result["works"] = {d: _works(dist, torch, g, rank) for d, g in groups.items()}
-    _write(out_dir, rank, result)
+    write_report(out_dir, rank, result)
     dist.barrier()
     backend.shutdown()
     if mode == "skip":  # the process can start a new backend (and world) after a shutdown
@@ -132,15 +133,8 @@ def _main(mode: str, out_dir: str) -> None:
         result["again"] = _works(dist, torch, fresh.get_group("tp"), rank)
         dist.barrier()
         again.shutdown()
-        _write(out_dir, rank, result)
+        write_report(out_dir, rank, result)
     os._exit(0)
-
-
-def _write(out_dir: str, rank: int, result: dict[str, Any]) -> None:
-    path = os.path.join(out_dir, f"rank{rank}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f)
-    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

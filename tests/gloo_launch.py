@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["free_port", "launch"]
+__all__ = ["free_port", "launch", "write_report"]
 
 
 def free_port() -> int:
@@ -28,6 +28,14 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def write_report(out_dir: str, rank: int, result: dict[str, Any]) -> None:
+    """A worker's report, ``OUT_DIR/rank<r>.json``, written whole (renamed into place)."""
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
 
 
 def _tail(path: Path, n: int = 3000) -> str:

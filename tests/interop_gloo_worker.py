@@ -14,10 +14,10 @@ torch's ``_concatenate`` of the two converted slices gave.  The worker asserts n
 from __future__ import annotations
 
 import copy
-import json
-import os
 import sys
 from typing import Any
+
+from gloo_launch import write_report
 
 STEPS, BATCH, WIDTH = 4, 8, 16
 
@@ -89,14 +89,7 @@ def _train(out_dir: str) -> None:
     result["groups_created"] = len(backend.created)
     dist.barrier()
     backend.shutdown()
-    _write(out_dir, rank, result)
-
-
-def _write(out_dir: str, rank: int, result: dict[str, Any]) -> None:
-    path = os.path.join(out_dir, f"rank{rank}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f)
-    os.replace(path + ".tmp", path)
+    write_report(out_dir, rank, result)
 
 
 if __name__ == "__main__":

@@ -113,18 +113,21 @@ class MeshView:
             raise InvalidDimsError(f"the layout {layout} has {len(modes)} dims but "
                                    f"{len(names_t)} names were given: {names_t!r}")
         canonical = make_layout(*modes)
-        dims = ", ".join(f"{n}={show(m.size)}" for n, m in zip(names_t, modes))
+
+        def dims() -> str:  # for the error messages only
+            return ", ".join(f"{n}={show(m.size)}" for n, m in zip(names_t, modes))
+
         for name, m in zip(names_t, modes):
             if _moves(m):
                 raise OverlapError(f"dim {name!r} has the stride-0 layout {m}: it would repeat "
                                    "ranks")
         if not is_tractable(canonical):
-            raise OverlapError(f"the dims {dims} overlap or interleave (layout {canonical}), so "
+            raise OverlapError(f"the dims {dims()} overlap or interleave (layout {canonical}), so "
                                f"their instances cannot tile the {ranks.size} ranks of the "
                                "universe")
         span = _span(canonical)
         if ranks.size % span:
-            raise OverlapError(f"the dims {dims} (layout {canonical}) span {show(span)} offsets, "
+            raise OverlapError(f"the dims {dims()} (layout {canonical}) span {show(span)} offsets, "
                                f"which does not divide the universe of {ranks.size} ranks")
         self.__attrs_init__(canonical, names_t, ranks)
 
