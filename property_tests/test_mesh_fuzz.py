@@ -209,7 +209,8 @@ VIEW_PROPERTIES = ("shape", "ndim", "num_instances", "layout", "names", "ranks")
 RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from_dict")
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
-                    "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain")
+                    "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
+                    "with_domains")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
@@ -337,6 +338,8 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert out.ranks.size % out.layout.size == 0, f"{where}: {out!r}"
     elif isinstance(out, (mesh.Topology, mesh.CommMemory)):
         assert isinstance(repr(out), str) and pickle.loads(pickle.dumps(out)) == out
+        if name == "with_domains":
+            assert (out.world_size, out.num_hosts) == (recv.world_size, recv.num_hosts), where
     elif isinstance(out, np.ndarray):
         assert name == "instance_array" and out.dtype == np.int64, where
         assert out.shape == recv.shape, f"{where}: shape {out.shape} != {recv.shape}"

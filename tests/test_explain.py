@@ -17,6 +17,7 @@ import pytest
 from layout import Layout
 from mesh import (
     CommMemory,
+    InvalidSizeError,
     MeshTypeError,
     MeshView,
     Topology,
@@ -185,8 +186,8 @@ def test_crossing_names_each_listed_dim_that_leaves_a_host() -> None:
     (lambda: explain({"m": MeshView.from_shape(8)}, Topology(8, 8), world=16), TopologyError,
      "world=16"),
     (lambda: explain({"m": MeshView.from_shape(8)}, rank=8), TopologyError, "rank 8"),
-    (lambda: CommMemory(channels=0), TopologyError, "channels"),
-    (lambda: CommMemory(fixed=-1), TopologyError, "fixed"),
+    (lambda: CommMemory(channels=0), InvalidSizeError, "channels"),
+    (lambda: CommMemory(fixed=-1), InvalidSizeError, "fixed"),
     (lambda: CommMemory(buffsize=1.5), MeshTypeError, "1.5"),
 ])
 def test_bad_input_to_explain_raises_typed_errors(call, error, match) -> None:
@@ -236,14 +237,35 @@ def test_expect_intra_host_fails_naming_each_crossing_dim() -> None:
     (("--dims", "tp=8", "--rank", "8"), "rank 8"),
     (("--dims", "tp=8", "--expect-intra-host", "ep"), "'ep'"),
     (("--dims", "tp=8", "--color-by", "tp"), "--svg"),
-    (("--dims", "tp=8", "--channels", "0"), "channels"),
+    (("--dims", "tp=8", "--channels", "0"), "--channels: must be a positive int, got '0'"),
     (("--dims", "tp=8", "--buffsize-mib", "nan"), "--buffsize-mib"),
+    (("--dims", "tp=8", "--buffsize-mib", "inf"), "--buffsize-mib"),
+    (("--dims", "tp=8", "--fixed-mib", "1e300"), "--fixed-mib"),
+    (("--dims", "tp=8", "--devices-per-host", "0"), "--devices-per-host: must be a positive"),
+    (("--dims", "tp=8", "--devices-per-host", "8", "--hosts-per-domain", "0"),
+     "--hosts-per-domain: must be a positive"),
+    (("--dims", "tp=8", "--rank", "-1"), "--rank: must be a rank"),
+    (("--dims", "pp=8", "--devices-per-host", "16"), "--devices-per-host to the processes"),
+    (("--dims", "tp=8", "--view", "mesh"), "--svg"),
+    (("--dims", "tp=8", "--expect-intra-domain", "zz"), "'zz'"),
+    (("--dims", "tp=8", "--svg", "/no/such/dir/x.svg"), "cannot write --svg"),
+    (("--dims", "tp=8", "--svg", "/tmp/x.svg", "--color-by", "zz"), "'zz'"),
+    (("--dims", "a=256,b=128", "--svg", "/tmp/x.svg"), "at most 16,384 ranks"),
     (("/no/such/plan.py",), "cannot read the plan file"),
 ])
 def test_bad_command_input_exits_2_with_a_message(args, match, capsys) -> None:
-    assert main(["explain", *args]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("meshlayout explain: error:") and match in err, err
+    assert exit_code(["explain", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", "a refused command printed a report"
+    assert err.startswith(("meshlayout explain: error:", "usage:")) and match in err, err
+
+
+def exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s status, also where argparse exits (bad flag values)."""
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
 
 
 @pytest.mark.parametrize(("body", "match"), [
@@ -253,11 +275,14 @@ def test_bad_command_input_exits_2_with_a_message(args, match, capsys) -> None:
     ("from mesh import MeshView\nVIEWS = {'m': MeshView.from_shape(8)}\nTOPOLOGY = 8\n",
      "TOPOLOGY"),
     ("raise ValueError('boom')\n", "raised ValueError: boom"),
+    ("raise SystemExit(3)\n", "exited (SystemExit: 3)"),
+    ("import sys\nassert sys.argv[1:] == [], sys.argv\nVIEWS = 1\n", "must define VIEWS"),
+    ("from mesh import MeshView\nVIEWS = {'a.b': MeshView.from_shape(8)}\n", "'.'"),
 ])
 def test_a_bad_plan_file_exits_2_naming_the_problem(tmp_path, body, match, capsys) -> None:
     plan = tmp_path / "plan.py"
     plan.write_text(body)
-    assert main(["explain", str(plan)]) == 2
+    assert exit_code(["explain", str(plan), "--rank", "1"]) == 2
     assert match in capsys.readouterr().err
 
 
@@ -298,3 +323,65 @@ def test_the_command_writes_an_svg_of_the_chosen_view(tmp_path) -> None:
     assert len(cells) == 2048
     bad = run_cli(str(PLAN), "--svg", str(picture), "--view", "moe")
     assert bad.returncode == 2 and "'moe' is not a view" in bad.stderr
+
+
+def test_the_headline_is_the_most_any_rank_is_in_and_the_rank_gets_its_own() -> None:
+    """A stage view over ranks 0..7 beside the whole (pp, dp, tp) = (2, 2, 4) mesh: ranks
+    0..7 are in 3 + 2 families, ranks 8..15 in 3; the headline is 5 with or without --rank."""
+    whole = MeshView.from_shape((2, 2, 4), ("pp", "dp", "tp"))
+    views = {"stage0": MeshView.from_ranks([[0, 1, 2, 3], [4, 5, 6, 7]], ("dp", "tp")),
+             "whole": whole}
+    for rank, mine in ((None, None), (3, 5), (9, 3)):
+        data = explain(views, Topology(16, 4), rank=rank).to_dict()
+        assert data["communicators_per_rank"] == 5
+        if rank is not None:
+            assert data["rank"]["communicators"]["count"] == mine
+            assert len(data["rank"]["communicators"]["families"]) == mine
+
+
+def test_dims_of_views_with_the_same_dim_names_are_told_apart() -> None:
+    views = {"a": MeshView.from_shape((2, 4), ("x", "y")),
+             "b": MeshView.from_shape((2, 4), ("x", "y"))}
+    dims = explain(views, Topology(8, 4)).to_dict()["views"][0]["dims"]
+    assert [d["shared_with"] for d in dims] == [["b.x"], ["b.y"]]
+
+
+def test_expectations_take_view_dot_dim_and_fast_domains() -> None:
+    """pp=2, dp=8, ep=9, tp=8 on hosts of 4 in NVL domains of 18 hosts (72 ranks): tp groups
+    of 8 span 2 hosts but stay in one domain; ep (stride 8, 9 members) spans 72 ranks
+    from an aligned start: one domain too; dp does not."""
+    args = ["--devices-per-host", "4", "--hosts-per-domain", "18", "--dims",
+            "pp=2,dp=8,ep=9,tp=8"]
+    assert exit_code(["explain", *args, "--expect-intra-domain", "tp,ep"]) == 0
+    assert exit_code(["explain", *args, "--expect-intra-domain", "mesh.dp"]) == 1
+    assert exit_code(["explain", *args, "--expect-intra-host", "tp"]) == 1
+    found = explain({"m": MeshView.from_shape((2, 8, 9, 8), ("pp", "dp", "ep", "tp"))},
+                    Topology(1152, 4, hosts_per_domain=18))
+    assert found.crossing(["m.tp", "ep"], level="domain") == []
+    assert found.crossing(["dp"], level="domain") == [
+        "dp (view m): its groups span up to 8 domains"]
+
+
+def test_a_plans_explicit_hosts_take_a_domain_size_from_the_command(tmp_path, capsys) -> None:
+    plan = tmp_path / "plan.py"
+    plan.write_text("from mesh import MeshView, Topology\n"
+                    "VIEWS = {'m': MeshView.from_shape((2, 6), ('dp', 'tp'))}\n"
+                    "TOPOLOGY = Topology.from_hosts(['a'] * 4 + ['b'] * 4 + ['c'] * 4)\n")
+    assert exit_code(["explain", str(plan), "--hosts-per-domain", "2", "--world", "12",
+                      "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["hosts_per_domain"], data["num_domains"]) == (2, 2)
+    dims = {d["name"]: d for d in data["views"][0]["dims"]}
+    assert dims["tp"]["hosts_per_group"] == 2 and dims["dp"]["domains_per_group"] == 2
+    assert exit_code(["explain", str(plan), "--world", "24"]) == 2
+
+
+def test_a_large_explicit_plan_is_explained_in_seconds() -> None:
+    """2**20 ranks as an explicit, shuffled rank tensor in (pp, dp, tp): every family is
+    listed once (memoized); the membership count is per distinct universe."""
+    perm = np.random.default_rng(0).permutation(1 << 20).reshape(8, 16384, 8)
+    view = MeshView.from_ranks(perm, ("pp", "dp", "tp"))
+    started = time.perf_counter()
+    data = explain({"m": view}, Topology(1 << 20, 8), rank=5).to_dict()
+    assert time.perf_counter() - started < 20
+    assert data["communicators_per_rank"] == 3

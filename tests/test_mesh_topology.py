@@ -237,3 +237,25 @@ def test_a_permuted_explicit_universe_reaches_the_identity_family() -> None:
 def test_a_family_counts_its_groups() -> None:
     fam = MeshView.from_shape((4, 8), ("dp", "tp")).family("dp")
     assert (fam.group_size, fam.num_groups) == (4, 8)
+
+
+def test_an_irregular_huge_placement_is_refused_quickly_not_enumerated() -> None:
+    """Groups of 3,200,000 ranks that do not align with hosts of 6 (in domains of 7): exact
+    counting would enumerate millions of placements; a TopologyError says so, fast."""
+    import time
+
+    view = MeshView.from_shape((1024, 9, 3125)).flatten((0, 2))
+    topo = Topology(28_800_000, 6, hosts_per_domain=7)
+    started = time.perf_counter()
+    with pytest.raises(TopologyError, match="do not align with the hosts"):
+        topo.domains_per_group(view, 0)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_irregular_small_placements_are_counted_exactly() -> None:
+    """tp = 3 on hosts of 4 inside a (5, 3) mesh: groups (0,1,2) (3,4,5) (6,7,8) (9,10,11)
+    (12,13,14) span 1, 2, 2, 1, 2 hosts; dp groups of stride 3 span up to 4 hosts."""
+    view = MeshView.from_shape((5, 3), ("dp", "tp"))
+    topo = Topology(16, 4)
+    assert topo.hosts_per_group(view, "tp") == 2
+    assert topo.hosts_per_group(view, "dp") == 4  # (2, 5, 8, 11, 14): hosts 0, 1, 2, 2, 3

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._errors import MeshError
-from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
+from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, explain
 from ._topology import Topology
 from ._view import MeshView
 
 __all__ = ["main"]
 
 _MIB = 1 << 20
+_MOST_MIB = float(1 << 30)  # 1 PiB per buffer: far past any machine, far from overflow
 
 _EPILOG = """\
 examples:
@@ -32,13 +34,49 @@ examples:
   meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
 
 A plan file is Python that defines VIEWS, a dict of view name -> mesh.MeshView, and
-optionally TOPOLOGY, a mesh.Topology; --world, --devices-per-host and --hosts-per-domain
-override TOPOLOGY, and --dims replaces VIEWS with one view.
+optionally TOPOLOGY, a mesh.Topology. --devices-per-host (with --world) replaces
+TOPOLOGY's hosts, --hosts-per-domain regroups them, and --dims replaces VIEWS with one
+view. Exit status: 0 done, 1 an --expect-intra-* check failed, 2 bad input.
 """
 
 
 class _Refused(Exception):
     """Bad input found by the command itself (reported with exit status 2)."""
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a positive int."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def _rank_arg(text: str) -> int:
+    """An argparse type: a rank, an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a rank (an int >= 0), got {text!r}")
+    return value
+
+
+def _mib_arg(least: float) -> Callable[[str], float]:
+    def mib(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not least <= value <= _MOST_MIB:  # also refuses NaN and inf
+            raise argparse.ArgumentTypeError(
+                f"must be a number of MiB in [{least:g}, {_MOST_MIB:g}], got {text!r}")
+        return value
+    return mib
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,36 +91,40 @@ def _parser() -> argparse.ArgumentParser:
         "of other views share its communicators; then communicators per rank and their "
         "estimated memory.", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plan", nargs="?", help="a Python file defining VIEWS (and TOPOLOGY)")
-    p.add_argument("--world", type=int, help="the number of ranks (default: what the views "
+    p.add_argument("--world", type=_positive, help="the number of ranks (default: what the views "
                    "reach, or the product of --dims)")
-    p.add_argument("--devices-per-host", type=int, metavar="N",
+    p.add_argument("--devices-per-host", type=_positive, metavar="N",
                    help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
-    p.add_argument("--hosts-per-domain", type=int, metavar="N",
+    p.add_argument("--hosts-per-domain", type=_positive, metavar="N",
                    help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
     p.add_argument("--dims", metavar="NAME=SIZE,...",
                    help="one mesh over the world, e.g. pp=4,dp=8,cp=4,tp=8 (replaces VIEWS)")
     p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
-    p.add_argument("--rank", type=int, help="also show this rank's host, coordinates, groups")
+    p.add_argument("--rank", type=_rank_arg, help="also show this rank's host, coordinates, groups")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default) or json (schema in the README)")
     p.add_argument("--expect-intra-host", metavar="DIM,...",
-                   help="exit 1 naming each of these dims whose groups cross hosts")
+                   help="exit 1 naming each of these dims (NAME, or VIEW.NAME for one view's) "
+                   "whose groups cross hosts")
+    p.add_argument("--expect-intra-domain", metavar="DIM,...",
+                   help="the same for fast domains (--hosts-per-domain)")
     p.add_argument("--svg", metavar="FILE", help="also write an SVG picture of one view")
     p.add_argument("--view", metavar="NAME", help="the view --svg draws (default: the first)")
     p.add_argument("--color-by", metavar="DIM", help="colour --svg cells by their group along "
                    "this dim (default: by host)")
-    p.add_argument("--channels", type=int, default=16,
+    p.add_argument("--channels", type=_positive, default=16,
                    help="memory estimate: channels per communicator (default 16)")
-    p.add_argument("--buffsize-mib", type=float, default=4.0,
+    p.add_argument("--buffsize-mib", type=_mib_arg(1 / _MIB), default=4.0,
                    help="memory estimate: buffer per channel and direction, MiB (default 4, "
                    "NCCL_BUFFSIZE)")
-    p.add_argument("--fixed-mib", type=float, default=0.0,
+    p.add_argument("--fixed-mib", type=_mib_arg(0.0), default=0.0,
                    help="memory estimate: fixed cost per communicator, MiB (default 0)")
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``meshlayout`` with ``argv`` (default: the process's arguments)."""
+    """Run ``meshlayout`` with ``argv`` (default: the process's arguments); the exit status:
+    0 done, 1 an ``--expect-intra-*`` check failed, 2 bad input, 141 the reader left."""
     args = _parser().parse_args(argv)
     try:
         return _explain(args)
@@ -92,44 +134,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
 
 
 def _explain(args: argparse.Namespace) -> int:
+    """Everything that can fail is checked before the report is printed."""
     views, plan_topology = _load(args.plan) if args.plan else ({}, None)
     if args.dims is not None:
         views = {args.name: _dims_view(args.dims, args.world)}
     if not views:
         raise _Refused("nothing to explain: give a plan file or --dims (see --help)")
     topology = _topology(args, plan_topology, views)
-    memory = CommMemory(args.channels, _bytes(args.buffsize_mib, "--buffsize-mib", 1),
-                        _bytes(args.fixed_mib, "--fixed-mib", 0))
-    found = explain(views, topology, world=args.world, rank=args.rank, memory=memory)
-    if args.format == "json":
-        print(json.dumps(found.to_dict(), indent=2))
-    else:
-        print(found)
+    memory = CommMemory(args.channels, max(1, round(args.buffsize_mib * _MIB)),
+                        round(args.fixed_mib * _MIB))
+    found = explain(views, topology, world=args.world if topology is None else None,
+                    rank=args.rank, memory=memory)
+    failed = []
+    for flag, level in (("expect_intra_host", "host"), ("expect_intra_domain", "domain")):
+        wanted = getattr(args, flag)
+        if wanted is not None:
+            dims = [d.strip() for d in wanted.split(",")]
+            failed += [(level, line) for line in found.crossing(dims, level=level)]
+    picture = None
     if args.svg is not None:
-        _write_svg(args, views, topology, found)
+        picture = _svg(args, views, topology or Topology(found.to_dict()["world"],
+                                                         DEFAULT_DEVICES_PER_HOST))
+        try:
+            with open(args.svg, "w", encoding="utf-8") as f:
+                f.write(picture[1])
+        except OSError as e:
+            raise _Refused(f"cannot write --svg {args.svg!r}: {e}") from None
     elif args.view is not None or args.color_by is not None:
         raise _Refused("--view and --color-by choose what --svg draws: give --svg FILE too")
-    if args.expect_intra_host is not None:
-        crossing = found.crossing([d.strip() for d in args.expect_intra_host.split(",")])
-        if crossing:
-            print("meshlayout explain: expected intra-host, but these dims cross hosts:",
-                  *(f"  {c}" for c in crossing), sep="\n", file=sys.stderr)
-            return 1
-    return 0
+    print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    if picture is not None:
+        print(f"meshlayout explain: wrote {args.svg} (view {picture[0]})", file=sys.stderr)
+    for level in ("host", "domain"):
+        lines = [line for lv, line in failed if lv == level]
+        if lines:
+            print(f"meshlayout explain: expected intra-{level}, but these dims cross "
+                  f"{level}s:", *(f"  {c}" for c in lines), sep="\n", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _load(path: str) -> tuple[dict[str, MeshView], Topology | None]:
     """VIEWS and TOPOLOGY of a plan file."""
+    saved = sys.argv
+    sys.argv = [path]  # the plan sees itself run, not meshlayout's flags
     try:
         ns = runpy.run_path(path, run_name="__meshlayout_plan__")
     except OSError as e:
         raise _Refused(f"cannot read the plan file {path!r}: {e}") from None
+    except SystemExit as e:
+        raise _Refused(f"the plan file {path!r} exited (SystemExit: {e.code!r}) instead of "
+                       "defining VIEWS") from None
     except Exception as e:  # the plan's own code failed: say so, briefly
         raise _Refused(f"the plan file {path!r} raised {type(e).__name__}: {e}") from None
+    finally:
+        sys.argv = saved
     views = ns.get("VIEWS")
     if not isinstance(views, Mapping) or not views:
         raise _Refused(f"the plan file {path!r} must define VIEWS, a non-empty dict of view "
@@ -169,42 +231,42 @@ def _dims_view(spec: str, world: int | None) -> MeshView:
 def _topology(args: argparse.Namespace, plan: Topology | None,
               views: dict[str, MeshView]) -> Topology | None:
     """The plan's TOPOLOGY with the flags applied (None: explain assumes the hosts)."""
-    if args.devices_per_host is None and args.hosts_per_domain is None and (
-            args.world is None or plan is None):
-        return plan
-    if args.devices_per_host is None and (plan is None or plan.devices_per_host is None):
-        raise _Refused("--hosts-per-domain and --world with a plan's explicit host list need "
-                       "--devices-per-host too" if plan is not None else
-                       "--hosts-per-domain needs --devices-per-host (or a plan TOPOLOGY)")
-    per_host = args.devices_per_host or (plan.devices_per_host if plan else None)
+    if args.devices_per_host is None:
+        if plan is None:
+            if args.hosts_per_domain is not None:
+                raise _Refused("--hosts-per-domain needs --devices-per-host (or a plan "
+                               "TOPOLOGY)")
+            return None
+        if args.world is not None and args.world != plan.world_size:
+            raise _Refused(f"--world {args.world:,} differs from the plan's TOPOLOGY "
+                           f"({plan.world_size:,} ranks); give --devices-per-host too to "
+                           "replace its hosts")
+        return plan if args.hosts_per_domain is None else plan.with_domains(
+            args.hosts_per_domain)
+    per_host = args.devices_per_host
     domain = args.hosts_per_domain or (plan.hosts_per_domain if plan else 1)
     world = args.world or (plan.world_size if plan else
                            max(v.ranks.max_rank for v in views.values()) + 1)
+    if world % per_host:
+        raise _Refused(f"{world:,} ranks are not a whole number of hosts of {per_host:,} "
+                       "devices (torchrun's world is nodes × nproc-per-node: set "
+                       "--devices-per-host to the processes per node)")
     return Topology(world, per_host, hosts_per_domain=domain)
 
 
-def _bytes(mib: float, flag: str, least: float) -> int:
-    if not mib >= least:  # also refuses NaN
-        raise _Refused(f"{flag} must be a number of MiB >= {least:g}, got {mib!r}")
-    return round(mib * _MIB)
-
-
-def _write_svg(args: argparse.Namespace, views: dict[str, MeshView],
-               topology: Topology | None, found: Explanation) -> None:
-    from ._svg import svg
+def _svg(args: argparse.Namespace, views: dict[str, MeshView],
+         topology: Topology) -> tuple[str, str]:
+    """(view name, SVG text) of the view ``--view`` names (default: the first)."""
+    from ._svg import MAX_SVG_CELLS, svg
 
     name = args.view if args.view is not None else next(iter(views))
     if name not in views:
         raise _Refused(f"--view {name!r} is not a view of the plan; the views are "
                        f"{list(views)!r}")
     view = views[name]
-    if topology is None:  # what explain assumed
-        topology = Topology(found.to_dict()["world"], DEFAULT_DEVICES_PER_HOST)
-    picture = svg(view, host=topology.host, color_by=args.color_by, rank=args.rank,
-                  title=f"{name}: {view!r} on {topology!r}")
-    try:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(picture)
-    except OSError as e:
-        raise _Refused(f"cannot write --svg {args.svg!r}: {e}") from None
-    print(f"meshlayout explain: wrote {args.svg} (view {name})", file=sys.stderr)
+    if view.size() > MAX_SVG_CELLS:
+        raise _Refused(f"--svg draws at most {MAX_SVG_CELLS:,} ranks, and view {name!r} has "
+                       f"{view.size():,} per instance: choose a smaller view with --view (a "
+                       "slice of it defined in the plan)")
+    return name, svg(view, host=topology.host, color_by=args.color_by, rank=args.rank,
+                     title=f"{name}: {view!r} on {topology!r}")

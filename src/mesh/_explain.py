@@ -13,9 +13,16 @@ from typing import Any
 
 import attrs
 
-from ._errors import InvalidMeshDataError, MeshTypeError, TopologyError
+from ._errors import (
+    InvalidMeshDataError,
+    InvalidNameError,
+    InvalidSizeError,
+    MeshTypeError,
+    TopologyError,
+)
 from ._family import Family
 from ._input import as_int, as_name, show
+from ._rankmap import RankMap
 from ._topology import Topology
 from ._view import MeshView
 
@@ -38,8 +45,8 @@ def _as_count(value: object) -> int:
 def _at_least(least: int) -> Callable[[Any, Any, int], None]:
     def check(_: Any, field: Any, value: int) -> None:
         if value < least:
-            raise TopologyError(f"CommMemory.{field.name} must be an int >= {least}, got "
-                                f"{show(value)}")
+            raise InvalidSizeError(f"CommMemory.{field.name} must be an int >= {least}, got "
+                                   f"{show(value)}")
     return check
 
 
@@ -70,8 +77,8 @@ class CommMemory:
 
 
 _KEYS = frozenset({"schema", "world", "devices_per_host", "devices_per_host_assumed",
-                   "num_hosts", "hosts_per_domain", "communicators_per_rank", "memory",
-                   "families", "views"})
+                   "num_hosts", "hosts_per_domain", "num_domains", "communicators_per_rank",
+                   "memory", "families", "views"})
 
 
 def _check_data(_: Any, __: Any, data: object) -> None:
@@ -91,22 +98,29 @@ class Explanation:
         """The explanation as plain JSON-able data (schema :data:`SCHEMA`, see the README)."""
         return self.data
 
-    def crossing(self, dims: object) -> list[str]:
-        """For each dim name in ``dims`` (an ordered sequence of names), a line for every
-        view whose groups along it cross hosts; empty when all stay inside one host.
-        A name no view has raises :class:`~mesh.UnknownDimError`."""
+    def crossing(self, dims: object, *, level: str = "host") -> list[str]:
+        """For each dim in ``dims`` (an ordered sequence of dim names, or ``view.dim`` for
+        one view's), a line for every view whose groups along it leave one host
+        (``level="domain"``: one fast domain); empty when all stay inside.  A dim no
+        view has raises :class:`~mesh.UnknownDimError`."""
         from ._errors import UnknownDimError
         from ._input import as_names
 
-        names = as_names(dims, "dims")
-        known = {d["name"] for v in self.data["views"] for d in v["dims"]}
-        for n in names:
-            if n not in known:
-                raise UnknownDimError(f"no view has a dim {n!r}; the dims are "
-                                      f"{sorted(known)!r}")
-        return [f"{d['name']} (view {v['name']}): its groups span up to "
-                f"{d['hosts_per_group']} hosts" for n in names for v in self.data["views"]
-                for d in v["dims"] if d["name"] == n and not d["intra_host"]]
+        if level not in ("host", "domain"):
+            raise MeshTypeError(f"level must be 'host' or 'domain', got {show(level)}")
+        flag, count = f"intra_{level}", f"{level}s_per_group"
+        every = [(v, d) for v in self.data["views"] for d in v["dims"]]
+        lines = []
+        for want in as_names(dims, "dims"):
+            hits = [(v, d) for v, d in every
+                    if want in (d["name"], f"{v['name']}.{d['name']}")]
+            if not hits:
+                known = sorted({d["name"] for _, d in every})
+                raise UnknownDimError(f"no view has a dim {want!r}; the dims are {known!r} "
+                                      "(or view.dim for one view's)")
+            lines += [f"{d['name']} (view {v['name']}): its groups span up to {d[count]} "
+                      f"{level}s" for v, d in hits if not d[flag]]
+        return lines
 
     def __str__(self) -> str:
         return _text(self.data)
@@ -144,7 +158,10 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     for name, view in views.items():
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"view {name!r} must be a mesh.MeshView, got {show(view)}")
-        named[as_name(name, "a view name")] = view
+        if "." in as_name(name, "a view name"):
+            raise InvalidNameError(f"a view name may not contain '.' (the report names dims "
+                                   f"view.dim), got {name!r}")
+        named[str(name)] = view
     reach = max(v.ranks.max_rank for v in named.values()) + 1
     n = reach if world is None else as_int(world, "world")
     assumed = topology is None
@@ -152,7 +169,8 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
         if n < 1 or n % DEFAULT_DEVICES_PER_HOST:
             raise TopologyError(
                 f"{show(n)} ranks are not a whole number of hosts of "
-                f"{DEFAULT_DEVICES_PER_HOST} devices (the default): give a Topology")
+                f"{DEFAULT_DEVICES_PER_HOST} devices (the default): give a Topology "
+                "(--devices-per-host on the command line)")
         topology = Topology(n, DEFAULT_DEVICES_PER_HOST)
     elif not isinstance(topology, Topology):
         raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
@@ -167,18 +185,33 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
 
     fams = {(vname, k): view.family(k) for vname, view in named.items()
             for k in range(view.ndim)}
-    members: dict[Family, list[str]] = {}  # the dims of every family, in order: ids
-    for (vname, k), fam in fams.items():
-        members.setdefault(fam, []).append(f"{vname}.{named[vname].names[k]}")
+    members: dict[Family, list[tuple[str, int]]] = {}  # every family's dims, in order: ids
+    for key, fam in fams.items():
+        members.setdefault(fam, []).append(key)
     ids = {fam: i for i, fam in enumerate(members)}
-    out_views = [{"name": vname, "shape": list(view.shape), "layout": str(view.layout),
-                  "universe": _universe(view), "num_instances": view.num_instances,
-                  "dims": [_dim(f"{vname}.{view.names[k]}", view, k, fams[vname, k], topology,
-                                ids, members[fams[vname, k]]) for k in range(view.ndim)]}
-                 for vname, view in named.items()]
-    comms = [fam for fam in members if fam.group_size > 1]
-    per_rank = _most_memberships(comms) if r is None else sum(
-        fam.ranks.offset_of(r) is not None for fam in comms)
+
+    def dotted(key: tuple[str, int]) -> str:
+        return f"{key[0]}.{named[key[0]].names[key[1]]}"
+
+    out_views = []
+    for vname, view in named.items():
+        dims = []
+        for k in range(view.ndim):
+            fam = fams[vname, k]
+            hosts = topology.hosts_per_group(view, k)
+            domains = topology.domains_per_group(view, k)
+            dims.append({
+                "name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
+                "num_groups": fam.num_groups, "hosts_per_group": hosts, "intra_host": hosts == 1,
+                "domains_per_group": domains, "intra_domain": domains == 1, "family": ids[fam],
+                "shared_with": [dotted(x) for x in members[fam] if x != (vname, k)]})
+        out_views.append({"name": vname, "shape": list(view.shape), "layout": str(view.layout),
+                          "universe": _universe(view), "universe_size": view.ranks.size,
+                          "universe_explicit": not view.ranks.is_identity,
+                          "num_instances": view.num_instances, "dims": dims})
+    # A rank is in a family's groups exactly when it is in the universe of the views with it.
+    comms = {fam: named[keys[0][0]].ranks for fam, keys in members.items() if fam.group_size > 1}
+    per_rank = _most_memberships(list(comms.values()))
     data: dict[str, Any] = {
         "schema": SCHEMA,
         "world": topology.world_size,
@@ -186,29 +219,21 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
         "devices_per_host_assumed": assumed,
         "num_hosts": topology.num_hosts,
         "hosts_per_domain": topology.hosts_per_domain,
+        "num_domains": topology.num_domains,
         "communicators_per_rank": per_rank,
         "memory": {"formula": CommMemory.FORMULA, "channels": memory.channels,
                    "buffsize": memory.buffsize, "fixed": memory.fixed,
                    "bytes_per_communicator": memory.per_communicator,
                    "bytes_per_rank": per_rank * memory.per_communicator},
         "families": [{"id": ids[fam], "group_size": fam.group_size, "num_groups": fam.num_groups,
-                      "dims": dims} for fam, dims in members.items()],
+                      "dims": [dotted(x) for x in keys]} for fam, keys in members.items()],
         "views": out_views,
     }
     if r is not None:
+        mine = [ids[fam] for fam, universe in comms.items() if universe.offset_of(r) is not None]
         data["rank"] = _rank_data(named, topology, r)
+        data["rank"]["communicators"] = {"count": len(mine), "families": mine}
     return Explanation(data)
-
-
-def _dim(me: str, view: MeshView, k: int, fam: Family, topology: Topology,
-         ids: dict[Family, int], shared: list[str]) -> dict[str, Any]:
-    """The JSON entry of dim ``k`` of ``view`` (named ``me``: ``view.dim``)."""
-    hosts = topology.hosts_per_group(view, k)
-    domains = topology.domains_per_group(view, k)
-    return {"name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
-            "num_groups": fam.num_groups, "hosts_per_group": hosts, "intra_host": hosts == 1,
-            "domains_per_group": domains, "intra_domain": domains == 1, "family": ids[fam],
-            "shared_with": [x for x in shared if x != me]}
 
 
 def _universe(view: MeshView) -> str:
@@ -216,16 +241,21 @@ def _universe(view: MeshView) -> str:
     return f"ranks 0..{m.size - 1}" if m.is_identity else f"{m.size:,} explicit ranks"
 
 
-def _most_memberships(comms: list[Family]) -> int:
-    """The most families one rank is a member of: every identity universe holds rank 0,
-    so only rank 0 and the ranks of explicit universes need counting."""
-    candidates = {0}
-    for f in comms:
-        if not f.ranks.is_identity:
-            candidates.update(f.ranks.ranks or ())
-    universes = {f.ranks for f in comms}
-    member = {u: {c for c in candidates if u.offset_of(c) is not None} for u in universes}
-    return max((sum(c in member[f.ranks] for f in comms) for c in candidates), default=0)
+def _most_memberships(universes: list[RankMap]) -> int:
+    """The most of these universes (one per family) a rank is in: every identity universe
+    holds rank 0, so only rank 0 and the ranks of explicit universes are counted, once per
+    distinct universe (O(sum of their sizes))."""
+    weight: dict[RankMap, int] = {}
+    for u in universes:
+        weight[u] = weight.get(u, 0) + 1
+    sizes = sorted((u.size, w) for u, w in weight.items() if u.is_identity)
+    counts: dict[int, int] = {0: 0}
+    for u, w in weight.items():
+        if not u.is_identity:
+            for r in u.ranks or ():
+                counts[r] = counts.get(r, 0) + w
+    return max((c + sum(w for size, w in sizes if size > r) for r, c in counts.items()),
+               default=0)
 
 
 def _rank_data(views: dict[str, MeshView], topology: Topology, rank: int) -> dict[str, Any]:
@@ -244,7 +274,8 @@ def _rank_data(views: dict[str, MeshView], topology: Topology, rank: int) -> dic
         out.append({"name": vname, "coordinate": None if coord is None else list(coord),
                     "groups": groups})
     return {"rank": rank, "host": topology.host(rank),
-            "host_name": topology.host_name(topology.host(rank)), "views": out}
+            "host_name": topology.host_name(topology.host(rank)), "domain": topology.domain(rank),
+            "views": out}
 
 
 # ---- text ------------------------------------------------------------------------------
@@ -258,14 +289,20 @@ def _abbrev(xs: list[int], most: int = 8) -> str:
     return "(" + ", ".join(map(str, xs[:most - 2])) + f", …, {xs[-1]})"
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _text(data: dict[str, Any]) -> str:
-    hosts = (f"{data['num_hosts']:,} hosts of {data['devices_per_host']} devices"
-             if data["devices_per_host"] else f"{data['num_hosts']:,} hosts")
+    hosts = _n(data["num_hosts"], "host")
+    if data["devices_per_host"]:
+        hosts += f" of {_n(data['devices_per_host'], 'device')}"
     if data["devices_per_host_assumed"]:
         hosts += " (assumed: set --devices-per-host)"
     if data["hosts_per_domain"] > 1:
-        hosts += f", fast domains of {data['hosts_per_domain']} hosts"
-    lines = [f"{data['world']:,} ranks on {hosts}"]
+        hosts += (f", fast domains of {_n(data['hosts_per_domain'], 'host')} "
+                  f"({_n(data['num_domains'], 'domain')})")
+    lines = [f"{_n(data['world'], 'rank')} on {hosts}"]
     dom = data["hosts_per_domain"] > 1
     for v in data["views"]:
         shape = ", ".join(f"{d['name']}={d['size']}" for d in v["dims"])
@@ -284,11 +321,13 @@ def _text(data: dict[str, Any]) -> str:
         lines += _table(rows, right={1, 3, 4} | ({6} if dom else set()))
     fams = [f for f in data["families"] if f["group_size"] > 1]
     mem = data["memory"]
-    lines += ["", f"communicators per rank: {data['communicators_per_rank']} (distinct families "
-              f"of size > 1: {', '.join('F' + str(f['id']) for f in fams) or 'none'})",
-              f"estimated communicator memory per rank: {_mib(mem['bytes_per_rank'])} = "
-              f"{data['communicators_per_rank']} × ({mem['channels']} channels × 2 × "
-              f"{_mib(mem['buffsize'])} + {_mib(mem['fixed'])})",
+    lines += ["", f"communicators per rank: {data['communicators_per_rank']} (the most any rank "
+              f"is in; families of size > 1: "
+              f"{', '.join('F' + str(f['id']) for f in fams) or 'none'})",
+              f"communicator memory per rank, a rough first-order estimate: "
+              f"{_mib(mem['bytes_per_rank'])} = {data['communicators_per_rank']} × "
+              f"({mem['channels']} channels × 2 × {_mib(mem['buffsize'])} + "
+              f"{_mib(mem['fixed'])})",
               f"  formula: {mem['formula']}; set with --channels, --buffsize-mib, "
               "--fixed-mib"]
     if "rank" in data:
@@ -305,7 +344,10 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 
 def _rank_text(rd: dict[str, Any]) -> list[str]:
     label = "" if rd["host_name"] == f"host{rd['host']}" else f", {rd['host_name']}"
-    lines = [f"rank {rd['rank']} (host {rd['host']}{label}):"]
+    comms = rd["communicators"]
+    fams = ", ".join(f"F{i}" for i in comms["families"]) or "none"
+    lines = [f"rank {rd['rank']} (host {rd['host']}{label}; in {comms['count']} "
+             f"communicator{'' if comms['count'] == 1 else 's'}: {fams}):"]
     for v in rd["views"]:
         if v["coordinate"] is None:
             lines.append(f"  {v['name']}: not in this view's universe")
@@ -317,6 +359,6 @@ def _rank_text(rd: dict[str, Any]) -> list[str]:
                 lines.append(f"    {g['dim']} group: {g['size']:,} ranks (not listed)")
                 continue
             hs = g["hosts"]
-            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs)} hosts {_abbrev(hs)}"
+            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs):,} hosts {_abbrev(hs)}"
             lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
     return lines

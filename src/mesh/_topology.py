@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from typing import TYPE_CHECKING, Any
@@ -74,9 +75,9 @@ class Topology:
     @classmethod
     def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1) -> Topology:
         """A topology from the host of every rank: ``hosts[r]`` is rank ``r``'s host label
-        (any hashable: a hostname or an int; an ordered sequence).  Hosts are numbered in
-        order of first appearance; consecutive equal-sized hosts give the regular
-        topology (and its fast queries).
+        (a hostname or an int, compared as text: ``1`` and ``"1"`` are one host; an
+        ordered sequence).  Hosts are numbered in order of first appearance; consecutive
+        equal-sized hosts give the regular topology (and its fast queries).
 
         >>> Topology.from_hosts(["a", "a", "b", "b"]) == Topology(4, 2)
         True
@@ -87,11 +88,11 @@ class Topology:
         f = as_size(hosts_per_domain, "hosts_per_domain")
         if f > MAX_UNIVERSE:
             raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
-        index: dict[str | int, int] = {}
+        index: dict[str, int] = {}
         for i, lab in enumerate(labels):
             index.setdefault(_label(lab, i), len(index))
         of = tuple([index[_label(lab, i)] for i, lab in enumerate(labels)])
-        names = tuple([str(lab) for lab in index])
+        names = tuple(index)
         n, k = len(of), len(index)
         top = cls.__new__(cls)
         if n % k == 0 and of == tuple([r // (n // k) for r in range(n)]):
@@ -100,7 +101,21 @@ class Topology:
             top.__attrs_init__(n, None, f, of, names)
         return top
 
+    def with_domains(self, hosts_per_domain: object) -> Topology:
+        """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
+        f = as_size(hosts_per_domain, "hosts_per_domain")
+        if f > MAX_UNIVERSE:
+            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+        top = Topology.__new__(Topology)
+        top.__attrs_init__(self.world_size, self.devices_per_host, f, self._hosts, self._names)
+        return top
+
     # ---- values ------------------------------------------------------------------------
+    def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the constructors
+        labels = None if self._hosts is None else [self.host_name(h) for h in self._hosts]
+        return _rebuild, (self.world_size, self.devices_per_host, self.hosts_per_domain,
+                          labels if self.devices_per_host is None else None, self._names)
+
     def _key(self) -> tuple[Any, ...]:
         return (self.world_size, self.devices_per_host, self.hosts_per_domain, self._hosts)
 
@@ -214,8 +229,18 @@ class Topology:
         return max(len({hosts[r] // hosts_per_block for r in row}) for row in rows)
 
 
-def _label(lab: object, i: int) -> str | int:
-    """A host label: a str, or an int in int64 (NumPy and torch ints too), as given."""
+def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str] | None,
+             names: tuple[str, ...] | None) -> Topology:
+    if labels is not None:
+        return Topology.from_hosts(labels, hosts_per_domain=per_domain)
+    if names is not None:  # regular hosts with labels
+        return Topology.from_hosts([n for n in names for _ in range(per_host or 1)],
+                                   hosts_per_domain=per_domain)
+    return Topology(world, per_host, hosts_per_domain=per_domain)
+
+
+def _label(lab: object, i: int) -> str:
+    """A host label as text: a str, or an int in int64 (NumPy and torch ints too)."""
     if isinstance(lab, str):
         return str(lab)
     try:
@@ -225,28 +250,31 @@ def _label(lab: object, i: int) -> str | int:
                             f"{show(lab)}") from None
     if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
         raise TopologyError(f"hosts[{i}] must be an int in int64 or a str, got {show(v)}")
-    return v
+    return str(v)
 
 
 def _modes(L: Layout) -> list[tuple[int, int]]:
     return [(s, d) for s, d in zip(flatten(L.shape), flatten(L.stride)) if s > 1]
 
 
-_BUDGET = 1 << 22  # the most residues or block candidates one query may enumerate
+_BUDGET = 1 << 20  # the most cases one query may enumerate (irregular placements only)
 
 
 def _most_blocks(dim: Layout, n: int, per: int) -> int:
     """The most blocks ``[k * per, (k + 1) * per)`` any group of the family spans.
 
     The family's groups start at the complement's offsets ``b`` and are ``b + S`` with
-    ``S`` the dim layout's image.  Shifting a group by ``per`` shifts its blocks by one,
-    so a group's block count depends only on ``b % per``: the residues of the starts are
-    found mode by mode (at most ``per`` of them, by doubling).  ``S = A + I`` where ``A``
-    holds the modes moving by whole blocks (a mode of stride ``d | per`` and extent a
-    multiple of ``per`` splits into a block-moving and an inner part) and ``I`` the rest;
-    for a start residue ``p`` the blocks are ``A / per + {(p + i) // per}``, of size
-    ``|A|`` when the inner part stays in one block (the usual case), else counted.
-    Irregular placements too many to enumerate raise :class:`~mesh.TopologyError`.
+    ``S`` the dim layout's image.  ``S = A + I``: ``A`` holds the modes moving by whole
+    blocks (a mode of stride ``d | per`` and extent a multiple of ``per`` splits into a
+    block-moving and an inner part), ``I`` the rest.  Shifting a group by ``per`` shifts
+    its blocks by one, so its block count depends only on ``p = b % per``: it is
+    ``|A / per + {(p + i) // per : i in I}|``, which is ``|A|`` when ``p + I`` stays in
+    one block (always, when ``I`` is empty: the usual aligned plan, O(ndim)).  Otherwise
+    the count changes only where ``p`` passes a threshold ``per - i % per``: each stretch
+    between thresholds that holds a start residue is counted once.  The residues are
+    kept as a set modulo a period ``g | per`` (a complement mode that runs through a
+    whole cycle shrinks the period), so no step enumerates ``per`` values.  Irregular
+    placements too many to enumerate raise :class:`~mesh.TopologyError`.
 
     >>> _most_blocks(Layout(3, 1), 12, 4)  # tp=3 on hosts of 4: (3, 4, 5) spans two
     2
@@ -263,31 +291,71 @@ def _most_blocks(dim: Layout, n: int, per: int) -> int:
             inner.append((per // d, d))
         else:
             inner.append((s, d))
-    residues = {0}
-    for s, d in _modes(complement(dim, n)):
-        residues = _plus_progression(residues, d % per, s, per)
     size_whole = math.prod(s for s, _ in whole)
     hi = sum((s - 1) * d for s, d in inner)  # the inner part's largest offset
-    in_image: list[int] | None = None
+    period, reps = _start_residues(complement(dim, n), per)
+    if max(r + per - period for r in reps) + hi < per:  # no start pushes I across a block
+        return size_whole
+    in_image = _image(inner, "its offsets within a host")
+    # Sweep p upwards: element i moves to the next block once p >= per - i % per.
+    counts: dict[int, int] = {}
+    moves: dict[int, list[int]] = {}
+    for i in in_image:
+        counts[i // per] = counts.get(i // per, 0) + 1
+        if i % per:
+            moves.setdefault(per - i % per, []).append(i // per)
+    cuts = sorted(moves)
+    ordered = sorted(reps)
     most = 0
-    for p in residues:
-        if (p + hi) // per == 0:  # the inner part stays in one block
-            most = max(most, size_whole)
+    whole_image: list[int] | None = None
+    for a, b in zip([0, *cuts], [*cuts, per]):  # p in [a, b): the same blocks
+        if a:
+            for q in moves[a]:
+                counts[q] -= 1
+                if not counts[q]:
+                    del counts[q]
+                counts[q + 1] = counts.get(q + 1, 0) + 1
+        if not _starts_between(a, b, period, ordered):
+            continue  # no group starts there
+        if len(counts) == 1 or size_whole == 1:
+            most = max(most, size_whole * len(counts) if len(counts) == 1 else len(counts))
             continue
-        if in_image is None:
-            in_image = _image(inner, "the dim's placement within hosts")
-        blocks = {(p + i) // per for i in in_image}
-        _spend(size_whole * len(blocks), "the groups' host placements")
-        whole_image = _image(whole, "the dim's hosts")
-        most = max(most, len({a + t for a in whole_image for t in blocks}))
+        _spend(size_whole * len(counts), "its host placements")
+        if whole_image is None:
+            whole_image = _image(whole, "its host steps")
+        most = max(most, len({w + t for w in whole_image for t in counts}))
     return most
+
+
+def _starts_between(a: int, b: int, period: int, reps: list[int]) -> bool:
+    """Whether some ``x`` in ``[a, b)`` has ``x % period`` in ``reps`` (sorted)."""
+    if b - a >= period:
+        return True
+    k = bisect.bisect_left(reps, a % period)
+    nearest = reps[k] if k < len(reps) else reps[0] + period
+    return a + (nearest - a % period) < b
+
+
+def _start_residues(starts: Layout, per: int) -> tuple[int, set[int]]:
+    """``(g, reps)`` with ``g | per``: the starts' residues modulo ``per`` are exactly the
+    ``x`` in ``[0, per)`` with ``x % g`` in ``reps``.  A mode that runs through a whole
+    cycle modulo the period shrinks it to the cycle's step; others add a progression."""
+    period, reps = per, {0}
+    for s, d in _modes(starts):
+        step = d % period
+        if step == 0:
+            continue
+        cycle = math.gcd(step, period)
+        if s >= period // cycle:  # every multiple of the cycle: the period shrinks
+            period = cycle
+            reps = {r % period for r in reps}
+        else:
+            reps = _plus_progression(reps, step, s, period)
+    return period, reps
 
 
 def _plus_progression(r: set[int], d: int, s: int, per: int) -> set[int]:
     """``{(x + c * d) % per : x in r, c < s}`` by doubling: O(log s) passes over the set."""
-    if d == 0:
-        return r
-    s = min(s, per // math.gcd(d, per))  # c * d % per repeats after that
     out, have = set(r), 1  # out = r + {0, d, ..., (have - 1) * d}
     for bit in bin(s)[3:]:
         out |= {(x + have * d) % per for x in out}
@@ -295,15 +363,17 @@ def _plus_progression(r: set[int], d: int, s: int, per: int) -> set[int]:
         if bit == "1":
             out |= {(x + have * d) % per for x in r}
             have += 1
-        _spend(len(out), "the groups' offsets within a host")
+        _spend(len(out), "the group starts within a host")
     return out
 
 
 def _spend(count: int, what: str) -> None:
     if count > _BUDGET:
-        raise TopologyError(f"{what} are too irregular to enumerate ({count:,} cases, more "
-                            f"than {_BUDGET:,}): choose devices_per_host and dim sizes that "
-                            "divide each other")
+        raise TopologyError(
+            f"cannot count the hosts exactly: the dim's groups do not align with the hosts and "
+            f"{what} take {count:,} cases to enumerate (at most {_BUDGET:,}); dims whose sizes "
+            "divide, or are multiples of, the devices per host (and hosts per domain) are "
+            "answered in O(ndim)")
 
 
 def _image(modes: list[tuple[int, int]], what: str) -> list[int]:
