@@ -14,9 +14,9 @@ members meet at a barrier of their own in the default store:
   every member has; the round's outcome is agreed through one ``compare_set`` ("go" by
   whoever sees everyone, "quit" by whoever times out first), so no member creates the
   group while another gave up; it waits longer while a missing member is visibly busy
-  creating another group that has not timed out and does not wait for this rank (at most
-  one more timeout), so two groups asked one after the other by ranks that are all
-  present do not fail each other;
+  creating another group that has not timed out (or left one a moment ago) and does not
+  wait for this rank (at most one more timeout), so two groups asked one after the other
+  by ranks that are all present do not fail each other;
 - a member that gives up withdraws and leaves a mark (``meshlayout/gaveup/<group>/<rank>``)
   that explains a later member's failure ("gave up before this rank arrived");
 - on failure the error names this rank, the group, the members that did not arrive and
@@ -54,8 +54,13 @@ def group_name(universe: str, layout: str, options: str, ranks: tuple[int, ...])
 
 def _busy_until(rec: Any, name: str, now: float) -> float | None:
     """Until when a member is busy, if its record ``rec`` says it is creating a group:
-    another one (until that one's deadline; just past it, it is about to fail and come)
-    or this one (it is arriving right now)."""
+    another one (until that one's deadline; just past it, it is about to fail and come),
+    this one (it is arriving right now), or it left another group less than
+    :data:`_SLACK_S` ago (it may be on its way here: a failure's report and the next
+    request take a moment between two records)."""
+    if rec and "until" not in rec and "idle_since" in rec:
+        left = float(rec["idle_since"])
+        return left if left + _SLACK_S > now else None
     if not rec or "until" not in rec:
         return None
     if rec.get("group") == name:
