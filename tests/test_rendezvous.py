@@ -91,3 +91,31 @@ def test_a_partner_busy_with_another_group_extends_the_wait_by_at_most_one_timeo
     assert isinstance(err, MembersMissingError) and err.missing == (1,)
     assert 2 * TIMEOUT_S - 0.05 < out["waited"] < 2 * TIMEOUT_S + 0.5
     assert "is creating the 'dp' group (1, 3)" in str(err)
+
+
+class _ArrivesWhenListed:
+    """A store on which rank 1 announces itself in round 0 of group ``g`` exactly when
+    rank 0, at its deadline, looks up who is missing: the moment a loaded CI machine hit."""
+
+    def __init__(self) -> None:
+        self._store = HashStore()
+        self.key = f"{PREFIX}/here/g/0/1"
+
+    def check(self, keys: list[str]) -> bool:
+        if keys == [self.key]:
+            self._store.set(self.key, "1")
+        return bool(self._store.check(keys))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_member_arriving_as_the_deadline_is_checked_is_not_refused() -> None:
+    """Rank 1 arrives between rank 0's last look and its listing of the missing members at
+    its deadline: nobody is missing, so rank 0 commits the round ("go") instead of closing it
+    and failing with an empty list of missing members."""
+    store = _ArrivesWhenListed()
+    out: dict[str, Any] = {}
+    _arrive(Rendezvous(store, 0, None), out)
+    assert out.get("ok"), out
+    assert store._store.get(f"{PREFIX}/state/g/0") == b"go"

@@ -207,6 +207,8 @@ class Rendezvous:
             now = time.time()
             if now >= deadline:
                 missing = [m for m, key in zip(members, here) if not store.check([key])]
+                if not missing:
+                    continue  # the last member arrived just now: the next look commits "go"
                 seen = {m: self._get(self._key("creating", m)) for m in missing}
                 busy = [b for b in (_busy_until(seen[m], name, now) for m in missing
                                     if not self._waits_for_me(seen[m], name)) if b]
