@@ -58,14 +58,16 @@ def _busy_until(rec: Any, name: str, now: float) -> float | None:
     this one (it is arriving right now), or it left another group less than
     :data:`_SLACK_S` ago (it may be on its way here: a failure's report and the next
     request take a moment between two records)."""
-    if rec and "until" not in rec and "idle_since" in rec:
-        left = float(rec["idle_since"])
-        return left if left + _SLACK_S > now else None
-    if not rec or "until" not in rec:
+    if not rec:
         return None
-    if rec.get("group") == name:
-        return now
-    until = float(rec["until"])
+    if "until" in rec:
+        if rec.get("group") == name:
+            return now
+        until = float(rec["until"])
+    elif "idle_since" in rec:
+        until = float(rec["idle_since"])
+    else:
+        return None
     return until if until + _SLACK_S > now else None
 
 
