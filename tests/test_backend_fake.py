@@ -797,3 +797,25 @@ def test_to_torch_with_fake_groups_matches_our_groups_and_runs_dtensor(rank: int
         shards = brute.shape[0], (brute.shape[-1] if len(brute.shape) > 1 else 1)
         assert got["dt_local"] == [8 // shards[0], 12 // shards[1]], label
     assert out["initialized_after_shutdown"] is False
+
+
+OUTSIDE_SCRIPT = """
+    import json
+    import torch.distributed as dist
+    from backend import FakeBackend
+    from mesh import MeshView
+
+    fb = FakeBackend(world_size=8, rank=6)
+    tm = fb.bind(MeshView.from_shape((2, 2), ("dp", "tp"))).to_torch()
+    out = {"shape": list(tm.shape), "coord": tm.get_coordinate(), "mesh": tm.mesh.tolist()}
+    fb.shutdown()
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_to_torch_of_a_mesh_without_this_rank_is_a_torch_mesh_without_groups() -> None:
+    """Rank 6 of 8 converting a 4-rank mesh gets torch's view of it (rank 6 has no
+    coordinate), as TorchFakeBackend does, not the mesh package's RankNotInMeshError."""
+    out = _run_python(OUTSIDE_SCRIPT)
+    assert out == {"shape": [2, 2], "coord": None, "mesh": [[0, 1], [2, 3]]}

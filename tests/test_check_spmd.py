@@ -114,3 +114,19 @@ def test_a_cycle_between_two_tagged_world_groups() -> None:
 def test_bad_arguments_are_refused(world: Any, program: Any) -> None:
     with pytest.raises(BackendConfigError):
         check_spmd(world, program)
+
+
+def test_views_reaching_the_same_groups_by_different_paths_are_one_group() -> None:
+    """Even ranks ask for tp through a (dp, tp) shape, odd ranks through an explicit rank
+    list (tp, dp) = [[0, 2], [1, 3]]: both reach tp groups (0, 1) and (2, 3), which a real
+    run creates once (groups are named by their family), so nothing is missing."""
+    shaped = MeshView.from_shape((2, 2), ("dp", "tp"))
+    listed = MeshView.from_ranks([[0, 2], [1, 3]], ("tp", "dp"))
+    assert shaped.groups("tp") == listed.groups("tp") == ((0, 1), (2, 3))
+
+    def program(backend: FakeBackend) -> None:
+        backend.bind(listed if backend.rank % 2 else shaped).get_group("tp")
+
+    report = check_spmd(4, program)
+    assert report.ok, str(report)
+    assert report.groups == 2

@@ -10,7 +10,7 @@ from layout import show
 from mesh import Dim, MeshView, RankMap
 
 from . import _registry
-from ._cache import CreationRecord, GroupCache, group_key
+from ._cache import CreationRecord, GroupCache, GroupKey, group_key
 from ._device_mesh import DeviceMesh
 from ._errors import BackendConfigError, NotInMeshError
 from ._options import GroupOptions, Override, as_options, dim_options
@@ -81,17 +81,25 @@ class CachedBackend(Generic[G]):
         Views that reach the same family of groups (same rank map, same dim
         layout) with equal options share one group.
         """
+        k, opts, key = self._member_key(view, dim, options, "get_group")
+        return self._cache.get_or_create(key, view.names[k],
+                                         lambda: self._create(view, k, opts))
+
+    def _member_key(self, view: MeshView, dim: Dim, options: GroupOptions | None, what: str
+                    ) -> tuple[int, GroupOptions, GroupKey]:
+        """(dim index, options, cache key) of this rank's group along ``dim`` of ``view``,
+        after the checks every lookup makes: a view, a universe that fits the world, and
+        this rank in it (:class:`~backend.NotInMeshError` otherwise)."""
         if not isinstance(view, MeshView):
-            raise BackendConfigError(f"get_group takes a mesh.MeshView, got {show(view)}")
+            raise BackendConfigError(f"{what} takes a mesh.MeshView, got {show(view)}")
         opts = as_options(options)
         k = view.index(dim)
         key = group_key(view, k, opts)
-        name = view.names[k]
         self.universe(view.ranks)
         if view.ranks.offset_of(self._rank) is None:
             raise NotInMeshError(f"rank {self._rank} is not in the universe of {view!r} "
-                                 f"({view.ranks!r}); it has no group along {name!r}")
-        return self._cache.get_or_create(key, name, lambda: self._create(view, k, opts))
+                                 f"({view.ranks!r}); it has no group along {view.names[k]!r}")
+        return k, opts, key
 
     def adopt(self, view: MeshView, dim: Dim, options: GroupOptions, group: G) -> G:
         """Use ``group`` as this rank's group along ``dim`` of ``view`` (``from_group``).

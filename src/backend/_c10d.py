@@ -19,7 +19,7 @@ from ._errors import BackendConfigError, PeerLostError
 from ._fake import FakeBackend
 from ._options import GroupOptions, as_options
 from ._rendezvous import Rendezvous
-from ._torch_groups import create_torch_group, destroy_groups
+from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default"]
 
@@ -190,15 +190,7 @@ class C10dBackend(CachedBackend[Any]):
         """
         if self._rendezvous is not None:
             self._rendezvous.close()
-        groups = self._cache.clear()
-        if self._c10d != "nccl" or not dist.is_initialized():
-            destroy_groups(groups, self._owns_default)
-        else:
-            for g in reversed(groups):
-                if g is not None and g is not dist.group.WORLD:
-                    dist.distributed_c10d._abort_process_group(g)
-            if self._owns_default:
-                dist.distributed_c10d._abort_process_group()
+        destroy_groups(self._cache.clear(), self._owns_default, abort=self._c10d == "nccl")
         self._owns_default = False
         self._release()
 
@@ -265,24 +257,14 @@ class TorchFakeBackend(C10dBackend):
     def __init__(self, world_size: int | None = None, rank: int | None = None, *,
                  timeout: timedelta | None = None) -> None:
         owns = False
-        if not dist.is_initialized():
-            if world_size is None or rank is None:
-                raise BackendConfigError("TorchFakeBackend(world_size, rank) needs both to "
-                                         "start torch's fake world")
+        if (world_size, rank) != (None, None) or not dist.is_initialized():
             if type(world_size) is not int or type(rank) is not int or \
                     not 0 <= rank < world_size:
-                raise BackendConfigError(f"rank must be in [0, world_size), got rank {rank!r} "
-                                         f"of world_size {world_size!r}")
-            from torch.testing._internal.distributed.fake_pg import FakeStore
-
-            dist.init_process_group("fake", store=FakeStore(), rank=rank,
-                                    world_size=world_size)
-            owns = True
-        elif (world_size, rank) != (None, None) and \
-                (dist.get_world_size(), dist.get_rank()) != (world_size, rank):
-            raise BackendConfigError(
-                f"torch.distributed is already initialized as rank {dist.get_rank()} of "
-                f"{dist.get_world_size()}, not rank {rank} of {world_size}")
+                raise BackendConfigError(
+                    "TorchFakeBackend(world_size, rank) needs both, rank in [0, world_size), "
+                    f"to start torch's fake world or check the initialized one; got rank "
+                    f"{rank!r} of world_size {world_size!r}")
+            owns = start_fake_world(world_size, rank)
         super().__init__(timeout=timeout, heartbeat=None)
         self._owns_default = owns
 

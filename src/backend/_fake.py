@@ -11,9 +11,8 @@ from layout import Layout
 from mesh import Dim, MeshView
 
 from ._base import CachedBackend
-from ._cache import GroupCache, group_key
-from ._errors import BackendConfigError
-from ._options import GroupOptions, as_options
+from ._cache import GroupCache
+from ._options import GroupOptions
 
 __all__ = ["FakeBackend", "FakeGroup"]
 
@@ -97,12 +96,10 @@ class FakeBackend(CachedBackend[FakeGroup]):
         """
         from ._torch_groups import create_torch_group
 
-        opts = as_options(options)
-        k = view.index(dim)
-        self.universe(view.ranks)
+        k, opts, key = self._member_key(view, dim, options, "torch_group")
         self._ensure_fake_world()
         return self._torch_cache.get_or_create(
-            group_key(view, k, opts), view.names[k],
+            key, view.names[k],
             lambda: create_torch_group(view, k, self.rank, self.world_size, opts,
                                        can_split=False))
 
@@ -111,22 +108,14 @@ class FakeBackend(CachedBackend[FakeGroup]):
         return self._owns_default and world is self._world
 
     def _ensure_fake_world(self) -> None:
-        import torch.distributed as dist
+        from ._torch_groups import start_fake_world
 
         with self._init_lock:
-            if not dist.is_initialized():
-                from torch.testing._internal.distributed.fake_pg import FakeStore
+            if start_fake_world(self.world_size, self.rank):
+                import torch.distributed as dist
 
-                dist.init_process_group("fake", store=FakeStore(), rank=self.rank,
-                                        world_size=self.world_size)
                 self._owns_default = True
                 self._world = dist.group.WORLD
-            elif (dist.get_rank(), dist.get_world_size()) != (self.rank, self.world_size):
-                raise BackendConfigError(
-                    f"torch.distributed is already initialized as rank {dist.get_rank()} of "
-                    f"{dist.get_world_size()}, but this FakeBackend is rank {self.rank} of "
-                    f"{self.world_size}"
-                )
 
     def shutdown(self) -> None:
         """Forget every group; destroy torch's fake world if this backend started it."""

@@ -33,7 +33,7 @@ from mesh import MeshView
 from ._errors import BackendConfigError, NotInMeshError
 from ._fake import FakeBackend, FakeGroup
 from ._options import GroupOptions
-from ._torch_groups import Plan, plan_creation
+from ._torch_groups import Plan, family_id, plan_creation
 
 __all__ = ["SpmdReport", "check_spmd"]
 
@@ -64,15 +64,9 @@ class _Recorder(FakeBackend):
                              can_split=self._split)
         if plan is not Plan.DEFAULT:
             members = tuple(range(self.world_size)) if plan is Plan.SPLIT else group.ranks
-            ident = (view.ranks, view.layout[dim], _options(options),
-                     () if plan is Plan.SPLIT else members)
+            ident = (*family_id(view, dim, options), () if plan is Plan.SPLIT else members)
             self.requests.append(_Request(ident, view.names[dim], members))
         return group
-
-
-def _options(options: GroupOptions) -> tuple[Any, ...]:
-    pg = type(options.pg_options).__qualname__ if options.pg_options is not None else None
-    return (options.backend, options.tag, options.group_desc, options.timeout, pg)
 
 
 @attrs.frozen

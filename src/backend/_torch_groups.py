@@ -18,7 +18,7 @@ import attrs
 from layout import Layout, coalesce, flatten
 from mesh import Dim, MeshView, RankMap
 
-from ._errors import GroupCreationError
+from ._errors import BackendConfigError, GroupCreationError
 from ._options import GroupOptions
 from ._rendezvous import Rendezvous, group_name
 
@@ -113,8 +113,7 @@ def create_torch_group(view: MeshView, dim: Dim, rank: int, world_size: int,
     if plan is Plan.DEFAULT:
         return dist.group.WORLD
     mine = view.group(rank, k, limit=view.ranks.size)
-    fam = view.family(k)  # canonical: equal on every process that reaches these groups
-    family = (_universe(fam.ranks), str(fam.layout), _options_text(options))
+    family = family_id(view, k, options)
     name = group_name(*family, mine)
     members = tuple(range(world_size)) if plan is Plan.SPLIT else mine
     barrier = group_name(*family, ()) if plan is Plan.SPLIT else name  # a split meets the world
@@ -182,6 +181,14 @@ def _named(name: str) -> Iterator[None]:
             c10d._process_group_name = original
 
 
+def family_id(view: MeshView, dim: int, options: GroupOptions) -> tuple[str, str, str]:
+    """(universe, dim layout, options) of the family of groups along ``dim`` of ``view``, as
+    text equal on every process that reaches these groups (:meth:`mesh.MeshView.family`
+    is canonical), whatever path each took; with a group's members it names the group."""
+    fam = view.family(dim)
+    return _universe(fam.ranks), str(fam.layout), _options_text(options)
+
+
 def _universe(ranks: RankMap) -> str:
     """A text that is equal on every process for equal universes."""
     if ranks.ranks is None:
@@ -190,23 +197,43 @@ def _universe(ranks: RankMap) -> str:
     return f"explicit:{ranks.size}:{digest.hexdigest()}"
 
 
+def start_fake_world(world_size: int, rank: int) -> bool:
+    """Start torch's fake default group as ``rank`` of ``world_size`` (the dry run), unless
+    torch.distributed is initialized: then it must be that rank of that world.  Returns
+    whether this call started it."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+        return True
+    if (dist.get_rank(), dist.get_world_size()) != (rank, world_size):
+        raise BackendConfigError(
+            f"torch.distributed is already initialized as rank {dist.get_rank()} of "
+            f"{dist.get_world_size()}, not rank {rank} of {world_size}")
+    return False
+
+
 def _options_text(options: GroupOptions) -> str:
     """The options as text equal on every process (``pg_options`` by type only)."""
     pg = type(options.pg_options).__qualname__ if options.pg_options is not None else ""
     return f"{options.backend}|{options.tag}|{options.group_desc}|{options.timeout}|{pg}"
 
 
-def destroy_groups(groups: list[Any], default: bool) -> None:
+def destroy_groups(groups: list[Any], default: bool, *, abort: bool = False) -> None:
     """Destroy ``groups`` (newest first), then the default group if ``default``: the one
-    shutdown loop every backend uses."""
+    shutdown loop every backend uses.  With ``abort``, torch's ``_abort_process_group``
+    instead (NCCL: without waiting for peers)."""
     if not groups and not default:
         return  # nothing of torch's to destroy: don't import it
     import torch.distributed as dist
 
     if not dist.is_initialized():
         return
+    end = dist.distributed_c10d._abort_process_group if abort else dist.destroy_process_group
     for g in reversed(groups):
         if g is not None and g is not dist.group.WORLD:
-            dist.destroy_process_group(g)
+            end(g)
     if default:
-        dist.destroy_process_group()
+        end()
