@@ -193,13 +193,17 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     def dotted(key: tuple[str, int]) -> str:
         return f"{key[0]}.{named[key[0]].names[key[1]]}"
 
+    spans: dict[Family, tuple[int, int]] = {}  # (hosts, domains): equal groups, equal spans
     out_views = []
     for vname, view in named.items():
         dims = []
         for k in range(view.ndim):
             fam = fams[vname, k]
-            hosts = topology.hosts_per_group(view, k)
-            domains = topology.domains_per_group(view, k)
+            if fam not in spans:
+                h = topology.hosts_per_group(view, k)
+                spans[fam] = h, (h if topology.hosts_per_domain == 1
+                                 else topology.domains_per_group(view, k))
+            hosts, domains = spans[fam]
             dims.append({
                 "name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
                 "num_groups": fam.num_groups, "hosts_per_group": hosts, "intra_host": hosts == 1,

@@ -9,7 +9,7 @@ import attrs
 
 from layout import Layout, LayoutError, coalesce, complement, flatten, make_layout
 
-from ._listing import list_ranks
+from ._listing import _py_offsets, list_ranks
 from ._rankmap import RankMap
 
 if TYPE_CHECKING:
@@ -137,8 +137,4 @@ def _layout_of(seq: tuple[int, ...]) -> Layout | None:
         step *= s
     e = coalesce(Layout(tuple(reversed(shapes)), tuple(reversed(strides)))) if shapes else (
         Layout(1, 0))
-    sh, st = flatten(e.shape), flatten(e.stride)
-    offs = [0]
-    for s, d in zip(sh, st):
-        offs = [o + c * d for o in offs for c in range(s)]
-    return e if tuple(offs) == seq else None
+    return e if tuple(_py_offsets(flatten(e.shape), flatten(e.stride), 0)) == seq else None

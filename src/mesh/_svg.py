@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Iterator
 
 from ._errors import InvalidSizeError, MeshTypeError, RankNotInMeshError
-from ._input import as_int, show
+from ._input import as_int, as_size, show
+from ._render import _unravel
 from ._view import Dim, MeshView, Nested
 
 __all__ = ["MAX_SVG_CELLS", "svg"]
@@ -81,9 +82,7 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
                             f"{show(host)}")
     if title is not None and not isinstance(title, str):
         raise MeshTypeError(f"title must be a str, got {show(title)}")
-    limit = as_int(max_cells, "max_cells")
-    if limit < 1:
-        raise InvalidSizeError(f"max_cells must be a positive int, got {limit}")
+    limit = as_size(max_cells, "max_cells")
     k = None if color_by is None else view.index(color_by)
     if rank is not None:
         rank = as_int(rank, "rank")
@@ -164,7 +163,7 @@ class _Grid:
     def of(cls, view: MeshView, cells: list[int], hosts: list[int] | None) -> _Grid:
         shape, names = view.shape, view.names
         rows, cols = (1, shape[0]) if view.ndim == 1 else shape[-2:]
-        coords = [_coords(i, shape) for i in range(len(cells))]
+        coords = [_unravel(i, shape) for i in range(len(cells))]
         digits = max(len(str(r)) for r in cells)
         cell = max(_CELL, 2 * math.ceil((_EM * 10 * digits + 6) / 2))  # font 10 px at least
         full = _width(f"{names[-1]}={cols - 1}", _AXIS) <= cell - 2
@@ -242,15 +241,6 @@ def _flat(nested: Nested) -> list[int]:
     if isinstance(nested, int):
         return [nested]
     return [r for x in nested for r in _flat(x)]
-
-
-def _coords(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The row-major coordinate of index ``i``: ``_coords(5, (2, 4)) == (1, 1)``."""
-    out = []
-    for s in reversed(shape):
-        i, c = divmod(i, s)
-        out.append(c)
-    return tuple(reversed(out))
 
 
 def _neighbours(n: int, rows: int, cols: int) -> Iterator[tuple[int, int]]:

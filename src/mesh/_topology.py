@@ -14,7 +14,7 @@ from layout import Layout, complement, flatten
 from ._errors import MeshTypeError, TopologyError
 from ._family import Family
 from ._input import MAX_UNIVERSE, as_int, as_size, ordered, show
-from ._listing import list_ranks, numpy
+from ._listing import _py_offsets, list_ranks, numpy
 
 if TYPE_CHECKING:
     from ._view import Dim, MeshView
@@ -60,7 +60,7 @@ class Topology:
         """``world_size`` ranks on hosts of ``devices_per_host`` devices each."""
         n = as_size(world_size, "world_size")
         h = as_size(devices_per_host, "devices_per_host")
-        f = as_size(hosts_per_domain, "hosts_per_domain")
+        f = _per_domain(hosts_per_domain)
         if n > MAX_UNIVERSE:
             raise TopologyError(f"a topology has at most 2**63 ranks, got {show(n)}")
         if n % h:
@@ -68,8 +68,6 @@ class Topology:
                 f"world_size {n:,} is not a whole number of hosts of {show(h)} devices (valid: "
                 f"a multiple of devices_per_host; use Topology.from_hosts for hosts of "
                 "differing sizes)")
-        if f > MAX_UNIVERSE:
-            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
         self.__attrs_init__(n, h, f, None, None)
 
     @classmethod
@@ -85,9 +83,7 @@ class Topology:
         labels = ordered(hosts, "hosts")
         if not labels:
             raise TopologyError("hosts must name the host of at least one rank, got none")
-        f = as_size(hosts_per_domain, "hosts_per_domain")
-        if f > MAX_UNIVERSE:
-            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+        f = _per_domain(hosts_per_domain)
         index: dict[str, int] = {}
         for i, lab in enumerate(labels):
             index.setdefault(_label(lab, i), len(index))
@@ -103,9 +99,7 @@ class Topology:
 
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
-        f = as_size(hosts_per_domain, "hosts_per_domain")
-        if f > MAX_UNIVERSE:
-            raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+        f = _per_domain(hosts_per_domain)
         top = Topology.__new__(Topology)
         top.__attrs_init__(self.world_size, self.devices_per_host, f, self._hosts, self._names)
         return top
@@ -227,6 +221,14 @@ class Topology:
         if hosts is None:
             return max(len({r // per for r in row}) for row in rows)
         return max(len({hosts[r] // hosts_per_block for r in row}) for row in rows)
+
+
+def _per_domain(value: object) -> int:
+    """``hosts_per_domain`` checked: a positive int below 2**63."""
+    f = as_size(value, "hosts_per_domain")
+    if f > MAX_UNIVERSE:
+        raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
+    return f
 
 
 def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str] | None,
@@ -378,7 +380,4 @@ def _spend(count: int, what: str) -> None:
 
 def _image(modes: list[tuple[int, int]], what: str) -> list[int]:
     _spend(math.prod(s for s, _ in modes), what)
-    offs = [0]
-    for s, d in modes:
-        offs = [o + c * d for o in offs for c in range(s)]
-    return offs
+    return _py_offsets(tuple(s for s, _ in modes), tuple(d for _, d in modes), 0)

@@ -36,7 +36,7 @@ from ._errors import (
     RankNotInMeshError,
     UnknownDimError,
 )
-from ._input import as_int, as_name, as_names, as_size, ordered, show
+from ._input import _UNORDERED, as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks
 from ._rankmap import RankMap
 
@@ -157,7 +157,7 @@ class MeshView:
         >>> MeshView.from_ranks([[0, 2], [1, 3]], ("dp", "tp")).group(1, "tp")
         (1, 3)
         """
-        if isinstance(ranks, (set, frozenset, dict, str, bytes, bytearray)):
+        if isinstance(ranks, _UNORDERED):
             raise MeshTypeError(f"a rank tensor must be nested lists or tuples (or an array), "
                                 f"got {show(ranks)}: its order is the mesh's order")
         if hasattr(ranks, "tolist") and not isinstance(ranks, (list, tuple, type)):
