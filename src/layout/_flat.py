@@ -341,10 +341,8 @@ def is_injective(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
         break
     if len(modes) <= 1:
         return True
-    if len(modes) == 2:
-        (d1, s1), (d2, s2) = modes
-        g = math.gcd(d1, d2)
-        return d2 // g >= s1 or d1 // g >= s2
+    if len(modes) == 2:  # two modes collide exactly when the pairwise test says so
+        return not _collide(*modes)
     if any([_collide(a, b) for i, a in enumerate(modes) for b in modes[i + 1:]]):
         return False
     size = math.prod([s for _, s in modes])
