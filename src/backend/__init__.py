@@ -33,7 +33,8 @@ Public names:
   :class:`GlooBackend`, :class:`NcclBackend` and :class:`C10dBackend` (over whatever
   default group is initialized); the last four load torch on first use;
 - options: :class:`GroupOptions`; the cache's :class:`GroupKey` and
-  :class:`CreationRecord`; how c10d groups are made: :class:`Plan`, :func:`plan_creation`;
+  :class:`CreationRecord`; one group request described once: :class:`GroupSpec` (its
+  family, members, :class:`Plan` from :func:`plan_creation`, torch name and barrier);
 - the offline check of a program's group requests: :func:`check_spmd` and its
   :class:`SpmdReport`;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
@@ -60,8 +61,8 @@ from ._errors import (
 from ._fake import FakeBackend, FakeGroup
 from ._options import GroupOptions
 from ._protocol import Backend
+from ._spec import GroupSpec, Plan, plan_creation
 from ._spmd import SpmdReport, check_spmd
-from ._torch_groups import Plan, plan_creation
 
 if TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
@@ -105,6 +106,7 @@ __all__ = [
     "GroupCreationError",
     "GroupKey",
     "GroupOptions",
+    "GroupSpec",
     "MembersMissingError",
     "NcclBackend",
     "NotInMeshError",

@@ -19,6 +19,7 @@ from ._errors import BackendConfigError, PeerLostError
 from ._fake import FakeBackend
 from ._options import GroupOptions, as_options
 from ._rendezvous import Rendezvous
+from ._spec import GroupSpec
 from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default"]
@@ -52,14 +53,18 @@ class C10dBackend(CachedBackend[Any]):
     class) and ``timeout`` unless a dim's options say otherwise.
 
     Group names and creation (see :mod:`backend._rendezvous`): each group is named
-    from its family and members, the same on every process whatever else each one
-    created, and its members first meet at a barrier in the default store.  So a late,
+    from its family and members (:class:`~backend.GroupSpec`), the same on every process
+    whatever else each one created, and its members first meet at a barrier in the
+    default store (a constant number of store calls per member, whatever the group's
+    size).  So a late,
     failed or absent rank on one group never breaks a later group among ranks that are
     all present for it, ranks outside a view need not ask for its groups, and a
     creation that cannot complete fails on every member within its timeout with
-    :class:`~backend.MembersMissingError` saying who is missing and why.  A heartbeat
-    thread (``heartbeat`` seconds; None turns it off) lets :meth:`explain` name the
-    members of a group that stopped answering after a collective failed.
+    :class:`~backend.MembersMissingError` saying who is missing and why.  While a rank
+    creates a group it beats every ``heartbeat`` seconds (longer in worlds over 2,000
+    ranks; None turns beating off), and :meth:`explain` beats while it watches, so the
+    members of a group that stopped answering can be named; nothing is sent while
+    nothing is being created.
     """
 
     name = "c10d"
@@ -85,7 +90,7 @@ class C10dBackend(CachedBackend[Any]):
         self._rendezvous: Rendezvous | None = None
         if self.meets and self.world_size > 1:
             self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
-                                          heartbeat)
+                                          world_size=self.world_size, heartbeat=heartbeat)
         _LIVE.add(self)
         for device_type in self.device_types:
             _registry.register(device_type, self)
@@ -126,9 +131,10 @@ class C10dBackend(CachedBackend[Any]):
         return False
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> Any:
-        return create_torch_group(view, dim, self.rank, self.world_size, options,
-                                  can_split=self._can_split(), default_backend=self._c10d,
-                                  default_timeout=self._timeout, rendezvous=self._rendezvous)
+        spec = GroupSpec.of(view, dim, options, rank=self.rank, world_size=self.world_size,
+                            can_split=self._can_split(), default_backend=self._c10d,
+                            default_timeout=self._timeout)
+        return create_torch_group(spec, self._rendezvous)
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """The same as :meth:`get_group`: c10d groups are torch process groups."""
@@ -136,9 +142,13 @@ class C10dBackend(CachedBackend[Any]):
 
     def explain(self, error: BaseException, group: Any) -> BaseException:
         """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
-        naming the members that stopped answering (their heartbeats do not move for about
-        two beats), chained to ``error``; ``error`` itself when every member still answers
-        (or no heartbeat runs).
+        naming the members that do not answer, chained to ``error``; ``error`` itself when
+        every member answers (or heartbeats are off).
+
+        For about two beats this rank beats and watches the other members' beats.  Ranks
+        beat only inside a group creation or this call, so the members that answer are
+        the ones handling the same failure; a member that exited, hangs, or is not taking
+        part in the collective is named.
 
         >>> # try: dist.all_reduce(t, group=g)
         >>> # except RuntimeError as e: raise backend.explain(e, g) from e
@@ -148,7 +158,7 @@ class C10dBackend(CachedBackend[Any]):
         ranks = dist.get_process_group_ranks(group)
         try:
             quiet = self._rendezvous.silent([r for r in ranks if r != self.rank])
-            lost = {r: ("never sent a heartbeat" if q is None
+            lost = {r: ("has not answered (no beat on record)" if q is None
                         else f"has not answered for {q:.1f} s") for r, q in quiet.items()}
         except Exception:  # the store lives on rank 0
             lost = {0: "cannot be asked: the store on rank 0 is unreachable (rank 0 exited?)"}
@@ -157,7 +167,8 @@ class C10dBackend(CachedBackend[Any]):
         who = "; ".join(f"rank {r} {text}" for r, text in lost.items())
         out = PeerLostError(
             f"a collective on the group {tuple(ranks)} failed on rank {self.rank}: {who} (it "
-            f"likely exited or hung). The error was: {type(error).__name__}: {error}",
+            "exited, hangs, or is not taking part in this collective). The error was: "
+            f"{type(error).__name__}: {error}",
             lost=tuple(lost))
         out.__cause__ = error
         return out

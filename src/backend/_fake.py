@@ -94,14 +94,16 @@ class FakeBackend(CachedBackend[FakeGroup]):
         These torch groups are cached (and shared) like the fake groups, in a cache
         of their own: :attr:`created` lists only the :class:`FakeGroup` creations.
         """
+        from ._spec import GroupSpec
         from ._torch_groups import create_torch_group
 
         k, opts, key = self._member_key(view, dim, options, "torch_group")
         self._ensure_fake_world()
         return self._torch_cache.get_or_create(
             key, view.names[k],
-            lambda: create_torch_group(view, k, self.rank, self.world_size, opts,
-                                       can_split=False))
+            lambda: create_torch_group(GroupSpec.of(view, k, opts, rank=self.rank,
+                                                    world_size=self.world_size,
+                                                    can_split=False)))
 
     def started_torch_world(self, world: Any) -> bool:
         """Whether ``world`` (torch's default group) is the fake world this backend started."""

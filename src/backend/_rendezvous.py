@@ -1,74 +1,154 @@
-"""Creating a group without hangs or cascades: an arrival barrier in the default store.
+"""The creation barrier: members of a group meet in the default store before torch creates it.
 
 Torch 2.13 names a locally synchronized group ``sha1(ranks + number of groups this process
 has)``, a per-process counter: one late or failed creation leaves the counters out of step,
 and every later group among the same processes waits for a rendezvous that never comes.
-meshlayout instead names each group from its family and members (:func:`group_name`, the
-same on every process whatever it created before) and, before torch's creation, has the
-members meet at a barrier of their own in the default store:
+meshlayout names each group from its family and members (:class:`~backend._spec.GroupSpec`)
+and, before torch's creation, has the members meet at this barrier.
 
-- each rank keeps a "now creating" record (``meshlayout/creating/<rank>``: the group, its
-  dim and ranks, since when, until when it will wait), and a heartbeat
-  (``meshlayout/alive/<rank>``) while its backend lives;
-- a member announces itself (``meshlayout/here/<group>/<round>/<rank>``) and waits until
-  every member has; the round's outcome is agreed through one ``compare_set`` ("go" by
-  whoever sees everyone, "quit" by whoever times out first), so no member creates the
-  group while another gave up; it waits longer while a missing member is visibly busy
-  creating another group that has not timed out (or left one a moment ago) and does not
-  wait for this rank (at most one more timeout), so two groups asked one after the other
-  by ranks that are all present do not fail each other;
-- a member that gives up withdraws and leaves a mark (``meshlayout/gaveup/<group>/<rank>``)
-  that explains a later member's failure ("gave up before this rank arrived");
-- on failure the error names this rank, the group, the members that did not arrive and
-  what each was doing, the likely cause and the remedies.
+**Rounds and tickets.**  A barrier named ``G`` with ``N`` members runs in rounds.  Every
+attempt of a member takes a *ticket* ``t = add(t/G, 1)``; tickets ``kN+1 .. kN+N`` make
+round ``k``.  The member holding the round's last ticket *commits* it
+(``compare_set(o/G/k, "", GO)``); the others block in the store on the outcome key
+(``wait([o/G/k], remaining)``, on a connection of their own, so nothing else of the
+process waits behind them).  A member whose deadline passes first *claims* the round
+(``add(c/G/k, 1) == 1``), lists who is missing (the only listing: once per failed round),
+applies the waiting policy (:func:`next_deadline`) and, when the policy says so, *closes*
+it: it writes the reasons (``w/G/k``) and then ``compare_set(o/G/k, "", QUIT)``.  Because
+commit and close are the same ``compare_set`` on one key, exactly one wins: every member
+agrees on the round's outcome.  Every member then reads the outcome by counting itself
+(``add(o/G/k, 1)``); the last of the ``N`` readers deletes the round's keys.
 
-Every wait is bounded by the group's timeout (plus at most one more timeout while a peer is
-busy, plus a short slack); store failures (the store lives on rank 0) are reported, not hung on.
+**States of a round** (of its key ``o/G/k``): *open* (absent, fewer than N tickets taken),
+*full* (N tickets, being committed), *go* (``GO + readers``), *quit* (``QUIT + readers``,
+reasons in ``w/G/k``), *gone* (deleted by its N-th reader).  Transitions: open → full → go;
+open or full → quit (a close wins the ``compare_set``); go or quit → gone.
+
+**Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter (kept: one per group name
+for the store's life, so round numbers never repeat); ``o/G/k`` the outcome; ``c/G/k`` the
+close claim; ``w/G/k`` the reasons; ``r/<rank>`` this rank's record (the group and round it
+is in, since and until when, its last beat; deleted at :meth:`Rendezvous.close`).  A round
+whose N tickets are never all taken (a member never came back) keeps its ``o``, ``c`` and
+``w`` keys until the store goes.
+
+**Invariants.**
+- *Agreement*: a round is go for all its members or quit for all of them.
+- *No lone pass*: go needs N tickets in one round, and a member leaves a round only once it
+  is decided, so the N tickets are N distinct members present at once; an attempt that
+  failed after go (in torch) takes its retry's ticket in a later round, where it waits for
+  its peers' retries or fails within its timeout naming who did not come.
+- *Bounded waiting*: a member waits until its deadline (its timeout), longer only while the
+  policy sees a missing member busy with another group that does not wait for it, and
+  never past twice its timeout plus :data:`SLACK_S` (then it closes the round itself).
+- *Cost*: on the success path each member makes 4 store calls (ticket, record, wait or
+  commit, read) and the last reader one more (the delete), whatever N; nobody lists the
+  members.  Liveness costs nothing while nothing is being created: a rank beats its record
+  only while it is inside a creation (or explaining a failure), every
+  :func:`beat_period` seconds (1 s, longer for worlds over 2,000 ranks: at most
+  :data:`LIVENESS_WRITES_PER_S` beats per second whatever the world).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
+
+import attrs
 
 from ._errors import MembersMissingError
 
-__all__ = ["Rendezvous", "group_name"]
+__all__ = ["Peer", "Rendezvous", "beat_period", "next_deadline"]
 
 PREFIX = "meshlayout"
-_SLACK_S = 1.0  # how long past a busy peer's deadline it may take to arrive here
-_POLL_S = (0.002, 0.05)  # the first and the longest pause between looks at the store
+GO = 1 << 40  # o/G/k holds GO + readers after a commit
+QUIT = 2 << 40  # ... or QUIT + readers after a close
+SLACK_S = 1.0  # how long past a busy peer's deadline it may take to arrive here
+LIVENESS_WRITES_PER_S = 2000  # the most beats per second a whole world sends
+_ABSENT = "\x00meshlayout-absent"
+_SHOWN = 64  # ranks written into a record or a reason, at most
 
 
-def group_name(universe: str, layout: str, options: str, ranks: tuple[int, ...]) -> str:
-    """The process-independent name of one group: a digest of its family (universe, dim
-    layout, options) and its members, never of what else a process created."""
-    text = f"{universe}|{layout}|{options}|{','.join(map(str, ranks))}"
-    return "ml-" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:20]
+def beat_period(world_size: int, heartbeat: float) -> float:
+    """Seconds between two beats of a rank inside a creation: ``heartbeat``, or longer
+    in worlds so large that all ranks beating at once would pass
+    :data:`LIVENESS_WRITES_PER_S` writes per second.
+
+    >>> beat_period(8, 1.0), beat_period(131072, 1.0)
+    (1.0, 65.536)
+    """
+    return max(heartbeat, world_size / LIVENESS_WRITES_PER_S)
 
 
-def _busy_until(rec: Any, name: str, now: float) -> float | None:
-    """Until when a member is busy, if its record ``rec`` says it is creating a group:
-    another one (until that one's deadline; just past it, it is about to fail and come),
-    this one (it is arriving right now), or it left another group less than
-    :data:`_SLACK_S` ago (it may be on its way here: a failure's report and the next
-    request take a moment between two records)."""
-    if not rec:
+# ---- the waiting policy: pure -------------------------------------------------------------
+@attrs.frozen
+class Peer:
+    """What the member closing a round knows of one missing member.
+
+    ``state``: ``"absent"`` (no record), ``"arriving"`` (it holds a ticket of this round),
+    ``"busy"`` (waiting in another group's round until ``until``), ``"left"`` (it left a
+    failed group at ``until``), ``"idle"`` (its last group was created), ``"gave_up"``
+    (it closed or left an earlier round of this group), ``"created"`` (an earlier round
+    of this group went ahead with it), ``"gone"`` (busy, but its beat stopped).
+    ``waits_for_me``: its group waits, directly or through others, for the closing rank.
+    """
+
+    state: str
+    until: float = 0.0
+    waits_for_me: bool = False
+
+
+def next_deadline(now: float, deadline: float, cap: float, peers: Sequence[Peer],
+                  everyone_arrived: bool = False) -> float | None:
+    """When the closing member looks again, or None: close the round now.
+
+    A member waits past its deadline only for peers on their way here: one that holds a
+    ticket of this round (or all do: the commit is in flight) for :data:`SLACK_S`; one
+    busy with another group until that one's deadline plus :data:`SLACK_S` (it then
+    fails there and comes); one that left a failed group less than :data:`SLACK_S` ago.
+    A peer that waits for this member (a cycle: groups asked in different orders) is
+    not waited for.  Never past ``cap``.
+
+    >>> next_deadline(10.0, 10.0, 20.0, [Peer("busy", until=12.0)])
+    13.0
+    >>> next_deadline(10.0, 10.0, 20.0, [Peer("busy", until=12.0, waits_for_me=True)]) is None
+    True
+    """
+    if now >= cap:
         return None
-    if "until" in rec:
-        if rec.get("group") == name:
-            return now
-        until = float(rec["until"])
-    elif "idle_since" in rec:
-        until = float(rec["idle_since"])
-    else:
-        return None
-    return until if until + _SLACK_S > now else None
+    ahead = [now + SLACK_S] if everyone_arrived else []
+    for p in peers:
+        if p.waits_for_me:
+            continue
+        if p.state == "arriving":
+            ahead.append(now + SLACK_S)
+        elif p.state in ("busy", "left"):
+            ahead.append(p.until + SLACK_S)
+    until = min(max([deadline, *ahead]), cap)
+    return until if until > now else None
+
+
+_KINDS = {"absent": "skipped", "idle": "skipped", "left": "skipped", "busy": "order",
+          "arriving": "late", "gave_up": "late", "created": "created", "gone": "gone"}
+_CAUSES = (  # the first kind present among the missing names the likely cause
+    ("order", "ranks asked for groups in a different order (each waits for a group another "
+              "is not creating yet)"),
+    ("created", "an earlier attempt of this rank failed after its members had met: they "
+                "created the group and will not ask again (shut the backend down on every "
+                "rank and start a new one to create it again)"),
+    ("late", "this rank is late: the other members gave up waiting for it"),
+    ("gone", "a member exited or stopped answering"),
+    ("skipped", "a member skipped this group (or is late)"),
+)
+
+
+# ---- the store ------------------------------------------------------------------------------
+def _key(*parts: object) -> str:
+    return "/".join([PREFIX, *map(str, parts)])
 
 
 class _Closed:
@@ -78,243 +158,387 @@ class _Closed:
         raise RuntimeError("this backend was shut down; its store is released")
 
 
+@attrs.define
+class _Attempt:
+    """One member's attempt at one barrier (what the steps below share)."""
+
+    name: str
+    size: int
+    members: Sequence[int]
+    desc: str
+    dim: str
+    shown: tuple[int, ...]  # the group's ranks for messages (this rank's group)
+    start: float
+    deadline: float
+    cap: float
+    round: int = -1
+    late: dict[str, Any] | None = None  # the reasons of a round closed before we came
+
+
 class Rendezvous:
-    """One process's view of the barrier keys in the default store (see the module)."""
+    """One process's side of the barrier (see the module)."""
 
-    def __init__(self, store: Any, rank: int, heartbeat_s: float | None = 1.0) -> None:
-        self._store = store
+    def __init__(self, store: Any, rank: int, *, world_size: int,
+                 heartbeat: float | None = 1.0) -> None:
+        self._root = store
         self._rank = rank
-        self._beat = heartbeat_s
-        self._stop = threading.Event()
+        self._period = beat_period(world_size, heartbeat) if heartbeat else None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._active: dict[int, dict[str, Any]] = {}  # thread -> the record it beats
+        self._wake = threading.Event()
+        self._stop = False
         self._thread: threading.Thread | None = None
-        self._record: dict[str, Any] | None = None  # what this rank is creating now
-        if heartbeat_s:
-            self._thread = threading.Thread(target=self._heartbeat, daemon=True,
-                                            name=f"meshlayout-heartbeat-{rank}")
-            self._thread.start()
 
-    # ---- records --------------------------------------------------------------------------
-    def _key(self, *parts: object) -> str:
-        return "/".join([PREFIX, *map(str, parts)])
+    # ---- connections and records ------------------------------------------------------------
+    def _store(self) -> Any:
+        """This thread's connection: a clone of the default store's, so that a blocking wait
+        holds up nothing else of the process (torch's own store calls included)."""
+        mine = getattr(self._local, "store", None)
+        if mine is None:
+            root = self._root
+            mine = root.clone() if hasattr(root, "clone") else root
+            self._local.store = mine
+        return mine
 
-    def _set(self, key: str, value: object) -> None:
-        self._store.set(key, json.dumps(value))
+    def _peek(self, key: str) -> bytes | None:
+        """The value at ``key`` or None, in one call that never blocks (a compare_set that
+        cannot match)."""
+        got = bytes(self._store().compare_set(key, _ABSENT, _ABSENT))
+        return None if got == _ABSENT.encode() else got
 
-    def _get(self, key: str) -> Any:
-        """The JSON value at ``key``, or None if there is none (never blocks)."""
-        if not self._store.check([key]):
-            return None
-        raw = self._store.get(key)
+    def _record(self, rank: int) -> dict[str, Any] | None:
+        raw = self._peek(_key("r", rank))
         return json.loads(raw) if raw else None
 
-    def _heartbeat(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._set(self._key("alive", self._rank), time.time())
-            except Exception:  # the store is gone (rank 0 exited): nothing left to tell
-                return
-            self._stop.wait(self._beat)
+    def _publish(self, record: dict[str, Any]) -> None:
+        """Write this rank's record and beat it while this thread is inside the barrier or
+        the creation that follows (until :meth:`_quiet`)."""
+        record["beat"] = time.time()
+        self._store().set(_key("r", self._rank), json.dumps(record))
+        with self._lock:
+            self._active[threading.get_ident()] = record
+            if self._period is not None and self._thread is None and not self._stop:
+                self._thread = threading.Thread(target=self._beat, daemon=True,
+                                                name=f"meshlayout-beat-{self._rank}")
+                self._thread.start()
 
-    def close(self) -> None:
-        """Stop the heartbeat and let go of the store (idempotent), so that destroying the
-        default group frees it and a new world can be started on the same port."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2 * (self._beat or 0.0) + 1)
-        self._store = _Closed()
+    def _quiet(self) -> None:
+        with self._lock:
+            self._active.pop(threading.get_ident(), None)
+
+    def _beat(self) -> None:
+        while True:
+            self._wake.wait(self._period)
+            with self._lock:
+                if self._stop:
+                    return
+                record = next(reversed(self._active.values()), None)
+            if record is not None:
+                record = {**record, "beat": time.time()}
+                try:
+                    self._store().set(_key("r", self._rank), json.dumps(record))
+                except Exception:  # the store is gone (rank 0 exited): nothing left to tell
+                    return
 
     @property
     def beating(self) -> bool:
-        """Whether this process sends heartbeats (so peers' silence means something)."""
-        return self._thread is not None and not self._stop.is_set()
+        """Whether this rank beats inside creations (so peers' silence means something)."""
+        return self._period is not None and not self._stop
 
     @property
     def lost_after(self) -> float:
-        """How long a member may stay silent before it counts as lost (3 beats + 2 s)."""
-        return 3 * (self._beat or 0.0) + 2.0
+        """How long a rank inside a creation may go without a beat before it counts as lost
+        (3 periods + 2 s)."""
+        return 3 * (self._period or 0.0) + 2.0
 
-    def silent_for(self, rank: int) -> float | None:
-        """Seconds since ``rank``'s last heartbeat, or None if it never sent one."""
-        last = self._get(self._key("alive", rank))
-        return None if last is None else max(0.0, time.time() - float(last))
+    def close(self) -> None:
+        """Stop beating, delete this rank's record and let go of the store (idempotent), so
+        that destroying the default group frees it."""
+        with self._lock:
+            self._stop = True
+            self._active.clear()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if not isinstance(self._root, _Closed):
+            with contextlib.suppress(Exception):
+                self._store().delete_key(_key("r", self._rank))
+        self._root = _Closed()
+        self._local = threading.local()
 
-    def silent(self, ranks: list[int]) -> dict[int, float | None]:
-        """The ranks whose heartbeat does not move within ~2 beats, with how long they have
-        been silent (None: never beat).  A rank that died a moment ago still has a fresh
-        beat, so this watches for the next one instead of judging by age alone."""
-        first = {r: self._get(self._key("alive", r)) for r in ranks}
-        quiet = set(ranks)
-        deadline = time.time() + 2 * (self._beat or 0.0) + 0.5
-        while quiet and time.time() < deadline:
-            time.sleep(0.1)
-            quiet = {r for r in quiet if self._get(self._key("alive", r)) == first[r]}
-        return {r: (None if first[r] is None else max(0.0, time.time() - float(first[r])))
-                for r in sorted(quiet)}
-
+    # ---- the barrier --------------------------------------------------------------------------
     @contextlib.contextmanager
-    def creating(self, group: dict[str, Any], deadline: float) -> Iterator[None]:
-        """Publish "now creating ``group`` until ``deadline``" for the duration."""
-        key = self._key("creating", self._rank)
-        self._record = {**group, "since": time.time(), "until": deadline}
-        self._set(key, self._record)
+    def meet(self, name: str, members: Sequence[int], timeout: float, *, dim: str,
+             desc: str, shown: tuple[int, ...]) -> Iterator[None]:
+        """Meet the other ``members`` at barrier ``name``, then run the body (the creation)
+        while beating.  Raises :class:`~backend.MembersMissingError` when the round this rank
+        is in closes (see the module)."""
+        start = time.time()
+        attempt = _Attempt(name, len(members), members, desc, dim, shown, start,
+                           start + timeout, start + 2 * timeout)
         try:
+            self._arrive(attempt)
             yield
         finally:
-            self._record = None
-            with contextlib.suppress(Exception):
-                self._set(key, {"idle_since": time.time(), "last": group})
+            self._quiet()
 
-    def _extend(self, until: float) -> None:
-        """Publish that this rank now waits until ``until`` (its deadline moved)."""
-        if self._record is not None and self._record["until"] < until:
-            self._record["until"] = until
-            self._set(self._key("creating", self._rank), self._record)
-
-    # ---- the barrier ----------------------------------------------------------------------
-    def arrive(self, name: str, members: tuple[int, ...], timeout: float, dim: str,
-               ranks: tuple[int, ...]) -> None:
-        """Wait until every member of ``members`` has arrived at group ``name``.
-
-        The barrier runs in rounds so that members agree on its outcome: a member that
-        sees everyone present commits the round (``compare_set`` of its state to "go"),
-        a member whose deadline passes closes it ("quit"), and whichever comes first
-        wins, so no member creates the group while another gave up.  Members of a
-        closed round move to the next one.  Raises :class:`~backend.MembersMissingError`
-        when this rank closes its round, having left its "gave up" mark (which only
-        explains: a member arriving later still waits its own timeout, so retries on
-        both sides can meet).  Each look costs two store calls; members are listed only
-        at a deadline.
-        """
-        store = self._store
-        mark = self._key("gaveup", name, self._rank)
-        with contextlib.suppress(Exception):
-            store.delete_key(mark)  # a retry: this rank is back
-        start = time.time()
-        deadline, cap = start + timeout, start + 2 * timeout
-        pause = _POLL_S[0]
-        seen: dict[int, Any] = {}
-        k = self._join(name, int(store.add(self._key("round", name), 0)))
+    def _arrive(self, a: _Attempt) -> None:
+        store = self._store()
         while True:
-            state = self._key("state", name, k)
-            here = [self._key("here", name, k, m) for m in members]
-            if store.check([state]):
-                if store.get(state) == b"go":
-                    return
-                k = self._join(name, k + 1)  # a closed round: on to the next one
+            arrived = time.time()
+            ticket = int(store.add(_key("t", a.name), 1))
+            a.round = k = (ticket - 1) // a.size
+            self._publish({"group": a.name, "round": k, "size": a.size, "desc": a.desc,
+                           "ranks": list(a.members[:_SHOWN]), "since": a.start,
+                           "until": a.deadline})
+            if ticket == (k + 1) * a.size:
+                store.compare_set(_key("o", a.name, k), "", str(GO))
+            else:
+                self._await(a)
+            outcome = self._read(a)
+            if outcome == GO:
+                return
+            why = json.loads(self._peek(_key("w", a.name, k)) or b"{}")
+            if why.get("by") != self._rank and (self._rank in why.get("missing", ()) or
+                                                float(why.get("at", 0.0)) < arrived):
+                a.late = why  # closed before this rank came: on to the next round
                 continue
-            if store.check(here):
-                if store.compare_set(state, "", "go") == b"go":
-                    return
-                continue  # closed meanwhile: the next look moves on
-            now = time.time()
-            if now >= deadline:
-                missing = [m for m, key in zip(members, here) if not store.check([key])]
-                if not missing:
-                    continue  # the last member arrived just now: the next look commits "go"
-                seen = {m: self._get(self._key("creating", m)) for m in missing}
-                busy = [b for b in (_busy_until(seen[m], name, now) for m in missing
-                                    if not self._waits_for_me(seen[m], name)) if b]
-                deadline = min(max([now, *[b + _SLACK_S for b in busy]]), cap)
-                if now >= deadline:
-                    if store.compare_set(state, "", "quit") == b"go":
-                        return  # everyone came as this rank was giving up
-                    break
-                self._extend(deadline)
-            time.sleep(pause)
-            pause = min(pause * 2, _POLL_S[1])
+            self._left(a)
+            raise self._failure(a, why)
+
+    def _read(self, a: _Attempt) -> int:
+        """Count this member as a reader of its round's outcome; GO or QUIT.  The last of the
+        N readers removes the round's keys."""
+        store, k = self._store(), a.round
+        value = int(store.add(_key("o", a.name, k), 1))
+        outcome = QUIT if value >= QUIT else GO
+        if value - outcome == a.size:
+            for part in ("o", "w", "c") if outcome == QUIT else ("o",):
+                with contextlib.suppress(Exception):
+                    store.delete_key(_key(part, a.name, k))
+        return outcome
+
+    def _await(self, a: _Attempt) -> None:
+        """Block until this round has an outcome, claiming and closing it at the deadline."""
+        store, out = self._store(), _key("o", a.name, a.round)
+        try:
+            if self._wait(out, a.deadline):
+                return
+            if int(store.add(_key("c", a.name, a.round), 1)) == 1:
+                self._close(a)
+            elif not self._wait(out, a.cap + SLACK_S):  # the closer is gone: close it here
+                _, peers = self._look(a)
+                self._conclude(a, self._reasons(a, sorted(peers), peers))
+        except BaseException:
+            with contextlib.suppress(Exception):  # leave no round that can pass without us
+                self._conclude(a, {"by": self._rank, "missing": [self._rank], "count": 1,
+                                   "doing": {str(self._rank): ["stopped waiting (interrupted)",
+                                                               "gone"]}})
+            raise
+
+    def _wait(self, key: str, until: float) -> bool:
+        """Whether ``key`` exists before ``until`` (a blocking wait in the store)."""
+        left = until - time.time()
+        try:
+            self._store().wait([key], timedelta(seconds=max(left, 0.001)))
+            return True
+        except Exception:  # the store's wait timeout (DistStoreError)
+            if time.time() < until - 0.05:  # not a timeout: the store itself failed
+                raise
+            return False
+
+    def _close(self, a: _Attempt) -> None:
+        """The claiming member: wait while the policy says so, then close the round."""
+        out = _key("o", a.name, a.round)
+        deadline = a.deadline
+        while True:
+            arrived, peers = self._look(a)
+            until = next_deadline(time.time(), deadline, a.cap, list(peers.values()),
+                                  everyone_arrived=len(arrived) == a.size)
+            if until is None:
+                break
+            self._publish({**self._active_record(), "until": until})
+            if self._wait(out, until):
+                self._store().delete_key(_key("c", a.name, a.round))
+                return
+            deadline = until
+        if self._conclude(a, self._reasons(a, sorted(peers), peers)) == GO:
+            self._store().delete_key(_key("c", a.name, a.round))
+
+    def _active_record(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._active.get(threading.get_ident(), {}))
+
+    def _conclude(self, a: _Attempt, why: dict[str, Any]) -> int:
+        """Write the reasons, then close the round unless it was committed first; which won."""
+        store = self._store()
+        store.set(_key("w", a.name, a.round), json.dumps(why))
+        won = int(store.compare_set(_key("o", a.name, a.round), "", str(QUIT)))
+        return QUIT if won >= QUIT else GO
+
+    def _left(self, a: _Attempt) -> None:
+        """Mark that this rank left a failed round (so a peer's policy sees it on its way)."""
         with contextlib.suppress(Exception):
-            self._set(mark, time.time())
-        raise self._failure(name, members, seen, dim, ranks, time.time() - start)
+            self._store().set(_key("r", self._rank), json.dumps(
+                {"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
+                 "ranks": list(a.members[:_SHOWN]), "since": a.start, "left": time.time()}))
 
-    def _join(self, name: str, k: int) -> int:
-        """Announce this rank in round ``k`` (or a later one, if it is current); its number."""
-        current = int(self._store.compare_set(self._key("round", name), str(k - 1), str(k))) \
-            if k else 0
-        k = max(k, current)
-        self._store.set(self._key("here", name, k, self._rank), "1")
-        return k
+    # ---- listing a failed round (once, by its closer) ----------------------------------------
+    def _look(self, a: _Attempt) -> tuple[set[int], dict[int, Peer]]:
+        """Who holds a ticket of this round, and what each missing member is doing."""
+        now = time.time()
+        snap = _Snapshot(self)
+        taken = int(self._peek(_key("t", a.name)) or 0) - a.round * a.size
+        arrived = {self._rank}
+        for m in a.members:
+            rec = snap.record(m)
+            if m != self._rank and rec and rec.get("group") == a.name and \
+                    int(rec.get("round", -1)) == a.round:
+                arrived.add(m)
+        if taken >= a.size:  # every ticket is taken: the commit is on its way
+            return set(a.members), {}
+        peers = {m: snap.peer(a, m, now, self.lost_after if self._period else None)
+                 for m in a.members if m not in arrived}
+        return arrived, peers
 
-    def _waits_for_me(self, rec: Any, name: str, most: int = 256) -> bool:
-        """Whether the member with record ``rec`` waits, directly or through others' groups,
-        for this rank: then waiting longer for it is a cycle (groups asked in different
-        orders) and this rank gives up at its own deadline instead.  Follows the records
-        of at most ``most`` ranks."""
-        todo = [r for r in (rec or {}).get("ranks", ()) if (rec or {}).get("group") != name]
+    def _reasons(self, a: _Attempt, missing: list[int],
+                 peers: Mapping[int, Peer] | None = None) -> dict[str, Any]:
+        """The closer's reasons: who is missing and what each is doing (the first few)."""
+        now = time.time()
+        doing: dict[str, list[str]] = {}
+        for m in missing[:_SHOWN]:
+            peer = (peers or {}).get(m, Peer("absent"))
+            doing[str(m)] = [self._doing(m, peer, now), _KINDS[peer.state]]
+        return {"by": self._rank, "at": now, "missing": missing[:_SHOWN],
+                "count": len(missing), "doing": doing}
+
+    def _doing(self, m: int, peer: Peer, now: float) -> str:
+        rec = self._record(m) or {}
+        desc = rec.get("desc") or ("no group (it is explaining a failed collective)"
+                                   if rec.get("explaining") else "a group")
+        return {
+            "absent": "has not started creating any group (late, or not started)",
+            "arriving": "was arriving as this rank gave up",
+            "gave_up": "gave up waiting for this group before this rank arrived",
+            "created": "already created this group with the other members (in an earlier "
+                       "round); it will not ask for it again",
+            "busy": f"is creating {desc} (for {now - float(rec.get('since', now)):.1f} s)",
+            "left": f"is not creating any group (it left {desc} {now - peer.until:.1f} s ago, "
+                    "when that failed)",
+            "idle": f"is not creating any group (its last was {desc})",
+            "gone": f"has not answered for {now - peer.until:.1f} s while creating {desc} "
+                    "(it may have exited)",
+        }[peer.state]
+
+    def _failure(self, a: _Attempt, why: Mapping[str, Any]) -> MembersMissingError:
+        missing = tuple(int(m) for m in why.get("missing", ()))
+        doing = {int(m): tuple(v) for m, v in why.get("doing", {}).items()}
+        kinds = {k for _, k in doing.values()} | ({"late"} if a.late else set())
+        cause = next((text for kind, text in _CAUSES if kind in kinds), _CAUSES[-1][1])
+        count = int(why.get("count", len(missing)))
+        who = "; ".join(f"rank {m} {text}" for m, (text, _) in list(doing.items())[:8])
+        if count > min(8, len(doing)):
+            who += f"; and {count - min(8, len(doing))} more"
+        closer = why.get("by")
+        by = "" if closer in (None, self._rank) else f" (rank {closer} closed the round)"
+        message = (
+            f"rank {self._rank} could not create {a.desc} within {time.time() - a.start:.1f} s"
+            f"{by}: {count} of its {a.size} members did not arrive ({who}). Likely cause: "
+            f"{cause}. Remedies: ask for groups in the same order on every rank "
+            "(mesh.materialize() creates a mesh's groups in dim order on every rank), make "
+            "every member ask, and check the program offline with "
+            "backend.check_spmd(world_size, program).")
+        return MembersMissingError(message, rank=self._rank, dim=a.dim, ranks=a.shown,
+                                   missing=missing,
+                                   doing={m: text for m, (text, _) in doing.items()})
+
+    # ---- liveness after a failure -------------------------------------------------------------
+    def silent(self, ranks: Sequence[int]) -> dict[int, float | None]:
+        """The ranks that do not beat within about two periods while this rank waits (it
+        beats meanwhile, so peers handling the same failure see it too), with how long since
+        their last beat (None: never).  A rank beats only inside a creation or this call,
+        so one that is alive but doing neither counts as silent."""
+        self._publish({"group": None, "explaining": True, "since": time.time()})
+        try:
+            first = {r: (self._record(r) or {}).get("beat") for r in ranks}
+            quiet = set(ranks)
+            end = time.time() + 2 * (self._period or 0.0) + 0.5
+            while quiet and time.time() < end:
+                time.sleep(0.1)
+                quiet = {r for r in quiet if (self._record(r) or {}).get("beat") == first[r]}
+        finally:
+            self._quiet()
+        now = time.time()
+        return {r: None if (beat := first[r]) is None else max(0.0, now - float(beat))
+                for r in sorted(quiet)}
+
+
+class _Snapshot:
+    """The store as the closing member reads it once: records and round outcomes, each
+    read at most once (memoized), so a listing costs O(members + records followed)."""
+
+    def __init__(self, rz: Rendezvous) -> None:
+        self._rz = rz
+        self._records: dict[int, dict[str, Any] | None] = {}
+        self._decided: dict[tuple[Any, int], int | None] = {}
+
+    def record(self, rank: int) -> dict[str, Any] | None:
+        if rank not in self._records:
+            self._records[rank] = self._rz._record(rank)
+        return self._records[rank]
+
+    def decided(self, rec: Mapping[str, Any]) -> int | None:
+        """GO or QUIT if the round in ``rec`` is decided (or over), None while it is open."""
+        name, k = rec.get("group"), int(rec.get("round", 0))
+        if (name, k) not in self._decided:
+            value = self._rz._peek(_key("o", name, k))
+            if value is not None:
+                found: int | None = QUIT if int(value) >= QUIT else GO
+            else:
+                taken = int(self._rz._peek(_key("t", name)) or 0)
+                found = GO if taken >= (k + 1) * int(rec.get("size", 1)) else None
+            self._decided[(name, k)] = found
+        return self._decided[(name, k)]
+
+    def peer(self, a: _Attempt, m: int, now: float, lost_after: float | None) -> Peer:
+        """What missing member ``m`` is doing, from its record."""
+        rec = self.record(m)
+        if not rec:
+            return Peer("absent")
+        if not rec.get("group"):
+            return Peer("idle")  # explaining a failure, not creating
+        if rec["group"] == a.name:
+            if int(rec.get("round", -1)) >= a.round:
+                return Peer("arriving")
+            return Peer("gave_up" if "left" in rec else "created")
+        if "left" in rec:
+            return Peer("left", float(rec["left"]))
+        if self.decided(rec) is not None:
+            return Peer("idle")
+        beat = float(rec.get("beat", now))
+        if lost_after is not None and now - beat > lost_after:
+            return Peer("gone", beat)
+        return Peer("busy", float(rec.get("until", now)), self.waits_for(rec, a.members))
+
+    def waits_for(self, rec: Mapping[str, Any], me: Sequence[int], most: int = 256) -> bool:
+        """Whether the member with record ``rec`` waits, directly or through the open groups
+        of the members it waits for, for the closing rank (a cycle).  Follows at most
+        ``most`` records; a group too large to be written out in a record is assumed to."""
+        rank = self._rz._rank
+        todo: list[Mapping[str, Any]] = [rec]
         seen: set[int] = set()
         while todo and len(seen) < most:
             r = todo.pop()
-            if r == self._rank:
+            ranks = r.get("ranks", ())
+            if rank in ranks or int(r.get("size", 0)) > len(ranks):
                 return True
-            if r in seen:
-                continue
-            seen.add(r)
-            other = self._get(self._key("creating", r))
-            if other and "until" in other and other.get("group") != name:
-                todo.extend(other.get("ranks", ()))
+            for m in ranks:
+                if m in seen:
+                    continue
+                seen.add(m)
+                other = self.record(m)
+                if other and other.get("group") and "left" not in other and \
+                        other.get("group") != r.get("group") and self.decided(other) is None:
+                    todo.append(other)
         return False
-
-    def done(self, name: str, members: tuple[int, ...]) -> None:
-        """Count this member through; the last one out opens a fresh round for a later
-        creation under this name (a new backend after a shutdown) and removes the keys."""
-        try:
-            k = int(self._store.add(self._key("round", name), 0))
-            if int(self._store.add(self._key("done", name, k), 1)) == len(members):
-                self._store.compare_set(self._key("round", name), str(k), str(k + 1))
-                for m in members:
-                    self._store.delete_key(self._key("here", name, k, m))
-                self._store.delete_key(self._key("state", name, k))
-                self._store.delete_key(self._key("done", name, k))
-        except Exception:  # cleanup only
-            pass
-
-    # ---- explaining a failure -------------------------------------------------------------
-    def describe(self, rank: int, name: str, rec: Any) -> tuple[str, str]:
-        """(what ``rank`` was doing, from its record ``rec`` as seen at the deadline, and the
-        kind: "order", "late", "skipped", "gone")."""
-        silent = self.silent_for(rank)
-        if silent is not None and self._beat and silent > self.lost_after:
-            return f"has not answered for {silent:.1f} s (it may have exited)", "gone"
-        if self._get(self._key("gaveup", name, rank)) is not None:
-            return "gave up waiting for this group before this rank arrived", "late"
-        if rec is None:
-            return "has not started creating any group (late, or not started)", "skipped"
-        if "until" in rec:
-            if rec.get("group") == name:
-                return "was arriving as this rank gave up", "late"
-            since = time.time() - float(rec["since"])
-            return (f"is creating the {rec.get('dim')!r} group {tuple(rec.get('ranks', ()))} "
-                    f"(for {since:.1f} s)", "order")
-        last = rec.get("last") or {}
-        idle = time.time() - float(rec.get("idle_since", time.time()))
-        return (f"is not creating any group (idle for {idle:.1f} s; its last was the "
-                f"{last.get('dim')!r} group {tuple(last.get('ranks', ()))})", "skipped")
-
-    def _failure(self, name: str, members: tuple[int, ...], seen: dict[int, Any], dim: str,
-                 ranks: tuple[int, ...], waited: float) -> MembersMissingError:
-        absent = sorted(seen)
-        try:
-            doing = {m: self.describe(m, name, seen[m]) for m in absent}
-        except Exception as e:  # the store itself is gone
-            doing = {m: (f"cannot be asked: the store (on rank 0) is unreachable ({e})", "gone")
-                     for m in absent}
-        kinds = {k for _, k in doing.values()}
-        if "order" in kinds:
-            cause = ("ranks asked for groups in a different order (each waits for a group "
-                     "another is not creating yet)")
-        elif "late" in kinds:
-            cause = "this rank is late: the other members gave up waiting for it"
-        elif "gone" in kinds:
-            cause = "a member exited or stopped answering"
-        else:
-            cause = "a member skipped this group (or is late)"
-        who = "; ".join(f"rank {m} {text}" for m, (text, _) in doing.items())
-        message = (
-            f"rank {self._rank} could not create the {dim!r} group {ranks} within "
-            f"{waited:.1f} s: {len(absent)} of its {len(members)} members did not arrive "
-            f"({who}). Likely cause: {cause}. Remedies: ask for groups in the same order on "
-            "every rank (mesh.materialize() creates a mesh's groups in dim order on every "
-            "rank), make every member ask, and check the program offline with "
-            "backend.check_spmd(world_size, program).")
-        return MembersMissingError(message, rank=self._rank, dim=dim, ranks=ranks,
-                                   missing=tuple(absent),
-                                   doing={m: text for m, (text, _) in doing.items()})

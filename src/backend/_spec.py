@@ -1,0 +1,209 @@
+"""One group request, described once: :class:`GroupSpec`.
+
+A request for this rank's group along one dim of a view is turned, once, into a value
+computed from rank-invariant data (the family of groups, the options the program asked
+for, the world) plus this rank's own facts (its members, its effective timeout).  The
+cache keys by :attr:`GroupSpec.key`, torch names the group :attr:`GroupSpec.name`, the
+barrier meets under :attr:`GroupSpec.barrier`, and ``check_spmd`` matches requests by the
+same barrier name, so the four can never disagree about which group a request is.
+
+The cross-process identity (``key``, ``name``, ``barrier``) depends only on the family and
+the options as the program gave them, never on per-process settings such as a backend's
+default timeout: two ranks whose backends were made with different default timeouts
+still meet.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+from collections.abc import Sequence
+from datetime import timedelta
+
+import attrs
+
+from layout import Layout, coalesce, flatten, make_layout
+from mesh import Dim, Family, MeshView, RankMap
+
+from ._cache import GroupKey
+from ._options import GroupOptions
+
+__all__ = ["GroupSpec", "Plan", "plan_creation"]
+
+
+class Plan(enum.Enum):
+    """How a family's group is obtained."""
+
+    DEFAULT = "default"  # reuse the default (world) group
+    SPLIT = "split"  # one split_group call over the world for the whole family
+    NEW_GROUP = "new_group"  # new_group(my ranks, sort_ranks=False), members only
+
+
+def plan_creation(view: MeshView, dim: Dim, rank: int, world_size: int, options: GroupOptions,
+                  *, can_split: bool) -> Plan:
+    """Choose how to create ``rank``'s group along ``dim`` of ``view``.
+
+    - DEFAULT: the group is the whole world in natural order and no option is
+      overridden (pytorch#156593: an overridden dim must get its own group).
+    - SPLIT (NCCL with a device-bound default group, ``can_split``): the
+      family covers the world and every group is ascending, because
+      ``split_group`` sorts each split.
+    - NEW_GROUP otherwise: ``new_group(ranks, sort_ranks=False)`` keeps the
+      mesh order (torch sorts by default, pytorch#193224).
+    """
+    if options.is_default and _is_world(view, dim, rank, world_size):
+        return Plan.DEFAULT
+    if can_split and view.ranks.size == world_size and options.tag is None and \
+            _ascending_groups(view, dim):
+        return Plan.SPLIT
+    return Plan.NEW_GROUP
+
+
+def _is_world(view: MeshView, dim: Dim, rank: int, world_size: int) -> bool:
+    """Whether ``rank``'s group along ``dim`` is the whole world in natural order.
+
+    From the layout for the identity universe; an explicit universe (which already
+    holds its N ranks) lists the group.
+    """
+    if view.size(dim) != world_size or view.ranks.size != world_size:
+        return False
+    if view.ranks.is_identity:
+        return view.dim_layout(dim) == coalesce(Layout(world_size, 1))
+    return view.group(rank, dim, limit=world_size) == tuple(range(world_size))
+
+
+def _ascending_groups(view: MeshView, dim: Dim) -> bool:
+    """Whether every group along ``dim`` lists its ranks in ascending order.
+
+    For the identity universe that is a property of the dim's layout alone (each flat
+    mode's stride is larger than the inner modes can reach); an explicit universe's
+    groups are listed.
+    """
+    if not view.ranks.is_identity:
+        return all(g == tuple(sorted(g)) for g in view.groups(dim, limit=view.ranks.size))
+    layout = view.dim_layout(dim)
+    shapes, strides = flatten(layout.shape), flatten(layout.stride)
+    reach = 0  # the largest offset the modes inside the current one reach
+    for s, d in zip(reversed(shapes), reversed(strides)):
+        if s > 1 and d <= reach:
+            return False
+        reach += (s - 1) * d
+    return True
+
+
+@attrs.frozen
+class GroupSpec:
+    """This rank's group along one dim, as one value (see the module).
+
+    ``family`` and ``options`` (as the program asked, never filled with a backend's
+    defaults) identify the communicator on every process; ``plan`` says how it is
+    created; ``backend`` and ``timeout`` are this process's effective settings (they
+    never enter a name).  Everything else is derived.
+
+    >>> from mesh import MeshView
+    >>> view = MeshView.from_shape((2, 4), ("dp", "tp"))
+    >>> spec = GroupSpec.of(view, "dp", GroupOptions(), rank=5, world_size=8, can_split=False)
+    >>> spec.plan, spec.members, spec.barrier == spec.name, spec.describe()
+    (<Plan.NEW_GROUP: 'new_group'>, (1, 5), True, "the 'dp' group (1, 5)")
+    >>> split = GroupSpec.of(view, "dp", GroupOptions(), rank=5, world_size=8, can_split=True)
+    >>> split.plan, split.barrier_size, split.describe()
+    (<Plan.SPLIT: 'split'>, 8, "the split of dim 'dp' over the world (8 ranks)")
+    """
+
+    family: Family
+    options: GroupOptions
+    dim: str
+    rank: int
+    world_size: int
+    plan: Plan
+    backend: str | None = None
+    timeout: timedelta | None = None
+
+    @classmethod
+    def of(cls, view: MeshView, dim: Dim, options: GroupOptions, *, rank: int,
+           world_size: int, can_split: bool, default_backend: str | None = None,
+           default_timeout: timedelta | None = None) -> GroupSpec:
+        """The spec of ``rank``'s group along ``dim`` of ``view`` requested with ``options``;
+        ``default_backend``/``default_timeout`` fill in what ``options`` leaves unset, for
+        this process only."""
+        k = view.index(dim)
+        plan = plan_creation(view, k, rank, world_size, options, can_split=can_split)
+        return cls(view.family(k), options, view.names[k], rank, world_size, plan,
+                   options.backend or default_backend, options.timeout or default_timeout)
+
+    @property
+    def key(self) -> GroupKey:
+        """The group cache's key (the family and the requested options)."""
+        return GroupKey(self.family, self.options)
+
+    @functools.cached_property
+    def members(self) -> tuple[int, ...]:
+        """This rank's group, in mesh order (group rank ``i`` is ``members[i]``)."""
+        return self._family_view.group(self.rank, 0, limit=self.family.ranks.size)
+
+    @functools.cached_property
+    def _family_view(self) -> MeshView:
+        return MeshView(make_layout(self.family.layout), (self.dim,), self.family.ranks)
+
+    def groups(self) -> list[list[int]]:
+        """Every group of the family (what a split passes to ``split_group``)."""
+        return [list(g) for g in self._family_view.groups(0, limit=self.family.ranks.size)]
+
+    @functools.cached_property
+    def identity(self) -> str:
+        """The family and the requested options as text, equal on every process."""
+        return f"{_universe(self.family.ranks)}|{self.family.layout}|{_options_text(self.options)}"
+
+    @functools.cached_property
+    def name(self) -> str:
+        """Torch's name for this group: a digest of the identity and the members."""
+        return _digest(f"{self.identity}|{','.join(map(str, self.members))}")
+
+    @property
+    def barrier(self) -> str:
+        """The barrier the members meet at: the group's name, or the family's for a split
+        (where the whole world takes part)."""
+        return _digest(self.identity) if self.plan is Plan.SPLIT else self.name
+
+    @property
+    def barrier_size(self) -> int:
+        """How many ranks meet at :attr:`barrier`."""
+        return self.world_size if self.plan is Plan.SPLIT else len(self.members)
+
+    def barrier_members(self) -> Sequence[int]:
+        """The ranks that meet at :attr:`barrier` (a range for a split: never a list of the
+        world)."""
+        return range(self.world_size) if self.plan is Plan.SPLIT else self.members
+
+    def describe(self) -> str:
+        """The group in words, for messages (a split is described as one, not by the world's
+        ranks)."""
+        if self.plan is Plan.SPLIT:
+            return f"the split of dim {self.dim!r} over the world ({self.world_size} ranks)"
+        return f"the {self.dim!r} group {_short(self.members)}"
+
+
+def _short(ranks: Sequence[int], most: int = 8) -> str:
+    """``(1, 5)``; long groups as their first ranks and the count."""
+    if len(ranks) <= most:
+        return f"({', '.join(map(str, ranks))})" if len(ranks) != 1 else f"({ranks[0]},)"
+    return f"({', '.join(map(str, ranks[:most - 1]))}, …, {ranks[-1]}; {len(ranks)} ranks)"
+
+
+def _digest(text: str) -> str:
+    return "ml-" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:20]
+
+
+def _universe(ranks: RankMap) -> str:
+    """A text that is equal on every process for equal universes."""
+    if ranks.ranks is None:
+        return f"identity:{ranks.size}"
+    digest = hashlib.sha1(",".join(map(str, ranks.ranks)).encode(), usedforsecurity=False)
+    return f"explicit:{ranks.size}:{digest.hexdigest()}"
+
+
+def _options_text(options: GroupOptions) -> str:
+    """The requested options as text equal on every process (``pg_options`` by type)."""
+    pg = type(options.pg_options).__qualname__ if options.pg_options is not None else ""
+    return f"{options.backend}|{options.tag}|{options.group_desc}|{options.timeout}|{pg}"
