@@ -18,12 +18,23 @@ Modes (the issue's scenarios):
 - ``killed``: every rank creates its groups and all_reduces; then rank 3 exits, and the
   others' next all_reduce on tp and dp fails; they report ``backend.explain`` of that
   error, then shut down (twice), start a new backend and all_reduce on it.
+- ``retry_after_go``: every rank asks tp; on rank 1 the creation fails after torch made the
+  group (after the members met), and rank 1 asks again: that retry must wait for a peer
+  that will not come, not pass alone.
+- ``killed_waiting``: rank 3 asks for the 4-rank group "all" (a tagged flatten) and is
+  SIGKILLed half a second into its wait; the others ask at 1.5 s (all four tickets are
+  taken, so torch's creation starts and cannot finish), then ask once more.
+- ``timeouts``: each rank's backend has another default timeout (60 + rank s) and the dims
+  none of their own: the groups still meet.  Then every rank closes its side of the
+  barrier and rank 0 reports the barrier keys left in the store.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -68,11 +79,13 @@ def _main(mode: str, out_dir: str) -> None:
 
     from backend import GlooBackend, GroupOptions, init_device_mesh
 
-    backend = GlooBackend.from_env(timeout=timedelta(seconds=60))
-    rank = backend.rank
+    rank = int(os.environ["RANK"])
+    backend = GlooBackend.from_env(timeout=timedelta(seconds=60 + (rank if mode == "timeouts"
+                                                                    else 0)))
     short = GroupOptions(timeout=timedelta(seconds=TIMEOUT_S))
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=backend,
-                            backend_override={"dp": short, "tp": short})
+                            backend_override=None if mode == "timeouts" else
+                            {"dp": short, "tp": short})
     dist.barrier()  # a common start
     t0 = time.time()
     log: list[dict[str, Any]] = []
@@ -91,6 +104,26 @@ def _main(mode: str, out_dir: str) -> None:
                     groups[dim] = _request(mesh, dim, log, t0)
     elif mode == "misorder":
         for dim in (("tp", "dp") if rank in (1, 2) else ("dp", "tp")):
+            groups[dim] = _request(mesh, dim, log, t0)
+    elif mode == "retry_after_go":
+        _fail_once_after_torch(rank)
+        groups["tp"] = _request(mesh, "tp", log, t0)
+        if groups["tp"] is None:
+            groups["tp"] = _request(mesh, "tp", log, t0)  # the retry
+    elif mode == "killed_waiting":
+        everyone = mesh._flatten("all", GroupOptions(tag="all",
+                                                     timeout=timedelta(seconds=TIMEOUT_S)))
+        if rank == VICTIM:
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            everyone.get_group()
+        time.sleep(1.5)
+        for _ in range(2):  # the first request, then a retry
+            _request(everyone, "all", log, t0)
+        write_report(out_dir, rank, result)
+        backend.shutdown()
+        os._exit(0)
+    elif mode == "timeouts":
+        for dim in ("dp", "tp"):
             groups[dim] = _request(mesh, dim, log, t0)
     elif mode == "killed":
         for dim in ("dp", "tp"):
@@ -120,6 +153,12 @@ def _main(mode: str, out_dir: str) -> None:
     if mode != "killed":
         dist.barrier()  # every request is done before a collective waits on a group's timeout
         result["works"] = {d: _works(dist, torch, g, rank) for d, g in groups.items()}
+    if mode == "timeouts":
+        backend._rendezvous.close()  # type: ignore[union-attr]
+        dist.barrier()
+        if rank == 0:
+            store = dist.distributed_c10d._get_default_store()
+            result["keys"] = sorted(k for k in store.list_keys() if "meshlayout" in k)
     write_report(out_dir, rank, result)
     dist.barrier()
     backend.shutdown()
@@ -135,6 +174,22 @@ def _main(mode: str, out_dir: str) -> None:
         again.shutdown()
         write_report(out_dir, rank, result)
     os._exit(0)
+
+
+def _fail_once_after_torch(rank: int) -> None:
+    """On rank 1, the first tp creation raises after torch created the group."""
+    import backend._torch_groups as tg
+
+    real, failed = tg._create, []
+
+    def flaky(spec: Any) -> Any:
+        group = real(spec)
+        if rank == 1 and spec.dim == "tp" and not failed:
+            failed.append(True)
+            raise RuntimeError("injected: the creation failed on rank 1 after the members met")
+        return group
+
+    tg._create = flaky
 
 
 if __name__ == "__main__":

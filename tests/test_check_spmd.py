@@ -130,3 +130,68 @@ def test_views_reaching_the_same_groups_by_different_paths_are_one_group() -> No
     report = check_spmd(4, program)
     assert report.ok, str(report)
     assert report.groups == 2
+
+
+def parity(backend: FakeBackend, device_type: str = "cpu") -> None:
+    """Even ranks ask for dp then tp, odd ranks tp then dp: fine when each group is made by
+    its members (Gloo), a deadlock when each dim is one split over the world (NCCL)."""
+    mesh = init_device_mesh(device_type, (WORLD // 8, 8), mesh_dim_names=("dp", "tp"),
+                            backend=backend)
+    for dim in (("dp", "tp") if backend.rank % 2 == 0 else ("tp", "dp")):
+        mesh.get_group(dim)
+
+
+def test_mixed_orders_by_parity_pass_for_gloo_and_fail_for_an_nccl_split() -> None:
+    assert check_spmd(WORLD, parity, backend="gloo").ok
+    report = check_spmd(WORLD, parity, backend="nccl")
+    assert not report.ok and len(report.waiting) == 1 and len(report.waiting[0]) == WORLD
+    assert {(d, m) for _, d, m in report.waiting[0]} == {("dp", ()), ("tp", ())}
+    text = str(report)
+    assert len(text) < 4000, len(text)
+    assert "the even ranks (0, 2, 4, ..., 1022; 512 ranks) wait at the split of dim 'dp' " \
+           "over the world" in text, text
+    assert "the odd ranks (1, 3, 5, ..., 1023; 512 ranks) wait at the split of dim 'tp'" in text
+
+
+def test_auto_models_nccl_for_a_cuda_mesh_and_gloo_for_a_cpu_mesh() -> None:
+    assert check_spmd(WORLD, parity).ok
+    assert not check_spmd(WORLD, lambda b: parity(b, "cuda")).ok
+
+
+def test_a_program_that_omits_backend_is_checked_on_the_recorder() -> None:
+    """init_device_mesh without backend= binds the process's backend: during the check,
+    the recorder (before: torch's default world, and 0 groups reported)."""
+    def program(backend: FakeBackend) -> None:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        if backend.rank != 3:
+            mesh.get_group("dp")
+
+    report = check_spmd(4, program)
+    assert report.groups == 2 and report.never_created == (("dp", (1, 3), (3,)),)
+
+
+def test_an_async_program_is_refused_not_reported_ok() -> None:
+    async def program(backend: FakeBackend) -> None:
+        init_device_mesh("cpu", (2,), mesh_dim_names=("x",), backend=backend).get_group("x")
+
+    with pytest.raises(BackendConfigError, match="asyncio.run"):
+        check_spmd(2, program)
+
+
+def test_a_world_over_the_limit_is_refused_at_once() -> None:
+    start = time.perf_counter()
+    with pytest.raises(BackendConfigError, match="limit"):
+        check_spmd(2**80, titan)
+    with pytest.raises(BackendConfigError, match="backend must be one of"):
+        check_spmd(4, titan, backend="mpi")  # type: ignore[arg-type]
+    assert time.perf_counter() - start < 1
+
+
+def test_many_ranks_raising_the_same_error_make_one_line() -> None:
+    def program(backend: FakeBackend) -> None:
+        backend.bind(MeshView.from_ranks([0, 1], ("pair",))).get_group("pair")
+
+    report = check_spmd(64, program)
+    assert len(report.errors) == 62
+    lines = [line for line in str(report).splitlines() if "raised" in line]
+    assert len(lines) == 1 and "ranks 2 to 63 (62 ranks)" in lines[0], lines

@@ -129,3 +129,51 @@ def test_a_killed_rank_is_named_and_shutdown_returns(tmp_path: Path) -> None:
 def _group(rank: int, dim: str) -> tuple[int, ...]:
     return ((0, 2) if rank in (0, 2) else (1, 3)) if dim == "dp" else \
         ((0, 1) if rank < 2 else (2, 3))
+
+
+def test_a_retry_after_a_failure_past_the_barrier_waits_for_its_peer_and_names_it(
+        tmp_path: Path) -> None:
+    """Rank 1's tp creation fails after the members met (rank 0 has its group); rank 1's
+    retry must not pass alone (it did: the round stayed "go"): it fails within its timeout
+    naming rank 0, which already created the group."""
+    reports = run("retry_after_go", tmp_path)
+    tp0 = entries(reports[0], "tp")
+    assert len(tp0) == 1 and tp0[0]["ok"]
+    first, retry = entries(reports[1], "tp")
+    assert not first["ok"] and "injected" in first["message"]
+    assert not retry["ok"] and retry["error"] == "MembersMissingError", retry
+    assert retry["missing"] == [0]
+    assert TIMEOUT_S - 0.5 < retry["end"] - retry["start"] < TIMEOUT_S + SLACK_S, retry
+    assert "rank 0 already created this group" in retry["message"]
+    for rank in (2, 3):
+        assert entries(reports[rank], "tp")[0]["ok"]
+
+
+def test_a_rank_killed_while_others_wait_is_named_and_nobody_hangs(tmp_path: Path) -> None:
+    """Rank 3 is SIGKILLed inside the barrier of a 4-rank group after taking its ticket:
+    the others' creation fails (torch cannot finish it) naming rank 3, and so does their
+    retry, each within its timeout plus the liveness check."""
+    codes, reports, logs = gloo_launch.launch(WORKER, 4, "killed_waiting", tmp_path, BOUND_S)
+    assert codes[:3] == [0, 0, 0] and codes[3] == -9, (codes, logs)
+    for rank in (0, 1, 2):
+        first, retry = reports[rank]["log"]
+        for attempt in (first, retry):
+            assert not attempt["ok"] and attempt["error"] == "MembersMissingError", attempt
+            assert attempt["missing"] == [VICTIM], attempt
+            assert "rank 3 has not answered" in attempt["message"], attempt["message"]
+        assert first["end"] - first["start"] < TIMEOUT_S + 4 + SLACK_S, first
+        assert retry["end"] - retry["start"] < TIMEOUT_S + SLACK_S, retry
+
+
+def test_ranks_with_different_default_timeouts_meet_and_leave_only_counters(
+        tmp_path: Path) -> None:
+    """Each rank's backend has its own default timeout and the dims none: the groups are
+    created (their names never depend on a per-process setting).  After every rank closed
+    its side, the store keeps one ticket counter per barrier (2 dp + 2 tp) and nothing
+    else (the documented constant)."""
+    reports = run("timeouts", tmp_path)
+    for rank, r in reports.items():
+        assert all(e["ok"] for e in r["log"]), (rank, r["log"])
+        assert r["works"]["tp"] == (1.0 if rank < 2 else 5.0)
+    keys = reports[0]["keys"]
+    assert len(keys) == 4 and all(k.startswith("meshlayout/t/ml-") for k in keys), keys

@@ -470,6 +470,10 @@ class Rendezvous:
         finally:
             self._quiet()
         now = time.time()
+        for r in quiet:  # say so in its record, for the next creation that waits for it
+            with contextlib.suppress(Exception):
+                self._store().set(_key("r", r), json.dumps(
+                    {**(self._record(r) or {}), "lost": now, "seen_by": self._rank}))
         return {r: None if (beat := first[r]) is None else max(0.0, now - float(beat))
                 for r in sorted(quiet)}
 
@@ -506,22 +510,25 @@ class _Snapshot:
         rec = self.record(m)
         if not rec:
             return Peer("absent")
+        if "lost" in rec:  # a peer found it silent after a failure, and it has not come back
+            return Peer("gone", float(rec.get("beat", rec["lost"])))
         if not rec.get("group"):
             return Peer("idle")  # explaining a failure, not creating
+        beat = float(rec.get("beat", now))
+        silent = lost_after is not None and now - beat > lost_after
         if rec["group"] == a.name:
             if int(rec.get("round", -1)) >= a.round:
-                return Peer("arriving")
+                return Peer("gone", beat) if silent else Peer("arriving")
             return Peer("gave_up" if "left" in rec else "created")
         if "left" in rec:
             return Peer("left", float(rec["left"]))
         if self.decided(rec) is not None:
             return Peer("idle")
-        beat = float(rec.get("beat", now))
-        if lost_after is not None and now - beat > lost_after:
+        if silent:
             return Peer("gone", beat)
-        return Peer("busy", float(rec.get("until", now)), self.waits_for(rec, a.members))
+        return Peer("busy", float(rec.get("until", now)), self.waits_for(rec))
 
-    def waits_for(self, rec: Mapping[str, Any], me: Sequence[int], most: int = 256) -> bool:
+    def waits_for(self, rec: Mapping[str, Any], most: int = 256) -> bool:
         """Whether the member with record ``rec`` waits, directly or through the open groups
         of the members it waits for, for the closing rank (a cycle).  Follows at most
         ``most`` records; a group too large to be written out in a record is assumed to."""

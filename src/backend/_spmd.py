@@ -29,6 +29,7 @@ its meshes without ``backend=`` is checked too.
 from __future__ import annotations
 
 import inspect
+import re
 import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -132,13 +133,15 @@ class SpmdReport:
                               for r, d, m, w in self.blocked[:_MOST])
             more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
             lines.append(f"- stuck behind those: {shown}{more}")
-        same: dict[tuple[int, str], list[int]] = defaultdict(list)
-        for rank, call, message in self.errors:
-            same[(call, message)].append(rank)
-        for (call, message), ranks in list(same.items())[:_MOST]:
+        same: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+        for rank, call, message in self.errors:  # alike but for the rank's own number
+            same[(call, re.sub(rf"\brank {rank}\b", "rank #", message))].append((rank, message))
+        for (call, _), raised in list(same.items())[:_MOST]:
+            ranks = tuple(r for r, _ in raised)
             whose = (f"rank {ranks[0]}'s program" if len(ranks) == 1 else
-                     f"the programs of {_who(tuple(ranks), self.world_size)}")
-            lines.append(f"- {whose} raised at its group request {call}: {message}")
+                     f"the programs of {_who(ranks, self.world_size)}")
+            shown = "" if len(ranks) == 1 else f" (rank {ranks[0]}'s words; the others' alike)"
+            lines.append(f"- {whose} raised at group request {call}: {raised[0][1]}{shown}")
         lines += _more(len(same), "distinct errors")
         if not self.ok:
             lines.append("Remedies: ask for the same groups in the same order on every "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,10 +43,12 @@ def create_torch_group(spec: GroupSpec, rendezvous: Rendezvous | None = None) ->
         timeout = spec.timeout or dist.distributed_c10d.default_pg_timeout
         with rendezvous.meet(spec.barrier, spec.barrier_members(), timeout.total_seconds(),
                              dim=spec.dim, desc=spec.describe(), shown=spec.members):
+            start = time.monotonic()
             try:
                 return _create(spec)
             except Exception as e:
-                raise _after_meeting(spec, rendezvous, e) from e
+                waited = time.monotonic() - start > timeout.total_seconds() / 2
+                raise _after_meeting(spec, rendezvous, e, waited) from e
     except GroupCreationError:
         raise
     except Exception as e:
@@ -69,12 +72,15 @@ def _create(spec: GroupSpec) -> Any:
                               sort_ranks=False)
 
 
-def _after_meeting(spec: GroupSpec, rendezvous: Rendezvous, error: Exception) -> Exception:
-    """Torch's creation failed after the members met: name the members that stopped
-    answering (a :class:`~backend.MembersMissingError`), else say torch failed."""
+def _after_meeting(spec: GroupSpec, rendezvous: Rendezvous, error: Exception,
+                   waited: bool) -> Exception:
+    """Torch's creation failed after the members met.  If it failed after waiting (for
+    peers that did not come to torch's own rendezvous), name the members that stopped
+    answering (a :class:`~backend.MembersMissingError`); a quick failure is this rank's
+    own, and is reported as torch's."""
     members = [r for r in spec.barrier_members() if r != spec.rank]
     try:
-        lost = rendezvous.silent(members) if len(members) <= 4096 else {}
+        lost = rendezvous.silent(members) if waited and len(members) <= 4096 else {}
     except Exception:  # the store itself is gone (it lives on rank 0)
         lost = {}
     if not lost:
