@@ -174,7 +174,7 @@ def test_an_async_program_is_refused_not_reported_ok() -> None:
     async def program(backend: FakeBackend) -> None:
         init_device_mesh("cpu", (2,), mesh_dim_names=("x",), backend=backend).get_group("x")
 
-    with pytest.raises(BackendConfigError, match="asyncio.run"):
+    with pytest.raises(BackendConfigError, match=r"asyncio\.run"):
         check_spmd(2, program)
 
 
