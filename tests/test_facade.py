@@ -19,6 +19,7 @@ import pytest
 
 from backend import (
     BackendConfigError,
+    BackendError,
     DeviceMesh,
     FakeBackend,
     GroupOptions,
@@ -252,3 +253,51 @@ def test_the_mesh_tensor_is_a_copy_the_caller_may_write() -> None:
         before = mesh.mesh.tolist()
         mesh.mesh.fill_(-1)
         assert mesh.mesh.tolist() == before and mesh.mesh.dtype == torch.int32
+
+
+@pytest.mark.parametrize("bad", [2.0, 1.0, True, False, "x"])
+def test_a_dim_that_is_not_a_name_or_an_int_is_refused_even_after_its_int_was_used(
+        bad: object) -> None:
+    """``2.0 == 2`` and ``True == 1`` hash alike: the per-mesh caches must not answer them
+    (they did: np.float64(2.0) was dim 2, True was dim 1)."""
+    import numpy as np
+
+    from mesh import MeshError
+
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("a", "b", "c"),
+                            backend=FakeBackend(8, 5))
+    for k in range(3):  # fill the caches with the int keys first
+        mesh.get_group(k), mesh.get_local_rank(k), mesh.size(k)
+    for key in (bad, np.float64(bad) if not isinstance(bad, str) else bad):
+        for call in (mesh.get_group, mesh.get_local_rank, mesh.size, mesh.__getitem__):
+            with pytest.raises((MeshError, BackendError)):
+                call(key)
+
+
+def test_negative_and_numpy_integer_dims_count_from_the_end_as_torchs_list_does() -> None:
+    import numpy as np
+
+    mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=FakeBackend(8, 5))
+    assert mesh.get_group(np.int32(-1)) is mesh.get_group("tp")
+    assert mesh.size(-1) == 4 and mesh.get_local_rank(np.int64(-2)) == 1
+
+
+def test_every_value_pickles_as_a_call_of_its_constructor() -> None:
+    """The choice for pickles: ours re-validate (no BUILD opcode setting fields directly);
+    a pickle forged by hand is trusted input, as in all of Python (README)."""
+    import pickletools
+    from datetime import timedelta
+
+    from layout import Layout
+    from mesh import Family, RankMap, Topology
+
+    values = [Layout((2, 4)), RankMap(2, [1, 0]), MeshView.from_shape((2, 2), ("a", "b")),
+              Topology(8, 4), GroupOptions(timeout=timedelta(seconds=5), tag="t"),
+              Family(RankMap(4), Layout(2, 2))]
+    for value in values:
+        data = pickle.dumps(value)
+        ops = {op.name for op, _, _ in pickletools.genops(data)}
+        assert "BUILD" not in ops and "REDUCE" in ops, type(value)
+        assert pickle.loads(data) == value
+    with pytest.raises(BackendConfigError):  # a corrupted field is checked on load
+        pickle.loads(pickle.dumps(GroupOptions(tag="t"), protocol=0).replace(b"Vt\n", b"V\n"))

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DeviceMesh", "current_mesh", "init_device_mesh"]
 
+_PLAIN = (str, int, type(None))
+"""Key types the per-mesh caches are looked up with directly: a float or a bool equal to an
+int (``2.0 == 2``, ``True == 1``) would find that int's entry, so other keys go through the
+checks (the mesh layer's typed error; any integer with ``__index__`` but a bool is a dim,
+and a negative index counts from the end, as torch's list of dim groups does)."""
+
 log = logging.getLogger(__name__)
 
 G = TypeVar("G")
@@ -199,10 +205,11 @@ class DeviceMesh(Generic[G]):
 
     # ---- dims ----------------------------------------------------------------------------
     def _dim(self, mesh_dim: Any) -> int:
-        try:
-            return self._index[mesh_dim]
-        except (KeyError, TypeError):
-            pass
+        if type(mesh_dim) in _PLAIN:
+            try:
+                return self._index[mesh_dim]
+            except KeyError:
+                pass
         if isinstance(mesh_dim, str) and not self._named:
             raise UnknownDimError(f"this mesh has no mesh_dim_names, so it has no dim "
                                   f"{mesh_dim!r}; use an index in [0, {self.ndim})")
@@ -232,10 +239,11 @@ class DeviceMesh(Generic[G]):
         ``mesh_dim`` is a name, an index, a name ``_flatten`` gave in this universe,
         or None on a one-dim mesh.
         """
-        try:
-            return self._groups[mesh_dim]
-        except (KeyError, TypeError):
-            pass
+        if type(mesh_dim) in _PLAIN:  # a float or bool would hit an int's entry
+            try:
+                return self._groups[mesh_dim]
+            except KeyError:
+                pass
         group = self._resolve_group(mesh_dim)
         self._groups[mesh_dim] = group  # a hashable key: _resolve_group checked it
         return group
@@ -255,10 +263,11 @@ class DeviceMesh(Generic[G]):
 
     def get_local_rank(self, mesh_dim: Dim | None = None) -> int:
         """This process's index in its group along ``mesh_dim`` (its coordinate there)."""
-        try:
-            return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]
-        except (KeyError, TypeError):
-            pass
+        if type(mesh_dim) in _PLAIN:
+            try:
+                return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]
+            except (KeyError, TypeError):
+                pass
         dim = self._one_dim(mesh_dim, "get_local_rank")
         if isinstance(dim, str) and self._named and dim not in self._view.names:
             flat = self._flattened(dim)
@@ -321,10 +330,11 @@ class DeviceMesh(Generic[G]):
         A name ``_flatten`` gave in this universe may be selected too, alone or beside
         this mesh's dims; a reordered selection is a transpose (torch refuses it).
         """
-        try:
-            return self._slices[key]
-        except (KeyError, TypeError):
-            pass
+        if type(key) in _PLAIN or (type(key) is tuple and all(type(k) in _PLAIN for k in key)):
+            try:
+                return self._slices[key]
+            except KeyError:
+                pass
         sub = self._slice(key)
         if isinstance(key, (str, tuple)):
             self._slices[key] = sub

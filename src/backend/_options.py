@@ -51,6 +51,11 @@ class GroupOptions:
         """Whether no option is overridden."""
         return self == _DEFAULT
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles go back through the constructor (and its checks)."""
+        return GroupOptions, (self.backend, self.pg_options, self.timeout, self.group_desc,
+                              self.tag)
+
 
 _DEFAULT = GroupOptions()
 

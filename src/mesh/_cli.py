@@ -33,7 +33,8 @@ examples:
   meshlayout explain plan.py --expect-intra-host tp,ep      (exit 1 if tp or ep crosses hosts)
   meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
 
-A plan file is Python that defines VIEWS, a dict of view name -> mesh.MeshView, and
+A plan file is Python that meshlayout runs (like a config.py: explain only plans you
+trust) and that defines VIEWS, a dict of view name -> mesh.MeshView, and
 optionally TOPOLOGY, a mesh.Topology. --devices-per-host (with --world) replaces
 TOPOLOGY's hosts, --hosts-per-domain regroups them, and --dims replaces VIEWS with one
 view. Exit status: 0 done, 1 an --expect-intra-* check failed, 2 bad input.
@@ -44,10 +45,13 @@ class _Refused(Exception):
     """Bad input found by the command itself (reported with exit status 2)."""
 
 
+_MOST_DIGITS = 30  # an int flag longer than this is refused before Python parses it
+
+
 def _positive(text: str) -> int:
     """An argparse type: a positive int."""
     try:
-        value = int(text)
+        value = int(text) if len(text) <= _MOST_DIGITS else 0
     except ValueError:
         value = 0
     if value < 1:
@@ -58,7 +62,7 @@ def _positive(text: str) -> int:
 def _rank_arg(text: str) -> int:
     """An argparse type: a rank, an int >= 0."""
     try:
-        value = int(text)
+        value = int(text) if len(text) <= _MOST_DIGITS else -1
     except ValueError:
         value = -1
     if value < 0:
@@ -130,6 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args)
     except (_Refused, MeshError) as e:
         print(f"meshlayout explain: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if not args.plan:
+            raise
+        # the plan's own objects (a VIEWS mapping, a MeshView or Topology subclass) raised
+        print(f"meshlayout explain: error: the plan file {args.plan!r} defines objects that "
+              f"raised when read: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -215,7 +226,8 @@ def _dims_view(spec: str, world: int | None) -> MeshView:
     names, sizes = [], []
     for item in spec.split(","):
         name, eq, size = item.strip().partition("=")
-        if not eq or not name.strip() or not size.strip().isdigit() or int(size) < 1:
+        if not eq or not name.strip() or not size.strip().isdigit() or \
+                len(size.strip()) > _MOST_DIGITS or int(size) < 1:
             raise _Refused(f"--dims takes NAME=SIZE items separated by commas (e.g. "
                            f"pp=4,dp=8,tp=8), got {item.strip()!r} in {spec!r}")
         names.append(name.strip())
