@@ -499,3 +499,24 @@ def test_a_view_pickle_patched_to_another_version_is_refused(protocol: int) -> N
     assert blob[first[0]:first[0] + first[1]] == _int_op(protocol, FORMAT_VERSION)
     with pytest.raises(InvalidMeshDataError):  # "version" is the dict's first key
         pickle.loads(_splice(blob, *first, _int_op(protocol, 7)))
+
+
+def test_a_long_rank_list_with_a_late_duplicate_is_refused_at_the_cost_of_a_copy() -> None:
+    """2**21 explicit ranks whose last repeats the first: refused naming both offsets, with
+    the validation's own allocations under 100 MB (a dict of every rank seen took ~200 MB
+    here, and 1.4 GB and 16 s at 2**24)."""
+    import tracemalloc
+
+    n = 1 << 21
+    ranks = list(range(n))
+    ranks[-1] = 0
+    data = {"version": 1, "layout": {"shape": [n], "stride": [1]}, "names": ["x"],
+            "ranks": {"ranks": ranks}}
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRanksError, match=f"offsets 0 and {n - 1}"):
+            MeshView.from_dict(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 2**20, peak
