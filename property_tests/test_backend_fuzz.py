@@ -1,0 +1,148 @@
+"""Junk fuzz of the backend's public surface: the facade's methods, ``check_spmd`` and the
+``meshlayout`` command.
+
+THE LAW: a call with junk arguments returns a value or raises an error of the package
+hierarchies (``backend.BackendError``, ``mesh.MeshError``); arguments that do not fit the
+signature are Python's ``TypeError`` before any library code runs.  For the command, run in
+a subprocess as a user would: every argv and plan file ends with exit status 0, 1 or 2 and
+no Python traceback.  Junk is drawn as source strings (``test_mesh_fuzz``'s table), so a
+failure prints a call that can be pasted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_mesh_fuzz import Junk, junk
+
+from backend import BackendError, FakeBackend, check_spmd, init_device_mesh
+from mesh import MeshError
+
+_LAW = (BackendError, MeshError)
+_METHODS = ("size", "get_group", "get_local_rank", "__getitem__", "flatten", "unflatten",
+            "_flatten", "_unflatten", "get_all_groups", "get_coordinate", "materialize",
+            "render", "_get_all_submeshes", "__eq__")
+
+
+def _mesh(named: bool) -> Any:
+    return init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp") if named else None,
+                            backend=FakeBackend(8, 5))
+
+
+@pytest.mark.parametrize("name", _METHODS)
+@given(named=st.booleans(), srcs=st.lists(junk, max_size=3))
+def test_every_facade_method_returns_or_raises_a_typed_error(name: str, named: bool,
+                                                             srcs: list[str]) -> None:
+    """THE LAW for ``DeviceMesh`` methods (on a FakeBackend mesh, with or without names)."""
+    method = getattr(_mesh(named), name)
+    args = [Junk(s).build() for s in srcs]
+    try:
+        inspect.signature(method).bind(*args)
+    except TypeError:
+        return  # Python's own binding, outside the law
+    except ValueError:  # no signature (a slot wrapper): call it anyway
+        pass
+    try:
+        method(*args)
+    except _LAW:
+        pass
+    except TypeError as e:  # only a wrong number of arguments to a builtin slot
+        assert "argument" in str(e), f"{name}({', '.join(srcs)}): {e!r}"
+
+
+_PROGRAMS = {
+    "a plan": "lambda b: init_device_mesh('cpu', (2, 2), mesh_dim_names=('dp', 'tp'), "
+              "backend=b).materialize()",
+    "raises": "lambda b: 1 / 0",
+    "returns junk": "lambda b: object()",
+    "no backend=": "lambda b: init_device_mesh('cpu', (2,), mesh_dim_names=('x',)).get_group()",
+    "takes nothing": "lambda: None",
+    "a class": "int",
+    "not callable": "3",
+}
+
+
+@settings(max_examples=60)
+@given(world=st.one_of(junk, st.integers(-3, 6).map(str)), program=st.sampled_from(
+    sorted(_PROGRAMS)), backend=st.one_of(st.sampled_from(["'auto'", "'gloo'", "'nccl'"]), junk))
+def test_check_spmd_returns_a_report_or_refuses_its_arguments(world: str, program: str,
+                                                              backend: str) -> None:
+    """THE LAW for ``check_spmd``: a report, or a ``BackendError`` for its arguments; a
+    program's own failures are findings in the report, never raised."""
+    ns = {"init_device_mesh": init_device_mesh}
+    fn = eval(_PROGRAMS[program], ns)
+    w, kind = Junk(world).build(), Junk(backend).build()
+    try:
+        report = check_spmd(w, fn, backend=kind)
+    except BackendError:
+        return
+    assert isinstance(report.ok, bool) and isinstance(str(report), str)
+    if program in ("raises", "takes nothing"):
+        assert report.errors
+
+
+# ---- the command, in a subprocess --------------------------------------------------------------
+_FLAGS = ("--world", "--devices-per-host", "--hosts-per-domain", "--dims", "--name", "--rank",
+          "--format", "--expect-intra-host", "--expect-intra-domain", "--view", "--color-by",
+          "--channels", "--buffsize-mib", "--fixed-mib", "--svg")
+_VALUES = ("8", "0", "-1", "1" * 5000, "2.5", "nan", "dp=2,tp=4", "dp=2,,tp", "=", "x=0",
+           "pp=4,dp=8,cp=4,tp=8", "json", "text", "tp", "dp,zz", "", " ", "\u00e9", "/dev/null",
+           "/nonexistent/dir/x.svg", "--world")
+_PLANS = (
+    "VIEWS = {}", "VIEWS = None", "VIEWS = {'a': 1}", "VIEWS = {1: MeshView.from_shape(8, ('w',))}",
+    "VIEWS = {'a': MeshView.from_shape((2, 4), ('dp', 'tp'))}\nTOPOLOGY = 3",
+    "raise SystemExit(3)", "1/0", "import sys; sys.exit()", "VIEWS = HostileMapping()",
+    "VIEWS = {'a': MeshView.from_shape((2, 4), ('dp', 'tp'))}\nTOPOLOGY = Topology(8, 2)",
+    "class V(dict):\n    def items(self): raise RuntimeError('x')\nVIEWS = V(a=1)",
+)
+_DRIVER = """
+import json, sys, io, contextlib
+from mesh._cli import main
+out = []
+for argv in json.loads(sys.stdin.read()):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    except BaseException as e:
+        code = f"raised {type(e).__name__}: {e}"
+    out.append([argv, code, "Traceback" in err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+@settings(max_examples=5, deadline=None)
+@given(argvs=st.lists(st.lists(st.sampled_from(_FLAGS + _VALUES), max_size=6), min_size=20,
+                      max_size=20),
+       plans=st.lists(st.sampled_from(_PLANS), min_size=4, max_size=4))
+def test_the_command_ends_with_0_1_or_2_and_no_traceback(tmp_path_factory: pytest.TempPathFactory,
+                                                         argvs: list[list[str]],
+                                                         plans: list[str]) -> None:
+    """THE LAW for ``meshlayout explain`` (argv junk and hostile plan files), in one process
+    per batch."""
+    folder = tmp_path_factory.mktemp("plans")
+    runs = [["explain", *a] for a in argvs]
+    for i, plan in enumerate(plans):
+        path = Path(folder) / f"plan{i}.py"
+        path.write_text("from mesh import MeshView, Topology\n"
+                        "from collections.abc import Mapping\n"
+                        "class HostileMapping(Mapping):\n"
+                        "    def __getitem__(self, k): raise RuntimeError('no item')\n"
+                        "    def __iter__(self): raise RuntimeError('no iter')\n"
+                        "    def __len__(self): raise RuntimeError('no len')\n" + plan + "\n")
+        runs.append(["explain", str(path)])
+    done = subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(runs),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for argv, code, traceback in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert code in (0, 1, 2) and not traceback, (argv, code)
