@@ -172,6 +172,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed.device_mesh import init_device_mesh as torch_init_device_mesh
 from torch.distributed.distributed_c10d import (
     ProcessGroup,
     _get_default_group,
@@ -1022,9 +1023,10 @@ class TestDeliberateDifferences:
         assert len(world_mesh.backend.created) == count
 
     @every_rank(8)
-    def test_flattened_names_are_remembered_per_universe(self, rank: int, world: int) -> None:
+    def test_flattened_names_are_remembered_per_root(self, rank: int, world: int) -> None:
         """torch resolves a flattened name only on the root it was registered on (the source
-        of an ``_unflatten`` is the root of its result)."""
+        of an ``_unflatten`` is the root of its result); ours on every mesh derived from that
+        root."""
         mesh = init_device_mesh(DT, (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
         flat = mesh["dp", "cp"]._flatten()
         assert mesh["dp", "cp"]["dp_cp"] == flat  # torch: KeyError
@@ -1035,6 +1037,53 @@ class TestDeliberateDifferences:
         u_flat = u["dp", "cp"]._flatten()
         assert u["dp_cp"].get_group() == u_flat.get_group()  # torch: KeyError on u
         assert world_mesh["dp_cp"].get_group() == u_flat.get_group()  # torch too
+
+
+    @every_rank(8)
+    def test_a_second_root_may_reuse_a_flattened_name_and_one_root_may_not(
+            self, rank: int, world: int) -> None:
+        """Two plans in one process (a trainer and an evaluator, or two tests) each flatten
+        'loss' on their own root, as torch allows; on one root a second 'loss' over other dims
+        keeps torch's error."""
+        for _ in range(2):
+            mesh = init_device_mesh(DT, (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
+            loss = mesh["dp", "cp"]._flatten("loss")
+            assert mesh["loss"] == loss
+            theirs = torch_init_device_mesh(DT, (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
+            theirs_loss = theirs["dp", "cp"]._flatten("loss")
+            assert same(dist.get_process_group_ranks(loss.get_group()),
+                        dist.get_process_group_ranks(theirs_loss.get_group()))
+        with raises(ValueError, "has been created before"):
+            mesh["cp", "tp"]._flatten("loss")
+        with raises(ValueError, "has been created before"):
+            theirs["cp", "tp"]._flatten("loss")
+
+
+def titan_parallel_dims(init: Any) -> dict[str, Any]:
+    """torchtitan's ``ParallelDims`` meshes at 32 ranks (pp 2, dp_replicate 2, dp_shard 2,
+    cp 2, tp 2, ep 4): the world unflattened three ways and a flattened loss dim."""
+    world = init(DT, (32,), mesh_dim_names=("world",))
+    data = world._unflatten(0, (2, 4, 2, 2), ("pp", "batch", "cp", "tp"))
+    dense = world._unflatten(0, (2, 2, 4, 2), ("pp", "dp_replicate", "fsdp", "tp"))
+    sparse = world._unflatten(0, (2, 2, 2, 4), ("pp", "dp_replicate", "efsdp", "ep"))
+    loss = data["batch", "cp"]._flatten("loss")
+    return {"pp": data, "batch": data, "cp": data, "tp": data, "dp_replicate": dense,
+            "fsdp": dense, "efsdp": sparse, "ep": sparse, "loss": loss}
+
+
+class TestTorchtitan:
+    @every_rank(32)
+    def test_parallel_dims_built_twice_in_one_process_match_torch(self, rank: int,
+                                                                  world: int) -> None:
+        """A trainer and an evaluator each build the plan (before: the second 'loss' flatten
+        raised); every dim's group equals torch's on every rank, both times."""
+        for _ in range(2):
+            ours, theirs = titan_parallel_dims(init_device_mesh), \
+                titan_parallel_dims(torch_init_device_mesh)
+            for dim in ours:
+                mine = dist.get_process_group_ranks(ours[dim].get_group(dim))
+                assert mine == dist.get_process_group_ranks(theirs[dim].get_group(dim)), dim
+                assert ours[dim].get_local_rank(dim) == theirs[dim].get_local_rank(dim), dim
 
 
 # ---- the harness's premise ----------------------------------------------------------------

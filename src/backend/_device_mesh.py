@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -81,19 +82,32 @@ class DeviceMesh(Generic[G]):
     """
 
     __slots__ = ("_backend", "_coordinate", "_device_type", "_groups", "_hash", "_index",
-                 "_named", "_options", "_root_names", "_slices", "_view")
+                 "_named", "_options", "_root", "_slices", "_view")
 
     _view: MeshView
     _backend: Backend[G]
     _device_type: str
     _options: dict[str, GroupOptions]
     _named: bool
-    _root_names: tuple[str, ...]
+    _root: _Root
     _coordinate: tuple[int, ...] | None
     _index: dict[Any, int]
     _groups: dict[Any, G]
     _slices: dict[Any, DeviceMesh[G]]
     _hash: int
+
+    def __new__(cls, device_type: str = "", mesh: Any = None, *,
+                backend: Backend[G] | None = None, **_: Any) -> DeviceMesh[G]:
+        """A facade over a torch backend is also torch's ``DeviceMesh`` (see
+        :mod:`backend._torch_facade`); the backend is resolved again by ``__init__``."""
+        if cls is DeviceMesh and isinstance(device_type, str):
+            try:
+                b = _registry.process_backend(device_type) if backend is None else backend
+            except Exception:  # __init__ reports it
+                b = None
+            cls = _facade_class(b)
+        made: DeviceMesh[G] = object.__new__(cls)
+        return made
 
     @overload
     def __init__(self: DeviceMesh[Any], device_type: str, mesh: Any, *,
@@ -119,22 +133,22 @@ class DeviceMesh(Generic[G]):
         view = MeshView.from_ranks(mesh, names)
         b = _registry.process_backend(device_type) if backend is None else backend
         self._setup(view, b, device_type, dim_options(view.names, backend_override),
-                    named=names is not None, root_names=view.names)
+                    named=names is not None)
         _registry.register(device_type, b)
 
     @classmethod
     def _bound(cls, view: MeshView, backend: Backend[G], device_type: str,
                options: dict[str, GroupOptions], *, named: bool = True,
-               root_names: tuple[str, ...] | None = None) -> DeviceMesh[G]:
+               root: _Root | None = None) -> DeviceMesh[G]:
         """A mesh from checked parts (what every transform returns)."""
-        m: DeviceMesh[G] = cls.__new__(cls)
+        m: DeviceMesh[G] = object.__new__(_facade_class(backend))
         m._setup(view, backend, device_type, options, named=named,
-                 root_names=view.names if root_names is None else root_names)
+                 root=root)
         return m
 
     def _setup(self, view: MeshView, backend: Backend[G], device_type: str,
                options: dict[str, GroupOptions], *, named: bool,
-               root_names: tuple[str, ...]) -> None:
+               root: _Root | None = None) -> None:
         top = view.ranks.max_rank
         if top >= backend.world_size:
             raise BackendConfigError(
@@ -145,7 +159,7 @@ class DeviceMesh(Generic[G]):
         self._device_type = device_type
         self._options = options
         self._named = named
-        self._root_names = root_names
+        self._root = _Root(view.names) if root is None else root
         self._coordinate = view.coordinate(backend.rank)
         n = view.ndim
         self._index = {**{i: i for i in range(n)}, **{i - n: i for i in range(n)}}
@@ -226,10 +240,9 @@ class DeviceMesh(Generic[G]):
         return 0
 
     def _flattened(self, name: str) -> DeviceMesh[G] | None:
-        """The mesh ``_flatten`` made under ``name`` in this universe, if any."""
-        universe = self._backend.universe(self._view.ranks)
-        with universe.lock:
-            found: DeviceMesh[G] | None = universe.flattened.get(name)
+        """The mesh ``_flatten`` made under ``name`` from this mesh's root, if any."""
+        with self._root.lock:
+            found: DeviceMesh[G] | None = self._root.flattened.get(name)
         return found
 
     # ---- groups and per-rank queries -------------------------------------------------------
@@ -286,7 +299,7 @@ class DeviceMesh(Generic[G]):
         name = self._view.names[k]
         return [DeviceMesh._bound(MeshView.from_ranks(list(g), (name,)), self._backend,
                                   self._device_type, {name: self._options[name]},
-                                  root_names=self._root_names)
+                                  root=self._root)
                 for g in self._view.groups(k)]
 
     def materialize(self) -> DeviceMesh[G]:
@@ -322,7 +335,7 @@ class DeviceMesh(Generic[G]):
     # ---- transforms ----------------------------------------------------------------------
     def _with(self, view: MeshView, options: dict[str, GroupOptions]) -> DeviceMesh[G]:
         return DeviceMesh._bound(view, self._backend, self._device_type, options,
-                                 root_names=self._root_names)
+                                 root=self._root)
 
     def __getitem__(self, key: str | Sequence[str]) -> DeviceMesh[G]:
         """The mesh of the selected dims, by name (a str, or a tuple or list of names).
@@ -358,7 +371,7 @@ class DeviceMesh(Generic[G]):
             parts.append(self._select([name]))
         if len(parts) == 1:
             return parts[0]
-        if all(p._view.ranks == self._view.ranks and p._root_names is self._root_names
+        if all(p._view.ranks == self._view.ranks and p._root is self._root
                and len(p._view.names) == 1 and p._view.names[0] in view_names for p in parts):
             return self._select(list(names))
         return DeviceMesh._concatenate(parts)
@@ -387,10 +400,10 @@ class DeviceMesh(Generic[G]):
         name = "_".join(names[i] for i in idx) if mesh_dim_name is None else mesh_dim_name
         if self.ndim == 1 and name == names[0] and backend_override is None:
             return self
-        if name in names or name in self._root_names:
+        if name in names or name in self._root.names:
             raise BackendConfigError(
                 f"{name} already exists for submesh of the {self!r}: the dim names are "
-                f"{names!r} (and the mesh it was sliced from has {self._root_names!r}); "
+                f"{names!r} (and the mesh it was sliced from has {self._root.names!r}); "
                 "please specify another valid mesh_dim_name")
         merged = self._view.flatten(idx, name)
         opts = dict(self._options)
@@ -414,13 +427,13 @@ class DeviceMesh(Generic[G]):
         return _DEFAULT
 
     def _remember(self, flat: DeviceMesh[G], name: str) -> DeviceMesh[G]:
-        """Register the flattened dim ``name`` of ``flat`` in the universe (torch's root memory)."""
+        """Register the flattened dim ``name`` of ``flat`` with this mesh's root (torch's
+        root memory: another root, e.g. a second ``init_device_mesh``, may reuse the name)."""
         one = flat if flat.ndim == 1 else flat[name]
-        universe = self._backend.universe(self._view.ranks)
-        with universe.lock:
-            known: DeviceMesh[G] | None = universe.flattened.get(name)
+        with self._root.lock:
+            known: DeviceMesh[G] | None = self._root.flattened.get(name)
             if known is None:
-                universe.flattened[name] = one
+                self._root.flattened[name] = one
             elif known._view.dim_layout(0) != one._view.dim_layout(0) or \
                     known._options != one._options or known._device_type != one._device_type:
                 raise BackendConfigError(
@@ -469,7 +482,7 @@ class DeviceMesh(Generic[G]):
         view = concatenate([m._view for m in meshes])
         opts = {n: o for m in meshes for n, o in m._options.items()}
         return DeviceMesh._bound(view, first._backend, first._device_type, opts,
-                                 root_names=first._root_names)
+                                 root=first._root)
 
     @staticmethod
     def from_group(group: Any, device_type: str, mesh: Any = None, *,
@@ -542,7 +555,7 @@ class DeviceMesh(Generic[G]):
         ``backend._registry``); unpickled and copied meshes share its groups.
         """
         return (_rebind, (self._view, self._options, self._device_type, self._named,
-                          self._root_names))
+                          self._root.names))
 
     def __repr__(self) -> str:
         sizes = self._view.shape
@@ -558,11 +571,34 @@ class DeviceMesh(Generic[G]):
         return self._view.render(self._backend.rank if rank is None else rank, width=width)
 
 
+def _facade_class(backend: object) -> type[DeviceMesh[Any]]:
+    """The class of a facade mesh bound to ``backend``: torch's ``DeviceMesh`` too where
+    its groups are torch process groups (torch is loaded then), else torch-free."""
+    if getattr(backend, "torch_groups", False):
+        from ._torch_facade import TorchFacadeMesh
+
+        return TorchFacadeMesh
+    return DeviceMesh
+
+
 def _rebind(view: MeshView, options: dict[str, GroupOptions], device_type: str, named: bool,
             root_names: tuple[str, ...]) -> DeviceMesh[Any]:
     backend = _registry.process_backend(device_type)
     return DeviceMesh._bound(view, backend, device_type, dict(options), named=named,
-                             root_names=root_names)
+                             root=_Root(root_names))
+
+
+class _Root:
+    """What the meshes derived from one root mesh (an ``init_device_mesh``, a constructor
+    call) share, as torch keeps it on its root: the root's dim names and the meshes
+    ``_flatten`` made from them, by name."""
+
+    __slots__ = ("flattened", "lock", "names")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.flattened: dict[str, Any] = {}
+        self.lock = threading.Lock()
 
 
 @overload

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ._device_mesh import DeviceMesh
 
-__all__ = ["ROOT_DIM_NAME", "to_torch"]
+__all__ = ["ROOT_DIM_NAME", "to_torch", "twin"]
 
 ROOT_DIM_NAME = "_meshlayout_universe"
 """The dim name of the shared torch root (torch's ``_flatten`` needs a named root)."""
@@ -65,6 +65,25 @@ def _root(mesh: DeviceMesh[Any], ranks: RankMap) -> TorchDeviceMesh:
         return root
 
 
+def twin(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
+    """The torch mesh with this mesh's layout, names and rank, over the universe's shared
+    root, made without creating any group (its ``_dim_group_names`` stay empty): the
+    torch-side state a facade mesh derives what torch reads from.  Memoized per
+    universe."""
+    view: MeshView = mesh.view
+    key = ("twin", view, mesh.device_type, mesh.mesh_dim_names)
+    universe = mesh.backend.universe(view.ranks)
+    with universe.lock:
+        found: TorchDeviceMesh | None = universe.torch_meshes.get(key)
+        if found is None:
+            root = _root(mesh, view.ranks)
+            found = _torch_mesh(mesh.device_type, view.layout, root._rank_map,
+                                mesh.backend.rank, mesh.mesh_dim_names, root)
+            found._dim_group_names = []
+            universe.torch_meshes[key] = found
+        return found
+
+
 def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
     """See :meth:`backend.DeviceMesh.to_torch`."""
     view: MeshView = mesh.view
@@ -89,6 +108,6 @@ def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
     converted._dim_group_names = names
     with universe.lock:
         converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
-        if view.ndim == 1 and universe.flattened.get(view.names[0]) == mesh:
+        if view.ndim == 1 and mesh._flattened(view.names[0]) == mesh:
             root._flatten_mapping.setdefault(view.names[0], converted)
     return converted

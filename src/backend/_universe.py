@@ -11,10 +11,6 @@ __all__ = ["Universe"]
 class Universe:
     """A backend's state for one universe, shared by every mesh over it.
 
-    - ``flattened``: the meshes made by ``_flatten``, by name, so that
-      ``mesh["dp_cp"]`` and ``mesh.get_group("dp_cp")`` work on every mesh of the
-      universe after ``mesh["dp", "cp"]._flatten("dp_cp")`` (torch remembers them on
-      the root mesh; views themselves stay immutable values).
     - ``torch_meshes``: torch ``DeviceMesh`` conversions by (view, options, device
       type), and ``torch_roots`` the one torch root per device type they share, so
       separately converted slices compose (``_concatenate``, FSDP2 + TP).
@@ -22,6 +18,5 @@ class Universe:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.flattened: dict[str, Any] = {}
         self.torch_meshes: dict[Any, Any] = {}
         self.torch_roots: dict[str, Any] = {}
