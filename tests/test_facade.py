@@ -301,3 +301,30 @@ def test_every_value_pickles_as_a_call_of_its_constructor() -> None:
         assert pickle.loads(data) == value
     with pytest.raises(BackendConfigError):  # a corrupted field is checked on load
         pickle.loads(pickle.dumps(GroupOptions(tag="t"), protocol=0).replace(b"Vt\n", b"V\n"))
+
+
+@pytest.mark.parametrize("call", [
+    "init_device_mesh('cpu', (2, 4), mesh_dim_names={'dp', 'tp'}, backend=fb)",
+    "init_device_mesh('cpu', {2, 4}, backend=fb)",
+    "init_device_mesh('cpu', (2, 4), mesh_dim_names=iter(('dp', 'tp')), backend=fb)",
+    "DeviceMesh('cpu', [[0, 1], [2, 3]], mesh_dim_names={'a', 'b'}, backend=fb)",
+    "DeviceMesh.from_group([g], 'cpu', mesh_dim_names={'w'}, backend=fb)",
+    "m3.flatten('x', dims={'dp', 'cp'})",
+    "m8.unflatten('w', {2, 4}, ('a', 'b'))",
+    "m8.unflatten('w', (2, 4), {'a', 'b'})",
+    "DeviceMesh._concatenate({m3['dp'], m3['tp']})",
+])
+def test_unordered_input_is_refused_at_every_facade_entry(call: str) -> None:
+    """A set's order can differ between processes (under torchrun, rank 0 got tp = (0, 2)
+    while ranks 2-3 got (2, 3)): refused with the mesh layer's typed error, before any
+    conversion."""
+    from mesh import MeshTypeError
+
+    fb = FakeBackend(8, 0)
+    m3 = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"), backend=fb)
+    m8 = init_device_mesh("cpu", (8,), mesh_dim_names=("w",), backend=fb)
+    g = m8.get_group("w")
+    ns = {"init_device_mesh": init_device_mesh, "DeviceMesh": DeviceMesh, "fb": fb, "m3": m3,
+          "m8": m8, "g": g}
+    with pytest.raises(MeshTypeError, match="ordered sequence"):
+        eval(call, ns)

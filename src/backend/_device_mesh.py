@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from layout import show
-from mesh import Dim, MeshView, UnknownDimError, concatenate
+from mesh import Dim, MeshView, UnknownDimError, concatenate, ordered
 
 from . import _registry
 from ._adopt import check_groups, from_group_view
@@ -129,7 +129,7 @@ class DeviceMesh(Generic[G]):
         Bound to ``backend``, or to the process's backend for ``device_type``.
         """
         _check_device_type(device_type)
-        names = None if mesh_dim_names is None else tuple(mesh_dim_names)
+        names = None if mesh_dim_names is None else ordered(mesh_dim_names, "mesh_dim_names")
         view = MeshView.from_ranks(mesh, names)
         b = _registry.process_backend(device_type) if backend is None else backend
         self._setup(view, b, device_type, dim_options(view.names, backend_override),
@@ -395,7 +395,8 @@ class DeviceMesh(Generic[G]):
         if not self._named:
             raise BackendConfigError(f"Cannot flatten a DeviceMesh without mesh_dim_names! "
                                      f"({self!r})")
-        idx = tuple(range(self.ndim)) if dims is None else tuple(self._dim(d) for d in dims)
+        idx = tuple(range(self.ndim)) if dims is None else tuple(
+            self._dim(d) for d in ordered(dims, "dims"))
         names = self._view.names
         name = "_".join(names[i] for i in idx) if mesh_dim_name is None else mesh_dim_name
         if self.ndim == 1 and name == names[0] and backend_override is None:
@@ -469,7 +470,7 @@ class DeviceMesh(Generic[G]):
         Each dim keeps its options; overlapping dims raise ``OverlapError`` (a
         ``RuntimeError`` as in torch).
         """
-        meshes = list(device_mesh_list)
+        meshes = list(ordered(device_mesh_list, "device_mesh_list"))
         if not meshes or not all(isinstance(m, DeviceMesh) for m in meshes):
             raise BackendConfigError(f"_concatenate takes a non-empty list of DeviceMeshes, got "
                                      f"{show(device_mesh_list)}")
@@ -497,7 +498,7 @@ class DeviceMesh(Generic[G]):
         returns them, and meshes reaching the same families share them.
         """
         _check_device_type(device_type)
-        names = None if mesh_dim_names is None else tuple(mesh_dim_names)
+        names = None if mesh_dim_names is None else ordered(mesh_dim_names, "mesh_dim_names")
         view, groups = from_group_view(group, mesh, names)
         b = _registry.process_backend(device_type) if backend is None else backend
         result = DeviceMesh._bound(view, b, device_type, dict.fromkeys(view.names, _DEFAULT),
@@ -629,8 +630,8 @@ def init_device_mesh(device_type: str, mesh_shape: Sequence[int], *,
     index, a mesh bigger than the world).
     """
     _check_device_type(device_type)
-    names = None if mesh_dim_names is None else tuple(mesh_dim_names)
-    shape = tuple(mesh_shape)
+    names = None if mesh_dim_names is None else ordered(mesh_dim_names, "mesh_dim_names")
+    shape = ordered(mesh_shape, "mesh_shape")
     if names is not None and len(names) != len(shape):
         raise BackendConfigError(
             f"mesh_shape and mesh_dim_names should have same length! Found "

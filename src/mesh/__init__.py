@@ -18,6 +18,8 @@ between processes), integer-likes become ``int``, and every bad input raises a
 ``instances``, ``instance``, ``group``) refuse to list more than their
 ``limit`` argument (default :data:`MAX_LISTED_RANKS`) and compute the listing by
 array arithmetic over the layout (NumPy when installed, plain Python otherwise).
+The door check itself is public, :func:`ordered`, so the layers above refuse unordered
+input the same way.
 
 Public names: :class:`MeshView` (queries beyond torch's: ``dim_layout(dim)``;
 ``family(dim)``, the canonical :class:`Family` value of a dim's groups, equal across
@@ -55,6 +57,7 @@ from ._errors import (
 )
 from ._explain import CommMemory, Explanation, explain
 from ._family import Family
+from ._input import ordered
 from ._listing import MAX_LISTED_RANKS
 from ._rankmap import RankMap
 from ._render import render
@@ -92,6 +95,7 @@ __all__ = [
     "UnknownDimError",
     "concatenate",
     "explain",
+    "ordered",
     "render",
     "svg",
 ]

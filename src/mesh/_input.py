@@ -45,7 +45,14 @@ def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
     between processes), so two ranks running the same code could build different meshes.
     A sequence longer than ``limit`` is refused before it is copied
     (:class:`~mesh.TooManyRanksError`).
+
+    >>> ordered([2, 4], "mesh_shape")
+    (2, 4)
     """
+    if type(what) is not str:
+        raise MeshTypeError(f"what must be a str naming the value, got {show(what)}")
+    if type(limit) is not int or limit < 0:
+        raise MeshTypeError(f"limit must be an int >= 0, got {show(limit)}")
     if isinstance(value, (list, tuple, range)) or (
             not isinstance(value, (_UNORDERED, type)) and hasattr(value, "tolist")
             and getattr(value, "ndim", None) == 1):
