@@ -275,7 +275,7 @@ class TorchFakeBackend(C10dBackend):
                     "TorchFakeBackend(world_size, rank) needs both, rank in [0, world_size), "
                     f"to start torch's fake world or check the initialized one; got rank "
                     f"{rank!r} of world_size {world_size!r}")
-            owns = start_fake_world(world_size, rank)
+            owns = start_fake_world(world_size, rank, self)
         super().__init__(timeout=timeout, heartbeat=None)
         self._owns_default = owns
 

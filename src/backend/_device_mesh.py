@@ -584,7 +584,15 @@ def _facade_class(backend: object) -> type[DeviceMesh[Any]]:
 
 def _rebind(view: MeshView, options: dict[str, GroupOptions], device_type: str, named: bool,
             root_names: tuple[str, ...]) -> DeviceMesh[Any]:
-    backend = _registry.process_backend(device_type)
+    try:
+        backend = _registry.process_backend(device_type)
+    except Exception as e:
+        raise BackendConfigError(
+            f"unpickling a DeviceMesh ({view!r}) binds it to this process's backend for "
+            f"device type {device_type!r}, and there is none: start one before loading "
+            "(GlooBackend.from_env() or NcclBackend.from_env() under torchrun, "
+            "TorchFakeBackend(world_size, rank) in a test, or bind any mesh to a FakeBackend "
+            f"with backend.bind(view)). Starting the default one failed: {e}") from e
     return DeviceMesh._bound(view, backend, device_type, dict(options), named=named,
                              root=_Root(root_names))
 

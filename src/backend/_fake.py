@@ -113,7 +113,7 @@ class FakeBackend(CachedBackend[FakeGroup]):
         from ._torch_groups import start_fake_world
 
         with self._init_lock:
-            if start_fake_world(self.world_size, self.rank):
+            if start_fake_world(self.world_size, self.rank, self):
                 import torch.distributed as dist
 
                 self._owns_default = True

@@ -137,6 +137,8 @@ _KINDS = {"absent": "skipped", "idle": "skipped", "left": "skipped", "busy": "or
 _CAUSES = (  # the first kind present among the missing names the likely cause
     ("order", "ranks asked for groups in a different order (each waits for a group another "
               "is not creating yet)"),
+    ("behind", "this rank is waiting behind ranks that asked for groups in different orders "
+               "(its missing members are creating other groups, which wait on yet others)"),
     ("created", "an earlier attempt of this rank failed after its members had met: they "
                 "created the group and will not ask again (shut the backend down on every "
                 "rank and start a new one to create it again)"),
@@ -409,7 +411,9 @@ class Rendezvous:
         doing: dict[str, list[str]] = {}
         for m in missing[:_SHOWN]:
             peer = (peers or {}).get(m, Peer("absent"))
-            doing[str(m)] = [self._doing(m, peer, now), _KINDS[peer.state]]
+            kind = "behind" if peer.state == "busy" and not peer.waits_for_me else \
+                _KINDS[peer.state]
+            doing[str(m)] = [self._doing(m, peer, now), kind]
         return {"by": self._rank, "at": now, "missing": missing[:_SHOWN],
                 "count": len(missing), "doing": doing}
 

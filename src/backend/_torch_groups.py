@@ -128,22 +128,39 @@ def _named(name: str) -> Iterator[None]:
             c10d._process_group_name = original
 
 
-def start_fake_world(world_size: int, rank: int) -> bool:
-    """Start torch's fake default group as ``rank`` of ``world_size`` (the dry run), unless
-    torch.distributed is initialized: then it must be that rank of that world.  Returns
-    whether this call started it."""
+_FAKE_WORLD: list[Any] = []  # a weak reference to the backend that started torch's fake world
+
+
+def start_fake_world(world_size: int, rank: int, owner: object = None) -> bool:
+    """Start torch's fake default group as ``rank`` of ``world_size`` (the dry run) for
+    ``owner``, unless torch.distributed is initialized: then it must be that rank of that
+    world.  A fake world whose owner is gone (garbage: a test that forgot ``shutdown()``)
+    is destroyed and started again; one whose owner lives is an error naming it and
+    ``shutdown()``.  Returns whether this call started a world."""
+    import gc
+    import weakref
+
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        from torch.testing._internal.distributed.fake_pg import FakeStore
+    if dist.is_initialized() and (dist.get_rank(), dist.get_world_size()) != (rank, world_size):
+        gc.collect()  # an owner no one holds any more is collected now
+        holder = _FAKE_WORLD[0]() if _FAKE_WORLD else None
+        if _FAKE_WORLD and holder is None and str(dist.get_backend()) == "fake":
+            dist.destroy_process_group()  # a leftover of a backend that is gone
+        else:
+            by = f" by {holder!r}" if holder is not None else ""
+            raise BackendConfigError(
+                f"torch.distributed is already initialized{by} as rank {dist.get_rank()} of "
+                f"{dist.get_world_size()}, not rank {rank} of {world_size}; call that "
+                "backend's shutdown() first (in tests: in a fixture's teardown, see the "
+                "README's 'Testing without GPUs')")
+    if dist.is_initialized():
+        return False
+    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
-        return True
-    if (dist.get_rank(), dist.get_world_size()) != (rank, world_size):
-        raise BackendConfigError(
-            f"torch.distributed is already initialized as rank {dist.get_rank()} of "
-            f"{dist.get_world_size()}, not rank {rank} of {world_size}")
-    return False
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    _FAKE_WORLD[:] = [weakref.ref(owner) if owner is not None else (lambda: None)]
+    return True
 
 
 def destroy_groups(groups: list[Any], default: bool, *, abort: bool = False) -> None:
