@@ -8,28 +8,32 @@ and, before torch's creation, has the members meet at this barrier.
 
 **Rounds and tickets.**  A barrier named ``G`` with ``N`` members runs in rounds.  Every
 attempt of a member takes a *ticket* ``t = add(t/G, 1)``; tickets ``kN+1 .. kN+N`` make
-round ``k``.  The member holding the round's last ticket *commits* it
-(``compare_set(o/G/k, "", GO)``); the others block in the store on the outcome key
-(``wait([o/G/k], remaining)``, on a connection of their own, so nothing else of the
-process waits behind them).  A member whose deadline passes first *claims* the round
-(``add(c/G/k, 1) == 1``), lists who is missing (the only listing: once per failed round),
-applies the waiting policy (:func:`next_deadline`) and, when the policy says so, *closes*
-it: it writes the reasons (``w/G/k``) and then ``compare_set(o/G/k, "", QUIT)``.  Because
-commit and close are the same ``compare_set`` on one key, exactly one wins: every member
-agrees on the round's outcome.  Every member then reads the outcome by counting itself
-(``add(o/G/k, 1)``); the last of the ``N`` readers deletes the round's keys.
+round ``k``.  The member holding the round's last ticket *commits* it: it wins
+``compare_set(d/G/k, "", GO)`` and then wakes the others by writing ``o/G/k``.  The others
+block in the store on ``o/G/k`` (``wait``, on a connection of their own, so nothing else of
+the process waits behind them): first for a grace period (:data:`GRACE_S`; a barrier whose
+members all come passes here), then, having written their record and looked at the decision
+key (a ticket taken in a round already closed learns it there), until their deadline.  A
+member whose deadline passes *claims* the round (``add(c/G/k, 1) == 1``), lists who is
+missing (the only listing: once per failed round), applies the waiting policy
+(:func:`next_deadline`) and, when the policy says so, *closes* it: it writes the reasons
+(``w/G/k``), then ``compare_set(d/G/k, "", QUIT)``.  Commit and close are the same
+``compare_set`` on one key, so exactly one wins and every member agrees on the round's
+outcome; a close wakes nobody: each member learns it at its own deadline (or its next look)
+and fails with the closer's reasons.
 
-**States of a round** (of its key ``o/G/k``): *open* (absent, fewer than N tickets taken),
-*full* (N tickets, being committed), *go* (``GO + readers``), *quit* (``QUIT + readers``,
-reasons in ``w/G/k``), *gone* (deleted by its N-th reader).  Transitions: open → full → go;
-open or full → quit (a close wins the ``compare_set``); go or quit → gone.
+**States of a round** (of its decision key ``d/G/k``): *open* (absent, fewer than N tickets
+taken), *full* (N tickets, being committed), *go* (``GO``; ``o/G/k`` written), *quit*
+(``QUIT``; reasons in ``w/G/k``).  Transitions: open → full → go; open or full → quit (a
+close wins the ``compare_set``).  A round never reopens.
 
-**Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter (kept: one per group name
-for the store's life, so round numbers never repeat); ``o/G/k`` the outcome; ``c/G/k`` the
-close claim; ``w/G/k`` the reasons; ``r/<rank>`` this rank's record (the group and round it
-is in, since and until when, its last beat; deleted at :meth:`Rendezvous.close`).  A round
-whose N tickets are never all taken (a member never came back) keeps its ``o``, ``c`` and
-``w`` keys until the store goes.
+**Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter; ``d/G/k`` the decision
+and ``o/G/k`` the wake-up of each round; ``c/G/k`` the close claim and ``w/G/k`` the reasons
+of a failed one; ``r/<rank>`` this rank's record (the group and round it waits in, since
+and until when, its last beat; deleted at :meth:`Rendezvous.close`).  A group created at the
+first try leaves its three keys (``t``, ``d``, ``o``: about 200 bytes, as torch leaves its
+own per-group keys) for the store's life; a failed round adds three more.  Round numbers
+never repeat, so nothing is deleted while a member may still read it.
 
 **Invariants.**
 - *Agreement*: a round is go for all its members or quit for all of them.
@@ -40,12 +44,13 @@ whose N tickets are never all taken (a member never came back) keeps its ``o``, 
 - *Bounded waiting*: a member waits until its deadline (its timeout), longer only while the
   policy sees a missing member busy with another group that does not wait for it, and
   never past twice its timeout plus :data:`SLACK_S` (then it closes the round itself).
-- *Cost*: on the success path each member makes 4 store calls (ticket, record, wait or
-  commit, read) and the last reader one more (the delete), whatever N; nobody lists the
-  members.  Liveness costs nothing while nothing is being created: a rank beats its record
-  only while it is inside a creation (or explaining a failure), every
-  :func:`beat_period` seconds (1 s, longer for worlds over 2,000 ranks: at most
-  :data:`LIVENESS_WRITES_PER_S` beats per second whatever the world).
+- *Cost*: on the success path a member makes 2 store calls (its ticket, the wait) and the
+  committer 3 (its ticket, the commit, the wake-up), whatever N; nobody lists the members; a
+  member that waits past the grace period adds its record and one look.  Liveness costs
+  nothing while nothing is being created: a rank beats its record only while it is inside
+  a creation that lasts (or explains a failure), every :func:`beat_period` seconds (1 s,
+  longer for worlds over 2,000 ranks: at most :data:`LIVENESS_WRITES_PER_S` beats per
+  second whatever the world).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ PREFIX = "meshlayout"
 GO = 1 << 40  # o/G/k holds GO + readers after a commit
 QUIT = 2 << 40  # ... or QUIT + readers after a close
 SLACK_S = 1.0  # how long past a busy peer's deadline it may take to arrive here
+GRACE_S = 0.05  # a member that waits longer than this writes its record
 LIVENESS_WRITES_PER_S = 2000  # the most beats per second a whole world sends
 _ABSENT = "\x00meshlayout-absent"
 _SHOWN = 64  # ranks written into a record or a reason, at most
@@ -188,6 +194,7 @@ class Rendezvous:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._active: dict[int, dict[str, Any]] = {}  # thread -> the record it beats
+        self._passed: dict[str, int] = {}  # barrier -> the last round this rank passed
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -214,10 +221,15 @@ class Rendezvous:
         return json.loads(raw) if raw else None
 
     def _publish(self, record: dict[str, Any]) -> None:
-        """Write this rank's record and beat it while this thread is inside the barrier or
+        """Write this rank's record, and beat it while this thread is inside the barrier or
         the creation that follows (until :meth:`_quiet`)."""
         record["beat"] = time.time()
         self._store().set(_key("r", self._rank), json.dumps(record))
+        self._activate(record)
+
+    def _activate(self, record: dict[str, Any]) -> None:
+        """Beat ``record`` from the next period on while this thread is inside the barrier or
+        the creation (a creation that is over before then writes nothing)."""
         with self._lock:
             self._active[threading.get_ident()] = record
             if self._period is not None and self._thread is None and not self._stop:
@@ -291,50 +303,79 @@ class Rendezvous:
             arrived = time.time()
             ticket = int(store.add(_key("t", a.name), 1))
             a.round = k = (ticket - 1) // a.size
-            self._publish({"group": a.name, "round": k, "size": a.size, "desc": a.desc,
-                           "ranks": list(a.members[:_SHOWN]), "since": a.start,
-                           "until": a.deadline})
+            self._activate(self._record_of(a))  # written only if this takes a while
             if ticket == (k + 1) * a.size:
-                store.compare_set(_key("o", a.name, k), "", str(GO))
+                outcome, why = self._decide(a, GO), dict[str, Any]()
             else:
-                self._await(a)
-            outcome = self._read(a)
+                outcome, why = self._await(a)
             if outcome == GO:
+                self._passed[a.name] = k
                 return
-            why = json.loads(self._peek(_key("w", a.name, k)) or b"{}")
-            if why.get("by") != self._rank and (self._rank in why.get("missing", ()) or
-                                                float(why.get("at", 0.0)) < arrived):
-                a.late = why  # closed before this rank came: on to the next round
-                continue
+            why = why or self._why(a)
+            mine = why.get("by") == self._rank
+            if float(why.get("at", 0.0)) < arrived or (
+                    not mine and self._rank in why.get("missing", ())):
+                if not mine:  # the others gave up before this rank came
+                    a.late = why
+                continue  # a round closed before this attempt's ticket: on to the next one
             self._left(a)
             raise self._failure(a, why)
 
-    def _read(self, a: _Attempt) -> int:
-        """Count this member as a reader of its round's outcome; GO or QUIT.  The last of the
-        N readers removes the round's keys."""
-        store, k = self._store(), a.round
-        value = int(store.add(_key("o", a.name, k), 1))
-        outcome = QUIT if value >= QUIT else GO
-        if value - outcome == a.size:
-            for part in ("o", "w", "c") if outcome == QUIT else ("o",):
-                with contextlib.suppress(Exception):
-                    store.delete_key(_key(part, a.name, k))
-        return outcome
+    def _record_of(self, a: _Attempt, **more: Any) -> dict[str, Any]:
+        return {"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
+                "ranks": list(a.members[:_SHOWN]), "since": a.start, "until": a.deadline,
+                **more}
 
-    def _await(self, a: _Attempt) -> None:
-        """Block until this round has an outcome, claiming and closing it at the deadline."""
-        store, out = self._store(), _key("o", a.name, a.round)
+    def _decide(self, a: _Attempt, outcome: int) -> int:
+        """Commit (GO) or close (QUIT) this rank's round: one ``compare_set`` on its decision
+        key, so exactly one wins; a commit then wakes the waiters.  Which won."""
+        store = self._store()
+        won = int(store.compare_set(_key("d", a.name, a.round), "", str(outcome)))
+        if won == GO == outcome:
+            store.set(_key("o", a.name, a.round), "1")
+        return won
+
+    def _decision(self, a: _Attempt) -> int | None:
+        value = self._peek(_key("d", a.name, a.round))
+        return None if value is None else int(value)
+
+    def _why(self, a: _Attempt) -> dict[str, Any]:
+        """The closer's reasons (written just before it closed the round)."""
+        key = _key("w", a.name, a.round)
+        self._wait(key, time.time() + SLACK_S)
+        found: dict[str, Any] = json.loads(self._peek(key) or b"{}")
+        return found
+
+    def _await(self, a: _Attempt) -> tuple[int, dict[str, Any]]:
+        """Block until this round is committed (GO), or closed (QUIT, with the reasons): a
+        short wait first (a barrier whose members all come passes there, with no other
+        store call), then the record and a look at the decision (a ticket taken in a round
+        already closed learns it here), then the wait to the deadline, where the round is
+        claimed and closed, or its closer awaited."""
+        out = _key("o", a.name, a.round)
         try:
-            if self._wait(out, a.deadline):
-                return
-            if int(store.add(_key("c", a.name, a.round), 1)) == 1:
-                self._close(a)
-            elif not self._wait(out, a.cap + SLACK_S):  # the closer is gone: close it here
+            if self._wait(out, min(time.time() + GRACE_S, a.deadline)):
+                return GO, {}
+            self._publish(self._record_of(a))
+            decided = self._decision(a)
+            if decided is None:
+                if self._wait(out, a.deadline):
+                    return GO, {}
+                decided = self._decision(a)  # closed by a member whose deadline came first?
+            if decided is None and int(self._store().add(_key("c", a.name, a.round), 1)) == 1:
+                return self._close(a)
+            while decided is None and time.time() < a.cap + SLACK_S:  # the closer decides
+                if self._wait(out, min(time.time() + 0.5, a.cap + SLACK_S)):
+                    return GO, {}
+                decided = self._decision(a)
+            if decided is None:  # the closer is gone: close the round here
                 _, peers = self._look(a)
-                self._conclude(a, self._reasons(a, sorted(peers), peers))
+                decided = self._conclude(a, self._reasons(a, sorted(peers), peers))
+            return (GO, {}) if decided == GO else (QUIT, self._why(a))
         except BaseException:
             with contextlib.suppress(Exception):  # leave no round that can pass without us
-                self._conclude(a, {"by": self._rank, "missing": [self._rank], "count": 1,
+                self._conclude(a, {"by": self._rank, "at": time.time(),
+                                   "missing": [self._rank], "count": 1,
                                    "doing": {str(self._rank): ["stopped waiting (interrupted)",
                                                                "gone"]}})
             raise
@@ -350,7 +391,7 @@ class Rendezvous:
                 raise
             return False
 
-    def _close(self, a: _Attempt) -> None:
+    def _close(self, a: _Attempt) -> tuple[int, dict[str, Any]]:
         """The claiming member: wait while the policy says so, then close the round."""
         out = _key("o", a.name, a.round)
         deadline = a.deadline
@@ -360,48 +401,49 @@ class Rendezvous:
                                   everyone_arrived=len(arrived) == a.size)
             if until is None:
                 break
-            self._publish({**self._active_record(), "until": until})
+            self._publish(self._record_of(a, until=until))
             if self._wait(out, until):
-                self._store().delete_key(_key("c", a.name, a.round))
-                return
+                return GO, {}
             deadline = until
-        if self._conclude(a, self._reasons(a, sorted(peers), peers)) == GO:
-            self._store().delete_key(_key("c", a.name, a.round))
-
-    def _active_record(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._active.get(threading.get_ident(), {}))
+        why = self._reasons(a, sorted(peers), peers)
+        return (GO, {}) if self._conclude(a, why) == GO else (QUIT, why)
 
     def _conclude(self, a: _Attempt, why: dict[str, Any]) -> int:
         """Write the reasons, then close the round unless it was committed first; which won."""
-        store = self._store()
-        store.set(_key("w", a.name, a.round), json.dumps(why))
-        won = int(store.compare_set(_key("o", a.name, a.round), "", str(QUIT)))
-        return QUIT if won >= QUIT else GO
+        self._store().set(_key("w", a.name, a.round), json.dumps(why))
+        return self._decide(a, QUIT)
 
     def _left(self, a: _Attempt) -> None:
         """Mark that this rank left a failed round (so a peer's policy sees it on its way)."""
         with contextlib.suppress(Exception):
             self._store().set(_key("r", self._rank), json.dumps(
-                {"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
-                 "ranks": list(a.members[:_SHOWN]), "since": a.start, "left": time.time()}))
+                {**self._record_of(a), "left": time.time()}))
 
     # ---- listing a failed round (once, by its closer) ----------------------------------------
     def _look(self, a: _Attempt) -> tuple[set[int], dict[int, Peer]]:
-        """Who holds a ticket of this round, and what each missing member is doing."""
+        """Who holds a ticket of this round (by their records, and all of them once every
+        ticket is taken), and what each missing member is doing.  Ticket holders that have
+        not written their record yet (they came less than a grace period ago) are on their
+        way: they count as arriving."""
         now = time.time()
         snap = _Snapshot(self)
         taken = int(self._peek(_key("t", a.name)) or 0) - a.round * a.size
+        if taken >= a.size:  # every ticket is taken: the commit is on its way
+            return set(a.members), {}
         arrived = {self._rank}
         for m in a.members:
             rec = snap.record(m)
             if m != self._rank and rec and rec.get("group") == a.name and \
                     int(rec.get("round", -1)) == a.round:
                 arrived.add(m)
-        if taken >= a.size:  # every ticket is taken: the commit is on its way
-            return set(a.members), {}
-        peers = {m: snap.peer(a, m, now, self.lost_after if self._period else None)
-                 for m in a.members if m not in arrived}
+        lost_after = self.lost_after if self._period else None
+        peers = {m: snap.peer(a, m, now, lost_after) for m in a.members if m not in arrived}
+        if taken > len(arrived):  # some came a moment ago: wait for their records
+            peers = {m: attrs.evolve(p, state="arriving") if p.state in ("absent", "idle")
+                     else p for m, p in peers.items()}
+        elif a.name in self._passed:  # this rank met them here before, then failed in torch
+            peers = {m: attrs.evolve(p, state="created") if p.state in ("absent", "idle")
+                     else p for m, p in peers.items()}
         return arrived, peers
 
     def _reasons(self, a: _Attempt, missing: list[int],
@@ -422,7 +464,8 @@ class Rendezvous:
         desc = rec.get("desc") or ("no group (it is explaining a failed collective)"
                                    if rec.get("explaining") else "a group")
         return {
-            "absent": "has not started creating any group (late, or not started)",
+            "absent": "is not creating any group (it has no record of waiting in one: it "
+                      "skipped this group, is late, or has not started)",
             "arriving": "was arriving as this rank gave up",
             "gave_up": "gave up waiting for this group before this rank arrived",
             "created": "already created this group with the other members (in an earlier "
@@ -497,12 +540,13 @@ class _Snapshot:
         return self._records[rank]
 
     def decided(self, rec: Mapping[str, Any]) -> int | None:
-        """GO or QUIT if the round in ``rec`` is decided (or over), None while it is open."""
+        """GO or QUIT if the round in ``rec`` is decided (a full round is being committed),
+        None while it is open."""
         name, k = rec.get("group"), int(rec.get("round", 0))
         if (name, k) not in self._decided:
-            value = self._rz._peek(_key("o", name, k))
+            value = self._rz._peek(_key("d", name, k))
             if value is not None:
-                found: int | None = QUIT if int(value) >= QUIT else GO
+                found: int | None = int(value)
             else:
                 taken = int(self._rz._peek(_key("t", name)) or 0)
                 found = GO if taken >= (k + 1) * int(rec.get("size", 1)) else None
