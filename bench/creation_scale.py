@@ -39,8 +39,9 @@
 
 Targets (exit 1 on a miss): the 64-process world barrier's "slowest" <= 1.5x torch's (in
 ``--smoke`` only W = 2 is measured, where one preempted process swamps a sub-millisecond
-barrier: the bound there is 3x); on the success path, the most store calls of a member and the
-most keys it touches the same at every W, and <= 6; at 131,072 ranks the liveness load < 5% of
+barrier: the bound there is 3x); on the success path, at every W, at most 5 store calls per
+member (2 for one woken within the grace period, 3 for the committer, 4-5 for one that waits
+past it), each touching one key; at 131,072 ranks the liveness load < 5% of
 the capacity (not checked in ``--smoke``: 2 clients for 0.3 s measure the clients) and no
 write at all from an idle rank.
 
@@ -83,7 +84,13 @@ CountingStore: Any = importlib.import_module("counting_store").CountingStore
 HOST = "127.0.0.1"
 TARGET_RATIO = 1.5  # ours / torch, 64-process world barrier
 TARGET_RATIO_SMOKE = 3.0  # the same at W = 2 (noise-dominated)
-TARGET_CALLS = 6  # most store calls of a member on the success path
+TARGET_CALLS = 5  # most store calls of a member on the success path, at every W
+SUCCESS_PROFILES = {  # a member's calls on the success path (op, count), by how it passed
+    (("add", 1), ("wait", 1)),  # woken within the grace period
+    (("add", 1), ("compare_set", 1), ("set", 1)),  # the committer: ticket, commit, wake-up
+    (("add", 1), ("compare_set", 1), ("set", 1), ("wait", 1)),  # past the grace: record, look
+    (("add", 1), ("compare_set", 1), ("set", 1), ("wait", 2)),  # ... and the wait to go
+}
 TARGET_LOAD = 0.05  # liveness writes / store capacity
 FAIL_TIMEOUT_S = 0.3
 BIG_WORLD = 131072
@@ -399,11 +406,12 @@ def part2(worlds: Sequence[int], keyed_from: int, check_at: int) -> list[dict[st
               f"{(max(others_keys) if others_keys else '-'):>19} {r['calls'][closer]:>12} "
               f"{r['keys'][closer]:>11} {rounds:>6} {r['wall_s']:>7.2f}", flush=True)
     if check_at in worlds and keyed_from > check_at:
-        same = _members(check_at, check_at, KeyedStore(), 600.0)["profile"]
-        base = next(r["profile"] for r in rows if r["W"] == check_at)
-        print(f"cross-check at W={check_at}: the keyed store gives the same calls per member "
-              f"as HashStore: {'yes' if same == base else f'NO: {same} vs {base}'}")
-        if same != base:
+        same = set(_members(check_at, check_at, KeyedStore(), 600.0)["profile"])
+        base = set(next(r["profile"] for r in rows if r["W"] == check_at))
+        ok = same <= SUCCESS_PROFILES and base <= SUCCESS_PROFILES
+        print(f"cross-check at W={check_at}: with either store every member's calls are one "
+              f"of the protocol's success profiles: {'yes' if ok else f'NO: {same} / {base}'}")
+        if not ok:
             raise RuntimeError("the keyed store does not stand in for HashStore")
     return rows
 
@@ -609,13 +617,14 @@ def main() -> int:
     rows2 = part2(members, keyed_from=args.keyed_from, check_at=min(1024, max(members)))
     most_calls = {r["calls_max"] for r in rows2}
     most_keys = {r["keys_max"] for r in rows2}
-    print(f"target: most calls of a member the same at every W and <= {TARGET_CALLS}: "
-          f"{sorted(most_calls)}; most keys the same at every W: {sorted(most_keys)}")
-    if len(most_calls) != 1 or max(most_calls) > TARGET_CALLS:
+    widest = {r["widest"] for r in rows2}
+    print(f"target: at every W a member makes at most {TARGET_CALLS} calls (2 if it passes "
+          f"within the grace period, 3 as the committer, 4-5 if it waits past it) touching "
+          f"one key each: most calls by W {sorted(most_calls)}, most keys {sorted(most_keys)}, "
+          f"widest call {sorted(widest)}")
+    if max(most_calls) > TARGET_CALLS or max(most_keys) > TARGET_CALLS or max(widest) > 1:
         failures.append(f"most store calls of a member by W: "
-                        f"{[(r['W'], r['calls_max']) for r in rows2]}")
-    if len(most_keys) != 1:
-        failures.append(f"most keys of a member by W: {[(r['W'], r['keys_max']) for r in rows2]}")
+                        f"{[(r['W'], r['calls_max'], r['keys_max']) for r in rows2]}")
 
     failures += part3(rates, clients, cap_s, cap_rounds, idle_s, check=not smoke)
     print(f"\nload average after: {load()}")

@@ -28,23 +28,19 @@ from ._to_torch import twin
 
 __all__ = ["TorchFacadeMesh"]
 
-_OURS = frozenset(DeviceMesh.__slots__)
+_TWIN = ("_coordinate_on_dim", "_device_type", "_flatten_mapping", "_flatten_rank_map",
+         "_layout", "_mesh_dim_names", "_pg_registry", "_rank", "_rank_map", "_root_mesh",
+         "_thread_id")
+"""The instance attributes torch 2.13's ``DeviceMesh`` keeps (but ``_dim_group_names``, and
+``_hash``, which is ours), read from the twin.  Properties, not ``__getattr__``: a class with
+``__getattr__`` makes every attribute access of its instances slower, the per-step calls
+(``get_group``, ``get_coordinate``) included."""
 
 
 # Our methods take the place of torch's of the same name (their signatures are a superset of
 # torch's, not the same): mypy sees the two hierarchies disagree, as intended.
 class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
     """A :class:`backend.DeviceMesh` that is also torch's ``DeviceMesh`` (see the module)."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in _OURS:  # not set yet (unpickling, setup)
-            raise AttributeError(name)
-        return getattr(twin(self), name)
-
-    @property  # a class attribute (None) in torch's, an instance attribute once set there
-    def _root_mesh(self) -> TorchDeviceMesh | None:  # type: ignore[override]
-        found: TorchDeviceMesh | None = twin(self)._root_mesh
-        return found
 
     @property
     def _dim_group_names(self) -> list[Any]:  # type: ignore[override]
@@ -66,3 +62,20 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         if found is None:
             found = self.__dict__["_torch_hash"] = hash(twin(self))
         return found
+
+
+def _from_twin(name: str) -> property:
+    """Torch's attribute ``name``: the twin's, unless torch code set one on this mesh."""
+
+    def get(self: TorchFacadeMesh) -> Any:
+        own = self.__dict__
+        return own[name] if name in own else getattr(twin(self), name)
+
+    def put(self: TorchFacadeMesh, value: Any) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put, doc=f"torch's ``{name}``, from the twin")
+
+
+for _name in _TWIN:
+    setattr(TorchFacadeMesh, _name, _from_twin(_name))
