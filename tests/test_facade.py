@@ -114,22 +114,6 @@ def test_unpickling_rebinds_to_the_loading_process_backend() -> None:
     assert out.stdout.split("\n")[0] == "2 (0, 1, 0) (2, 3)"
 
 
-def test_unpickling_with_no_backend_and_no_torch_world_says_what_to_do() -> None:
-    data = pickle.dumps(mesh3(rank=5))
-    code = textwrap.dedent(f"""
-        import os, pickle
-        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-            os.environ.pop(k, None)
-        try:
-            pickle.loads({data!r})
-        except Exception as e:
-            print(type(e).__name__, e)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
-    assert out.stdout.startswith("BackendConfigError environment variable RANK is not set")
-
-
 # ---- the current mesh, per context ------------------------------------------------------------
 
 def test_the_current_mesh_is_per_asyncio_task() -> None:
@@ -328,3 +312,23 @@ def test_unordered_input_is_refused_at_every_facade_entry(call: str) -> None:
           "m8": m8, "g": g}
     with pytest.raises(MeshTypeError, match="ordered sequence"):
         eval(call, ns)
+
+
+def test_unpickling_without_a_backend_says_it_comes_from_unpickling_and_what_to_start() -> None:
+    """In a fresh process with no backend and no torchrun environment, loading a pickled mesh
+    names unpickling and the backends to start (it said only "RANK is not set")."""
+    data = pickle.dumps(mesh3())
+    code = textwrap.dedent("""
+        import os, pickle, sys
+        for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+            os.environ.pop(v, None)
+        try:
+            pickle.loads(sys.stdin.buffer.read())
+        except Exception as e:
+            print(type(e).__name__, e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True,
+                         timeout=120, check=False)
+    text = out.stdout.decode()
+    assert text.startswith("BackendConfigError unpickling a DeviceMesh"), text + out.stderr.decode()
+    assert "TorchFakeBackend(world_size, rank)" in text and "RANK" in text
