@@ -97,7 +97,8 @@ class Peer:
 
     ``state``: ``"absent"`` (no record), ``"arriving"`` (it holds a ticket of this round),
     ``"busy"`` (waiting in another group's round until ``until``), ``"left"`` (it left a
-    failed group at ``until``), ``"idle"`` (its last group was created), ``"gave_up"``
+    failed group at ``until``), ``"finished"`` (it created another group a moment ago: its
+    last beat, one period before ``until``), ``"idle"`` (its last group was created), ``"gave_up"``
     (it closed or left an earlier round of this group), ``"created"`` (an earlier round
     of this group went ahead with it), ``"gone"`` (busy, but its beat stopped).
     ``waits_for_me``: its group waits, directly or through others, for the closing rank.
@@ -115,7 +116,8 @@ def next_deadline(now: float, deadline: float, cap: float, peers: Sequence[Peer]
     A member waits past its deadline only for peers on their way here: one that holds a
     ticket of this round (or all do: the commit is in flight) for :data:`SLACK_S`; one
     busy with another group until that one's deadline plus :data:`SLACK_S` (it then
-    fails there and comes); one that left a failed group less than :data:`SLACK_S` ago.
+    fails there and comes); one that left a failed group, or finished creating one, less
+    than :data:`SLACK_S` ago.
     A peer that waits for this member (a cycle: groups asked in different orders) is
     not waited for.  Never past ``cap``.
 
@@ -132,13 +134,14 @@ def next_deadline(now: float, deadline: float, cap: float, peers: Sequence[Peer]
             continue
         if p.state == "arriving":
             ahead.append(now + SLACK_S)
-        elif p.state in ("busy", "left"):
+        elif p.state in ("busy", "left", "finished"):
             ahead.append(p.until + SLACK_S)
     until = min(max([deadline, *ahead]), cap)
     return until if until > now else None
 
 
-_KINDS = {"absent": "skipped", "idle": "skipped", "left": "skipped", "busy": "order",
+_KINDS = {"absent": "skipped", "idle": "skipped", "left": "skipped", "finished": "skipped",
+          "busy": "order",
           "arriving": "late", "gave_up": "late", "created": "created", "gone": "gone"}
 _CAUSES = (  # the first kind present among the missing names the likely cause
     ("order", "ranks asked for groups in a different order (each waits for a group another "
@@ -474,6 +477,7 @@ class Rendezvous:
             "left": f"is not creating any group (it left {desc} {now - peer.until:.1f} s ago, "
                     "when that failed)",
             "idle": f"is not creating any group (its last was {desc})",
+            "finished": f"is not creating any group (it created {desc} a moment ago)",
             "gone": f"has not answered for {now - peer.until:.1f} s while creating {desc} "
                     "(it may have exited)",
         }[peer.state]
@@ -570,8 +574,14 @@ class _Snapshot:
             return Peer("gave_up" if "left" in rec else "created")
         if "left" in rec:
             return Peer("left", float(rec["left"]))
-        if self.decided(rec) is not None:
+        decided = self.decided(rec)
+        if decided == GO:  # it created that group: moments ago (it still beat), or long ago
+            period = self._rz._period
+            if period is not None and now - beat < period + SLACK_S:
+                return Peer("finished", beat + period)
             return Peer("idle")
+        if decided == QUIT:  # closed by another member; it learns so at its own deadline
+            return Peer("busy", float(rec.get("until", now)), self.waits_for(rec))
         if silent:
             return Peer("gone", beat)
         return Peer("busy", float(rec.get("until", now)), self.waits_for(rec))
@@ -594,6 +604,6 @@ class _Snapshot:
                 seen.add(m)
                 other = self.record(m)
                 if other and other.get("group") and "left" not in other and \
-                        other.get("group") != r.get("group") and self.decided(other) is None:
-                    todo.append(other)
+                        other.get("group") != r.get("group") and self.decided(other) != GO:
+                    todo.append(other)  # still in a round (open, or closed unnoticed)
         return False
