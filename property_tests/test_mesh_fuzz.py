@@ -320,6 +320,11 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
     if name in ("__eq__", "is_identity", "is_intra_host", "is_intra_domain"):
         assert out is NotImplemented or type(out) is bool, f"{where} returned {out!r}"
         return
+    if name == "ordered":  # the items of an ordered sequence, in order, as a tuple
+        value = args[0] if args else kwargs["value"]
+        items = value.tolist() if hasattr(value, "tolist") else list(value)
+        assert type(out) is tuple and list(out) == items, f"{where} returned {out!r}"
+        return
     if isinstance(out, MeshView):
         check_view(out, where)
         if name in TRANSFORMS:
