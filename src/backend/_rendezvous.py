@@ -183,7 +183,7 @@ class _Attempt:
     deadline: float
     cap: float
     round: int = -1
-    late: dict[str, Any] | None = None  # the reasons of a round closed before we came
+    late: bool = False  # the others closed a round before this rank came
 
 
 class Rendezvous:
@@ -319,7 +319,7 @@ class Rendezvous:
             if float(why.get("at", 0.0)) < arrived or (
                     not mine and self._rank in why.get("missing", ())):
                 if not mine:  # the others gave up before this rank came
-                    a.late = why
+                    a.late = True
                 continue  # a round closed before this attempt's ticket: on to the next one
             self._left(a)
             raise self._failure(a, why)
@@ -372,8 +372,8 @@ class Rendezvous:
                     return GO, {}
                 decided = self._decision(a)
             if decided is None:  # the closer is gone: close the round here
-                _, peers = self._look(a)
-                decided = self._conclude(a, self._reasons(a, sorted(peers), peers))
+                _, peers, snap = self._look(a)
+                decided = self._conclude(a, self._reasons(peers, snap))
             return (GO, {}) if decided == GO else (QUIT, self._why(a))
         except BaseException:
             with contextlib.suppress(Exception):  # leave no round that can pass without us
@@ -399,7 +399,7 @@ class Rendezvous:
         out = _key("o", a.name, a.round)
         deadline = a.deadline
         while True:
-            arrived, peers = self._look(a)
+            arrived, peers, snap = self._look(a)
             until = next_deadline(time.time(), deadline, a.cap, list(peers.values()),
                                   everyone_arrived=len(arrived) == a.size)
             if until is None:
@@ -408,7 +408,7 @@ class Rendezvous:
             if self._wait(out, until):
                 return GO, {}
             deadline = until
-        why = self._reasons(a, sorted(peers), peers)
+        why = self._reasons(peers, snap)
         return (GO, {}) if self._conclude(a, why) == GO else (QUIT, why)
 
     def _conclude(self, a: _Attempt, why: dict[str, Any]) -> int:
@@ -423,7 +423,7 @@ class Rendezvous:
                 {**self._record_of(a), "left": time.time()}))
 
     # ---- listing a failed round (once, by its closer) ----------------------------------------
-    def _look(self, a: _Attempt) -> tuple[set[int], dict[int, Peer]]:
+    def _look(self, a: _Attempt) -> tuple[set[int], dict[int, Peer], _Snapshot]:
         """Who holds a ticket of this round (by their records, and all of them once every
         ticket is taken), and what each missing member is doing.  Ticket holders that have
         not written their record yet (they came less than a grace period ago) are on their
@@ -432,7 +432,7 @@ class Rendezvous:
         snap = _Snapshot(self)
         taken = int(self._peek(_key("t", a.name)) or 0) - a.round * a.size
         if taken >= a.size:  # every ticket is taken: the commit is on its way
-            return set(a.members), {}
+            return set(a.members), {}, snap
         arrived = {self._rank}
         for m in a.members:
             rec = snap.record(m)
@@ -447,40 +447,21 @@ class Rendezvous:
         elif a.name in self._passed:  # this rank met them here before, then failed in torch
             peers = {m: attrs.evolve(p, state="created") if p.state in ("absent", "idle")
                      else p for m, p in peers.items()}
-        return arrived, peers
+        return arrived, peers, snap
 
-    def _reasons(self, a: _Attempt, missing: list[int],
-                 peers: Mapping[int, Peer] | None = None) -> dict[str, Any]:
-        """The closer's reasons: who is missing and what each is doing (the first few)."""
+    def _reasons(self, peers: Mapping[int, Peer], snap: _Snapshot) -> dict[str, Any]:
+        """The closer's reasons, from its look: who is missing and what each is doing (the
+        first few; their records as the look read them)."""
         now = time.time()
+        missing = sorted(peers)
         doing: dict[str, list[str]] = {}
         for m in missing[:_SHOWN]:
-            peer = (peers or {}).get(m, Peer("absent"))
+            peer = peers[m]
             kind = "behind" if peer.state == "busy" and not peer.waits_for_me else \
                 _KINDS[peer.state]
-            doing[str(m)] = [self._doing(m, peer, now), kind]
+            doing[str(m)] = [_doing(peer, snap.record(m) or {}, now), kind]
         return {"by": self._rank, "at": now, "missing": missing[:_SHOWN],
                 "count": len(missing), "doing": doing}
-
-    def _doing(self, m: int, peer: Peer, now: float) -> str:
-        rec = self._record(m) or {}
-        desc = rec.get("desc") or ("no group (it is explaining a failed collective)"
-                                   if rec.get("explaining") else "a group")
-        return {
-            "absent": "is not creating any group (it has no record of waiting in one: it "
-                      "skipped this group, is late, or has not started)",
-            "arriving": "was arriving as this rank gave up",
-            "gave_up": "gave up waiting for this group before this rank arrived",
-            "created": "already created this group with the other members (in an earlier "
-                       "round); it will not ask for it again",
-            "busy": f"is creating {desc} (for {now - float(rec.get('since', now)):.1f} s)",
-            "left": f"is not creating any group (it left {desc} {now - peer.until:.1f} s ago, "
-                    "when that failed)",
-            "idle": f"is not creating any group (its last was {desc})",
-            "finished": f"is not creating any group (it created {desc} a moment ago)",
-            "gone": f"has not answered for {now - peer.until:.1f} s while creating {desc} "
-                    "(it may have exited)",
-        }[peer.state]
 
     def _failure(self, a: _Attempt, why: Mapping[str, Any]) -> MembersMissingError:
         missing = tuple(int(m) for m in why.get("missing", ()))
@@ -527,6 +508,27 @@ class Rendezvous:
                     {**(self._record(r) or {}), "lost": now, "seen_by": self._rank}))
         return {r: None if (beat := first[r]) is None else max(0.0, now - float(beat))
                 for r in sorted(quiet)}
+
+
+def _doing(peer: Peer, rec: Mapping[str, Any], now: float) -> str:
+    """What a missing member is doing, in words, from its state and record."""
+    desc = rec.get("desc") or ("no group (it is explaining a failed collective)"
+                               if rec.get("explaining") else "a group")
+    return {
+        "absent": "is not creating any group (it has no record of waiting in one: it "
+                  "skipped this group, is late, or has not started)",
+        "arriving": "was arriving as this rank gave up",
+        "gave_up": "gave up waiting for this group before this rank arrived",
+        "created": "already created this group with the other members (in an earlier "
+                   "round); it will not ask for it again",
+        "busy": f"is creating {desc} (for {now - float(rec.get('since', now)):.1f} s)",
+        "left": f"is not creating any group (it left {desc} {now - peer.until:.1f} s ago, "
+                "when that failed)",
+        "idle": f"is not creating any group (its last was {desc})",
+        "finished": f"is not creating any group (it created {desc} a moment ago)",
+        "gone": f"has not answered for {now - peer.until:.1f} s while creating {desc} "
+                "(it may have exited)",
+    }[peer.state]
 
 
 class _Snapshot:

@@ -76,12 +76,18 @@ def twin(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
     with universe.lock:
         found: TorchDeviceMesh | None = universe.torch_meshes.get(key)
         if found is None:
-            root = _root(mesh, view.ranks)
-            found = _torch_mesh(mesh.device_type, view.layout, root._rank_map,
-                                mesh.backend.rank, mesh.mesh_dim_names, root)
-            found._dim_group_names = []
-            universe.torch_meshes[key] = found
+            found = universe.torch_meshes[key] = _over_root(mesh, [])
         return found
+
+
+def _over_root(mesh: DeviceMesh[Any], group_names: list[Any]) -> TorchDeviceMesh:
+    """A torch mesh with ``mesh``'s layout, names and rank over the universe's shared root,
+    its dims' groups named ``group_names``."""
+    root = _root(mesh, mesh.view.ranks)
+    made = _torch_mesh(mesh.device_type, mesh.view.layout, root._rank_map, mesh.backend.rank,
+                       mesh.mesh_dim_names, root)
+    made._dim_group_names = group_names
+    return made
 
 
 def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
@@ -102,12 +108,9 @@ def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
             names = []
             continue
         names.append(group.group_name)
-    root = _root(mesh, view.ranks)
-    converted = _torch_mesh(mesh.device_type, view.layout, root._rank_map, mesh.backend.rank,
-                            mesh.mesh_dim_names, root)
-    converted._dim_group_names = names
+    converted = _over_root(mesh, names)
     with universe.lock:
         converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
         if view.ndim == 1 and mesh._flattened(view.names[0]) == mesh:
-            root._flatten_mapping.setdefault(view.names[0], converted)
+            _root(mesh, view.ranks)._flatten_mapping.setdefault(view.names[0], converted)
     return converted
