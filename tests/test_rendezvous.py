@@ -234,13 +234,21 @@ def _record(store: Any, rank: int, value: dict[str, Any]) -> None:
     store.set(_key("r", rank), json.dumps(value))
 
 
+def _rank1_in(store: Any, group: str, ranks: list[int], *, since: float,
+              **more: float) -> None:
+    """Rank 1's record: in round 0 of ``group`` (members ``ranks``) since ``since``, with
+    ``until``, ``beat`` or ``left`` as given."""
+    _record(store, 1, {"group": group, "round": 0, "size": len(ranks),
+                       "desc": f"the 'dp' group {tuple(ranks)}", "ranks": ranks,
+                       "since": since, **more})
+
+
 def test_a_partner_busy_with_another_group_extends_the_wait_by_at_most_one_timeout() -> None:
     """Rank 1 waits in another group's open round until far in the future and never comes:
     rank 0 waits past its timeout for it, but never longer than twice its timeout."""
     store = HashStore()
     now = time.time()
-    _record(store, 1, {"group": "other", "round": 0, "size": 2, "desc": "the 'dp' group (1, 3)",
-                       "ranks": [1, 3], "since": now, "until": now + 60, "beat": now})
+    _rank1_in(store, "other", [1, 3], since=now, until=now + 60, beat=now)
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=4, heartbeat=None), [0, 1], out)
     err = out["error"]
@@ -257,15 +265,13 @@ def test_a_partner_between_a_failed_group_and_this_one_is_waited_for() -> None:
     than the slack) to reach this one: rank 0 waits for it and both pass."""
     store = HashStore()
     t0 = time.time()
-    _record(store, 1, {"group": "other", "round": 0, "size": 2, "desc": "the 'dp' group (1, 3)",
-                       "ranks": [1, 3], "since": t0, "until": t0 + 0.3, "beat": t0})
+    _rank1_in(store, "other", [1, 3], since=t0, until=t0 + 0.3, beat=t0)
     out0: dict[str, Any] = {}
     waiter = threading.Thread(target=_meet, args=(Rendezvous(store, 0, world_size=4,
                                                              heartbeat=None), [0, 1], out0))
     waiter.start()
     time.sleep(0.35)
-    _record(store, 1, {"group": "other", "round": 0, "size": 2, "desc": "the 'dp' group (1, 3)",
-                       "ranks": [1, 3], "since": t0, "left": time.time()})
+    _rank1_in(store, "other", [1, 3], since=t0, left=time.time())
     time.sleep(0.55)  # rank 0's own deadline passes during this gap
     out1: dict[str, Any] = {}
     _meet(Rendezvous(store, 1, world_size=4, heartbeat=None), [0, 1], out1)
@@ -279,8 +285,7 @@ def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None
     a cycle, so rank 0 does not extend its wait."""
     store = HashStore()
     now = time.time()
-    _record(store, 1, {"group": "h", "round": 0, "size": 2, "desc": "the 'dp' group (0, 1)",
-                       "ranks": [0, 1], "since": now, "until": now + 60, "beat": now})
+    _rank1_in(store, "h", [0, 1], since=now, until=now + 60, beat=now)
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=2, heartbeat=None), [0, 1], out)
     assert out["error"].missing == (1,)
@@ -291,9 +296,7 @@ def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None
 def test_a_partner_whose_beat_stopped_inside_a_creation_is_named_gone() -> None:
     store = HashStore()
     long_ago = time.time() - 60
-    _record(store, 1, {"group": "other", "round": 0, "size": 2, "desc": "the 'dp' group (1, 3)",
-                       "ranks": [1, 3], "since": long_ago, "until": time.time() + 60,
-                       "beat": long_ago})
+    _rank1_in(store, "other", [1, 3], since=long_ago, until=time.time() + 60, beat=long_ago)
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=4, heartbeat=0.1), [0, 1], out)
     err = out["error"]
