@@ -105,7 +105,7 @@ _PLANS = (
 )
 _DRIVER = """
 import json, sys, io, contextlib
-from mesh._cli import main
+from mesh._plan._cli import main
 out = []
 for argv in json.loads(sys.stdin.read()):
     err = io.StringIO()

@@ -28,7 +28,7 @@ from mesh import (
     RankNotInMeshError,
     UnknownDimError,
 )
-from mesh._svg import MAX_SVG_CELLS, PALETTE, svg
+from mesh._draw import MAX_SVG_CELLS, PALETTE, svg
 
 NS = "{http://www.w3.org/2000/svg}"
 TITAN = ("pp", "dp", "cp", "tp")

@@ -36,9 +36,12 @@ tensor as nested tuples), and the errors (:class:`MeshError` and its subclasses,
 documenting what raises it).
 """
 
-from ._concat import concatenate
-from ._errors import (
+from ._core import (
+    FORMAT_VERSION,
+    MAX_LISTED_RANKS,
+    Dim,
     DuplicateNameError,
+    Family,
     InvalidDimsError,
     InvalidMeshDataError,
     InvalidNameError,
@@ -46,24 +49,22 @@ from ._errors import (
     InvalidSizeError,
     MeshError,
     MeshTypeError,
+    MeshView,
+    Nested,
     NotRepresentableError,
     OffsetOutOfRangeError,
     OverlapError,
+    RankMap,
     RankNotInMeshError,
     TooManyRanksError,
     TopologyError,
     UniverseMismatchError,
     UnknownDimError,
+    concatenate,
+    ordered,
 )
-from ._explain import CommMemory, Explanation, explain
-from ._family import Family
-from ._input import ordered
-from ._listing import MAX_LISTED_RANKS
-from ._rankmap import RankMap
-from ._render import render
-from ._svg import MAX_SVG_CELLS, svg
-from ._topology import Topology
-from ._view import FORMAT_VERSION, Dim, MeshView, Nested
+from ._draw import MAX_SVG_CELLS, render, svg
+from ._plan import CommMemory, Explanation, Topology, explain
 
 __all__ = [
     "CommMemory",

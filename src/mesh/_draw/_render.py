@@ -13,13 +13,10 @@ import textwrap
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ._errors import InvalidSizeError, MeshTypeError
-from ._input import as_int, show
+from .._core import InvalidSizeError, MeshTypeError, MeshView, as_int, show
 
 if TYPE_CHECKING:
     from layout import Layout
-
-    from ._view import MeshView
 
 __all__ = ["MIN_WIDTH", "render"]
 
@@ -91,8 +88,6 @@ def render(view: MeshView, rank: int | None = None, *, width: int = 120) -> str:
       dp group (5, 1005, 2005)
       tp group (1000, 1001, …, 1005, …, 1999) (1,000 ranks)
     """
-    from ._view import MeshView
-
     if not isinstance(view, MeshView):
         raise MeshTypeError(f"render draws a mesh.MeshView, got {show(view)}")
     w = as_int(width, "render's width")

@@ -5,19 +5,27 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from layout import Layout, complement, flatten
 
-from ._errors import MeshTypeError, TopologyError
-from ._family import Family
-from ._input import MAX_UNIVERSE, as_int, as_size, ordered, show
-from ._listing import _py_offsets, list_ranks, numpy
-
-if TYPE_CHECKING:
-    from ._view import Dim, MeshView
+from .._core import (
+    MAX_UNIVERSE,
+    Dim,
+    Family,
+    MeshTypeError,
+    MeshView,
+    TopologyError,
+    as_int,
+    as_size,
+    list_ranks,
+    numpy,
+    ordered,
+    py_offsets,
+    show,
+)
 
 __all__ = ["Topology"]
 
@@ -191,8 +199,6 @@ class Topology:
         return self.domains_per_group(view, dim) == 1
 
     def _check(self, view: MeshView) -> None:
-        from ._view import MeshView
-
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"a topology query takes a mesh.MeshView, got {show(view)}")
         if view.ranks.max_rank >= self.world_size:
@@ -380,4 +386,4 @@ def _spend(count: int, what: str) -> None:
 
 def _image(modes: list[tuple[int, int]], what: str) -> list[int]:
     _spend(math.prod(s for s, _ in modes), what)
-    return _py_offsets(tuple(s for s, _ in modes), tuple(d for _, d in modes), 0)
+    return py_offsets(tuple(s for s, _ in modes), tuple(d for _, d in modes), 0)

@@ -9,7 +9,7 @@ import attrs
 
 from layout import Layout, LayoutError, coalesce, complement, flatten, make_layout
 
-from ._listing import _py_offsets, list_ranks
+from ._listing import list_ranks, py_offsets
 from ._rankmap import RankMap
 
 if TYPE_CHECKING:
@@ -137,4 +137,4 @@ def _layout_of(seq: tuple[int, ...]) -> Layout | None:
         step *= s
     e = coalesce(Layout(tuple(reversed(shapes)), tuple(reversed(strides)))) if shapes else (
         Layout(1, 0))
-    return e if tuple(_py_offsets(flatten(e.shape), flatten(e.stride), 0)) == seq else None
+    return e if tuple(py_offsets(flatten(e.shape), flatten(e.stride), 0)) == seq else None

@@ -20,7 +20,7 @@ from ._errors import TooManyRanksError
 from ._input import as_int, show
 from ._rankmap import RankMap
 
-__all__ = ["MAX_LISTED_RANKS", "check_limit", "list_ranks", "numpy"]
+__all__ = ["MAX_LISTED_RANKS", "check_limit", "list_ranks", "numpy", "py_offsets"]
 
 MAX_LISTED_RANKS = 1 << 24
 """The default ``limit`` of every query that lists ranks (16,777,216 ranks, 128 MiB as
@@ -74,8 +74,8 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
         if count > _PYTHON_MOST:
             raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
                                     f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
-        return [ranks._take(_py_offsets(i_shapes, i_strides, r))
-                for r in _py_offsets(s_shapes, s_strides, base)]
+        return [ranks._take(py_offsets(i_shapes, i_strides, r))
+                for r in py_offsets(s_shapes, s_strides, base)]
     kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
     try:
         if ranks.ranks is not None:  # the layout's strides are strides into the rank array
@@ -92,7 +92,7 @@ def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
         raise TooManyRanksError(f"cannot allocate {_n(count)} ranks: {e}") from None
 
 
-def _py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:
+def py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:
     """``base + L(i)`` for every index of the flat layout, row-major, as Python ints."""
     if not shapes:
         return [base]

@@ -13,10 +13,18 @@ import math
 import re
 from collections.abc import Callable, Iterator
 
-from ._errors import InvalidSizeError, MeshTypeError, RankNotInMeshError
-from ._input import as_int, as_size, show
+from .._core import (
+    Dim,
+    InvalidSizeError,
+    MeshTypeError,
+    MeshView,
+    Nested,
+    RankNotInMeshError,
+    as_int,
+    as_size,
+    show,
+)
 from ._render import _unravel
-from ._view import Dim, MeshView, Nested
 
 __all__ = ["MAX_SVG_CELLS", "svg"]
 

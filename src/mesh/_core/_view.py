@@ -504,7 +504,7 @@ class MeshView:
     def render(self, rank: int | None = None, *, width: int = 120) -> str:
         """A text picture of the instance of ``rank`` (any ndim, any size: long dims are
         cut with an ellipsis so no line exceeds ``width``); see :func:`mesh.render`."""
-        from ._render import render
+        from .._draw import render
 
         return render(self, rank, width=width)
 

@@ -13,18 +13,22 @@ from typing import Any
 
 import attrs
 
-from ._errors import (
+from .._core import (
+    Family,
     InvalidMeshDataError,
     InvalidNameError,
     InvalidSizeError,
     MeshTypeError,
+    MeshView,
+    RankMap,
     TopologyError,
+    UnknownDimError,
+    as_int,
+    as_name,
+    as_names,
+    show,
 )
-from ._family import Family
-from ._input import as_int, as_name, show
-from ._rankmap import RankMap
 from ._topology import Topology
-from ._view import MeshView
 
 __all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain"]
 
@@ -103,9 +107,6 @@ class Explanation:
         one view's), a line for every view whose groups along it leave one host
         (``level="domain"``: one fast domain); empty when all stay inside.  A dim no
         view has raises :class:`~mesh.UnknownDimError`."""
-        from ._errors import UnknownDimError
-        from ._input import as_names
-
         if level not in ("host", "domain"):
             raise MeshTypeError(f"level must be 'host' or 'domain', got {show(level)}")
         flag, count = f"intra_{level}", f"{level}s_per_group"

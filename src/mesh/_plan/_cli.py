@@ -16,10 +16,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._errors import MeshError
+from .._core import MeshError, MeshView
+from .._draw import MAX_SVG_CELLS, svg
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, explain
 from ._topology import Topology
-from ._view import MeshView
 
 __all__ = ["main"]
 
@@ -269,8 +269,6 @@ def _topology(args: argparse.Namespace, plan: Topology | None,
 def _svg(args: argparse.Namespace, views: dict[str, MeshView],
          topology: Topology) -> tuple[str, str]:
     """(view name, SVG text) of the view ``--view`` names (default: the first)."""
-    from ._svg import MAX_SVG_CELLS, svg
-
     name = args.view if args.view is not None else next(iter(views))
     if name not in views:
         raise _Refused(f"--view {name!r} is not a view of the plan; the views are "

@@ -1,0 +1,74 @@
+"""The value core of :mod:`mesh`: views, rank maps and families, checked at the door.
+
+Imports :mod:`layout` and nothing else of this project; the wings (``mesh._plan``,
+``mesh._draw``) import it, never the reverse.  What the wings may use is listed in
+``__all__`` below: the values, the errors, the door checks and the rank listing.
+
+Module map, lowest first: ``_errors`` (the :class:`MeshError` hierarchy), ``_input``
+(validation at the door: ints, sizes, names, ordered sequences), ``_rankmap``
+(:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
+``_family`` (:class:`Family`, the canonical value of a dim's groups), ``_view``
+(:class:`MeshView`), ``_concat`` (:func:`concatenate`).
+"""
+
+from ._concat import concatenate
+from ._errors import (
+    DuplicateNameError,
+    InvalidDimsError,
+    InvalidMeshDataError,
+    InvalidNameError,
+    InvalidRanksError,
+    InvalidSizeError,
+    MeshError,
+    MeshTypeError,
+    NotRepresentableError,
+    OffsetOutOfRangeError,
+    OverlapError,
+    RankNotInMeshError,
+    TooManyRanksError,
+    TopologyError,
+    UniverseMismatchError,
+    UnknownDimError,
+)
+from ._family import Family
+from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, ordered, show
+from ._listing import MAX_LISTED_RANKS, list_ranks, numpy, py_offsets
+from ._rankmap import RankMap
+from ._view import FORMAT_VERSION, Dim, MeshView, Nested
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_LISTED_RANKS",
+    "MAX_UNIVERSE",
+    "Dim",
+    "DuplicateNameError",
+    "Family",
+    "InvalidDimsError",
+    "InvalidMeshDataError",
+    "InvalidNameError",
+    "InvalidRanksError",
+    "InvalidSizeError",
+    "MeshError",
+    "MeshTypeError",
+    "MeshView",
+    "Nested",
+    "NotRepresentableError",
+    "OffsetOutOfRangeError",
+    "OverlapError",
+    "RankMap",
+    "RankNotInMeshError",
+    "TooManyRanksError",
+    "TopologyError",
+    "UniverseMismatchError",
+    "UnknownDimError",
+    "as_int",
+    "as_name",
+    "as_names",
+    "as_size",
+    "concatenate",
+    "list_ranks",
+    "numpy",
+    "ordered",
+    "py_offsets",
+    "show",
+]
