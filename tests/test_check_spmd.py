@@ -7,10 +7,10 @@ Expected findings are written out by hand from the planted fault.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
+from work_bound import bounded
 
 from backend import (
     BackendConfigError,
@@ -49,15 +49,13 @@ def titan(backend: FakeBackend, *, skip: int | None = None, swap: int | None = N
         mesh.get_group(dim)
 
 
-def test_a_correct_plan_at_1024_ranks_passes_in_seconds() -> None:
-    start = time.perf_counter()
+def test_a_correct_plan_at_1024_ranks_passes() -> None:
+    """(Its seconds, against a 20 s target: ``bench/time_bounds.py``.)"""
     report = check_spmd(WORLD, titan)
-    took = time.perf_counter() - start
     assert report.ok, str(report)
     assert str(report).endswith("every one can be created")
     # groups: pp 256, dp_replicate 512, tp 256, cp 512, fsdp 32, efsdp 64, ep 128, loss 16
     assert report.groups == 256 + 512 + 256 + 512 + 32 + 64 + 128 + 16
-    assert took < 20, took
 
 
 def test_a_skipped_dim_names_the_rank_that_never_asks() -> None:
@@ -179,12 +177,13 @@ def test_an_async_program_is_refused_not_reported_ok() -> None:
 
 
 def test_a_world_over_the_limit_is_refused_at_once() -> None:
-    start = time.perf_counter()
-    with pytest.raises(BackendConfigError, match="limit"):
-        check_spmd(2**80, titan)
-    with pytest.raises(BackendConfigError, match="backend must be one of"):
-        check_spmd(4, titan, backend="mpi")  # type: ignore[arg-type]
-    assert time.perf_counter() - start < 1
+    """At once: before any rank runs, in a few hundred Python steps and a few KiB (a bound on
+    work, not seconds; the seconds are ``bench/time_bounds.py``'s)."""
+    with bounded(events=20_000, peak_bytes=1 << 20):
+        with pytest.raises(BackendConfigError, match="limit"):
+            check_spmd(2**80, titan)
+        with pytest.raises(BackendConfigError, match="backend must be one of"):
+            check_spmd(4, titan, backend="mpi")  # type: ignore[arg-type]
 
 
 def test_many_ranks_raising_the_same_error_make_one_line() -> None:

@@ -8,7 +8,6 @@ import os
 import runpy
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -78,11 +77,8 @@ def test_every_json_field_agrees_with_brute_force_at_2_to_the_17() -> None:
     communicators per rank and the memory estimate, from explicit rank tensors."""
     n, per_host = 1 << 17, 8
     degrees = dict(pp=4, dp_replicate=8, dp_shard=128, cp=2, tp=16, ep=32, etp=1)
-    started = time.perf_counter()
     data = explain(torchtitan_views(n, **degrees), Topology(n, per_host),
                    memory=CommMemory(channels=4, buffsize=1 << 20, fixed=5)).to_dict()
-    took = time.perf_counter() - started
-    assert took < 2.0, f"explain took {took:.2f} s at 2**17 ranks"
     assert (data["world"], data["devices_per_host"], data["num_hosts"]) == (n, 8, n // 8)
     assert data["devices_per_host_assumed"] is False and data["hosts_per_domain"] == 1
     truth = explicit_views(n, **degrees)
@@ -286,23 +282,22 @@ def test_a_bad_plan_file_exits_2_naming_the_problem(tmp_path, body, match, capsy
     assert match in capsys.readouterr().err
 
 
-def test_the_command_never_imports_torch_and_answers_2_to_the_20_ranks_fast() -> None:
-    """A 2**20-rank torchtitan plan, explained in a fresh process without importing torch."""
+def test_the_command_never_imports_torch_at_2_to_the_20_ranks() -> None:
+    """A 2**20-rank torchtitan plan, explained in a fresh process without importing torch or
+    NumPy.  (How fast: ``bench/explain.py``'s target, the whole command <= 1.5 s.)"""
     code = (
-        "import runpy, sys, time\n"
-        "t = time.perf_counter()\n"
+        "import runpy, sys\n"
         "from mesh import Topology, explain\n"
         f"views = runpy.run_path({str(PLAN)!r})['torchtitan_views']"
         "(1 << 20, pp=8, dp_replicate=16, dp_shard=512, cp=2, tp=8, ep=64, etp=1)\n"
         "text = str(explain(views, Topology(1 << 20, 8), rank=777777))\n"
-        "took = time.perf_counter() - t\n"
         "assert not [m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')], "
         "sorted(sys.modules)\n"
-        "print(took)\n")
+        "print(text.count('777777'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert float(out.stdout) < 3.0  # about 0.1 s on a laptop core; generous for CI
+    assert int(out.stdout) >= 1  # the explanation is of rank 777777
 
 
 def test_the_console_script_is_declared() -> None:
@@ -376,12 +371,11 @@ def test_a_plans_explicit_hosts_take_a_domain_size_from_the_command(tmp_path, ca
     assert exit_code(["explain", str(plan), "--world", "24"]) == 2
 
 
-def test_a_large_explicit_plan_is_explained_in_seconds() -> None:
+def test_a_large_explicit_plan_is_explained() -> None:
     """2**20 ranks as an explicit, shuffled rank tensor in (pp, dp, tp): every family is
-    listed once (memoized); the membership count is per distinct universe."""
+    listed once (memoized); the membership count is per distinct universe.  (Its seconds,
+    against a 20 s target: ``bench/time_bounds.py``.)"""
     perm = np.random.default_rng(0).permutation(1 << 20).reshape(8, 16384, 8)
     view = MeshView.from_ranks(perm, ("pp", "dp", "tp"))
-    started = time.perf_counter()
     data = explain({"m": view}, Topology(1 << 20, 8), rank=5).to_dict()
-    assert time.perf_counter() - started < 20
     assert data["communicators_per_rank"] == 3

@@ -19,14 +19,13 @@ import json
 import math
 import pickle
 import pickletools
-import time
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from work_bound import bounded
 
 from mesh import (
     FORMAT_VERSION,
@@ -369,20 +368,14 @@ def test_rank_map_from_dict_refuses_other_data(ranks: object) -> None:
 # ---- odd but valid dicts are accepted, cheaply ------------------------------------------
 
 def test_a_huge_claimed_universe_is_accepted_in_constant_time_and_memory() -> None:
-    """``{"size": 2**62}`` with a 1-D layout of size 2**62 is a valid view: read in well under a
-    second and a few KiB (an identity rank map stores only its size), and written back the same."""
+    """``{"size": 2**62}`` with a 1-D layout of size 2**62 is a valid view: read in a few
+    thousand Python steps and under 1 MiB (an identity rank map stores only its size), and
+    written back the same.  (Its seconds, against a 1 s target: ``bench/time_bounds.py``.)"""
     d = {"version": 1, "layout": {"shape": [2**62], "stride": [1]}, "names": ["w"],
          "ranks": {"size": 2**62}}
-    tracemalloc.start()
-    start = time.perf_counter()
-    try:
+    with bounded(events=20_000, peak_bytes=1 << 20):
         v = MeshView.from_dict(d)
         _ = (v.coordinate(2**62 - 1), v.num_instances)
-        elapsed = time.perf_counter() - start
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert elapsed < 1.0 and peak < 1 << 20, (elapsed, peak)
     assert v.to_dict() == d and v.shape == (2**62,) and v.coordinate(2**62 - 1) == (2**62 - 1,)
 
 
