@@ -129,20 +129,25 @@ def test_bad_topology_input_is_refused_with_a_typed_error(make, error, match) ->
 
 
 # ---- against brute force ---------------------------------------------------------------------
-def _views(n: int) -> list[MeshView]:
-    """Views over ``n`` ranks reached by slicing, flattening, transposing and explicit maps."""
-    mesh = MeshView.from_shape((2, 3, 2, 4) if n == 48 else (4, 4, 4), None)
-    out = [mesh, mesh.transpose(*reversed(mesh.names)), mesh[mesh.names[0], mesh.names[-1]],
-           mesh.flatten(mesh.names[1:3])]
-    perm = np.random.default_rng(n).permutation(n).reshape(mesh.shape)
-    out.append(MeshView.from_ranks(perm.tolist(), mesh.names))
-    out.append(MeshView.from_ranks(np.arange(n).reshape(mesh.shape).T.tolist(), None))
-    return out
-
-
-def _tensor(view: MeshView) -> list[np.ndarray]:
-    """Every instance of ``view`` as an explicit rank tensor, from the instances listing."""
-    return [np.asarray(inst).reshape(view.shape) for inst in view.instances()]
+def _views(n: int) -> list[tuple[MeshView, list[np.ndarray]]]:
+    """Views over ``n`` ranks reached by slicing, flattening, transposing and explicit maps,
+    each with its instances as explicit rank tensors built here by NumPy (row-major
+    ``arange``, then the same transpose, slice or merge of axes)."""
+    shape = (2, 3, 2, 4) if n == 48 else (4, 4, 4)
+    mesh = MeshView.from_shape(shape, None)
+    ranks, last = np.arange(n).reshape(shape), len(shape) - 1
+    # the slice (first, last dim): one instance per coordinate of the dims in between
+    sliced = np.moveaxis(ranks, (0, last), (-2, -1)).reshape(-1, shape[0], shape[last])
+    merged = ranks.reshape(shape[0], shape[1] * shape[2], *shape[3:])  # flatten dims 1 and 2
+    perm = np.random.default_rng(n).permutation(n).reshape(shape)
+    return [
+        (mesh, [ranks]),
+        (mesh.transpose(*reversed(mesh.names)), [ranks.T]),
+        (mesh[mesh.names[0], mesh.names[-1]], list(sliced)),
+        (mesh.flatten(mesh.names[1:3]), [merged]),
+        (MeshView.from_ranks(perm.tolist(), mesh.names), [perm]),
+        (MeshView.from_ranks(ranks.T.tolist(), None), [ranks.T]),
+    ]
 
 
 @pytest.mark.parametrize(("n", "per_host", "per_domain"), [
@@ -150,8 +155,7 @@ def _tensor(view: MeshView) -> list[np.ndarray]:
 def test_hosts_per_group_matches_brute_force(n: int, per_host: int, per_domain: int) -> None:
     topo = Topology(n, per_host, hosts_per_domain=per_domain)
     host_of = np.arange(n) // per_host
-    for view in _views(n):
-        insts = _tensor(view)
+    for view, insts in _views(n):
         for k in range(view.ndim):
             rows = np.concatenate([brute_groups(t, k) for t in insts])
             assert topo.hosts_per_group(view, k) == brute_most(rows, host_of), (view, k)
@@ -168,20 +172,26 @@ def test_hosts_per_group_law(shape, per_host, per_domain, rnd) -> None:
     world = -(-n // per_host) * per_host
     names = [f"d{i}" for i in range(len(shape))]
     view = MeshView.from_shape(tuple(shape), names)
+    axes = list(range(len(shape)))  # the axis of the row-major rank tensor behind each dim
     if len(shape) > 1 and rnd.random() < 0.5:
-        view = view[tuple(rnd.sample(names, rnd.randint(1, len(names))))]
+        axes = rnd.sample(axes, rnd.randint(1, len(axes)))
+        view = view[tuple(names[a] for a in axes)]
     if rnd.random() < 0.3:
-        topo = Topology.from_hosts([rnd.randrange(4) for _ in range(world)],
-                                   hosts_per_domain=per_domain)
+        labels = [rnd.randrange(4) for _ in range(world)]
+        topo = Topology.from_hosts(labels, hosts_per_domain=per_domain)
+        number = {lab: i for i, lab in enumerate(dict.fromkeys(labels))}  # first appearance
+        hosts = np.asarray([number[lab] for lab in labels])
     else:
         topo = Topology(world, per_host, hosts_per_domain=per_domain)
-    hosts = np.asarray([topo.host(r) for r in range(world)])
-    for k in range(view.ndim):
-        rows = np.asarray(view.groups(k))
+        hosts = np.arange(world) // per_host  # consecutive blocks of per_host ranks
+    ranks = np.arange(n).reshape(shape)
+    for k, axis in enumerate(axes):
+        rows = brute_groups(ranks, axis)  # a sliced dim's groups are its source axis's
         assert topo.hosts_per_group(view, k) == brute_most(rows, hosts)
         assert topo.domains_per_group(view, k) == brute_most(rows, hosts // per_domain)
-        r = int(rows[rnd.randrange(len(rows)), 0])
-        expected = tuple(dict.fromkeys(hosts[list(view.group(r, k))].tolist()))
+        row = rows[rnd.randrange(len(rows))]
+        r = int(row[rnd.randrange(len(row))])
+        expected = tuple(dict.fromkeys(hosts[row].tolist()))  # in the group's order
         assert topo.hosts_of(view, r, k) == expected
 
 
