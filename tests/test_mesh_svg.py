@@ -9,9 +9,11 @@ renderer (``rsvg-convert``, else headless Chromium) and skips without one.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import struct
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -103,12 +105,36 @@ def test_output_is_a_well_formed_svg_1_1_document_with_its_size_set() -> None:
     assert "http" not in picture.replace("http://www.w3.org/2000/svg", "")  # self-contained
 
 
-def test_the_same_input_gives_the_same_bytes() -> None:
-    def draw() -> str:
-        view = MeshView.from_shape((2, 2, 4, 8), TITAN)
-        return svg(view, host=lambda r: r // 8, color_by="cp", rank=5)
+_DRAW_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+from mesh import MeshView, svg
+titan = MeshView.from_shape((2, 2, 4, 8), ("pp", "dp", "cp", "tp"))
+shuffled = np.random.default_rng(7).permutation(64).reshape(4, 16).tolist()
+pictures = [
+    svg(titan, host=lambda r: r // 8, color_by="cp", rank=5),
+    svg(titan["tp", "pp"], host=lambda r: (r * 7) % 5, color_by="pp", rank=33, title="t & p"),
+    svg(titan.flatten(("dp", "cp")), color_by=1),
+    svg(MeshView.from_ranks(shuffled, ("a<b", 'c&"d')), host=lambda r: r % 3, color_by=0),
+    svg(MeshView.from_shape((3, 5, 7), None), rank=100),
+]
+sys.stdout.buffer.write("\\n".join(pictures).encode("utf-8"))
+"""
 
-    assert draw() == draw()
+
+def test_the_same_input_gives_the_same_bytes_in_any_process_and_hash_seed() -> None:
+    """Five drawings (colours, hosts, titles, transposed, flattened and explicit views) made
+    in fresh interpreters under three ``PYTHONHASHSEED`` values are byte-identical: nothing
+    in a picture depends on set or dict order of hashed strings, or on the process."""
+    outputs = {}
+    for seed in ("0", "12345", "4294967295"):
+        out = subprocess.run([sys.executable, "-c", _DRAW_IN_A_FRESH_PROCESS],
+                             capture_output=True, timeout=120, check=False,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.returncode == 0, out.stderr.decode()
+        outputs[seed] = out.stdout
+    assert outputs["0"].count(b"<svg") == 5
+    assert outputs["12345"] == outputs["0"] and outputs["4294967295"] == outputs["0"]
 
 
 def test_text_is_escaped_and_characters_xml_cannot_hold_are_replaced() -> None:
