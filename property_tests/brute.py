@@ -97,6 +97,30 @@ def cosize(L: Any) -> int:
     return max(image(L)) + 1
 
 
+def suffix(shape: IntTuple, init: int = 1) -> IntTuple:
+    """Row-major compact strides of ``shape`` (the last leaf moves fastest), starting at ``init``:
+    ``suffix((2, (3, 4))) == (12, (4, 1))``."""
+    if isinstance(shape, int):
+        return init
+    out = []
+    for s in reversed(shape):
+        out.append(suffix(s, init))
+        init *= prod(s)
+    return tuple(reversed(out))
+
+
+def dot(crd: IntTuple, stride: IntTuple) -> int:
+    """The inner product of congruent nested int tuples."""
+    if isinstance(crd, int):
+        return crd * stride
+    return sum(dot(c, d) for c, d in zip(crd, stride))
+
+
+def coords(shape: tuple[int, ...] | list[int]) -> Any:
+    """Every coordinate of a flat shape, row-major (the last coordinate moves fastest)."""
+    return itertools.product(*(range(s) for s in shape))
+
+
 def idx2crd(i: int, shape: IntTuple) -> IntTuple:
     """Row-major split of ``i`` into a coordinate congruent to ``shape``."""
     if isinstance(shape, int):

@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 import pycute
+from brute import flat, suffix
 from cute_oracle import from_cute, to_cute  # tests/ is on sys.path (see conftest.py)
 from hypothesis import strategies as st
 
@@ -28,21 +29,6 @@ MAX_SIZE = 512
 MAX_STRIDE = 40
 
 strides = st.integers(0, MAX_STRIDE)
-
-
-def _suffix(shape: Any, init: int = 1) -> Any:
-    """Row-major compact strides (written here, not taken from the package)."""
-    if isinstance(shape, int):
-        return init
-    out = []
-    for s in reversed(shape):
-        out.append(_suffix(s, init))
-        init *= math.prod(_leaves(s))
-    return tuple(reversed(out))
-
-
-def _leaves(t: Any) -> list[int]:
-    return [t] if isinstance(t, int) else [x for s in t for x in _leaves(s)]
 
 
 def _nest(draw: st.DrawFn, leaves: list[Any]) -> Any:
@@ -106,9 +92,9 @@ def layouts(draw: st.DrawFn, max_size: int = MAX_SIZE, compact_bias: bool = True
     then perturbed, so coalescable and injective layouts are common too.
     """
     shape = draw(shapes(max_size=max_size))
-    leaves = _leaves(shape)
+    leaves = list(flat(shape))
     if compact_bias and draw(st.integers(0, 2)) == 0:
-        base = _leaves(_suffix(shape))
+        base = list(flat(suffix(shape)))
         stride = [d if draw(st.integers(0, 3)) else draw(strides) for d in base]
     else:
         stride = [draw(strides) for _ in leaves]
@@ -161,7 +147,7 @@ def _refined_factors(draw: st.DrawFn, A: Layout) -> list[tuple[int, int]]:
     The primes of each mode of ``coalesce(A)`` come in a random order, so every chain of
     divisors of a mode's size can appear as consecutive runs (6 = 2*3 or 3*2).
     """
-    ms = [(s, d) for s, d in zip(_leaves(A.shape), _leaves(A.stride))]
+    ms = [(s, d) for s, d in zip(flat(A.shape), flat(A.stride))]
     # colex coalesce, written out here: innermost (last row-major) mode first
     out: list[list[int]] = []
     for s, d in reversed(ms):
@@ -246,7 +232,7 @@ def near_layouts(draw: st.DrawFn, A: Layout) -> Layout:
     Strides are products of some of A's sizes times a small factor, or small ints;
     the size is drawn up to ``size(A)``.  Mostly inadmissible in some way.
     """
-    a_sizes = [s for s in _leaves(A.shape) if s > 1] or [1]
+    a_sizes = [s for s in flat(A.shape) if s > 1] or [1]
     k = draw(st.integers(1, 3))
     pairs = []
     for _ in range(k):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, NamedTuple, NoReturn
 
+import brute
 import hostile
 import numpy as np
 import pytest
@@ -225,35 +226,6 @@ def _congruent(a: Any, b: Any) -> bool:
     return len(a) == len(b) and all(map(_congruent, a, b))
 
 
-def _prod(t: Any) -> int:
-    return math.prod(_walk(t).leaves)
-
-
-def _suffix(shape: Any, init: int = 1) -> Any:
-    if isinstance(shape, int):
-        return init
-    out = []
-    for s in reversed(shape):
-        out.append(_suffix(s, init))
-        init *= _prod(s)
-    return tuple(reversed(out))
-
-
-def _idx2crd(i: int, shape: Any) -> Any:
-    if isinstance(shape, int):
-        return i
-    out = []
-    for s in reversed(shape):
-        n = _prod(s)
-        out.append(_idx2crd(i % n, s))
-        i //= n
-    return tuple(reversed(out))
-
-
-def _dot(c: Any, d: Any) -> int:
-    return c * d if isinstance(c, int) else sum(map(_dot, c, d))
-
-
 class _Refuse(Exception):
     """The reference says the input is not valid."""
 
@@ -267,9 +239,9 @@ def _crd2idx(crd: object, shape: Any, stride: Any, allow_none: bool) -> int:
             raise _Refuse("the coordinate does not match the shape")
         return sum(_crd2idx(c, s, d, allow_none) for c, s, d in zip(crd, shape, stride))
     c = _int_like(crd)
-    if c is None or not 0 <= c < _prod(shape):
+    if c is None or not 0 <= c < brute.prod(shape):
         raise _Refuse(f"coordinate {type(crd).__name__} is junk or out of range")
-    return _dot(_idx2crd(c, shape), stride)
+    return brute.dot(brute.idx2crd(c, shape), stride)
 
 
 def _refusal(t: _Tree, what: str, low: int) -> str | None:
@@ -442,7 +414,7 @@ def _o_layout(a: Args) -> Expect:
         return Expect(why)
     shape = _plain(a[0])
     if a[1] is None:
-        stride, plain = _suffix(shape), s.plain
+        stride, plain = brute.suffix(shape), s.plain
     else:
         d = _walk(a[1])
         why = _refusal(d, "the stride", 0)
@@ -592,7 +564,7 @@ def _o_crd2idx(a: Args) -> Expect:
     if why:
         return Expect(why)
     shape = _plain(shape0)
-    stride = _suffix(shape) if stride0 is None else _plain(stride0)
+    stride = brute.suffix(shape) if stride0 is None else _plain(stride0)
     if not _congruent(shape, stride):
         return Expect("shape and stride are not congruent")
     try:
@@ -609,9 +581,9 @@ def _o_idx2crd(a: Args) -> Expect:
     if why or i is None:
         return Expect(why)
     shape = _plain(a[1])
-    if not 0 <= i < _prod(shape):
+    if not 0 <= i < brute.prod(shape):
         return Expect("the index is out of range")
-    want = _idx2crd(i, shape)
+    want = brute.idx2crd(i, shape)
 
     def check(out: object) -> None:
         _check_plain_tuple(out)
@@ -656,7 +628,7 @@ def _o_suffix_product(a: Args) -> Expect:
     def check(out: object) -> None:
         _check_plain_tuple(out)
         if t.depth <= MAX_DEPTH:
-            assert out == _suffix(_plain(a[0]), init or 0), "not the row-major compact stride"
+            assert out == brute.suffix(_plain(a[0]), init or 0), "not the row-major compact stride"
     return Expect(why, must_return=ok, check=check)
 
 
@@ -678,22 +650,18 @@ def _o_show(a: Args) -> Expect:
     return Expect(must_return=True, check=check)
 
 
-def _o_predicate(brute: Callable[..., bool] | None, n: int = 1) -> Callable[[Args], Expect]:
+def _o_predicate(truth: Callable[..., bool] | None, n: int = 1) -> Callable[[Args], Expect]:
     def oracle(a: Args) -> Expect:
         def check(out: object) -> None:
             assert type(out) is bool, f"a {type(out).__name__}, not a bool"
-            if brute is not None and all(isinstance(L, Layout) and L.size <= 64 for L in a):
-                assert out == brute(*a), "disagrees with enumeration"
+            if truth is not None and all(isinstance(L, Layout) and L.size <= 64 for L in a):
+                assert out == truth(*a), "disagrees with enumeration"
         return Expect(_need_layouts(a, *range(n)), check=check)
     return oracle
 
 
-def _image(L: Layout) -> list[int]:
-    return [L(i) for i in range(L.size)]
-
-
 def _same(a: Layout, b: Layout) -> bool:
-    return a.size == b.size and _image(a) == _image(b)
+    return brute.size(a) == brute.size(b) and brute.image(a) == brute.image(b)
 
 
 # ---- the specs: parameters (name, strategy, default) and an oracle ------------------------
@@ -743,8 +711,8 @@ SPECS: dict[str, Spec] = {
     "inner_product": Spec((_p("a", int_tuples), _p("b", int_tuples)), _o_pair_helper),
     "as_int": Spec((_p("value", ints), Param("what", st.just("'a size'"))), _o_as_int),
     "show": Spec((Param("value", junk),), _o_show),
-    "is_injective": Spec((_L,), _o_predicate(lambda L: len(set(_image(L))) == L.size)),
-    "is_compact": Spec((_L,), _o_predicate(lambda L: sorted(_image(L)) == list(range(L.size)))),
+    "is_injective": Spec((_L,), _o_predicate(brute.injective)),
+    "is_compact": Spec((_L,), _o_predicate(brute.compact)),
     "is_tractable": Spec((_L,), _o_predicate(None)),
     "same_function": Spec((_p("a", layouts), _p("b", layouts)), _o_predicate(_same, 2)),
 }

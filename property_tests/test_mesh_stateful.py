@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import brute
 import hypothesis.strategies as st
 import pytest
 from hypothesis import note, settings
@@ -53,26 +54,18 @@ Flat = tuple[int, ...]  # a rank tensor, row-major
 
 # ---- the brute-force model -----------------------------------------------------------------
 def _row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return tuple(reversed(out))
-
-
-def _coords(shape: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    return itertools.product(*(range(s) for s in shape))
+    return tuple(brute.suffix(tuple(shape)))
 
 
 def _index(shape: Sequence[int], coord: Sequence[int]) -> int:
-    return sum(c * d for c, d in zip(coord, _row_major_strides(shape)))
+    return brute.dot(tuple(coord), _row_major_strides(shape))
 
 
 def _gather(flat: Flat, shape: tuple[int, ...], fixed: dict[int, int],
             free: Sequence[int]) -> Flat:
     """The sub-tensor of ``flat`` with dims ``fixed`` pinned, read along ``free`` in that order."""
     out = []
-    for x in _coords([shape[i] for i in free]):
+    for x in brute.coords([shape[i] for i in free]):
         full = dict(fixed)
         full.update(zip(free, x))
         out.append(flat[_index(shape, [full[i] for i in range(len(shape))])])
@@ -96,7 +89,7 @@ class Model:
         assert all(len(t) == math.prod(self.shape) for t in self.instances)
         self.where: dict[int, tuple[int, tuple[int, ...]]] = {}
         for j, t in enumerate(self.instances):
-            for r, c in zip(t, _coords(self.shape)):  # row-major: flat order = coord order
+            for r, c in zip(t, brute.coords(self.shape)):  # row-major: flat order = coord order
                 assert r not in self.where, "the model lost its partition property"
                 self.where[r] = (j, c)
         # lines[k][r]: the ranks of r's instance read along dim k, the other coordinates fixed
@@ -116,7 +109,7 @@ class Model:
         """Keep ``dims`` in that order; each instance splits along the other dims."""
         rest = [i for i in range(len(self.shape)) if i not in dims]
         out = [_gather(t, self.shape, dict(zip(rest, u)), dims)
-               for t in self.instances for u in _coords([self.shape[i] for i in rest])]
+               for t in self.instances for u in brute.coords([self.shape[i] for i in rest])]
         return Model([self.shape[i] for i in dims], [self.names[i] for i in dims], out)
 
     def flatten(self, dims: Sequence[int], name: str) -> Model:
@@ -183,7 +176,7 @@ def _is_layout_function(values: Sequence[int]) -> bool:
         weights = _row_major_strides(factors)
         strides = [values[w] for w in weights]
         if all(values[_index(factors, c)] == sum(a * d for a, d in zip(c, strides))
-               for c in _coords(factors)):
+               for c in brute.coords(factors)):
             return True
     return False
 
@@ -207,7 +200,8 @@ def _split_is_expressible(model: Model, offset_of: dict[int, int], k: int,
 
     units = [[g([t if i == m else 0 for i in range(len(sizes))]) for t in range(s)]
              for m, s in enumerate(sizes)]
-    additive = all(g(y) == sum(units[m][t] for m, t in enumerate(y)) for y in _coords(sizes))
+    additive = all(g(y) == sum(units[m][t] for m, t in enumerate(y))
+                   for y in brute.coords(sizes))
     return additive and all(_is_layout_function(u) for u in units)
 
 
