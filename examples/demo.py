@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend import FakeBackend
 from layout import CompositionError, Layout, complement, composition, logical_divide
-from mesh import MeshView
+from mesh import MeshView, render
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
 
     mesh = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
     print()
-    print(mesh.render(5))
+    print(render(mesh, 5))
     moe = MeshView.from_shape(8, ("world",)).unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp"))
     fake = FakeBackend(world_size=8, rank=5)
     for view in (mesh, moe):

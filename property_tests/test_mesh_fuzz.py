@@ -204,8 +204,8 @@ def _arg(param: str, where: str = "") -> st.SearchStrategy[str]:
 
 VIEW_METHODS = ("size", "dim_layout", "family", "index", "transpose", "rename", "flatten",
                 "unflatten", "coordinate", "local_rank", "group_offset", "group", "groups",
-                "instance", "instance_array", "instances", "render", "to_dict", "from_dict",
-                "from_shape", "from_ranks")
+                "instance", "instance_array", "instances", "to_dict", "from_dict", "from_shape",
+                "from_ranks")
 VIEW_PROPERTIES = ("shape", "ndim", "num_instances", "layout", "names", "ranks")
 RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from_dict")
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")

@@ -24,7 +24,7 @@ import json, pickle, sys
 import layout, mesh
 view = mesh.MeshView.from_ranks([[3, 1], [0, 2]], ("dp", "tp"))
 view = mesh.MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")).flatten(("dp", "tp"))
-view.group(5, "dp_tp"), view.coordinate(5), view.instances(), view.render(5)
+view.group(5, "dp_tp"), view.coordinate(5), view.instances(), mesh.render(view, 5)
 pickle.loads(pickle.dumps(view)), mesh.MeshView.from_dict(view.to_dict())
 print(json.dumps(sorted(sys.modules)))
 """

@@ -162,7 +162,7 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("a rank missing from an explicit universe", lambda: MeshView.from_ranks(
         [4, 9], ("x",)).group(5, "x"), RankNotInMeshError, ValueError,
      r"rank 5\b.*\[4, 9\]"),
-    ("render a rank outside", lambda: MESH.render(8), RankNotInMeshError, ValueError,
+    ("render a rank outside", lambda: render(MESH, 8), RankNotInMeshError, ValueError,
      r"rank 8\b"),
     ("a string rank", lambda: MESH.coordinate("1"), MeshTypeError, TypeError, r"'1'"),
     ("a bool rank", lambda: MESH.group(True, "tp"), MeshTypeError, TypeError, r"True"),

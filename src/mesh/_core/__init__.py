@@ -7,8 +7,9 @@ Imports :mod:`layout` and nothing else of this project; the wings (``mesh._plan`
 Module map, lowest first: ``_errors`` (the :class:`MeshError` hierarchy), ``_input``
 (validation at the door: ints, sizes, names, ordered sequences), ``_rankmap``
 (:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
-``_family`` (:class:`Family`, the canonical value of a dim's groups), ``_view``
-(:class:`MeshView`), ``_concat`` (:func:`concatenate`).
+``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
+canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
+(:func:`concatenate`).
 """
 
 from ._concat import concatenate

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from layout import Layout, LayoutError, coalesce, complement, flatten, make_layout
 
+from ._dims import canonical_dims
 from ._listing import list_ranks, py_offsets
 from ._rankmap import RankMap
 
-if TYPE_CHECKING:
-    from ._view import MeshView
-
-__all__ = ["Family", "family"]
+__all__ = ["Family", "family_of"]
 
 
 @attrs.frozen(init=False, repr=False)
@@ -47,12 +45,10 @@ class Family:
     def __init__(self, ranks: RankMap, layout: Layout) -> None:
         """The family of the dim ``layout`` over the universe ``ranks``, canonicalized;
         ``layout`` must be a valid one-dim view over ``ranks`` (else a MeshError)."""
-        from ._view import MeshView
-
         if isinstance(layout, Layout):
             layout = make_layout(layout)  # one dim, whatever the nesting
-        view = MeshView(layout, ("dim",), ranks)  # checks types, overlap and tiling
-        found = family(view, 0)
+        dim, _, _ = canonical_dims(layout, ("dim",), ranks)  # types, overlap and tiling
+        found = family_of(ranks, dim[0])
         self.__attrs_init__(found.ranks, found.layout)
 
     @classmethod
@@ -79,12 +75,13 @@ class Family:
         return f"Family({self.layout} over {self.ranks!r})"
 
 
-def family(view: MeshView, dim: int) -> Family:
-    """The family of ``view``'s groups along ``dim`` (an index)."""
-    mode = coalesce(view.layout[dim])
-    if view.ranks.is_identity:
-        return Family._of(view.ranks, mode)
-    return _canonical(view.ranks, mode)
+def family_of(ranks: RankMap, dim: Layout) -> Family:
+    """The family of the groups of the dim layout ``dim`` (one mode of a valid view) over
+    the universe ``ranks``."""
+    mode = coalesce(dim)
+    if ranks.is_identity:
+        return Family._of(ranks, mode)
+    return _canonical(ranks, mode)
 
 
 @functools.lru_cache(maxsize=256)

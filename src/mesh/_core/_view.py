@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import attrs
 
@@ -19,11 +19,11 @@ from layout import (
     composition,
     flatten,
     idx2crd,
-    is_tractable,
     left_inverse,
     make_layout,
 )
 
+from ._dims import canonical_dims
 from ._errors import (
     DuplicateNameError,
     InvalidDimsError,
@@ -32,16 +32,13 @@ from ._errors import (
     InvalidSizeError,
     MeshTypeError,
     NotRepresentableError,
-    OverlapError,
     RankNotInMeshError,
     UnknownDimError,
 )
+from ._family import Family, family_of
 from ._input import _UNORDERED, as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks
 from ._rankmap import RankMap
-
-if TYPE_CHECKING:
-    from ._family import Family
 
 __all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
 
@@ -55,25 +52,6 @@ FORMAT_VERSION = 1
 """The version :meth:`MeshView.to_dict` writes and :meth:`MeshView.from_dict` reads."""
 
 _KEYS = {"version", "layout", "names", "ranks"}
-
-
-def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
-    seen: set[str] = set()
-    for n in names:
-        if n in seen:
-            raise DuplicateNameError(f"dim name {n!r} appears twice in {names!r}; names must "
-                                     "be unique")
-        seen.add(n)
-    return names
-
-
-def _moves(mode: Layout) -> bool:
-    return any([s > 1 and d == 0 for s, d in zip(flatten(mode.shape), flatten(mode.stride))])
-
-
-def _span(L: Layout) -> int:
-    return max([s * d for s, d in zip(flatten(L.shape), flatten(L.stride)) if s > 1],
-               default=1)
 
 
 @attrs.frozen(init=False, hash=False, repr=False)
@@ -101,35 +79,7 @@ class MeshView:
 
     def __init__(self, layout: Layout, names: object, ranks: RankMap) -> None:
         """Check and canonicalize: every mode coalesced, names unique, dims that tile."""
-        if not isinstance(layout, Layout):
-            raise MeshTypeError(f"layout must be a layout.Layout, got {show(layout)}")
-        if not isinstance(ranks, RankMap):
-            raise MeshTypeError(f"ranks must be a mesh.RankMap, got {show(ranks)}")
-        names_t = _unique(as_names(names))
-        if not names_t:
-            raise InvalidSizeError(f"a mesh needs at least one dim, got the layout {layout}")
-        modes = [coalesce(m) for m in layout]
-        if len(modes) != len(names_t):
-            raise InvalidDimsError(f"the layout {layout} has {len(modes)} dims but "
-                                   f"{len(names_t)} names were given: {names_t!r}")
-        canonical = make_layout(*modes)
-
-        def dims() -> str:  # for the error messages only
-            return ", ".join(f"{n}={show(m.size)}" for n, m in zip(names_t, modes))
-
-        for name, m in zip(names_t, modes):
-            if _moves(m):
-                raise OverlapError(f"dim {name!r} has the stride-0 layout {m}: it would repeat "
-                                   "ranks")
-        if not is_tractable(canonical):
-            raise OverlapError(f"the dims {dims()} overlap or interleave (layout {canonical}), so "
-                               f"their instances cannot tile the {ranks.size} ranks of the "
-                               "universe")
-        span = _span(canonical)
-        if ranks.size % span:
-            raise OverlapError(f"the dims {dims()} (layout {canonical}) span {show(span)} offsets, "
-                               f"which does not divide the universe of {ranks.size} ranks")
-        self.__attrs_init__(canonical, names_t, ranks)
+        self.__attrs_init__(*canonical_dims(layout, names, ranks))
 
     # ---- constructors ------------------------------------------------------------------
     @classmethod
@@ -251,9 +201,7 @@ class MeshView:
         k = self.index(dim)
         found = self._families.get(k)
         if found is None:  # computed once per dim (a listing, for an explicit universe)
-            from ._family import family
-
-            found = self._families[k] = family(self, k)
+            found = self._families[k] = family_of(self.ranks, self.layout[k])
         return found
 
     @functools.cached_property
@@ -500,13 +448,6 @@ class MeshView:
                 self.layout == natural):
             return f"MeshView({dims})"
         return f"MeshView({dims}; layout={self.layout}, ranks={self.ranks!r})"
-
-    def render(self, rank: int | None = None, *, width: int = 120) -> str:
-        """A text picture of the instance of ``rank`` (any ndim, any size: long dims are
-        cut with an ellipsis so no line exceeds ``width``); see :func:`mesh.render`."""
-        from .._draw import render
-
-        return render(self, rank, width=width)
 
 
 def _is_int_like(x: object) -> bool:

@@ -54,14 +54,13 @@ def render(view: MeshView, rank: int | None = None, *, width: int = 120) -> str:
     Long headers and panel titles wrap; a line that cannot fit at all (long dim
     names and 20-digit ranks in a narrow width) is cut with ``…``.
 
-    >>> from mesh import MeshView
-    >>> print(MeshView.from_shape((2, 4), ("dp", "tp")).render(5))
+    >>> from mesh import MeshView, render
+    >>> print(render(MeshView.from_shape((2, 4), ("dp", "tp")), 5))
     MeshView(dp=2, tp=4), the instance of rank 5
           tp=0 tp=1 tp=2 tp=3
     dp=0     0  (1)    2    3
     dp=1   (4)  [5]  (6)  (7)
     rank 5: dp group (1, 5); tp group (4, 5, 6, 7)
-    >>> from mesh import render
     >>> print(render(MeshView.from_shape((2, 2, 2, 4), ("pp", "dp", "cp", "tp")), 5, width=60))
     MeshView(pp=2, dp=2, cp=2, tp=4), the instance of rank 5
     pp=0 dp=0                  pp=0 dp=1
