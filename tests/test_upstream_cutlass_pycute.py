@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import pycute
 import pytest
+import upstream_tables as tables
 from cute_oracle import from_cute, rev
 from upstream_cases import (
     Nested,
@@ -52,6 +53,7 @@ from upstream_cases import (
     show,
     tractable,
 )
+from upstream_tables import layouts, pairs
 
 from layout import (
     ComplementError,
@@ -68,6 +70,7 @@ from layout import (
 
 CuteLayout = tuple[Nested, Nested | None]
 """``(shape, stride)`` in CuTe order as upstream writes it; ``None`` is CuTe's default stride."""
+CUTLASS = "NVIDIA/cutlass"  # its cases of ``upstream_tables`` (one table with torch's)
 
 
 def ids(cases: list[CuteLayout]) -> list[str]:
@@ -80,20 +83,7 @@ def pair_ids(cases: list[tuple[CuteLayout, CuteLayout]]) -> list[str]:
 
 # ---- coalesce ---------------------------------------------------------------------------------
 
-COALESCE: list[CuteLayout] = [
-    (1, 0),
-    (1, 1),
-    ((2, 4), None),
-    ((2, 4, 6), None),
-    ((2, 4, 6), (1, 6, 2)),
-    ((2, 1, 6), (1, 7, 2)),
-    ((2, 1, 6), (4, 7, 8)),
-    ((2, (4, 6)), None),
-    ((2, 4), (4, 1)),
-    ((2, 4, 6), (24, 6, 1)),
-    ((2, 1, 3), (2, 4, 4)),
-    (((2, 2), (2, 2)), ((1, 4), (8, 32))),
-]
+COALESCE: list[CuteLayout] = layouts(tables.COALESCE, CUTLASS)
 
 
 @pytest.mark.parametrize(("shape", "stride"), COALESCE, ids=ids(COALESCE))
@@ -107,22 +97,9 @@ def test_coalesce(shape: Nested, stride: Nested | None) -> None:
 
 # ---- complement -------------------------------------------------------------------------------
 
-COMPLEMENT: list[CuteLayout] = [
-    (1, 0),
-    (1, 1),
-    (4, 0),
-    ((2, 4), (1, 2)),
-    ((2, 3), (1, 2)),
-    ((2, 4), (1, 4)),
-    ((2, 4, 8), (8, 1, 64)),
-    (((2, 2), (2, 2)), ((1, 4), (8, 32))),
-    ((2, (3, 4)), (3, (1, 6))),
-]
+COMPLEMENT: list[CuteLayout] = layouts(tables.COMPLEMENT, CUTLASS)
 
-COMPLEMENT_NOT_TRACTABLE: list[CuteLayout] = [
-    ((4, 6), (1, 6)),
-    ((4, 10), (1, 10)),
-]
+COMPLEMENT_NOT_TRACTABLE: list[CuteLayout] = layouts(tables.COMPLEMENT_NOT_TRACTABLE, CUTLASS)
 
 
 @pytest.mark.parametrize(("shape", "stride"), COMPLEMENT, ids=ids(COMPLEMENT))
@@ -159,48 +136,7 @@ def test_the_greedy_complement_image_is_the_tiling_complement() -> None:
 
 # ---- composition ------------------------------------------------------------------------------
 
-COMPOSITION: list[tuple[CuteLayout, CuteLayout]] = [
-    ((1, 0), (1, 0)),
-    ((1, 0), (1, 1)),
-    ((1, 1), (1, 0)),
-    ((1, 1), (1, 1)),
-    ((4, None), (4, None)),
-    ((4, 2), (4, None)),
-    ((4, None), (4, 2)),
-    ((4, 0), (4, None)),
-    ((4, None), (4, 0)),
-    ((1, 0), (4, None)),
-    ((4, None), (1, 0)),
-    ((4, None), (2, None)),
-    ((4, 2), (2, None)),
-    ((4, None), (2, 2)),
-    ((4, 2), (2, 2)),
-    ((12, None), ((4, 3), None)),
-    ((12, 2), ((4, 3), None)),
-    ((12, None), ((4, 3), (3, 1))),
-    ((12, 2), ((4, 3), (3, 1))),
-    ((12, None), ((2, 3), (2, 4))),
-    (((4, 3), None), ((4, 3), None)),
-    (((4, 3), None), (12, None)),
-    (((4, 3), None), (6, 2)),
-    (((4, 3), None), ((6, 2), (2, 1))),
-    (((4, 3), (3, 1)), ((4, 3), None)),
-    (((4, 3), (3, 1)), (12, None)),
-    (((4, 3), (3, 1)), (6, 2)),
-    (((4, 3), (3, 1)), ((6, 2), (2, 1))),
-    (((8, 8), None), (((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32)))),
-    (((8, 8), (8, 1)), (((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32)))),
-    ((((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32))), (8, 4)),
-    (((4, 2), (1, 16)), ((4, 2), (2, 1))),
-    (((2, 2), (2, 1)), ((2, 2), (2, 1))),
-    (((4, 8, 2), None), ((2, 2, 2), (2, 8, 1))),
-    (((4, 8, 2), (2, 8, 1)), ((2, 2, 2), (1, 8, 2))),
-    (((4, 8, 2), (2, 8, 1)), ((4, 2, 2), (2, 8, 1))),
-    # "Pre-coalesced LHS"
-    (((4, 6, 8), (1, 4, 7)), (6, 1)),
-    # "Mid-layout truncation"
-    (((4, 6, 8, 10), (2, 3, 5, 7)), (6, 12)),
-]
+COMPOSITION: list[tuple[CuteLayout, CuteLayout]] = pairs(tables.COMPOSITION, CUTLASS)
 
 
 @pytest.mark.parametrize(("a", "b"), COMPOSITION, ids=pair_ids(COMPOSITION))
@@ -215,21 +151,7 @@ def test_composition(a: CuteLayout, b: CuteLayout) -> None:
 
 # ---- right_inverse and left_inverse -----------------------------------------------------------
 
-RIGHT_INVERSE: list[CuteLayout] = [
-    (1, 0),
-    ((1, 1), (0, 0)),
-    ((3, 7), (0, 0)),
-    (1, 1),
-    (4, 0),
-    (4, 1),
-    (4, 2),
-    ((2, 4), (0, 2)),
-    ((8, 4), (1, 8)),
-    ((8, 4), (4, 1)),
-    ((2, 4, 6), (1, 2, 8)),
-    ((2, 4, 6), (4, 1, 8)),
-    ((4, 2), (1, 16)),
-]
+RIGHT_INVERSE: list[CuteLayout] = layouts(tables.RIGHT_INVERSE, CUTLASS)
 
 
 @pytest.mark.parametrize(("shape", "stride"), RIGHT_INVERSE, ids=ids(RIGHT_INVERSE))
@@ -241,18 +163,7 @@ def test_right_inverse(shape: Nested, stride: Nested | None) -> None:
     assert R == from_cute(pycute.right_inverse(P))
 
 
-LEFT_INVERSE: list[CuteLayout] = [
-    (1, 0),
-    ((1, 1), (0, 0)),
-    (1, 1),
-    (4, 1),
-    (4, 2),
-    ((8, 4), (1, 8)),
-    ((8, 4), (4, 1)),
-    ((2, 4, 6), (1, 2, 8)),
-    ((2, 4, 6), (4, 1, 8)),
-    ((4, 2), (1, 16)),
-]
+LEFT_INVERSE: list[CuteLayout] = layouts(tables.LEFT_INVERSE, CUTLASS)
 
 
 @pytest.mark.parametrize(("shape", "stride"), LEFT_INVERSE, ids=ids(LEFT_INVERSE))

@@ -44,6 +44,7 @@ from typing import Any
 
 import pytest
 import torch.distributed._pycute as tp
+import upstream_tables as tables
 from upstream_cases import (
     Nested,
     at,
@@ -58,6 +59,7 @@ from upstream_cases import (
     size,
     tractable,
 )
+from upstream_tables import layouts, pairs
 
 from layout import (
     ComplementError,
@@ -81,6 +83,9 @@ TorchLayout = tuple[Nested, Nested | None]
 """``(shape, stride)`` as upstream writes it; ``None`` is the row-major default stride."""
 
 
+TORCH = "pytorch/pytorch"  # its cases of ``upstream_tables`` (one table with CUTLASS's)
+
+
 def ours(L: TorchLayout) -> Layout:
     return Layout(*L)
 
@@ -99,25 +104,27 @@ def ids(cases: list[TorchLayout]) -> list[str]:
 
 # ---- coalesce ---------------------------------------------------------------------------------
 
-# (layout, upstream's expected coalesce)
-COALESCE: list[tuple[TorchLayout, TorchLayout]] = [
-    ((1, 0), (1, 0)),
-    ((1, 1), (1, 0)),
-    (((1, 1), (42, 3)), (1, 0)),
-    (((1, 1, 1), (17, 4, 3)), (1, 0)),
-    (((2, 4), None), (8, 1)),
-    (((2, 4, 6), None), (48, 1)),
-    (((2, 4, 6), (1, 6, 2)), ((2, 4, 6), (1, 6, 2))),
-    (((2, 1, 6), (1, 7, 2)), ((2, 6), (1, 2))),
-    (((2, 1, 6), (4, 7, 8)), ((2, 6), (4, 8))),
-    (((2, (4, 6)), None), (48, 1)),
-    (((1, 2), (8, 1)), (2, 1)),
-    (((2, 4), (4, 1)), (8, 1)),
-    (((2, 4, 6), (24, 6, 1)), (48, 1)),
-    (((2, 1, 3), (2, 4, 4)), ((2, 3), (2, 4))),
-    ((((2, 2), (2, 2)), ((1, 4), (8, 32))), ((2, 2, 2, 2), (1, 4, 8, 32))),
-    ((((2, 2), (2, 2)), ((32, 8), (4, 1))), ((2, 4, 2), (32, 4, 1))),
-]
+# upstream's expected coalesce of each of its cases
+_COALESCED: dict[TorchLayout, TorchLayout] = {
+    (1, 0): (1, 0),
+    (1, 1): (1, 0),
+    ((1, 1), (42, 3)): (1, 0),
+    ((1, 1, 1), (17, 4, 3)): (1, 0),
+    ((2, 4), None): (8, 1),
+    ((2, 4, 6), None): (48, 1),
+    ((2, 4, 6), (1, 6, 2)): ((2, 4, 6), (1, 6, 2)),
+    ((2, 1, 6), (1, 7, 2)): ((2, 6), (1, 2)),
+    ((2, 1, 6), (4, 7, 8)): ((2, 6), (4, 8)),
+    ((2, (4, 6)), None): (48, 1),
+    ((1, 2), (8, 1)): (2, 1),
+    ((2, 4), (4, 1)): (8, 1),
+    ((2, 4, 6), (24, 6, 1)): (48, 1),
+    ((2, 1, 3), (2, 4, 4)): ((2, 3), (2, 4)),
+    (((2, 2), (2, 2)), ((1, 4), (8, 32))): ((2, 2, 2, 2), (1, 4, 8, 32)),
+    (((2, 2), (2, 2)), ((32, 8), (4, 1))): ((2, 4, 2), (32, 4, 1)),
+}
+COALESCE: list[tuple[TorchLayout, TorchLayout]] = [(a, _COALESCED[a])
+                                                   for a in layouts(tables.COALESCE, TORCH)]
 
 
 @pytest.mark.parametrize(("a", "expected"), COALESCE, ids=[show(*c[0]) for c in COALESCE])
@@ -131,22 +138,9 @@ def test_coalesce(a: TorchLayout, expected: TorchLayout) -> None:
 
 # ---- complement -------------------------------------------------------------------------------
 
-COMPLEMENT: list[TorchLayout] = [
-    (1, 0),
-    (1, 1),
-    (4, 0),
-    ((2, 4), (1, 2)),
-    ((2, 3), (1, 2)),
-    ((2, 4), (1, 4)),
-    ((2, 4, 8), (8, 1, 64)),
-    (((2, 2), (2, 2)), ((1, 4), (8, 32))),
-    ((2, (3, 4)), (3, (1, 6))),
-]
+COMPLEMENT: list[TorchLayout] = layouts(tables.COMPLEMENT, TORCH)
 
-COMPLEMENT_NOT_TRACTABLE: list[TorchLayout] = [
-    ((4, 6), (1, 6)),
-    ((4, 10), (1, 10)),
-]
+COMPLEMENT_NOT_TRACTABLE: list[TorchLayout] = layouts(tables.COMPLEMENT_NOT_TRACTABLE, TORCH)
 
 
 @pytest.mark.parametrize("a", COMPLEMENT, ids=ids(COMPLEMENT))
@@ -171,48 +165,7 @@ def test_complement_of_a_non_tractable_layout_raises(a: TorchLayout) -> None:
 
 # ---- composition ------------------------------------------------------------------------------
 
-COMPOSITION: list[tuple[TorchLayout, TorchLayout]] = [
-    ((1, 0), (1, 0)),
-    ((1, 0), (1, 1)),
-    ((1, 1), (1, 0)),
-    ((1, 1), (1, 1)),
-    ((4, None), (4, None)),
-    ((4, 2), (4, None)),
-    ((4, None), (4, 2)),
-    ((4, 0), (4, None)),
-    ((4, None), (4, 0)),
-    ((1, 0), (4, None)),
-    ((4, None), (1, 0)),
-    ((4, None), (2, None)),
-    ((4, 2), (2, None)),
-    ((4, None), (2, 2)),
-    ((4, 2), (2, 2)),
-    ((12, None), ((4, 3), None)),
-    ((12, 2), ((4, 3), None)),
-    ((12, None), ((4, 3), (3, 1))),
-    ((12, 2), ((4, 3), (3, 1))),
-    ((12, None), ((2, 3), (2, 4))),
-    (((4, 3), None), ((4, 3), None)),
-    (((4, 3), None), (12, None)),
-    (((4, 3), None), (6, 2)),
-    (((4, 3), None), ((6, 2), (2, 1))),
-    (((4, 3), (3, 1)), ((4, 3), None)),
-    (((4, 3), (3, 1)), (12, None)),
-    (((4, 3), (3, 1)), (6, 2)),
-    (((4, 3), (3, 1)), ((6, 2), (2, 1))),
-    (((8, 8), None), (((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32)))),
-    (((8, 8), (8, 1)), (((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32)))),
-    ((((2, 2, 2), (2, 2, 2)), ((1, 16, 4), (8, 2, 32))), (8, 4)),
-    (((4, 2), (1, 16)), ((4, 2), (2, 1))),
-    (((2, 2), (2, 1)), ((2, 2), (2, 1))),
-    (((4, 8, 2), None), ((2, 2, 2), (2, 8, 1))),
-    (((4, 8, 2), (2, 8, 1)), ((2, 2, 2), (1, 8, 2))),
-    (((4, 8, 2), (2, 8, 1)), ((4, 2, 2), (2, 8, 1))),
-    (((4, 6, 8), (1, 4, 7)), (6, 1)),  # "Pre-coalesced LHS"
-    (((8, 6, 4), (7, 4, 1)), (6, 1)),  # "Pre-coalesced RHS"
-    (((10, 8, 6, 4), (7, 5, 3, 2)), (6, 12)),  # "Mid-layout truncation"
-    (((4,), (3,)), ((6,), (2,))),  # B reaches past size(A)
-]
+COMPOSITION: list[tuple[TorchLayout, TorchLayout]] = pairs(tables.COMPOSITION, TORCH)
 
 
 @pytest.mark.parametrize(("a", "b"), COMPOSITION,
@@ -240,21 +193,7 @@ def test_composition_without_stride_divisibility_raises() -> None:
 
 # ---- right_inverse and left_inverse -----------------------------------------------------------
 
-RIGHT_INVERSE: list[TorchLayout] = [
-    (1, 0),
-    ((1, 1), (0, 0)),
-    ((3, 7), (0, 0)),
-    (1, 1),
-    (4, 0),
-    (4, 1),
-    (4, 2),
-    ((2, 4), (0, 2)),
-    ((8, 4), (1, 8)),
-    ((8, 4), (4, 1)),
-    ((2, 4, 6), (1, 2, 8)),
-    ((2, 4, 6), (4, 1, 8)),
-    ((4, 2), (1, 16)),
-]
+RIGHT_INVERSE: list[TorchLayout] = layouts(tables.RIGHT_INVERSE, TORCH)
 
 
 @pytest.mark.parametrize("a", RIGHT_INVERSE, ids=ids(RIGHT_INVERSE))
@@ -265,18 +204,7 @@ def test_right_inverse(a: TorchLayout) -> None:
     assert R == from_torch(tp.right_inverse(theirs(a)))
 
 
-LEFT_INVERSE: list[TorchLayout] = [
-    (1, 0),
-    ((1, 1), (0, 0)),
-    (1, 1),
-    (4, 1),
-    (4, 2),
-    ((8, 4), (1, 8)),
-    ((8, 4), (4, 1)),
-    ((2, 4, 6), (1, 2, 8)),
-    ((2, 4, 6), (4, 1, 8)),
-    ((4, 2), (1, 16)),
-]
+LEFT_INVERSE: list[TorchLayout] = layouts(tables.LEFT_INVERSE, TORCH)
 
 
 @pytest.mark.parametrize("a", LEFT_INVERSE, ids=ids(LEFT_INVERSE))
