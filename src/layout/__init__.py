@@ -37,12 +37,29 @@ Public names:
   :func:`show` (a short, never-failing repr for messages);
 - the errors: :class:`LayoutError` and its subclasses.
 
-Module map (for readers of the code): ``_inttuple`` (nested int tuples and
-validation at the door), ``_flat`` (the algebra on flat ``(shapes, strides)``
-modes), ``_layout`` (the value and the operations it offers as methods),
-``_tiling`` (zipped/tiled/blocked/raked forms and slicing), ``_errors``.
+Module map (for readers of the code), each importing only those listed before it:
+``_errors``; ``_show`` (showing any value in a message: :func:`show`, huge ints
+abbreviated); ``_inttuple`` (the int-tuple algebra on values already valid:
+flatten, product, suffix_product, shape_div, the one dot product
+``inner_product``, idx2crd, CuTe's notation ``fmt``); ``_door`` (checks at the
+door: integer and int-tuple conversion, :data:`MAX_DEPTH`, layout and coordinate
+validation, and the public int-tuple functions, which check there and then call
+``_inttuple``); ``_flat`` (the algebra on flat ``(shapes, strides)`` modes);
+``_layout`` (the value and the operations it offers as methods); ``_tiling``
+(zipped/tiled/blocked/raked forms and slicing).
 """
 
+from ._door import (
+    MAX_DEPTH,
+    as_int,
+    crd2idx,
+    flatten,
+    idx2crd,
+    inner_product,
+    product,
+    shape_div,
+    suffix_product,
+)
 from ._errors import (
     ComplementError,
     CompositionError,
@@ -53,20 +70,7 @@ from ._errors import (
     LayoutTypeError,
     UndecidableError,
 )
-from ._inttuple import (
-    MAX_DEPTH,
-    Coord,
-    IntTuple,
-    as_int,
-    crd2idx,
-    flatten,
-    idx2crd,
-    inner_product,
-    product,
-    shape_div,
-    show,
-    suffix_product,
-)
+from ._inttuple import Coord, IntTuple
 from ._layout import (
     Layout,
     Tiler,
@@ -84,6 +88,7 @@ from ._layout import (
     right_inverse,
     same_function,
 )
+from ._show import show
 from ._tiling import (
     blocked_product,
     raked_product,

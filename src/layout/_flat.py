@@ -13,7 +13,8 @@ import functools
 import math
 
 from ._errors import ComplementError, CompositionError, InverseError, UndecidableError
-from ._inttuple import IntTuple, _flatten, _fmt_int, fmt, map_pair
+from ._inttuple import IntTuple, flatten, fmt, map_pair
+from ._show import fmt_int
 
 __all__ = [
     "Flat",
@@ -80,7 +81,7 @@ coalesce = functools.lru_cache(maxsize=8192)(_coalesce)
 
 def _mode(s: int, d: int) -> str:
     """``s:d`` for a message, huge ints abbreviated."""
-    return f"{_fmt_int(s)}:{_fmt_int(d)}"
+    return f"{fmt_int(s)}:{fmt_int(d)}"
 
 
 def sorted_modes(shapes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -97,8 +98,8 @@ def tractability_violation(modes: list[tuple[int, int]]) -> str | None:
     for (d0, s0), (d1, s1) in zip(modes, modes[1:]):
         if d1 % (s0 * d0):
             return (f"mode {_mode(s1, d1)} does not start where mode {_mode(s0, d0)} ends "
-                    f"({_fmt_int(d1)} is not a multiple of {_fmt_int(s0)}*{_fmt_int(d0)} = "
-                    f"{_fmt_int(s0 * d0)})")
+                    f"({fmt_int(d1)} is not a multiple of {fmt_int(s0)}*{fmt_int(d0)} = "
+                    f"{fmt_int(s0 * d0)})")
     return None
 
 
@@ -147,13 +148,13 @@ def _compose_mode(a_shapes: tuple[int, ...], a_strides: tuple[int, ...], s: int,
                 rest_s = 1
                 break
             raise CompositionError(
-                f"the stride {_fmt_int(rest_d)} left of B's mode {_mode(s, d)} neither divides "
-                f"nor is a multiple of A's mode size {_fmt_int(a)} (stride divisibility)")
+                f"the stride {fmt_int(rest_d)} left of B's mode {_mode(s, d)} neither divides "
+                f"nor is a multiple of A's mode size {fmt_int(a)} (stride divisibility)")
         avail = a // rest_d
         if rest_s > avail and rest_s % avail:
             raise CompositionError(
-                f"B's mode {_mode(s, d)} takes {_fmt_int(avail)} elements from A's mode of size "
-                f"{_fmt_int(a)} but {_fmt_int(rest_s)} is not a multiple of {_fmt_int(avail)} "
+                f"B's mode {_mode(s, d)} takes {fmt_int(avail)} elements from A's mode of size "
+                f"{fmt_int(a)} but {fmt_int(rest_s)} is not a multiple of {fmt_int(avail)} "
                 "(shape divisibility)")
         new = min(rest_s, avail)
         if new != 1:
@@ -180,8 +181,8 @@ def compose(a_shape: IntTuple, a_stride: IntTuple, b_shape: IntTuple, b_stride: 
     B may reach past ``size(A)``.  A multi-mode B must be a chain (tractable)
     unless A coalesces to one mode, or its modes could carry across A's modes.
     """
-    a_shapes, a_strides = coalesce(_flatten(a_shape), _flatten(a_stride))
-    moving = sorted_modes(_flatten(b_shape), _flatten(b_stride))
+    a_shapes, a_strides = coalesce(flatten(a_shape), flatten(a_stride))
+    moving = sorted_modes(flatten(b_shape), flatten(b_stride))
     if len(a_shapes) > 1 and type(b_shape) is not int:
         why = tractability_violation(moving)
         if why is not None:
@@ -273,9 +274,9 @@ def left_inverse(shapes: tuple[int, ...], strides: tuple[int, ...]) -> Flat:
         if d1 % d0 or s0 * d0 > d1:
             raise InverseError(
                 f"L must be injective and tractable or a divisibility chain, but mode "
-                f"{_fmt_int(s0)}:{_fmt_int(d0)} and the next stride {_fmt_int(d1)} are neither "
-                f"({_fmt_int(d1)} is not a multiple of {_fmt_int(s0)}*{_fmt_int(d0)}, and "
-                + (f"{_fmt_int(d0)} does not divide it)" if d1 % d0 else "the modes overlap)"))
+                f"{fmt_int(s0)}:{fmt_int(d0)} and the next stride {fmt_int(d1)} are neither "
+                f"({fmt_int(d1)} is not a multiple of {fmt_int(s0)}*{fmt_int(d0)}, and "
+                + (f"{fmt_int(d0)} does not divide it)" if d1 % d0 else "the modes overlap)"))
         out_s.append(d1 // d0)
         out_d.append(r0)
     _, s_n, r_n = ranked[-1]
@@ -356,8 +357,8 @@ def is_injective(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
         entangled = ", ".join(_mode(s, d) for d, s in modes)
         raise UndecidableError(
             f"cannot decide whether {fmt(shapes)}:{fmt(strides)} is injective: after reduction "
-            f"its entangled modes {entangled} have {_fmt_int(size)} elements and "
-            f"reach {_fmt_int(reach)} offsets, beyond both the listing limit "
+            f"its entangled modes {entangled} have {fmt_int(size)} elements and "
+            f"reach {fmt_int(reach)} offsets, beyond both the listing limit "
             f"{INJECTIVITY_LISTING_LIMIT} and the bitset limit {INJECTIVITY_ENUMERATION_LIMIT}")
     reached = 1  # bit k set <=> offset k is reached
     for d, s in modes:

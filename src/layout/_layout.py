@@ -13,6 +13,7 @@ from typing import Any, TypeVar, Union
 import attrs
 
 from . import _flat
+from ._door import MAX_DEPTH, as_coord, as_int, as_pair, check_nesting, coord_offset
 from ._errors import (
     ComplementError,
     CompositionError,
@@ -21,23 +22,8 @@ from ._errors import (
     LayoutIndexError,
     LayoutTypeError,
 )
-from ._inttuple import (
-    MAX_DEPTH,
-    Coord,
-    IntTuple,
-    _crd2idx,
-    _flatten,
-    _fmt_int,
-    _modes,
-    _product,
-    as_coord,
-    as_int,
-    as_pair,
-    check_nesting,
-    fmt,
-    peel,
-    show,
-)
+from ._inttuple import Coord, IntTuple, flatten, fmt, modes, peel, product
+from ._show import fmt_int, show
 
 __all__ = [
     "Layout",
@@ -94,12 +80,12 @@ class Layout:
     @property
     def size(self) -> int:
         """The size of the domain: the product of the shape."""
-        return _product(self.shape)
+        return product(self.shape)
 
     @property
     def cosize(self) -> int:
         """The size of the codomain: ``max(image) + 1``."""
-        return _flat.cosize(_flatten(self.shape), _flatten(self.stride))
+        return _flat.cosize(flatten(self.shape), flatten(self.stride))
 
     @property
     def rank(self) -> int:
@@ -132,9 +118,9 @@ class Layout:
                 offset, rest = peel(c, self.shape, self.stride)
                 if rest == 0:
                     return offset
-            raise LayoutIndexError(f"index {_fmt_int(c)} is outside the domain of {self} "
-                                   f"(valid: 0 <= i < {_fmt_int(self.size)})")
-        return _crd2idx(c, self.shape, self.stride)
+            raise LayoutIndexError(f"index {fmt_int(c)} is outside the domain of {self} "
+                                   f"(valid: 0 <= i < {fmt_int(self.size)})")
+        return coord_offset(c, self.shape, self.stride)
 
     def __getitem__(self, key: int | slice) -> Layout:
         """The mode ``key`` as a Layout (several modes, concatenated, for a slice)."""
@@ -151,7 +137,7 @@ class Layout:
             return make_layout(*modes[start:stop:step])
         k = as_int(key, "a mode index", "an int or a slice")
         if not -len(modes) <= k < len(modes):
-            raise LayoutIndexError(f"mode {_fmt_int(k)} is out of range for {self} of rank "
+            raise LayoutIndexError(f"mode {fmt_int(k)} is out of range for {self} of rank "
                                    f"{self.rank}")
         return modes[k]
 
@@ -162,13 +148,13 @@ class Layout:
     def _modes(self) -> tuple[Layout, ...]:
         if isinstance(self.shape, int):
             return (self,)
-        return tuple([_raw(s, d) for s, d in _modes(self.shape, self.stride)])
+        return tuple([_raw(s, d) for s, d in modes(self.shape, self.stride)])
 
     def __str__(self) -> str:
         return f"{fmt(self.shape)}:{fmt(self.stride)}"
 
     def __repr__(self) -> str:
-        return f"Layout({_py(self.shape)}, {_py(self.stride)})"
+        return f"Layout({fmt(self.shape, ', ')}, {fmt(self.stride, ', ')})"
 
     # ---- the operations, as methods ------------------------------------------------------
     def coalesce(self, profile: object = None) -> Layout:
@@ -263,14 +249,6 @@ def _depth(t: IntTuple) -> int:
     return d + 1
 
 
-def _py(t: IntTuple) -> str:
-    """``repr`` of an int tuple, abbreviating huge ints."""
-    if isinstance(t, int):
-        return _fmt_int(t)
-    inner = ", ".join([_py(x) for x in t])
-    return f"({inner},)" if len(t) == 1 else f"({inner})"
-
-
 def _has_none(c: object) -> bool:
     if c is None:
         return True
@@ -285,7 +263,7 @@ def _check_layout(x: object, what: str = "layout") -> Layout:
 
 
 def _flat_of(L: Layout) -> _flat.Flat:
-    return _flatten(L.shape), _flatten(L.stride)
+    return flatten(L.shape), flatten(L.stride)
 
 
 def _by_mode(A: Layout, tiler: tuple[object, ...], what: str,
@@ -311,7 +289,7 @@ def _as_layout(t: object, what: str) -> Layout:
         return t
     n = as_int(t, what, _TILER_KINDS)
     if n < 1:
-        raise InvalidLayoutError(f"{what} {_fmt_int(n)} is not a size: an int tiler n means "
+        raise InvalidLayoutError(f"{what} {fmt_int(n)} is not a size: an int tiler n means "
                                  "n:1 and must be >= 1")
     return _raw(n, 1)
 
@@ -436,12 +414,12 @@ def complement(A: Layout, cotarget: int = 1) -> Layout:
     _check_layout(A, "the layout to complement")
     m = as_int(cotarget, "the cotarget of complement")
     if m < 1:
-        raise ComplementError(f"complement({A}, {_fmt_int(m)}) is inadmissible: the cotarget "
+        raise ComplementError(f"complement({A}, {fmt_int(m)}) is inadmissible: the cotarget "
                               "must be >= 1")
     try:
         return _from_flat(_flat.complement(*_flat_of(A), m))
     except ComplementError as e:
-        raise ComplementError(f"complement({A}, {_fmt_int(m)}) is inadmissible: {e}"
+        raise ComplementError(f"complement({A}, {fmt_int(m)}) is inadmissible: {e}"
                                     ) from None
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ._door import as_coord, coord_offset
 from ._errors import LayoutTypeError
-from ._inttuple import Coord, IntTuple, _crd2idx, as_coord, show
+from ._inttuple import Coord, IntTuple
 from ._layout import (
     Layout,
     Tiler,
@@ -22,6 +23,7 @@ from ._layout import (
     logical_product,
     make_layout,
 )
+from ._show import show
 
 __all__ = [
     "zipped_divide",
@@ -145,5 +147,5 @@ def slice_and_offset(crd: Coord, layout: Layout) -> tuple[Layout, int]:
     """
     _check_layout(layout)
     c = as_coord(crd)
-    offset = _crd2idx(c, layout.shape, layout.stride)
+    offset = coord_offset(c, layout.shape, layout.stride)
     return _nested(_slice(c, layout.shape), _slice(c, layout.stride)), offset
