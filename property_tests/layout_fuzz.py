@@ -1,4 +1,7 @@
-"""Fuzz laws: every bad input to the layout algebra raises a ``LayoutError`` that names it.
+"""The machinery of the layout fuzz (``test_layout_fuzz_*.py``): junk written as source,
+strategies, a reference reader of values, one oracle per public function and method.
+
+Fuzz laws: every bad input to the layout algebra raises a ``LayoutError`` that names it.
 
 For every public function of :mod:`layout` and every public method of
 :class:`~layout.Layout`, called with arbitrary junk, the call either returns a
@@ -39,16 +42,18 @@ from typing import Any, ClassVar, NamedTuple, NoReturn
 import brute
 import hostile
 import numpy as np
-import pytest
 from hostile import deep_tuple
-from hypothesis import given, reject
 from hypothesis import strategies as st
 
 import layout
 from layout import Layout, LayoutError
 
 MAX_DEPTH: int = getattr(layout, "MAX_DEPTH", 64)
+
+
 MESSAGE_LIMIT = 2000
+
+
 BIG = 10**5000
 
 
@@ -92,6 +97,8 @@ _JUNK_LEAVES = (
     "HostileRepr()", "Fraction(3)", "3j", "selfref_list()", "slice(1, 2)", "Ellipsis",
     "object()", "Layout(4)", "Layout((2, 4))",
 )
+
+
 _LAYOUT_LEAVES = (
     "Layout(4)", "Layout((2, 4))", "Layout((2, (2, 2)), (1, (4, 2)))", "Layout(())",
     "Layout(1, 0)", "Layout((3, 6), (7, 21))", "Layout((6, 4), (5, 1))", "Layout(10**5000)",
@@ -100,7 +107,10 @@ _LAYOUT_LEAVES = (
     "Layout(deep(MAX_DEPTH, 2), deep(MAX_DEPTH, 1))", "Layout(deep(MAX_DEPTH - 1, (2, 3)))",
     "nest_layout(MAX_DEPTH)", "make_layout()",
 )
+
+
 _BIG_INTS = ("2**63", "2**200", "10**5000", "-(10**5000)", "np.int64(5)")
+
 
 depths = st.one_of(
     st.sampled_from(sorted({1, 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 490, 497, 1000})),
@@ -127,11 +137,17 @@ def _nested(leaf: st.SearchStrategy[str], lists: bool = False,
 
 
 junk_leaves = st.one_of(st.sampled_from(_JUNK_LEAVES), st.integers(-4, 8).map(str))
+
+
 junk = _nested(junk_leaves, lists=True)
 
 
 _sizes = st.sampled_from(["1", "2", "3", "4", "5", "6", "2", "4", "10**5000"])
+
+
 _strides = st.sampled_from([*map(str, range(13)), "10**5000"])
+
+
 _shape_trees = st.recursive(_sizes, lambda k: st.lists(k, min_size=1, max_size=3).map(tuple),
                             max_leaves=5)
 
@@ -151,14 +167,28 @@ def small_layouts(draw: st.DrawFn) -> str:
 
 
 layouts = st.one_of(small_layouts(), st.sampled_from(_LAYOUT_LEAVES))
+
+
 int_tuples = st.one_of(st.just("()"), _nested(st.one_of(
     st.integers(-2, 6).map(str), st.sampled_from(_BIG_INTS)), max_leaves=5))
+
+
 tilers = _nested(st.one_of(layouts, st.integers(-1, 6).map(str), st.just("None")), max_leaves=4)
+
+
 coords = _nested(st.one_of(st.integers(-1, 6).map(str), st.just("None"),
                            st.sampled_from(_BIG_INTS)), max_leaves=5)
+
+
 profiles = _nested(st.sampled_from(["1", "None", "0", "-1", "2"]), max_leaves=4)
+
+
 ints = st.one_of(st.integers(-3, 40).map(str), st.sampled_from(_BIG_INTS))
+
+
 _slice_part = st.one_of(st.just("None"), st.integers(-3, 3).map(str), junk_leaves)
+
+
 keys = st.one_of(st.integers(-4, 4).map(str), st.sampled_from(_BIG_INTS),
                  st.tuples(_slice_part, _slice_part, _slice_part).map(
                      lambda t: f"slice({t[0]}, {t[1]}, {t[2]})"))
@@ -685,7 +715,11 @@ def _p(name: str, src: st.SearchStrategy[str], default: str | None = None) -> Pa
 
 
 _A, _L = _p("A", layouts), _p("layout", layouts)
+
+
 _TILER = _p("tiler", tilers)
+
+
 SPECS: dict[str, Spec] = {
     "Layout": Spec((_p("shape", int_tuples), _p("stride", int_tuples, "None")), _o_layout),
     "make_layout": Spec((_L,), _o_make_layout, varargs=True),
@@ -716,6 +750,8 @@ SPECS: dict[str, Spec] = {
     "is_tractable": Spec((_L,), _o_predicate(None)),
     "same_function": Spec((_p("a", layouts), _p("b", layouts)), _o_predicate(_same, 2)),
 }
+
+
 _NOT_OPERATIONS = {"IntTuple", "Coord", "Tiler"}  # type aliases, not callables to fuzz
 
 
@@ -751,32 +787,6 @@ def _values(spec: Spec, pos: list[Junk], kw: dict[str, Junk]) -> Args:
 
 def _show(head: str, pos: list[Junk], kw: dict[str, Junk]) -> str:
     return f"{head}({', '.join([*map(repr, pos), *(f'{k}={v!r}' for k, v in kw.items())])})"
-
-
-def test_every_public_operation_has_a_spec() -> None:
-    """Every public callable in ``layout.__all__`` (errors and type aliases aside) is fuzzed."""
-    def is_operation(x: object) -> bool:
-        return callable(x) and not (isinstance(x, type) and issubclass(x, Exception))
-    public = {n for n in layout.__all__
-              if n not in _NOT_OPERATIONS and is_operation(getattr(layout, n))}
-    assert public <= set(SPECS), f"no fuzz spec for {sorted(public - set(SPECS))}"
-
-
-@pytest.mark.parametrize("name", [n for n in SPECS if _function(n) is not None])
-@given(data=st.data())
-def test_every_public_function_raises_a_layout_error_or_returns_a_correct_value(
-        name: str, data: st.DataObject) -> None:
-    """Law: ``f(*junk)`` returns a correct value (plain ints, a valid layout no deeper than
-    MAX_DEPTH that prints and measures) or raises a ``LayoutError`` with a message under
-    2000 characters; junk (strings, bytes, sets, dicts, lists, bools, floats, None, negative
-    sizes or strides, nesting deeper than MAX_DEPTH) is never accepted; valid plain input
-    is never refused."""
-    spec, fn = SPECS[name], _function(name)
-    assert fn is not None
-    pos, kw = data.draw(arguments(spec), label="arguments")
-    expect = spec.oracle(_values(spec, pos, kw))
-    args, kwargs = [j.build() for j in pos], {k: j.build() for k, j in kw.items()}
-    _call(_show(name, pos, kw), lambda: fn(*args, **kwargs), expect)
 
 
 # ---- methods of Layout ---------------------------------------------------------------------
@@ -912,12 +922,6 @@ METHODS: dict[str, Method] = {
 }
 
 
-def test_every_public_method_has_a_spec() -> None:
-    """Every public attribute of ``Layout`` is fuzzed (dunders are listed in METHODS by hand)."""
-    public = {n for n in dir(Layout) if not n.startswith("_")}
-    assert public <= set(METHODS), f"no fuzz spec for Layout.{sorted(public - set(METHODS))}"
-
-
 @st.composite
 def method_arguments(draw: st.DrawFn, m: Method) -> tuple[list[Junk], dict[str, Junk]]:
     required = sum(p.default is None for p in m.params)
@@ -928,79 +932,7 @@ def method_arguments(draw: st.DrawFn, m: Method) -> tuple[list[Junk], dict[str, 
     return [Junk(draw(p.src)) for p in m.params[:n]], kw
 
 
-@pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items() if m.params))
-@given(receiver=layouts.map(Junk), data=st.data())
-def test_every_layout_method_raises_a_layout_error_or_returns_a_correct_value(
-        name: str, receiver: Junk, data: st.DataObject) -> None:
-    """Law: on a valid layout, every method with arguments (calls, indexing, equality and the
-    operations) returns a correct value of plain ints or raises a ``LayoutError`` with a
-    short message; junk arguments are refused."""
-    m = METHODS[name]
-    L = receiver.build()
-    assert isinstance(L, Layout)
-    pos, kw = data.draw(method_arguments(m), label="arguments")
-    defaults = [Junk(p.default).build() for p in m.params[len(pos):]
-                if p.default is not None and p.name not in kw]
-    expect = m.oracle(L, [j.build() for j in pos] + [j.build() for j in kw.values()] + defaults)
-    args, kwargs = [j.build() for j in pos], {k: j.build() for k, j in kw.items()}
-    _call(m.show(repr(receiver), pos, kw), lambda: m.invoke(L, args, kwargs), expect)
-
-
-@given(receiver=layouts.map(Junk))
-def test_every_layout_prints_measures_hashes_iterates_pickles_and_copies(receiver: Junk) -> None:
-    """Law: every query of a valid layout without arguments (str, repr, hash, len, bool,
-    iteration, size, cosize, rank, depth, shape, stride, pickle, copy, deepcopy) returns
-    the right value, of plain ints, and never raises; the operations without arguments
-    (filter, the inverses, the predicates) return a valid value or raise a ``LayoutError``."""
-    L = receiver.build()
-    assert isinstance(L, Layout)
-    for m in METHODS.values():
-        if not m.params:
-            _call(m.show(repr(receiver), [], {}), lambda m=m: m.invoke(L, [], {}),  # type: ignore
-                  m.oracle(L, []))
-
-
-# ---- construction, depth and pickles -------------------------------------------------------
-
-@given(n=st.one_of(st.integers(0, 1100), st.sampled_from([MAX_DEPTH, MAX_DEPTH + 1])),
-       base=st.sampled_from([("2", "1"), ("(2, 3)", "(3, 1)"), ("(2, (3, 4))", "(1, (8, 2))")]),
-       explicit_stride=st.booleans())
-def test_nesting_up_to_max_depth_is_accepted_and_deeper_is_refused(
-        n: int, base: tuple[str, str], explicit_stride: bool) -> None:
-    """Law: a shape (and congruent stride) nested at most ``MAX_DEPTH`` levels builds a layout
-    that prints, measures and hashes; one level deeper raises a ``LayoutError`` (not a
-    ``RecursionError``), at any depth."""
-    shape = Junk(f"deep({n}, {base[0]})")
-    stride = Junk(f"deep({n}, {base[1]})" if explicit_stride else "None")
-    a = [shape.build(), stride.build()]
-    _call(_show("Layout", [shape, stride], {}), lambda: Layout(*a), _o_layout(list(a)))
-
-
-_GROW: dict[str, Callable[[Layout], Layout]] = {
-    "make_layout(L)": lambda L: layout.make_layout(L),
-    "make_layout(L, Layout(2))": lambda L: layout.make_layout(L, Layout(2)),
-    "zipped_divide(L, None)": lambda L: layout.zipped_divide(L, None),
-    "zipped_product(L, None)": lambda L: layout.zipped_product(L, None),
-    "logical_product(L, 1)": lambda L: layout.logical_product(L, 1),
-}
-
-
-@pytest.mark.parametrize("op", sorted(_GROW))
-def test_operations_never_build_a_layout_deeper_than_max_depth(op: str) -> None:
-    """Law: applying a nesting operation again and again raises a ``LayoutError`` once the
-    result would be deeper than ``MAX_DEPTH``; every layout it returned before is valid."""
-    L = Layout(2)
-    for k in range(MAX_DEPTH + 2):
-        try:
-            L = _GROW[op](L)
-        except LayoutError:
-            assert L.depth >= MAX_DEPTH, f"refused to nest a layout of depth {L.depth}"
-            return
-        except Exception as e:
-            _leak(f"{op} at depth {L.depth}", "the call", e)
-        _check_layout(L, f"{op} applied {k + 1} times")
-    pytest.fail(f"{op} built a layout of depth {L.depth} > MAX_DEPTH = {MAX_DEPTH}")
-
+# ---- forged pickles: shared by the construction and regression tests -----------------------
 
 _TEMPLATE = Layout((4, 3))  # stride (3, 1)
 
@@ -1047,109 +979,3 @@ def forged_pickle(shape: object, stride: object, protocol: int = pickle.HIGHEST_
     assert sorted(found) == ["shape", "stride"], f"cannot find (4, 3) and (3, 1) in {rv!r}"
     return pickle.dumps(_Forged(forged), protocol)  # type: ignore[arg-type]
 
-
-@given(shape=_or_junk(int_tuples).map(Junk), stride=_or_junk(int_tuples).map(Junk),
-       protocol=st.integers(0, pickle.HIGHEST_PROTOCOL))
-def test_a_pickle_goes_back_through_validation(shape: Junk, stride: Junk, protocol: int) -> None:
-    """Law: loading a tampered pickle of a Layout behaves like ``Layout(shape, stride)``: it
-    raises a ``LayoutError`` for invalid values and gives the same layout otherwise."""
-    try:
-        data = forged_pickle(shape.build(), stride.build(), protocol)
-    except (pickle.PicklingError, RecursionError, TypeError, AttributeError, ValueError):
-        reject()  # the junk itself does not pickle (an iterator, a 1000-deep tuple ...)
-    expect = _o_layout([shape.build(), stride.build()])
-    _call(f"pickle.loads(forged_pickle({shape!r}, {stride!r}, {protocol}))",
-          lambda: pickle.loads(data), expect)
-
-
-# ---- regressions: the cases a reviewer reported --------------------------------------------
-
-@pytest.mark.parametrize("src", [
-    "Layout(deep(497))", "Layout(deep(1000))", "Layout(deep(497), deep(497, 1))",
-    "flatten('ab')", "flatten(Layout(4))", "product(b'x')", "product(range(3))",
-    "idx2crd(1, (-2, -3))", "crd2idx(1, 2, -5)", "coalesce(Layout((2, 4)), 'junk')",
-    "suffix_product(b'x')",
-])
-def test_reported_junk_raises_a_layout_error(src: str) -> None:
-    """Each reported input raises a ``LayoutError`` (it used to give a RecursionError or a
-    wrong value: 120, 0, (-1, -2), -5, an accepted profile, (1,))."""
-    with pytest.raises(LayoutError):
-        Junk(src).value()
-
-
-@pytest.mark.parametrize("src", ["Layout(deep(490))", "nest_layout(490)"])
-def test_a_490_deep_layout_is_refused_or_prints(src: str) -> None:
-    """A 490-deep layout is refused if 490 > MAX_DEPTH; else ``str`` and ``.depth`` work."""
-    if 490 > MAX_DEPTH:
-        with pytest.raises(LayoutError):
-            Junk(src).value()
-    else:
-        L = Junk(src).value()
-        assert isinstance(L, Layout) and L.depth == 490 and str(L).startswith("(")
-
-
-def test_a_huge_index_error_message_is_short() -> None:
-    """``Layout(big)(big)`` raises a ``LayoutError`` with a short message (not Python's
-    'Exceeds the limit (4300 digits)' ``ValueError``)."""
-    L = Layout(BIG)
-    with pytest.raises(LayoutError) as e:
-        L(BIG)
-    assert len(str(e.value)) < MESSAGE_LIMIT
-
-
-def test_a_layout_with_a_huge_size_prints() -> None:
-    """``str`` and ``repr`` of ``Layout(10**5000)`` work and stay short."""
-    L = Layout(BIG)
-    assert len(str(L)) < MESSAGE_LIMIT and len(repr(L)) < MESSAGE_LIMIT
-
-
-def test_a_corrupted_pickle_with_a_negative_size_is_refused() -> None:
-    """A pickle of ``Layout((4, 3))`` patched to shape ``(4, -3)`` fails to load with a
-    ``LayoutError`` (it used to load, with size -12)."""
-    data = pickle.dumps(_TEMPLATE, 2)  # protocol 2: no frames, so bytes can be patched
-    assert data.count(b"K\x04K\x03\x86") == 1, "the shape (4, 3) is not in the pickle"
-    patched = data.replace(b"K\x04K\x03\x86", b"K\x04J\xfd\xff\xff\xff\x86")
-    with pytest.raises(LayoutError):
-        pickle.loads(patched)
-    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        with pytest.raises(LayoutError):
-            pickle.loads(forged_pickle((4, -3), (3, 1), protocol))
-
-
-# ---- found by this fuzz (at 0723235): the work list, executable ----------------------------
-
-def _check_value(out: object) -> None:
-    """A returned value holds only valid layouts, bools and plain ints."""
-    for x in out if type(out) is tuple else (out,):
-        if isinstance(x, Layout):
-            _check_layout(x)
-        else:
-            assert type(x) in (bool, int), f"a {type(x).__name__}"
-
-
-@pytest.mark.parametrize("src", [
-    "make_layout(Layout(()))", "zipped_divide(Layout(4), ())", "tiled_divide(Layout(4), ())",
-    "zipped_product(Layout(4), ())", "tiled_product(Layout(4), ())",
-    "logical_divide(Layout(4), Layout(()))", "logical_product(Layout(()), Layout(4))",
-    "composition(Layout(4), (Layout(()),))", "slice_and_offset(None, Layout(()))",
-    "is_tractable(Layout((2, 10**5000), (1, 1)))", "complement(Layout((2, 10**5000), (1, 1)))",
-    "left_inverse(Layout((10**5000, 2), (1, 1)))",
-    "composition(Layout((2, 3), (0, 1)), Layout(10**5000))",
-    "composition(Layout((2, 10**5000), (0, 1)), Layout((2, 2), (6, 3)))",
-    "left_inverse(Layout((2, 2, 10**5000, 2), (1, 3, 6, 7)))",
-    "is_injective(Layout((128, 128, 128), (10**5000, 10**5000 + 1, 10**5000 + 2)))",
-])
-def test_found_cases_return_a_valid_value_or_raise_a_layout_error(src: str) -> None:
-    """Each call returns valid layouts (no nested ``()``) and plain ints, or raises a
-    ``LayoutError``: not a layout the constructor refuses, nor a ``ValueError`` from
-    ``str()`` of a huge int in a message."""
-    _call(src, lambda: Junk(src).value(), Expect(check=_check_value))
-
-
-@pytest.mark.parametrize("src", [
-    "Layout(4)[slice(None, None, True)]", "Layout(4)[slice(None, None, RaisingIndex())]",
-])
-def test_found_junk_slices_raise_a_layout_error(src: str) -> None:
-    """A mode slice with a bool or a failing ``__index__`` raises a ``LayoutError``."""
-    with pytest.raises(LayoutError):
-        Junk(src).value()
