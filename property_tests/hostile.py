@@ -1,6 +1,6 @@
 """Junk for the fuzz laws: hostile values and arguments kept as Python source.
 
-Shared by ``test_layout_fuzz.py`` and ``test_mesh_fuzz.py``: each draws arguments as
+Shared by ``layout_fuzz.py`` and ``test_mesh_fuzz.py``: each draws arguments as
 source strings (so a failure prints a call that can be pasted into a shell) and
 evaluates them in its own namespace with a :class:`Junk` subclass.
 """
