@@ -131,45 +131,47 @@ def _compose_mode(a_shapes: tuple[int, ...], a_strides: tuple[int, ...], s: int,
     if d == 0:
         return s, 0
     rest_s, rest_d = s, d
-    out_s: list[int] = []
-    out_d: list[int] = []
+    out: list[tuple[int, int]] = []  # the result's (size, stride) modes, innermost first
     for k in range(len(a_shapes) - 1, 0, -1):
-        a = a_shapes[k]
-        if rest_d % a == 0:
-            rest_d //= a
-            continue
-        if a % rest_d:
-            if rest_s == 1:  # a single element sits at offset 0 whatever the stride
-                rest_d = -(-rest_d // a)
-                continue
-            if alone and (rest_s - 1) * rest_d < a:  # every element inside this mode
-                out_s.append(rest_s)
-                out_d.append(rest_d * a_strides[k])
-                rest_s = 1
-                break
-            raise CompositionError(
-                f"the stride {fmt_int(rest_d)} left of B's mode {_mode(s, d)} neither divides "
-                f"nor is a multiple of A's mode size {fmt_int(a)} (stride divisibility)")
-        avail = a // rest_d
-        if rest_s > avail and rest_s % avail:
-            raise CompositionError(
-                f"B's mode {_mode(s, d)} takes {fmt_int(avail)} elements from A's mode of size "
-                f"{fmt_int(a)} but {fmt_int(rest_s)} is not a multiple of {fmt_int(avail)} "
-                "(shape divisibility)")
-        new = min(rest_s, avail)
-        if new != 1:
-            out_s.append(new)
-            out_d.append(rest_d * a_strides[k])
-        rest_s //= new
-        rest_d = 1
-    if rest_s != 1 or not out_s:
-        out_s.append(rest_s)
-        out_d.append(rest_d * a_strides[0])
-    if len(out_s) == 1:
-        return out_s[0], out_d[0]
-    out_s.reverse()
-    out_d.reverse()
-    return tuple(out_s), tuple(out_d)
+        taken, next_s, next_d = _place(a_shapes[k], rest_s, rest_d, (s, d), alone)
+        if taken != 1:
+            out.append((taken, rest_d * a_strides[k]))
+        rest_s, rest_d = next_s, next_d
+    if rest_s != 1 or not out:
+        out.append((rest_s, rest_d * a_strides[0]))  # the outer mode, unbounded
+    if len(out) == 1:
+        return out[0]
+    out.reverse()
+    return tuple([m[0] for m in out]), tuple([m[1] for m in out])
+
+
+def _place(a: int, rest_s: int, rest_d: int, b: tuple[int, int], alone: bool
+           ) -> tuple[int, int, int]:
+    """One step of :func:`_compose_mode`'s walk: B's ``rest_s`` elements left, ``rest_d``
+    units of A's mode of size ``a`` apart, meet that mode (``b`` is B's mode, for messages).
+
+    Returns ``(taken, rest_s, rest_d)``: how many elements the mode takes (each
+    ``rest_d`` of its units apart; 1 means none to record), and what is left for the
+    next mode out.
+    """
+    if rest_d % a == 0:  # stepped over whole
+        return 1, rest_s, rest_d // a
+    if a % rest_d:
+        if rest_s == 1:  # a single element sits at offset 0 whatever the stride
+            return 1, 1, -(-rest_d // a)
+        if alone and (rest_s - 1) * rest_d < a:  # every element inside this mode
+            return rest_s, 1, rest_d
+        raise CompositionError(
+            f"the stride {fmt_int(rest_d)} left of B's mode {_mode(*b)} neither divides "
+            f"nor is a multiple of A's mode size {fmt_int(a)} (stride divisibility)")
+    avail = a // rest_d
+    if rest_s > avail and rest_s % avail:
+        raise CompositionError(
+            f"B's mode {_mode(*b)} takes {fmt_int(avail)} elements from A's mode of size "
+            f"{fmt_int(a)} but {fmt_int(rest_s)} is not a multiple of {fmt_int(avail)} "
+            "(shape divisibility)")
+    new = min(rest_s, avail)
+    return new, rest_s // new, 1
 
 
 @functools.lru_cache(maxsize=8192)
@@ -327,7 +329,23 @@ def is_injective(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """
     if has_broadcast(shapes, strides):
         return False
-    modes = sorted_modes(shapes, strides)
+    modes = _reduce(sorted_modes(shapes, strides))
+    if len(modes) <= 1:
+        return True
+    if len(modes) == 2:  # two modes collide exactly when the pairwise test says so
+        return not _collide(*modes)
+    if any([_collide(a, b) for i, a in enumerate(modes) for b in modes[i + 1:]]):
+        return False
+    return _entangled_injective(modes, shapes, strides)
+
+
+def _reduce(modes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The :func:`sorted_modes` ``modes`` with the modes split off that cannot collide.
+
+    A common factor of the strides is divided out; the smallest mode goes while
+    every other stride is a multiple of its span, the largest while it starts past
+    everything the others reach.  The rest is injective exactly when ``modes`` are.
+    """
     while len(modes) > 2:
         g = math.gcd(*[d for d, _ in modes])
         if g > 1:
@@ -340,12 +358,14 @@ def is_injective(shapes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
             modes = modes[:-1]
             continue
         break
-    if len(modes) <= 1:
-        return True
-    if len(modes) == 2:  # two modes collide exactly when the pairwise test says so
-        return not _collide(*modes)
-    if any([_collide(a, b) for i, a in enumerate(modes) for b in modes[i + 1:]]):
-        return False
+    return modes
+
+
+def _entangled_injective(modes: list[tuple[int, int]], shapes: tuple[int, ...],
+                         strides: tuple[int, ...]) -> bool:
+    """Whether three or more reduced, pairwise non-colliding ``(stride, size)`` modes are
+    injective: by listing their offsets or with a bitset, whichever is cheaper
+    (``shapes:strides`` is the whole layout, for the message when neither fits)."""
     size = math.prod([s for _, s in modes])
     reach = cosize(tuple([s for _, s in modes]), tuple([d for d, _ in modes]))
     if size <= INJECTIVITY_LISTING_LIMIT and size * 64 <= reach:
