@@ -11,20 +11,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from .._core import (
     Dim,
     InvalidSizeError,
     MeshTypeError,
     MeshView,
-    Nested,
     RankNotInMeshError,
     as_int,
     as_size,
     show,
 )
-from ._render import _unravel
+from ._panels import Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
 
 __all__ = ["MAX_SVG_CELLS", "svg"]
 
@@ -83,6 +82,29 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
     >>> picture.count(">5</text>"), 'stroke="#d62728"' in picture
     (1, True)
     """
+    k = _checked(view, host, title, color_by, rank, max_cells)
+    sheet = Sheet.whole(Instance(view, None if rank is None else as_int(rank, "rank")))
+    coords = list(sheet.cells())
+    cells = [sheet.inst.rank_at(c) for c in coords]
+    hosts = None if host is None else [
+        as_int(host(r), f"host({r})", "an int (a host index)") for r in cells]
+    g = _Grid.of(sheet, coords, cells, hosts)
+    if k is not None:
+        keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
+    else:
+        keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
+    fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
+        else [_PLAIN] * len(cells)
+    legend = _legend(view, k, hosts, sheet.inst.rank, keys, g.across)
+    head = title if title is not None else sheet.inst.heading()
+    return "\n".join([*_opening(g, head, legend), *_panel_groups(g, cells, fills, hosts),
+                      *_marks(g, sheet.inst, hosts), *_closing(g, legend)])
+
+
+def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
+             rank: int | None, max_cells: int) -> int | None:
+    """The arguments of :func:`svg` checked (else the error its docstring names); the index
+    of ``color_by``."""
     if not isinstance(view, MeshView):
         raise MeshTypeError(f"svg draws a mesh.MeshView, got {show(view)}")
     if host is not None and not callable(host):
@@ -101,50 +123,58 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
         raise InvalidSizeError(
             f"svg draws at most max_cells={limit:,} cells; {view!r} has {view.size():,} ranks "
             "per instance: select fewer dims (view[...]) or pass a larger max_cells=")
-    cells = _flat(view.instance(view.ranks(0) if rank is None else rank, limit=limit))
-    hosts = None if host is None else [
-        as_int(host(r), f"host({r})", "an int (a host index)") for r in cells]
-    g = _Grid.of(view, cells, hosts)
-    if k is not None:
-        keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
-    else:
-        keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
-    fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
-        else [_PLAIN] * len(cells)
-    legend = _legend(view, k, hosts, rank, keys, g.across)
-    head = title if title is not None else (
-        f"{view!r}, " + ("instance 0" if rank is None else f"the instance of rank {rank}"))
+    return k
+
+
+def _opening(g: _Grid, head: str, legend: list[str]) -> list[str]:
+    """The document's opening: its size, title and background."""
     width = 2 * _MARGIN + max([g.width, _width(head, _TITLE)]
                               + [_width(s, _LEGEND) for s in legend])
     height = _TOP + g.height + 12 + 18 * len(legend) + _MARGIN
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace">',
+            f"<title>{_xml(head)}</title>",
+            f'<rect class="background" width="{width}" height="{height}" fill="#ffffff"/>',
+            f'<text class="title" x="{_MARGIN}" y="{_MARGIN + 14}" font-size="{_TITLE}" '
+            f'font-weight="bold">{_xml(head)}</text>']
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace">',
-           f"<title>{_text(head)}</title>",
-           f'<rect class="background" width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text class="title" x="{_MARGIN}" y="{_MARGIN + 14}" font-size="{_TITLE}" '
-           f'font-weight="bold">{_text(head)}</text>']
+
+def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int] | None
+            ) -> list[str]:
+    """Every panel's group: its frame and labels, then its cells with their tooltips."""
+    out = []
+    n = g.rows * g.cols
     for p in range(len(g.labels)):
         out.extend(g.panel(p))
-        for i in range(p * g.rows * g.cols, (p + 1) * g.rows * g.cols):
-            where = " ".join(f"{n}={c}" for n, c in zip(view.names, g.coords[i]))
+        for i in range(p * n, (p + 1) * n):
+            where = " ".join(f"{d}={c}" for d, c in zip(g.names, g.coords[i]))
             on = "" if hosts is None else f", host {hosts[i]}"
             out.append(g.cell(i, cells[i], fills[i], f"rank {cells[i]}: {where}{on}"))
         out.append("</g>")
+    return out
+
+
+def _marks(g: _Grid, inst: Instance, hosts: list[int] | None) -> list[str]:
+    """The lines between cells on different hosts, and the outline of the rank."""
+    out = []
     if hosts is not None:
         out.append(f'<g class="host-boundaries" stroke="{_LINE}" stroke-width="4" '
                    'stroke-linecap="square">')
         out.extend(g.edge(a, b) for a, b in g.pairs if hosts[a] != hosts[b])
         out.append("</g>")
-    if rank is not None:
-        x, y = g.at(cells.index(rank))
+    if inst.here is not None:
+        x, y = g.at(ravel(inst.here, inst.view.shape))
         out.append(f'<rect class="highlight" x="{x + 2}" y="{y + 2}" width="{g.cell_px - 4}" '
                    f'height="{g.cell_px - 4}" fill="none" stroke="{_MARK}" stroke-width="3"/>')
-    out.append(f'<g class="legend" font-size="{_LEGEND}" fill="#222222">')
-    out.extend(f'<text x="{_MARGIN}" y="{_TOP + g.height + 24 + 18 * i}">{_text(s)}</text>'
-               for i, s in enumerate(legend))
-    out.append("</g>\n</svg>\n")
-    return "\n".join(out)
+    return out
+
+
+def _closing(g: _Grid, legend: list[str]) -> list[str]:
+    """The legend, and the end of the document."""
+    return [f'<g class="legend" font-size="{_LEGEND}" fill="#222222">',
+            *(f'<text x="{_MARGIN}" y="{_TOP + g.height + 24 + 18 * i}">{_xml(s)}</text>'
+              for i, s in enumerate(legend)),
+            "</g>\n</svg>\n"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +187,7 @@ class _Grid:
     rows: int
     cols: int
     coords: list[tuple[int, ...]]  # the coordinate of each cell, in row-major order
-    pairs: list[tuple[int, int]]  # neighbouring cells, see _neighbours
+    pairs: list[tuple[int, int]]  # neighbouring cells, see _panels.neighbours
     labels: list[str]  # one per panel: its outer coordinates ("" for 1-D and 2-D views)
     cell_px: int
     font: int  # of the rank numbers
@@ -166,26 +196,30 @@ class _Grid:
     panel_w: int
     panel_h: int
     across: int  # panels to a row
+    places: dict[int, tuple[int, int]]  # panel -> (row of panels, place in it)
 
     @classmethod
-    def of(cls, view: MeshView, cells: list[int], hosts: list[int] | None) -> _Grid:
-        shape, names = view.shape, view.names
-        rows, cols = (1, shape[0]) if view.ndim == 1 else shape[-2:]
-        coords = [_unravel(i, shape) for i in range(len(cells))]
+    def of(cls, sheet: Sheet, coords: list[tuple[int, ...]], cells: list[int],
+           hosts: list[int] | None) -> _Grid:
+        view = sheet.view
+        names = view.names
+        rows, cols = len(sheet.rows), len(sheet.cols)
         digits = max(len(str(r)) for r in cells)
         cell = max(_CELL, 2 * math.ceil((_EM * 10 * digits + 6) / 2))  # font 10 px at least
         full = _width(f"{names[-1]}={cols - 1}", _AXIS) <= cell - 2
         left = [_width(f"{names[-2]}={rows - 1}", _AXIS)] if view.ndim >= 2 else []
         gutter = max([*left, 0 if full else _width(names[-1], _AXIS)])
         n = rows * cols
-        labels = [_panel_label(names, coords[p * n], hosts, p * n, n)
-                  for p in range(len(cells) // n)]
+        labels = [_panel_label(sheet.title(oc), hosts, p * n, n) for p, oc in sheet.shown]
         gutter += 8 * (gutter > 0)
         pw = max([gutter + cols * cell] + [_width(s, 12) for s in labels])
         ph = (20 if view.ndim >= 3 else 0) + 18 + rows * cell
-        return cls(names, rows, cols, coords, list(_neighbours(len(cells), rows, cols)),
+        across = across_by_aspect(sheet.outer, pw, ph, _GAP, _ASPECT)
+        places = {p: (row, col) for row, run in enumerate(rows_of(sheet.shown, across))
+                  if not isinstance(run, int) for col, (p, _) in enumerate(run)}
+        return cls(names, rows, cols, coords, list(neighbours(len(cells), rows, cols)),
                    labels, cell, min(14, int((cell - 6) / (_EM * digits))), gutter, full,
-                   pw, ph, _columns(shape[:-2] if view.ndim >= 3 else (), pw, ph))
+                   pw, ph, across, places)
 
     @property
     def width(self) -> int:
@@ -193,12 +227,14 @@ class _Grid:
 
     @property
     def height(self) -> int:
-        return len(self.labels) // self.across * (self.panel_h + _GAP) - _GAP
+        panel_rows = 1 + max(row for row, _ in self.places.values())
+        return panel_rows * (self.panel_h + _GAP) - _GAP
 
     def corner(self, p: int) -> tuple[int, int]:
         """The top-left corner of panel ``p``'s first cell."""
-        px = _MARGIN + (p % self.across) * (self.panel_w + _GAP)
-        py = _TOP + (p // self.across) * (self.panel_h + _GAP)
+        row, col = self.places[p]
+        px = _MARGIN + col * (self.panel_w + _GAP)
+        py = _TOP + row * (self.panel_h + _GAP)
         return px + self.gutter, py + self.panel_h - self.rows * self.cell_px
 
     def at(self, i: int) -> tuple[int, int]:
@@ -217,7 +253,7 @@ class _Grid:
                'fill="#f7f7f7" stroke="#bbbbbb"/>']
         if self.labels[p]:
             out.append(f'<text class="panel-label" x="{px}" y="{py + 12}" font-size="12" '
-                       f'font-weight="bold">{_text(self.labels[p])}</text>')
+                       f'font-weight="bold">{_xml(self.labels[p])}</text>')
         out.append(f'<g class="axis" font-size="{_AXIS}" fill="#444444">')
         if not self.full:
             out.append(_label(x0 - 6, y0 - 6, "end", name))
@@ -232,7 +268,7 @@ class _Grid:
     def cell(self, i: int, r: int, fill: str, tip: str) -> str:
         """Cell ``i``: a square of colour ``fill`` with rank ``r`` on it, and a tooltip."""
         (x, y), s = self.at(i), self.cell_px
-        return (f'<g class="cell"><title>{_text(tip)}</title><rect x="{x}" y="{y}" '
+        return (f'<g class="cell"><title>{_xml(tip)}</title><rect x="{x}" y="{y}" '
                 f'width="{s}" height="{s}" fill="{fill}" stroke="#ffffff" stroke-width="1.5"/>'
                 f'<text x="{x + s // 2}" y="{y + s // 2 + round(self.font * 0.35)}" '
                 f'font-size="{self.font}" text-anchor="middle">{r}</text></g>')
@@ -244,28 +280,9 @@ class _Grid:
         return f'<line x1="{x}" y1="{y}" x2="{x2}" y2="{y2}"/>'
 
 
-def _flat(nested: Nested) -> list[int]:
-    """The ranks of a rank tensor in row-major order."""
-    if isinstance(nested, int):
-        return [nested]
-    return [r for x in nested for r in _flat(x)]
-
-
-def _neighbours(n: int, rows: int, cols: int) -> Iterator[tuple[int, int]]:
-    """Pairs ``(a, b)`` of cells next to each other in a panel: ``b == a + 1`` (across)
-    or ``b == a + cols`` (down); panels are runs of ``rows * cols`` cells."""
-    for a in range(n):
-        j = a % (rows * cols)
-        if j % cols < cols - 1:
-            yield a, a + 1
-        if j // cols < rows - 1:
-            yield a, a + cols
-
-
-def _panel_label(names: tuple[str, ...], coord: tuple[int, ...], hosts: list[int] | None,
-                 start: int, n: int) -> str:
+def _panel_label(title: list[str], hosts: list[int] | None, start: int, n: int) -> str:
     """``pp=0 dp=1``: the outer coordinates of a panel, and its host if it has one only."""
-    label = " ".join(f"{d}={c}" for d, c in zip(names[:-2], coord))
+    label = " ".join(title)
     if hosts is not None and len(set(hosts[start:start + n])) == 1:
         label += f" (host {hosts[start]})"
     return label
@@ -295,24 +312,6 @@ def _colours(keys: list[tuple[int, ...]], pairs: list[tuple[int, int]]) -> list[
         chosen.append(next((c for c in ((g + t) % n for t in range(n)) if c not in taken),
                            g % n))
     return [PALETTE[chosen[order[key]]] for key in keys]
-
-
-def _columns(outer: tuple[int, ...], pw: int, ph: int) -> int:
-    """How many panels go in a row: ``d * prod(outer[i+1:])`` for a divisor ``d`` of
-    ``outer[i]``, whichever makes the grid of panels closest to ``_ASPECT``.
-
-    >>> _columns((2, 2), 290, 180), _columns((), 290, 180)
-    (2, 1)
-    """
-    total = math.prod(outer)
-    options = {d * math.prod(outer[i + 1:]) for i, s in enumerate(outer)
-               for d in range(1, s + 1) if s % d == 0} or {1}
-
-    def misfit(c: int) -> tuple[float, int]:
-        w, h = c * (pw + _GAP), total // c * (ph + _GAP)
-        return abs(math.log(w / h / _ASPECT)), -c
-
-    return min(sorted(options), key=misfit)
 
 
 def _legend(view: MeshView, k: int | None, hosts: list[int] | None, rank: int | None,
@@ -349,10 +348,10 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None, rank: int | 
 
 
 def _label(x: int, y: int, anchor: str, s: str) -> str:
-    return f'<text x="{x}" y="{y}" text-anchor="{anchor}">{_text(s)}</text>'
+    return f'<text x="{x}" y="{y}" text-anchor="{anchor}">{_xml(s)}</text>'
 
 
-def _text(s: str) -> str:
+def _xml(s: str) -> str:
     """``s`` as XML character data: escaped, characters XML cannot hold replaced."""
     return _NOT_XML.sub("\ufffd", s).translate(_XML_ESCAPES)
 
