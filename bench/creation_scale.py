@@ -1,4 +1,4 @@
-"""The creation barrier (``backend._rendezvous``) at scale: time, store calls, liveness load.
+"""The creation barrier (``backend._c10d._rendezvous``) at scale: time, store calls, liveness load.
 
 1. Time on a real store.  A ``TCPStore`` server on loopback (in this process) and W client
    processes forked from it (torch already imported), each with its own client connection
@@ -76,7 +76,7 @@ from torch._C._distributed_c10d import HashStore, TCPStore  # where mypy sees th
 from torch.distributed.distributed_c10d import PrefixStore
 
 from backend import MembersMissingError
-from backend._rendezvous import LIVENESS_WRITES_PER_S, PREFIX, Rendezvous, beat_period
+from backend._c10d._rendezvous import LIVENESS_WRITES_PER_S, PREFIX, Rendezvous, beat_period
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 CountingStore: Any = importlib.import_module("counting_store").CountingStore

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from backend import FakeBackend
+from backend import FakeBackend, bind
 from mesh import MeshView
 
 TARGET_RATIO = 20.0
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     misses: list[str] = []
     for name, view in _cases(n).items():
         fb = FakeBackend(view.ranks.max_rank + 1, RANK % (view.ranks.max_rank + 1))
-        dm = fb.bind(view)
+        dm = bind(view, fb)
         ok = dm.mesh.tolist() == _lists(view.instance(fb.rank))
         ours = _median_ms(lambda dm=dm: dm.mesh, repeat)  # type: ignore[misc]
         anchor = _median_ms(lambda: torch.arange(n), repeat)

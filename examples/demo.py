@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend import FakeBackend
+from backend import FakeBackend, bind
 from layout import CompositionError, Layout, complement, composition, logical_divide
 from mesh import MeshView, render
 
@@ -27,7 +27,7 @@ def main() -> None:
     moe = MeshView.from_shape(8, ("world",)).unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp"))
     fake = FakeBackend(world_size=8, rank=5)
     for view in (mesh, moe):
-        bound = fake.bind(view)
+        bound = bind(view, fake)
         print(view, {d: bound.get_group(d).ranks for d in view.names})
     print("groups created on rank 5:", [r.dim for r in fake.created], "(shared where equal)")
 

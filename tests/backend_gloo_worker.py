@@ -124,7 +124,7 @@ def _check(out_dir: str) -> None:
     from backend_oracle import build
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-    from backend import GlooBackend
+    from backend import GlooBackend, bind
 
     backend = GlooBackend.from_env(timeout=timedelta(seconds=30))
     rank, world = backend.rank, backend.world_size
@@ -133,7 +133,7 @@ def _check(out_dir: str) -> None:
     meshes = {}
     for label, start, ops, overrides in cases(world):
         view, _ = build(start, ops)
-        mesh = backend.bind(view, backend_override={d: _options(o) for d, o in overrides.items()})
+        mesh = bind(view, backend, backend_override={d: _options(o) for d, o in overrides.items()})
         meshes[label] = mesh
         if mesh.get_coordinate() is None:
             # Not in this view's universe: still asks, as the SPMD contract says.

@@ -16,7 +16,7 @@ Modes (the issue's scenarios):
   with groups all_reduce on them; then every rank shuts its backend down, starts a new
   one (a new world, on ``SECOND_MASTER_PORT``) and all_reduces on it.
 - ``killed``: every rank creates its groups and all_reduces; then rank 3 exits, and the
-  others' next all_reduce on tp and dp fails; they report ``backend.explain`` of that
+  others' next all_reduce on tp and dp fails; they report ``backend.diagnose`` of that
   error, then shut down (twice), start a new backend and all_reduce on it.
 - ``retry_after_go``: every rank asks tp; on rank 1 the creation fails after torch made the
   group (after the members met), and rank 1 asks again: that retry must wait for a peer
@@ -141,7 +141,7 @@ def _main(mode: str, out_dir: str) -> None:
                 dist.all_reduce(torch.ones(1), group=groups[dim])
                 explained[dim] = None
             except Exception as e:
-                why = backend.explain(e, groups[dim])
+                why = backend.diagnose(e, groups[dim])
                 explained[dim] = {"type": type(why).__name__, "message": str(why)[:1500],
                                   "lost": list(getattr(why, "lost", ()))}
         result["explained"] = explained
@@ -180,7 +180,7 @@ def _main(mode: str, out_dir: str) -> None:
 
 def _fail_once_after_torch(rank: int) -> None:
     """On rank 1, the first tp creation raises after torch created the group."""
-    import backend._torch_groups as tg
+    import backend._c10d._torch_groups as tg
 
     real, failed = tg._create, []
 

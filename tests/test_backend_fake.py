@@ -29,8 +29,9 @@ from backend import (
     FakeBackend,
     FakeGroup,
     GroupOptions,
-    NotInMeshError,
+    NotAMemberError,
     ReentrantCreationError,
+    bind,
     current_mesh,
     init_device_mesh,
 )
@@ -103,11 +104,11 @@ def test_every_rank_gets_the_brute_force_group_of_every_dim(seed: int) -> None:
                 else np.array(start[1]).flatten().tolist())  # offset -> global rank
     for rank in range(world):
         fb = FakeBackend(world_size=world, rank=rank)
-        mesh = fb.bind(view)
+        mesh = bind(view, fb)
         if rank not in brute.ranks:
             assert mesh.get_coordinate() is None
             for dim in view.names:
-                with pytest.raises(NotInMeshError):
+                with pytest.raises(NotAMemberError):
                     mesh.get_group(dim)
             assert fb.created == ()
             continue
@@ -143,7 +144,7 @@ def test_groups_of_a_trillion_rank_world_need_no_enumeration() -> None:
     n = 2**40
     rank = n - 3  # coordinate (1023, 2**20 - 1, 1021) in (pp, dp, tp) = (2**10, 2**20, 2**10)
     fb = FakeBackend(world_size=n, rank=rank)
-    mesh = fb.bind(MeshView.from_shape((2**10, 2**20, 2**10), ("pp", "dp", "tp")))
+    mesh = bind(MeshView.from_shape((2**10, 2**20, 2**10), ("pp", "dp", "tp")), fb)
     assert mesh.get_coordinate() == (1023, 2**20 - 1, 1021)
     pp, dp, tp = (mesh.get_group(d) for d in ("pp", "dp", "tp"))
     assert (pp.size(), pp.rank(), pp.offset, pp.layout(1)) == (2**10, 1023, rank - 1023 * 2**30,
@@ -158,8 +159,8 @@ def test_groups_of_a_trillion_rank_world_need_no_enumeration() -> None:
 
 
 def test_hand_written_groups_of_a_2x2x2_mesh() -> None:
-    mesh = FakeBackend(world_size=8, rank=5).bind(
-        MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")),
+                FakeBackend(world_size=8, rank=5))
     assert mesh.get_group("dp").ranks == (1, 5)
     assert mesh.get_group("cp").ranks == (5, 7)
     assert mesh.get_group("tp").ranks == (4, 5)
@@ -176,14 +177,14 @@ def test_binding_and_transforming_create_no_group() -> None:
     mesh["tp"]
     mesh[("tp", "dp")].flatten("x")
     mesh.unflatten("tp", (2, 2), ("a", "b"))
-    fb.bind(MeshView.from_shape(16, ("world",)))
+    bind(MeshView.from_shape(16, ("world",)), fb)
     mesh.get_coordinate(), mesh.get_local_rank("cp"), mesh.size(), mesh.shape
     assert fb.created == ()
 
 
 def test_asking_for_tp_creates_only_tp() -> None:
     fb = FakeBackend(world_size=8, rank=6)
-    mesh = fb.bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")), fb)
     g = mesh.get_group("tp")
     assert len(fb.created) == 1
     (record,) = fb.created
@@ -217,8 +218,8 @@ def test_two_unflattens_of_one_world_share_the_groups_they_both_reach(
     whole = MeshView.from_shape(world, ("world",))
     for rank in range(world):
         fb = FakeBackend(world_size=world, rank=rank)
-        a = fb.bind(whole.unflatten("world", a_sizes, ("dp", "cp", "tp")))
-        b = fb.bind(whole.unflatten("world", b_sizes, ("dp", "ep", "ep_tp")))
+        a = bind(whole.unflatten("world", a_sizes, ("dp", "cp", "tp")), fb)
+        b = bind(whole.unflatten("world", b_sizes, ("dp", "ep", "ep_tp")), fb)
         ga = {d: a.get_group(d) for d in a.mesh_dim_names}
         assert len(fb.created) == 3
         gb = {d: b.get_group(d) for d in b.mesh_dim_names}
@@ -237,12 +238,12 @@ def test_an_explicit_universe_shares_the_groups_of_an_identity_one() -> None:
     the identity mesh's groups along swapped dims: one group each, not two."""
     for rank in range(4):
         fb = FakeBackend(world_size=4, rank=rank)
-        plain = fb.bind(MeshView.from_shape((2, 2), ("dp", "tp")))
-        swapped = fb.bind(MeshView.from_ranks([[0, 2], [1, 3]], ("tp", "dp")))
+        plain = bind(MeshView.from_shape((2, 2), ("dp", "tp")), fb)
+        swapped = bind(MeshView.from_ranks([[0, 2], [1, 3]], ("tp", "dp")), fb)
         assert swapped.get_group("tp") is plain.get_group("tp")
         assert swapped.get_group("dp") is plain.get_group("dp")
         assert len(fb.created) == 2
-        other = fb.bind(MeshView.from_ranks([[0, 3], [1, 2]], ("a", "b")))
+        other = bind(MeshView.from_ranks([[0, 3], [1, 2]], ("a", "b")), fb)
         assert other.get_group("a").ranks != plain.get_group("dp").ranks
         assert len(fb.created) == 3
 
@@ -252,8 +253,8 @@ def test_shared_groups_hold_the_same_ranks_by_hand() -> None:
     # puts it at (0, 2, 1).  dp is {5, 13} in both.
     whole = MeshView.from_shape(16, ("world",))
     fb = FakeBackend(world_size=16, rank=5)
-    a = fb.bind(whole.unflatten("world", (2, 2, 4), ("dp", "cp", "tp")))
-    b = fb.bind(whole.unflatten("world", (2, 4, 2), ("dp", "ep", "ep_tp")))
+    a = bind(whole.unflatten("world", (2, 2, 4), ("dp", "cp", "tp")), fb)
+    b = bind(whole.unflatten("world", (2, 4, 2), ("dp", "ep", "ep_tp")), fb)
     assert a.get_group("dp").ranks == b.get_group("dp").ranks == (5, 13)
     assert a.get_group("cp").ranks == (1, 5)
     assert a.get_group("tp").ranks == (4, 5, 6, 7)
@@ -265,7 +266,7 @@ def test_shared_groups_hold_the_same_ranks_by_hand() -> None:
 
 def test_flattening_every_dim_reaches_the_world_group() -> None:
     fb = FakeBackend(world_size=8, rank=2)
-    world = fb.bind(MeshView.from_shape(8, ("world",)))
+    world = bind(MeshView.from_shape(8, ("world",)), fb)
     mesh = world.unflatten("world", (2, 4), ("dp", "tp"))
     assert mesh.flatten("all").get_group() is world.get_group()
     assert mesh[("dp", "tp")].flatten("again").get_group() is world.get_group()
@@ -274,7 +275,7 @@ def test_flattening_every_dim_reaches_the_world_group() -> None:
 
 def test_same_ranks_in_another_order_are_a_different_group() -> None:
     fb = FakeBackend(world_size=8, rank=5)
-    mesh = fb.bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")), fb)
     cp_tp = mesh.flatten("x", dims=("cp", "tp")).get_group("x")
     tp_cp = mesh.flatten("y", dims=("tp", "cp")).get_group("y")
     assert cp_tp.ranks == (4, 5, 6, 7) and tp_cp.ranks == (4, 6, 5, 7)
@@ -284,9 +285,9 @@ def test_same_ranks_in_another_order_are_a_different_group() -> None:
 def test_a_tag_asks_for_a_separate_group_of_the_same_ranks() -> None:
     fb = FakeBackend(world_size=8, rank=1)
     view = MeshView.from_shape((2, 4), ("dp", "tp"))
-    plain = fb.bind(view).get_group("tp")
-    tagged = fb.bind(view, backend_override={"tp": GroupOptions(tag="moe")}).get_group("tp")
-    again = fb.bind(view, backend_override={"tp": GroupOptions(tag="moe")}).get_group("tp")
+    plain = bind(view, fb).get_group("tp")
+    tagged = bind(view, fb, backend_override={"tp": GroupOptions(tag="moe")}).get_group("tp")
+    again = bind(view, fb, backend_override={"tp": GroupOptions(tag="moe")}).get_group("tp")
     assert plain.ranks == tagged.ranks == (0, 1, 2, 3)
     assert plain is not tagged and tagged is again
     assert len(fb.created) == 2
@@ -295,16 +296,16 @@ def test_a_tag_asks_for_a_separate_group_of_the_same_ranks() -> None:
 def test_different_options_are_different_groups() -> None:
     fb = FakeBackend(world_size=4, rank=0)
     view = MeshView.from_shape((2, 2), ("dp", "tp"))
-    a = fb.bind(view).get_group("dp")
-    b = fb.bind(view, backend_override={"dp": T30}).get_group("dp")
-    c = fb.bind(view, backend_override={"dp": GroupOptions(timeout=timedelta(seconds=30))}
+    a = bind(view, fb).get_group("dp")
+    b = bind(view, fb, backend_override={"dp": T30}).get_group("dp")
+    c = bind(view, fb, backend_override={"dp": GroupOptions(timeout=timedelta(seconds=30))}
                 ).get_group("dp")
     assert a is not b and b is c and len(fb.created) == 2
 
 
 def test_group_desc_names_the_fake_group() -> None:
     fb = FakeBackend(world_size=4, rank=0)
-    mesh = fb.bind(MeshView.from_shape((2, 2), ("dp", "tp")),
+    mesh = bind(MeshView.from_shape((2, 2), ("dp", "tp")), fb,
                    backend_override={"dp": GroupOptions(group_desc="data-parallel")})
     assert mesh.get_group("dp").name == "data-parallel"
     assert mesh.get_group("tp").name == "tp"
@@ -334,10 +335,10 @@ def test_override_forms_follow_torch() -> None:
     fb = FakeBackend(4, rank=0)
     view = MeshView.from_shape((2, 2), ("dp", "tp"))
     sentinel = object()
-    mesh = fb.bind(view, backend_override={"dp": "gloo", "tp": ("nccl", sentinel)})
+    mesh = bind(view, fb, backend_override={"dp": "gloo", "tp": ("nccl", sentinel)})
     assert mesh.options == {"dp": GroupOptions(backend="gloo"),
                             "tp": GroupOptions(backend="nccl", pg_options=sentinel)}
-    assert fb.bind(view, backend_override={0: sentinel}).options["dp"] == GroupOptions(
+    assert bind(view, fb, backend_override={0: sentinel}).options["dp"] == GroupOptions(
         pg_options=sentinel)
 
 
@@ -377,13 +378,13 @@ def test_flatten_of_dims_with_equal_options_inherits_them() -> None:
     assert merged.mesh_dim_names == ("dp2", "tp")
     assert merged.options == {"dp2": T30, "tp": DEFAULT}
     fb = FakeBackend(8, rank=0)
-    plain = fb.bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
+    plain = bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")), fb)
     assert plain.flatten("x", dims=("tp", "dp")).options == {"x": DEFAULT, "cp": DEFAULT}
 
 
 def test_flatten_of_dims_with_different_options_gets_defaults_and_a_warning(
         caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="backend._device_mesh"):
+    with caplog.at_level("WARNING", logger="backend._facade._device_mesh"):
         merged = _mesh_with_dp_timeout().flatten("all")
     assert merged.options == {"all": DEFAULT}
     assert "flattening dims ['dp', 'tp'] with different options" in caplog.text
@@ -406,9 +407,9 @@ def test_inherited_options_reach_the_created_group() -> None:
     fb = mesh.backend
     assert isinstance(fb, FakeBackend)
     inner = mesh.unflatten("dp", (2, 2), ("outer", "inner")).get_group("inner")
-    direct = fb.bind(MeshView.from_shape((2, 2, 2), ("outer", "inner", "tp")),
+    direct = bind(MeshView.from_shape((2, 2, 2), ("outer", "inner", "tp")), fb,
                      backend_override={"inner": T30}).get_group("inner")
-    default = fb.bind(MeshView.from_shape((2, 2, 2), ("outer", "inner", "tp"))).get_group("inner")
+    default = bind(MeshView.from_shape((2, 2, 2), ("outer", "inner", "tp")), fb).get_group("inner")
     assert inner is direct and inner is not default
     assert [r.key.options for r in fb.created] == [T30, DEFAULT]
 
@@ -459,7 +460,7 @@ def _ask_from_threads(mesh: DeviceMesh, dim: str, n: int) -> list[Any]:
 @pytest.mark.timeout(60)
 def test_sixteen_threads_asking_for_one_group_create_it_once() -> None:
     fb = SlowCountingBackend(world_size=8, rank=3)
-    mesh = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     results = _ask_from_threads(mesh, "tp", 16)
     assert fb.calls == 1
     assert all(r is results[0] for r in results)
@@ -469,7 +470,7 @@ def test_sixteen_threads_asking_for_one_group_create_it_once() -> None:
 
 def test_a_failed_creation_leaves_no_entry_and_a_retry_works() -> None:
     fb = SlowCountingBackend(world_size=8, rank=3, fail=1, delay=0)
-    mesh = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     with pytest.raises(RuntimeError, match="injected"):
         mesh.get_group("tp")
     assert fb.created == ()
@@ -481,7 +482,7 @@ def test_a_failed_creation_leaves_no_entry_and_a_retry_works() -> None:
 @pytest.mark.timeout(60)
 def test_threads_waiting_on_a_failed_creation_see_the_failure_then_retry_works() -> None:
     fb = SlowCountingBackend(world_size=8, rank=3, fail=1, delay=0.2)
-    mesh = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     results = _ask_from_threads(mesh, "dp", 8)
     failed = [r for r in results if isinstance(r, BaseException)]
     assert failed, "the injected failure reached no caller"
@@ -506,7 +507,7 @@ class ReentrantBackend(FakeBackend):
 @pytest.mark.timeout(30)
 def test_a_creation_asking_for_its_own_group_raises_instead_of_deadlocking() -> None:
     fb = ReentrantBackend(8, rank=3)
-    mesh = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     with pytest.raises(ReentrantCreationError, match="'tp' asked for that same group again"):
         mesh.get_group("tp")
     assert fb.created == ()
@@ -532,7 +533,7 @@ def test_device_mesh_surface_matches_the_brute_force_mesh(
     view, brute = build(start, ops)
     for rank in sorted(brute.ranks):
         fb = FakeBackend(world, rank)
-        mesh = fb.bind(view)
+        mesh = bind(view, fb)
         assert mesh.get_rank() == rank
         assert mesh.mesh_dim_names == brute.names
         assert mesh.ndim == len(brute.names)
@@ -553,7 +554,7 @@ def test_device_mesh_surface_matches_the_brute_force_mesh(
 
 def test_materialize_creates_every_dim_in_dim_order() -> None:
     fb = FakeBackend(12, rank=7)
-    mesh = fb.bind(MeshView.from_shape((2, 3, 2), ("dp", "cp", "tp")).transpose("tp", "dp", "cp"))
+    mesh = bind(MeshView.from_shape((2, 3, 2), ("dp", "cp", "tp")).transpose("tp", "dp", "cp"), fb)
     assert mesh.materialize() is mesh
     assert [r.dim for r in fb.created] == ["tp", "dp", "cp"]
     assert [r.group for r in fb.created] == mesh.get_all_groups()
@@ -562,7 +563,7 @@ def test_materialize_creates_every_dim_in_dim_order() -> None:
 
 
 def test_one_dim_queries_need_a_dim_on_a_multi_dim_mesh() -> None:
-    mesh = FakeBackend(8, rank=0).bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    mesh = bind(MeshView.from_shape((2, 4), ("dp", "tp")), FakeBackend(8, rank=0))
     with pytest.raises(BackendConfigError, match="dp"):
         mesh.get_group()
     with pytest.raises(BackendConfigError):
@@ -590,7 +591,7 @@ def test_init_device_mesh_keeps_the_device_type_and_builds_a_row_major_mesh() ->
 
 def test_with_mesh_sets_the_current_mesh_and_nests() -> None:
     fb = FakeBackend(8, rank=0)
-    outer = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    outer = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     inner = outer["tp"]
     assert current_mesh() is None
     with outer as entered:
@@ -602,7 +603,7 @@ def test_with_mesh_sets_the_current_mesh_and_nests() -> None:
 
 
 def test_the_current_mesh_is_restored_after_an_exception() -> None:
-    mesh = FakeBackend(4, rank=0).bind(MeshView.from_shape((4,), ("world",)))
+    mesh = bind(MeshView.from_shape((4,), ("world",)), FakeBackend(4, rank=0))
     with pytest.raises(KeyError), mesh:
         raise KeyError("boom")
     assert current_mesh() is None
@@ -611,7 +612,7 @@ def test_the_current_mesh_is_restored_after_an_exception() -> None:
 @pytest.mark.timeout(60)
 def test_the_current_mesh_is_per_thread() -> None:
     fb = FakeBackend(8, rank=0)
-    a = fb.bind(MeshView.from_shape((2, 4), ("dp", "tp")))
+    a = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb)
     b = a["dp"]
     entered = threading.Barrier(2)
     seen: dict[str, Any] = {}
@@ -639,27 +640,27 @@ def test_the_current_mesh_is_per_thread() -> None:
 def test_a_rank_outside_an_explicit_universe_has_no_group() -> None:
     view = MeshView.from_ranks([[0, 2], [4, 6]], ("dp", "tp"))
     fb = FakeBackend(8, rank=1)
-    mesh = fb.bind(view)  # binding is fine
+    mesh = bind(view, fb)  # binding is fine
     assert mesh.get_coordinate() is None
-    with pytest.raises(NotInMeshError, match="rank 1"):
+    with pytest.raises(NotAMemberError, match="rank 1"):
         mesh.get_group("dp")
-    with pytest.raises(NotInMeshError):
+    with pytest.raises(NotAMemberError):
         mesh.materialize()
-    assert issubclass(NotInMeshError, BackendError) and issubclass(NotInMeshError, ValueError)
+    assert issubclass(NotAMemberError, BackendError) and issubclass(NotAMemberError, ValueError)
     assert fb.created == ()
-    assert FakeBackend(8, rank=4).bind(view).get_group("tp").ranks == (4, 6)
+    assert bind(view, FakeBackend(8, rank=4)).get_group("tp").ranks == (4, 6)
 
 
 def test_a_view_reaching_past_the_world_is_rejected() -> None:
     with pytest.raises(BackendConfigError, match=r"bigger than default world size 8.*rank 9"):
-        FakeBackend(8, rank=0).bind(MeshView.from_ranks([0, 9], ("x",)))
+        bind(MeshView.from_ranks([0, 9], ("x",)), FakeBackend(8, rank=0))
 
 
 @pytest.mark.parametrize("key", ["ep", 2, -3, True, 1.0])
 def test_a_bad_backend_override_key_raises(key: Any) -> None:
     view = MeshView.from_shape((2, 4), ("dp", "tp"))
     with pytest.raises(BackendConfigError):
-        FakeBackend(8, rank=0).bind(view, backend_override={key: T30})
+        bind(view, FakeBackend(8, rank=0), backend_override={key: T30})
     with pytest.raises(BackendConfigError):
         init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"),
                          backend=FakeBackend(8, rank=0), backend_override={key: T30})
@@ -702,7 +703,7 @@ def test_group_options_are_validated(bad: dict[str, Any]) -> None:
 
 def test_bind_takes_a_view() -> None:
     with pytest.raises(BackendConfigError):
-        FakeBackend(4, rank=0).bind((2, 2))  # type: ignore[arg-type]
+        bind((2, 2), FakeBackend(4, rank=0))  # type: ignore[arg-type]
 
 
 # ---- torch interop and imports (in subprocesses) ------------------------------------------
@@ -722,7 +723,7 @@ def _run_python(code: str, timeout: float = 120) -> Any:
 def test_fake_backend_and_group_queries_do_not_import_torch_distributed() -> None:
     out = _run_python("""
         import json, sys
-        from backend import FakeBackend, init_device_mesh
+        from backend import FakeBackend, bind, init_device_mesh
         from mesh import MeshView
         fb = FakeBackend(world_size=8, rank=5)
         mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"), backend=fb)
@@ -742,14 +743,14 @@ TO_TORCH_SCRIPT = """
     import torch
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
-    from backend import FakeBackend, init_device_mesh
+    from backend import FakeBackend, bind, init_device_mesh
 
     RANK = {rank}
     fb = FakeBackend(world_size=8, rank=RANK)
     mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"), backend=fb)
     variants = {{
         "mesh": mesh,
-        "transposed": fb.bind(mesh.view.transpose("tp", "dp", "cp")),
+        "transposed": bind(mesh.view.transpose("tp", "dp", "cp"), fb),
         "flat_tp_dp": mesh.flatten("tp_dp", dims=("tp", "dp")),
         "world": mesh.flatten("world"),
     }}
@@ -802,11 +803,11 @@ def test_to_torch_with_fake_groups_matches_our_groups_and_runs_dtensor(rank: int
 OUTSIDE_SCRIPT = """
     import json
     import torch.distributed as dist
-    from backend import FakeBackend
+    from backend import FakeBackend, bind
     from mesh import MeshView
 
     fb = FakeBackend(world_size=8, rank=6)
-    tm = fb.bind(MeshView.from_shape((2, 2), ("dp", "tp"))).to_torch()
+    tm = bind(MeshView.from_shape((2, 2), ("dp", "tp")), fb).to_torch()
     out = {"shape": list(tm.shape), "coord": tm.get_coordinate(), "mesh": tm.mesh.tolist()}
     fb.shutdown()
     print(json.dumps(out))

@@ -12,9 +12,9 @@ torch names a group by hashing its ranks *and this process's count of groups so 
 (``_hash_ranks_to_str``), and Gloo rendezvouses under that name.  A view over part of the
 world creates groups on its members only, so without care the counts drift apart and a
 later group spanning both sides waits for a rendezvous that never comes.  The backend names
-every group from its family and members instead (``backend._rendezvous.group_name``): the
+every group from its family and members instead (``backend._c10d._rendezvous.group_name``): the
 ``after_sub`` case creates new whole-world groups after such a view, and ranks outside the
-view create nothing (they get NotInMeshError when they ask).
+view create nothing (they get NotAMemberError when they ask).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_ranks_outside_a_views_universe_get_not_in_mesh_error(check_run: tuple[i
         outside = set(range(world)) - brute.ranks
         for rank in outside:
             assert reports[rank]["cases"][label] is None, (rank, label)
-            assert reports[rank]["outside"][label] == ["NotInMeshError"] * len(brute.names)
+            assert reports[rank]["outside"][label] == ["NotAMemberError"] * len(brute.names)
     assert any(set(range(world)) - b.ranks for _, b, _ in _expected(world).values())
 
 

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import torch
 
-from backend import GroupOptions, Plan, plan_creation
+from backend import GroupOptions, Plan
+from backend._c10d._spec import plan_creation
 from mesh import MeshView
 
 DEFAULT = GroupOptions()
@@ -140,13 +141,14 @@ GPU_SCRIPT = """
     import torch
     import torch.distributed as dist
     from datetime import timedelta
-    from backend import GroupOptions, NcclBackend, Plan, init_device_mesh, plan_creation
+    from backend import GroupOptions, NcclBackend, Plan, init_device_mesh
+    from backend._c10d._spec import plan_creation
 
     records = []
     class Keep(logging.Handler):
         def emit(self, record):
             records.append(record.getMessage())
-    log = logging.getLogger("backend._torch")
+    log = logging.getLogger("backend._c10d._torch_groups")
     log.setLevel(logging.DEBUG)
     log.addHandler(Keep())
 

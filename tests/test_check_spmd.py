@@ -16,6 +16,7 @@ from backend import (
     BackendConfigError,
     FakeBackend,
     GroupOptions,
+    bind,
     check_spmd,
     init_device_mesh,
 )
@@ -82,14 +83,14 @@ def test_a_swapped_order_names_the_ranks_waiting_on_each_other() -> None:
 def test_a_program_asking_for_a_view_it_is_not_in_is_reported() -> None:
     def program(backend: FakeBackend) -> None:
         view = MeshView.from_ranks([0, 1], ("pair",))
-        backend.bind(view).get_group("pair")  # ranks 2 and 3 are not in it: unguarded
+        bind(view, backend).get_group("pair")  # ranks 2 and 3 are not in it: unguarded
 
     report = check_spmd(4, program)
     assert [(r, call) for r, call, _ in report.errors] == [(2, 0), (3, 0)]
-    assert "NotInMeshError" in report.errors[0][2]
+    assert "NotAMemberError" in report.errors[0][2]
 
     def guarded(backend: FakeBackend) -> None:
-        mesh = backend.bind(MeshView.from_ranks([0, 1], ("pair",)))
+        mesh = bind(MeshView.from_ranks([0, 1], ("pair",)), backend)
         if mesh.get_coordinate() is not None:
             mesh.get_group("pair")
 
@@ -123,7 +124,7 @@ def test_views_reaching_the_same_groups_by_different_paths_are_one_group() -> No
     assert shaped.groups("tp") == listed.groups("tp") == ((0, 1), (2, 3))
 
     def program(backend: FakeBackend) -> None:
-        backend.bind(listed if backend.rank % 2 else shaped).get_group("tp")
+        bind(listed if backend.rank % 2 else shaped, backend).get_group("tp")
 
     report = check_spmd(4, program)
     assert report.ok, str(report)
@@ -188,7 +189,7 @@ def test_a_world_over_the_limit_is_refused_at_once() -> None:
 
 def test_many_ranks_raising_the_same_error_make_one_line() -> None:
     def program(backend: FakeBackend) -> None:
-        backend.bind(MeshView.from_ranks([0, 1], ("pair",))).get_group("pair")
+        bind(MeshView.from_ranks([0, 1], ("pair",)), backend).get_group("pair")
 
     report = check_spmd(64, program)
     assert len(report.errors) == 62

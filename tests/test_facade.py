@@ -23,6 +23,7 @@ from backend import (
     DeviceMesh,
     FakeBackend,
     GroupOptions,
+    bind,
     current_mesh,
     init_device_mesh,
 )
@@ -103,9 +104,9 @@ def test_unpickling_rebinds_to_the_loading_process_backend() -> None:
     data = pickle.dumps(mesh3(rank=5))
     code = textwrap.dedent(f"""
         import pickle
-        from backend import FakeBackend
+        from backend import FakeBackend, bind
         from mesh import MeshView
-        FakeBackend(8, rank=2).bind(MeshView.from_shape(8, ("w",)))  # this process's backend
+        bind(MeshView.from_shape(8, ("w",)), FakeBackend(8, rank=2))  # this process's backend
         mesh = pickle.loads({data!r})
         print(mesh.get_rank(), mesh.get_coordinate(), mesh.get_group("tp").ranks)
     """)
@@ -205,7 +206,7 @@ def test_concatenate_keeps_each_dims_options() -> None:
 
 def test_binding_a_view_over_another_world_is_refused() -> None:
     with pytest.raises(BackendConfigError, match="bigger than default world size 4"):
-        FakeBackend(4, rank=0).bind(MeshView.from_shape(8, ("w",)))
+        bind(MeshView.from_shape(8, ("w",)), FakeBackend(4, rank=0))
 
 
 # ---- TorchFakeBackend ------------------------------------------------------------------------
@@ -227,6 +228,81 @@ def test_torch_fake_backend_gives_real_process_groups_in_one_process() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.split("\n")[:2] == ["True [4, 5, 6, 7] 1 True 2", "False"]
+
+
+def test_shutdown_ends_created_groups_but_leaves_adopted_ones_to_their_maker() -> None:
+    """``from_group``'s groups are the caller's (torch's DeviceMesh never owns them): the
+    backend's ``shutdown()`` forgets them without destroying them, and does not list them
+    as created."""
+    code = textwrap.dedent("""
+        import torch.distributed as dist
+        from backend import DeviceMesh, TorchFakeBackend, init_device_mesh
+        tb = TorchFakeBackend(8, rank=5)
+        mine = dist.new_group([4, 5, 6, 7])
+        adopted = DeviceMesh.from_group(mine, "cpu", backend=tb)
+        made = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=tb)
+        dp = made.get_group("dp")
+        created = [r.group for r in tb.created]
+        print(adopted.get_group() is mine, made.get_group("tp") is not mine,
+              mine in created, dp in created)
+        tb._owns_default = False  # keep the world up to look at the groups after shutdown
+        tb.shutdown()
+        print(dist.get_process_group_ranks(mine))
+        try:
+            dist.get_process_group_ranks(dp)
+            print("dp alive")
+        except Exception:
+            print("dp destroyed")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split("\n")[:3] == ["True True False True", "[4, 5, 6, 7]", "dp destroyed"]
+
+
+def test_a_fake_backend_gets_torch_groups_from_a_torch_fake_backend_and_stays_bound() -> None:
+    code = textwrap.dedent("""
+        import torch.distributed as dist
+        from backend import FakeBackend, init_device_mesh
+        from backend._core import _registry
+        fb = FakeBackend(8, rank=5)
+        mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=fb)
+        g = fb.torch_group(mesh.view, "tp")
+        print(isinstance(g, dist.ProcessGroup), dist.get_process_group_ranks(g),
+              fb.torch_group(mesh.view, "tp") is g, len(fb.created),
+              _registry.process_backend("cpu") is fb)
+        fb.shutdown()
+        print(dist.is_initialized())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split("\n")[:2] == ["True [4, 5, 6, 7] True 0 True", "False"]
+
+
+def test_a_mesh_is_its_binding_value() -> None:
+    """Equality, hash and pickling come from the binding: view, backend (identity), device
+    type and naming are compared; options are not (as torch ignores backend_override)."""
+    fb = FakeBackend(8, rank=5)
+    a = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=fb)
+    b = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb,
+             backend_override={"tp": GroupOptions(tag="x")})
+    assert a.binding.options != b.binding.options
+    assert a == b and hash(a) == hash(b) and a.binding == b.binding
+    again = pickle.loads(pickle.dumps(b))  # rebinds to the process's backend: fb
+    assert again == b and again.options == {"dp": GroupOptions(), "tp": GroupOptions(tag="x")}
+    assert a != init_device_mesh("cpu", (2, 4), backend=fb)  # unnamed
+    assert a != init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"),
+                                 backend=FakeBackend(8, rank=5))  # another backend
+
+
+def test_every_dim_argument_resolves_the_same_way_flattened_names_included() -> None:
+    mesh = mesh3()
+    mesh["dp", "cp"]._flatten("dp_cp")
+    for dim in ("dp_cp",):
+        assert mesh.size(dim) == 4 and mesh.get_local_rank(dim) == 2
+        assert mesh.get_group(dim).ranks == (1, 3, 5, 7) and mesh[dim].size() == 4
+    for call in (mesh.size, mesh.get_group, mesh.get_local_rank, mesh.__getitem__):
+        with pytest.raises(KeyError, match="nope"):
+            call("nope")
 
 
 def test_the_mesh_tensor_is_a_copy_the_caller_may_write() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from backend import GroupOptions, GroupSpec, Plan
-from backend._cache import group_key
+from backend._core._cache import group_key
 from mesh import MeshView
 
 MESH = MeshView.from_shape((2, 4), ("dp", "tp"))

@@ -1,9 +1,13 @@
-"""The layering rule: ``layout`` <- ``mesh`` <- ``backend``; neither layout nor mesh needs torch.
+"""The layering rule: ``layout`` <- ``mesh`` <- ``backend``; neither layout nor mesh needs torch;
+inside each package, a core below its wings and no import cycle.
 
 Checked twice: at run time (importing and using ``mesh`` and ``layout`` in a
 fresh interpreter loads no torch, NumPy or backend module) and statically (no
 file under ``src/layout`` or ``src/mesh`` imports ``torch.distributed`` or
-``backend``, and ``layout`` does not import ``mesh``).
+``backend``, and ``layout`` does not import ``mesh``).  Inside a package, every
+import counts, function-local and type-only ones too: the modules' import graph has
+no cycle, the sub-packages' graph has none, and a ``_core`` sub-package imports
+nothing of its package outside itself (no wing, not the package's ``__init__``).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ def test_importing_and_using_mesh_loads_no_torch_numpy_or_backend() -> None:
 def _imports(source: str, package: str) -> set[str]:
     """Every module ``source`` (a file of ``package``) imports, by absolute dotted name.
 
-    ``from a import b`` counts as both ``a`` and ``a.b``; relative imports are resolved.
+    ``from a import b`` counts as both ``a`` and ``a.b`` (``from . import b`` as ``b`` only:
+    the parent package is being imported already); relative imports are resolved.
     """
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
@@ -52,7 +57,8 @@ def _imports(source: str, package: str) -> set[str]:
             parts = package.split(".")
             base = parts[:len(parts) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
-            names.add(module)
+            if node.module or not node.level:  # ``from . import x`` imports x, not its parent
+                names.add(module)
             names.update(f"{module}.{alias.name}".lstrip(".") for alias in node.names)
     return names
 
@@ -93,3 +99,91 @@ def test_the_static_check_sees_from_and_relative_imports() -> None:
         "backend", "torch.distributed", "torch.distributed.fsdp"}
     assert _imports("from ._view import MeshView\n", "mesh") == {"mesh._view",
                                                                  "mesh._view.MeshView"}
+
+
+# ---- inside a package: no cycle, the core below its wings ---------------------------------------
+
+PACKAGES = ("layout", "mesh", "backend")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (anywhere in the file)."""
+    modules = {_module_name(p): p for p in (SRC / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_init = path.name == "__init__.py"
+        own = name if is_init else name.rpartition(".")[0]
+        targets = {m for m in _imports(path.read_text(), own) if m in modules}
+        graph[name] = targets - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of ``graph`` as a path (first node repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
+def _subpackage(module: str, package: str) -> str:
+    """The sub-package ``module`` lies in (``mesh._core``), or the package for its top files."""
+    parts = module.split(".")
+    sub = ".".join(parts[:2])
+    return sub if len(parts) > 1 and (SRC / sub.replace(".", "/")).is_dir() else package
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_the_modules_of_a_package(package: str) -> None:
+    assert _cycle(_graph(package)) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_the_sub_packages_of_a_package(package: str) -> None:
+    graph: dict[str, set[str]] = {}
+    for module, targets in _graph(package).items():
+        if module == package:
+            continue  # the package's __init__ sits above everything it gathers
+        here = _subpackage(module, package)
+        graph.setdefault(here, set()).update(
+            t for t in map(lambda m: _subpackage(m, package), targets) if t != here)
+    assert _cycle(graph) == []
+
+
+@pytest.mark.parametrize("package", ["mesh", "backend"])
+def test_a_core_imports_nothing_of_its_package_outside_itself(package: str) -> None:
+    core = f"{package}._core"
+    graph = _graph(package)
+    assert any(m.startswith(core + ".") for m in graph), f"{package} has no {core} sub-package"
+    for module, targets in graph.items():
+        if module == core or module.startswith(core + "."):
+            outside = sorted(t for t in targets if not (t == core or t.startswith(core + ".")))
+            assert outside == [], f"{module} imports {outside}"
+
+
+def test_the_cycle_check_sees_function_local_imports_and_reports_the_path() -> None:
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": set()}
+    assert _cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
+    assert _cycle({"p.a": {"p.b"}, "p.b": set()}) == []
+    local = "def f():\n    from ._view import MeshView\n"
+    assert "mesh._view" in _imports(local, "mesh")

@@ -1,4 +1,4 @@
-"""The creation barrier of ``backend._rendezvous``, without Gloo.
+"""The creation barrier of ``backend._c10d._rendezvous``, without Gloo.
 
 First the waiting policy (:func:`next_deadline`), a pure function, by a table of cases.
 Then the wiring: ranks as threads on one in-process store (torch's ``HashStore``), each
@@ -23,7 +23,7 @@ from counting_store import CountingStore
 from torch.distributed import HashStore
 
 from backend import MembersMissingError
-from backend._rendezvous import GO, PREFIX, QUIT, SLACK_S, Peer, Rendezvous, next_deadline
+from backend._c10d._rendezvous import GO, PREFIX, QUIT, SLACK_S, Peer, Rendezvous, next_deadline
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT_S = 0.5

@@ -1,5 +1,23 @@
 """Binding mesh views to communication: lazy, cached, shared process groups.
 
+Module map (for readers of the code), bottom-up; a package imports only those below it:
+
+- ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), group options
+  (``_options``), the group cache and its records (``_cache``), the errors (``_errors``),
+  the shared backend base (``_base``), :class:`FakeBackend` (``_fake``), per-universe
+  state (``_universe``) and the process's backend per device type with the plug slots
+  the wings fill (``_registry``).
+- ``_c10d``: creating torch process groups.  The c10d backends (``_backends``), one group
+  request as a value (:class:`GroupSpec`, ``_spec``), the creation barrier in the store
+  (``_rendezvous``) and torch group creation and teardown (``_torch_groups``).
+- ``_facade``: torch's ``DeviceMesh`` surface.  The binding value (``_binding``),
+  :class:`DeviceMesh` (``_device_mesh``), its torch twin class (``_torch_facade``),
+  ``to_torch`` (``_to_torch``), ``from_group``'s checks (``_adopt``), the entry points
+  :func:`init_device_mesh` and :func:`bind` (``_entry``) and :func:`check_spmd`
+  (``_spmd``).
+- this ``__init__``: the public names, and the plugs: it fills the core's slots with the
+  wings (importing the c10d wing, and torch, on first use).
+
 A :class:`Backend` hands out this process's group along one dim of a
 :class:`~mesh.MeshView`, creating it the first time it is asked for and keying
 it by (rank map, the dim's layout, options) so that views reaching the same
@@ -15,57 +33,62 @@ others, and a creation that cannot complete fails in bounded time saying why;
 :func:`check_spmd` checks a program's requests offline, and
 :meth:`DeviceMesh.materialize` creates all of a mesh's groups in a fixed order.
 
->>> from backend import FakeBackend
+>>> from backend import FakeBackend, bind
 >>> from mesh import MeshView
 >>> fb = FakeBackend(world_size=8, rank=5)
 >>> world = MeshView.from_shape(8, ("world",))
->>> a = fb.bind(world.unflatten("world", (2, 2, 2), ("dp", "cp", "tp")))
->>> b = fb.bind(world.unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp")))
+>>> a = bind(world.unflatten("world", (2, 2, 2), ("dp", "cp", "tp")), fb)
+>>> b = bind(world.unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp")), fb)
 >>> a.get_group("dp") is b.get_group("dp"), len(fb.created)
 (True, 1)
+>>> record = fb.created[0]   # a CreationRecord: the GroupKey (family, options), dim, group
+>>> record.dim, record.key.family == a.view.family("dp"), record.group.ranks
+('dp', True, (1, 5))
 
 Public names:
 
-- the facade: :class:`DeviceMesh`, :func:`init_device_mesh`, :func:`current_mesh`;
-- backends: the :class:`Backend` protocol, :class:`CachedBackend` (the shared base),
-  :class:`FakeBackend` (no torch at all; groups are :class:`FakeGroup`),
-  :class:`TorchFakeBackend` (real groups of torch's fake c10d backend, one process),
-  :class:`GlooBackend`, :class:`NcclBackend` and :class:`C10dBackend` (over whatever
-  default group is initialized); the last four load torch on first use;
-- options: :class:`GroupOptions`; the cache's :class:`GroupKey` and
-  :class:`CreationRecord`; one group request described once: :class:`GroupSpec` (its
-  family, members, :class:`Plan` from :func:`plan_creation`, torch name and barrier);
+- the facade: :class:`DeviceMesh` (one :class:`Binding` value plus memos),
+  :func:`init_device_mesh`, :func:`bind` (a view to a mesh), :func:`current_mesh`;
+- backends: the :class:`Backend` protocol, :class:`FakeBackend` (no torch at all; groups
+  are :class:`FakeGroup`), :class:`TorchFakeBackend` (real groups of torch's fake c10d
+  backend, one process), :class:`GlooBackend`, :class:`NcclBackend` and
+  :class:`C10dBackend` (over whatever default group is initialized); the last four load
+  torch on first use;
+- options: :class:`GroupOptions`; what a backend's ``created`` lists:
+  :class:`CreationRecord` with its :class:`GroupKey`; one group request described once:
+  :class:`GroupSpec` (its family, members, :class:`Plan`, torch name and barrier);
 - the offline check of a program's group requests: :func:`check_spmd` and its
   :class:`SpmdReport`;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
-  :class:`NotInMeshError`, :class:`GroupCreationError` with
+  :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`).
 """
 
 import sys
 from typing import TYPE_CHECKING, Any
 
-from . import _registry
-from ._base import CachedBackend
-from ._cache import CreationRecord, GroupKey
-from ._device_mesh import DeviceMesh, current_mesh, init_device_mesh
-from ._errors import (
+from ._c10d._spec import GroupSpec, Plan
+from ._core import _registry
+from ._core._cache import CreationRecord, GroupKey
+from ._core._errors import (
     BackendConfigError,
     BackendError,
     GroupCreationError,
     MembersMissingError,
-    NotInMeshError,
+    NotAMemberError,
     PeerLostError,
     ReentrantCreationError,
 )
-from ._fake import FakeBackend, FakeGroup
-from ._options import GroupOptions
-from ._protocol import Backend
-from ._spec import GroupSpec, Plan, plan_creation
-from ._spmd import SpmdReport, check_spmd
+from ._core._fake import FakeBackend, FakeGroup
+from ._core._options import GroupOptions
+from ._core._protocol import Backend
+from ._facade._binding import Binding
+from ._facade._device_mesh import DeviceMesh, current_mesh
+from ._facade._entry import bind, init_device_mesh
+from ._facade._spmd import SpmdReport, check_spmd
 
 if TYPE_CHECKING:
-    from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
+    from ._c10d._backends import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
 
 _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend")
 
@@ -73,31 +96,46 @@ _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBacken
 def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
-        from . import _c10d
+        from ._c10d import _backends
 
-        return getattr(_c10d, name)
+        return getattr(_backends, name)
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
 
+# ---- the plugs: the core's slots filled with the wings, each loaded on first use ----------
+
 def _process_default(device_type: str, current: Any) -> Any:
-    # The default backends need torch (in _c10d): plugged into the registry here, so the
-    # facade module never imports them (no import cycle).  A process that never imported
-    # torch.distributed has no torch world: its bound backend stands, without importing torch.
+    # A process that never imported torch.distributed has no torch world: its bound
+    # backend stands, without importing torch.
     if current is not None and "torch.distributed" not in sys.modules:
         return current
-    from ._c10d import process_default
+    from ._c10d._backends import process_default
 
     return process_default(device_type, current)
 
 
-_registry.set_factory(_process_default)
+def _torch_fake(world_size: int, rank: int) -> Any:
+    from ._c10d._backends import torch_fake
+
+    return torch_fake(world_size, rank)
+
+
+def _torch_facade() -> type:
+    from ._facade._torch_facade import TorchFacadeMesh
+
+    return TorchFacadeMesh
+
+
+_registry.plug("process_default", _process_default)
+_registry.plug("torch_fake", _torch_fake)
+_registry.plug("torch_facade", _torch_facade)
 
 __all__ = [
     "Backend",
     "BackendConfigError",
     "BackendError",
+    "Binding",
     "C10dBackend",
-    "CachedBackend",
     "CreationRecord",
     "DeviceMesh",
     "FakeBackend",
@@ -109,14 +147,14 @@ __all__ = [
     "GroupSpec",
     "MembersMissingError",
     "NcclBackend",
-    "NotInMeshError",
+    "NotAMemberError",
     "PeerLostError",
     "Plan",
     "ReentrantCreationError",
     "SpmdReport",
     "TorchFakeBackend",
+    "bind",
     "check_spmd",
     "current_mesh",
     "init_device_mesh",
-    "plan_creation",
 ]

@@ -1,4 +1,4 @@
-"""Torch process groups: creating one from its :class:`~backend._spec.GroupSpec` (default,
+"""Torch process groups: creating one from its :class:`~backend._c10d._spec.GroupSpec` (default,
 split, new_group), and destroying a backend's groups."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ._errors import BackendConfigError, GroupCreationError, MembersMissingError
+from .._core._errors import BackendConfigError, GroupCreationError, MembersMissingError
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec, Plan
 

@@ -10,8 +10,8 @@ import attrs
 from layout import Layout
 from mesh import Dim, MeshView
 
+from . import _registry
 from ._base import CachedBackend
-from ._cache import GroupCache
 from ._options import GroupOptions
 
 __all__ = ["FakeBackend", "FakeGroup"]
@@ -21,10 +21,11 @@ __all__ = ["FakeBackend", "FakeGroup"]
 class FakeGroup:
     """One group of a :class:`FakeBackend`: a dim's layout at an offset, no rank list.
 
+    ``dim_view`` is the one-dim view of the dim (its groups are the group's family);
     ``size()`` and ``rank()`` cost O(1); only :attr:`ranks` lists members.
     """
 
-    family: MeshView
+    dim_view: MeshView
     member: int
     name: str
     _local: int
@@ -32,12 +33,12 @@ class FakeGroup:
     @classmethod
     def of(cls, view: MeshView, dim: Dim, rank: int, name: str) -> FakeGroup:
         """The group of ``rank`` along ``dim`` of ``view``."""
-        family = view[dim]
-        return cls(family, rank, name, family.local_rank(rank, 0))
+        dim_view = view[dim]
+        return cls(dim_view, rank, name, dim_view.local_rank(rank, 0))
 
     def size(self) -> int:
         """The number of ranks in the group."""
-        return self.family.size()
+        return self.dim_view.size()
 
     def rank(self) -> int:
         """This process's index in the group."""
@@ -46,17 +47,17 @@ class FakeGroup:
     @property
     def layout(self) -> Layout:
         """The layout of the group's offsets, relative to :attr:`offset`."""
-        return self.family.layout
+        return self.dim_view.layout
 
     @property
     def offset(self) -> int:
         """The offset of the group's first member in the universe."""
-        return self.family.group_offset(self.member, 0)
+        return self.dim_view.group_offset(self.member, 0)
 
     @property
     def ranks(self) -> tuple[int, ...]:
         """The global ranks in group order (costs O(size))."""
-        return self.family.group(self.member, 0)
+        return self.dim_view.group(self.member, 0)
 
     def __repr__(self) -> str:
         return f"FakeGroup({self.name!r}, size={self.size()}, rank={self._local})"
@@ -67,7 +68,8 @@ class FakeBackend(CachedBackend[FakeGroup]):
 
     >>> from mesh import MeshView
     >>> fb = FakeBackend(world_size=8, rank=5)
-    >>> mesh = fb.bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")))
+    >>> from backend import bind
+    >>> mesh = bind(MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp")), fb)
     >>> len(fb.created)
     0
     >>> tp = mesh.get_group("tp")
@@ -79,50 +81,38 @@ class FakeBackend(CachedBackend[FakeGroup]):
 
     def __init__(self, world_size: int, rank: int) -> None:
         super().__init__(world_size, rank)
-        self._torch_cache: GroupCache[Any] = GroupCache()
-        self._owns_default = False
-        self._world: Any = None  # the torch fake world this backend started, if any
-        self._init_lock = threading.Lock()
+        self._torch: Any = None  # the torch fake backend behind torch_group, made on first use
+        self._torch_lock = threading.Lock()
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:
         return FakeGroup.of(view, dim, self.rank, options.group_desc or view.names[dim])
 
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
-        """A torch ``"fake"`` process group for ``dim`` (initializes torch's fake world once).
+        """A torch ``"fake"`` process group for ``dim``, from a ``TorchFakeBackend`` of this
+        backend's world and rank made on first use (it starts torch's fake world).
 
         Lets :meth:`DeviceMesh.to_torch` and DTensor code run without GPUs or peers.
-        These torch groups are cached (and shared) like the fake groups, in a cache
-        of their own: :attr:`created` lists only the :class:`FakeGroup` creations.
+        That backend caches (and shares) the torch groups like this one caches the fake
+        groups: :attr:`created` lists only the :class:`FakeGroup` creations.
         """
-        from ._spec import GroupSpec
-        from ._torch_groups import create_torch_group
+        self._member_key(view, dim, options, "torch_group")  # this backend's checks first
+        with self._torch_lock:
+            if self._torch is None:
+                self._torch = _registry.plugged("torch_fake")(self.world_size, self.rank)
+            torch = self._torch
+        return torch.get_group(view, dim, options)
 
-        k, opts, key = self._member_key(view, dim, options, "torch_group")
-        self._ensure_fake_world()
-        return self._torch_cache.get_or_create(
-            key, view.names[k],
-            lambda: create_torch_group(GroupSpec.of(view, k, opts, rank=self.rank,
-                                                    world_size=self.world_size,
-                                                    can_split=False)))
-
-    def started_torch_world(self, world: Any) -> bool:
-        """Whether ``world`` (torch's default group) is the fake world this backend started."""
-        return self._owns_default and world is self._world
-
-    def _ensure_fake_world(self) -> None:
-        from ._torch_groups import start_fake_world
-
-        with self._init_lock:
-            if start_fake_world(self.world_size, self.rank, self):
-                import torch.distributed as dist
-
-                self._owns_default = True
-                self._world = dist.group.WORLD
+    def started_torch_world(self) -> bool:
+        """Whether torch's current default group is the fake world this backend's
+        :meth:`torch_group` started."""
+        torch = self._torch
+        return torch is not None and torch.is_current and torch.owns_world
 
     def shutdown(self) -> None:
-        """Forget every group; destroy torch's fake world if this backend started it."""
-        from ._torch_groups import destroy_groups
-
+        """Forget every group; shut down the torch fake backend :meth:`torch_group` made
+        (its groups, and torch's fake world if it started it)."""
         self._cache.clear()
-        destroy_groups(self._torch_cache.clear(), self._owns_default)
-        self._owns_default = False
+        with self._torch_lock:
+            torch, self._torch = self._torch, None
+        if torch is not None:
+            torch.shutdown()

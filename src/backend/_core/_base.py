@@ -1,19 +1,16 @@
-"""The part every backend shares: rank checks, the group cache, universes and binding."""
+"""The part every backend shares: rank checks, the group cache and universes."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 from layout import show
 from mesh import Dim, MeshView, RankMap
 
-from . import _registry
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
-from ._device_mesh import DeviceMesh
-from ._errors import BackendConfigError, NotInMeshError
-from ._options import GroupOptions, Override, as_options, dim_options
+from ._errors import BackendConfigError, NotAMemberError
+from ._options import GroupOptions, as_options
 from ._universe import Universe
 
 __all__ = ["CachedBackend"]
@@ -22,7 +19,7 @@ G = TypeVar("G")
 
 
 class CachedBackend(Generic[G]):
-    """The shared part of every backend: rank checks, the group cache, universes, binding.
+    """The shared part of every backend: rank checks, the group cache, universes.
 
     Subclasses implement :meth:`_create`, called at most once per family key.
     """
@@ -89,7 +86,7 @@ class CachedBackend(Generic[G]):
                     ) -> tuple[int, GroupOptions, GroupKey]:
         """(dim index, options, cache key) of this rank's group along ``dim`` of ``view``,
         after the checks every lookup makes: a view, a universe that fits the world, and
-        this rank in it (:class:`~backend.NotInMeshError` otherwise)."""
+        this rank in it (:class:`~backend.NotAMemberError` otherwise)."""
         if not isinstance(view, MeshView):
             raise BackendConfigError(f"{what} takes a mesh.MeshView, got {show(view)}")
         opts = as_options(options)
@@ -97,7 +94,7 @@ class CachedBackend(Generic[G]):
         key = group_key(view, k, opts)
         self.universe(view.ranks)
         if view.ranks.offset_of(self._rank) is None:
-            raise NotInMeshError(f"rank {self._rank} is not in the universe of {view!r} "
+            raise NotAMemberError(f"rank {self._rank} is not in the universe of {view!r} "
                                  f"({view.ranks!r}); it has no group along {view.names[k]!r}")
         return k, opts, key
 
@@ -105,12 +102,12 @@ class CachedBackend(Generic[G]):
         """Use ``group`` as this rank's group along ``dim`` of ``view`` (``from_group``).
 
         Returns the group the cache holds for that family: ``group``, unless one was
-        created or adopted before.
+        created or adopted before.  An adopted group is the caller's: it is not listed in
+        :attr:`created`, and ``shutdown()`` forgets it without destroying it.
         """
         k = view.index(dim)
-        key = group_key(view, k, as_options(options))
         self.universe(view.ranks)
-        return self._cache.get_or_create(key, view.names[k], lambda: group)
+        return self._cache.adopt(group_key(view, k, as_options(options)), group)
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> G:
         raise NotImplementedError
@@ -119,20 +116,6 @@ class CachedBackend(Generic[G]):
                     ) -> Any:
         """This process's group along ``dim`` as a ``torch.distributed.ProcessGroup``."""
         raise NotImplementedError
-
-    def bind(self, view: MeshView, *, device_type: str | None = None,
-             backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh[G]:
-        """``view`` bound to this backend, as a :class:`~backend.DeviceMesh`; creates no group.
-
-        This backend becomes the process's backend for the device type (what
-        ``DeviceMesh(...)`` and unpickling bind to).
-        """
-        if not isinstance(view, MeshView):
-            raise BackendConfigError(f"bind takes a mesh.MeshView, got {show(view)}")
-        dt = device_type or self.default_device_type
-        mesh = DeviceMesh._bound(view, self, dt, dim_options(view.names, backend_override))
-        _registry.register(dt, self)
-        return mesh
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(world_size={self._world_size}, rank={self._rank})"

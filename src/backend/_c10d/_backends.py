@@ -13,16 +13,17 @@ import torch.distributed as dist
 
 from mesh import Dim, MeshView
 
-from . import _registry
-from ._base import CachedBackend
-from ._errors import BackendConfigError, PeerLostError
-from ._fake import FakeBackend
-from ._options import GroupOptions, as_options
+from .._core import _registry
+from .._core._base import CachedBackend
+from .._core._errors import BackendConfigError, PeerLostError
+from .._core._fake import FakeBackend
+from .._core._options import GroupOptions, as_options
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec
 from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
 
-__all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default"]
+__all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
+           "torch_fake"]
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -48,11 +49,11 @@ class C10dBackend(CachedBackend[Any]):
     Each dim's group is created lazily with ``new_group(ranks, sort_ranks=False,
     use_local_synchronization=True)`` (only members take part), unless the
     dim is the whole world in natural order with default options (then the
-    default group is reused), or NCCL can split (see :func:`plan_creation`).
+    default group is reused), or NCCL can split (see :class:`~backend.Plan`).
     Groups use this backend's c10d backend (the default group's, for this base
     class) and ``timeout`` unless a dim's options say otherwise.
 
-    Group names and creation (see :mod:`backend._rendezvous`): each group is named
+    Group names and creation (see :mod:`backend._c10d._rendezvous`): each group is named
     from its family and members (:class:`~backend.GroupSpec`), the same on every process
     whatever else each one created, and its members first meet at a barrier in the
     default store (a constant number of store calls per member, whatever the group's
@@ -62,7 +63,7 @@ class C10dBackend(CachedBackend[Any]):
     creation that cannot complete fails on every member within its timeout with
     :class:`~backend.MembersMissingError` saying who is missing and why.  While a rank
     creates a group it beats every ``heartbeat`` seconds (longer in worlds over 2,000
-    ranks; None turns beating off), and :meth:`explain` beats while it watches, so the
+    ranks; None turns beating off), and :meth:`diagnose` beats while it watches, so the
     members of a group that stopped answering can be named; nothing is sent while
     nothing is being created.
     """
@@ -140,7 +141,7 @@ class C10dBackend(CachedBackend[Any]):
         """The same as :meth:`get_group`: c10d groups are torch process groups."""
         return self.get_group(view, dim, as_options(options))
 
-    def explain(self, error: BaseException, group: Any) -> BaseException:
+    def diagnose(self, error: BaseException, group: Any) -> BaseException:
         """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
         naming the members that do not answer, chained to ``error``; ``error`` itself when
         every member answers (or heartbeats are off).
@@ -151,7 +152,7 @@ class C10dBackend(CachedBackend[Any]):
         part in the collective is named.
 
         >>> # try: dist.all_reduce(t, group=g)
-        >>> # except RuntimeError as e: raise backend.explain(e, g) from e
+        >>> # except RuntimeError as e: raise backend.diagnose(e, g) from e
         """
         if self._rendezvous is None or not self._rendezvous.beating:
             return error
@@ -173,25 +174,19 @@ class C10dBackend(CachedBackend[Any]):
         out.__cause__ = error
         return out
 
+    @property
+    def owns_world(self) -> bool:
+        """Whether this backend started torch.distributed's default group (and ends it)."""
+        return self._owns_default
+
     def shutdown(self) -> None:
         """Destroy every group this backend created, and the default group if it started it.
 
         Idempotent; returns after a peer died (Gloo groups are destroyed locally); the
-        process may then start a new backend.
+        process may then start a new backend.  Groups adopted with ``from_group`` are the
+        caller's: forgotten, not destroyed.
         """
-        if self._rendezvous is not None:
-            self._rendezvous.close()
-        destroy_groups(self._cache.clear(), self._owns_default)
-        self._owns_default = False
-        self._release()
-
-    def _release(self) -> None:
-        """Drop this backend's references into torch's world (its groups hold the store)."""
-        self._default_group = None
-        for universe in self._universes.values():
-            with universe.lock:
-                universe.torch_meshes.clear()
-                universe.torch_roots.clear()
+        self._end(abort=False)
 
     def abort(self) -> None:
         """Abort every group this backend created without waiting for peers (NCCL; torch's
@@ -199,11 +194,20 @@ class C10dBackend(CachedBackend[Any]):
 
         For a job that must tear down fast after a failure (a hung NCCL collective).
         """
+        self._end(abort=self._c10d == "nccl")
+
+    def _end(self, *, abort: bool) -> None:
+        """Stop beating, end this backend's groups (and the default group if it started
+        it), and drop its references into torch's world (its groups hold the store)."""
         if self._rendezvous is not None:
             self._rendezvous.close()
-        destroy_groups(self._cache.clear(), self._owns_default, abort=self._c10d == "nccl")
+        destroy_groups(self._cache.clear(), self._owns_default, abort=abort)
         self._owns_default = False
-        self._release()
+        self._default_group = None
+        for universe in self._universes.values():
+            with universe.lock:
+                universe.torch_meshes.clear()
+                universe.torch_roots.clear()
 
 
 class GlooBackend(C10dBackend):
@@ -253,7 +257,8 @@ class TorchFakeBackend(C10dBackend):
 
     >>> tb = TorchFakeBackend(8, rank=5)
     >>> from mesh import MeshView
-    >>> tp = tb.bind(MeshView.from_shape((2, 4), ("dp", "tp"))).get_group("tp")
+    >>> from backend import bind
+    >>> tp = bind(MeshView.from_shape((2, 4), ("dp", "tp")), tb).get_group("tp")
     >>> import torch.distributed as dist
     >>> dist.get_process_group_ranks(tp), tp.rank()
     ([4, 5, 6, 7], 1)
@@ -263,7 +268,7 @@ class TorchFakeBackend(C10dBackend):
     name = "torch-fake"
     torch_backend = "fake"
     meets = False
-    device_types = ("cpu", "cuda")  # the dry run pretends for any device
+    device_types: ClassVar[tuple[str, ...]] = ("cpu", "cuda")  # the dry run pretends for any
 
     def __init__(self, world_size: int | None = None, rank: int | None = None, *,
                  timeout: timedelta | None = None) -> None:
@@ -278,6 +283,19 @@ class TorchFakeBackend(C10dBackend):
             owns = start_fake_world(world_size, rank, self)
         super().__init__(timeout=timeout, heartbeat=None)
         self._owns_default = owns
+
+
+class _TorchFakeBehindFake(TorchFakeBackend):
+    """The torch fake backend behind a :class:`FakeBackend`'s ``torch_group``: it binds no
+    device type, so the FakeBackend stays the process's backend."""
+
+    device_types = ()
+
+
+def torch_fake(world_size: int, rank: int) -> TorchFakeBackend:
+    """A torch fake backend of ``world_size`` and ``rank`` that binds no device type (the
+    registry's ``torch_fake`` plug)."""
+    return _TorchFakeBehindFake(world_size, rank)
 
 
 _LIVE: weakref.WeakSet[C10dBackend] = weakref.WeakSet()
@@ -298,7 +316,7 @@ def process_default(device_type: str, current: Any) -> Any:
     if dist.is_initialized():  # torch's world, as torch's own DeviceMesh would use it
         if isinstance(current, C10dBackend) and current.is_current:
             return current
-        if isinstance(current, FakeBackend) and current.started_torch_world(dist.group.WORLD):
+        if isinstance(current, FakeBackend) and current.started_torch_world():
             return current  # the fake world its own to_torch() started
         for live in list(_LIVE):
             if live.is_current:

@@ -1,7 +1,7 @@
 """``check_spmd``: run a program once per rank on a recording fake backend, and check
 offline that every group it asks for can be created (no torch, no processes).
 
-At run time (see :mod:`backend._rendezvous`) a group is created when all its members have
+At run time (see :mod:`backend._c10d._rendezvous`) a group is created when all its members have
 asked for it, each rank asking for its groups one after another.  The check replays that:
 each rank's program runs to completion on a :class:`_Recorder` (a :class:`FakeBackend`
 that logs every group request with the group's members), then the requests are matched
@@ -40,11 +40,11 @@ import attrs
 from layout import show
 from mesh import MeshView
 
-from . import _registry
-from ._errors import BackendConfigError, NotInMeshError
-from ._fake import FakeBackend, FakeGroup
-from ._options import GroupOptions
-from ._spec import GroupSpec, Plan
+from .._c10d._spec import GroupSpec, Plan
+from .._core import _registry
+from .._core._errors import BackendConfigError, NotAMemberError
+from .._core._fake import FakeBackend, FakeGroup
+from .._core._options import GroupOptions
 
 __all__ = ["MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
 
@@ -257,8 +257,8 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                     "lambda backend: asyncio.run(program(backend))")
         except _AwaitableProgram:
             raise
-        except NotInMeshError as e:
-            errors.append((rank, len(recorder.requests), f"NotInMeshError: {e}"))
+        except NotAMemberError as e:
+            errors.append((rank, len(recorder.requests), f"NotAMemberError: {e}"))
         except Exception as e:
             where = traceback.extract_tb(e.__traceback__)[-1]
             errors.append((rank, len(recorder.requests),
@@ -338,47 +338,58 @@ def _shown(req: _Request) -> Members:
 
 def _cycles(waits: dict[int, set[int]]) -> Iterator[set[int]]:
     """The strongly connected sets of the wait-for graph that wait on each other."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on: set[int] = set()
-    found: list[set[int]] = []
-    counter = [0]
-
-    def visit(v: int) -> None:  # Tarjan's algorithm, iteratively deep enough for 1M ranks
-        work = [(v, iter(sorted(waits.get(v, ()))))]
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter[0]
-                    counter[0] += 1
-                    stack.append(nxt)
-                    on.add(nxt)
-                    work.append((nxt, iter(sorted(waits.get(nxt, ())))))
-                elif nxt in on:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                comp = set()
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.add(w)
-                    if w == node:
-                        break
-                if len(comp) > 1 or node in waits.get(node, ()):
-                    found.append(comp)
-
+    tarjan = _Tarjan(waits)
     for v in sorted(waits):
-        if v not in index:
-            visit(v)
-    return iter(found)
+        if v not in tarjan.index:
+            tarjan.visit(v)
+    return iter(tarjan.found)
+
+
+class _Tarjan:
+    """Tarjan's strongly connected components of ``edges``, iteratively (deep enough for 1M
+    ranks); ``found`` keeps the components that are cycles (more than one node, or a node
+    waiting on itself)."""
+
+    def __init__(self, edges: dict[int, set[int]]) -> None:
+        self.edges = edges
+        self.index: dict[int, int] = {}
+        self.low: dict[int, int] = {}
+        self.stack: list[int] = []
+        self.on: set[int] = set()
+        self.found: list[set[int]] = []
+
+    def visit(self, v: int) -> None:
+        work = [(v, self._enter(v))]
+        while work:
+            node, successors = work[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                work.pop()
+                self._leave(node, work[-1][0] if work else None)
+            elif nxt not in self.index:
+                work.append((nxt, self._enter(nxt)))
+            elif nxt in self.on:
+                self.low[node] = min(self.low[node], self.index[nxt])
+
+    def _enter(self, v: int) -> Iterator[int]:
+        self.index[v] = self.low[v] = len(self.index)
+        self.stack.append(v)
+        self.on.add(v)
+        return iter(sorted(self.edges.get(v, ())))
+
+    def _leave(self, node: int, parent: int | None) -> None:
+        if parent is not None:
+            self.low[parent] = min(self.low[parent], self.low[node])
+        if self.low[node] == self.index[node]:
+            component = self._pop_component(node)
+            if len(component) > 1 or node in self.edges.get(node, ()):
+                self.found.append(component)
+
+    def _pop_component(self, root: int) -> set[int]:
+        component: set[int] = set()
+        while True:
+            w = self.stack.pop()
+            self.on.discard(w)
+            component.add(w)
+            if w == root:
+                return component

@@ -54,13 +54,13 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         if isinstance(other, DeviceMesh):
             return DeviceMesh.__eq__(self, other)
         if isinstance(other, TorchDeviceMesh):
-            return bool(twin(self) == other)
+            return bool(twin(self.binding) == other)
         return NotImplemented
 
     def __hash__(self) -> int:
         found: int | None = self.__dict__.get("_torch_hash")
         if found is None:
-            found = self.__dict__["_torch_hash"] = hash(twin(self))
+            found = self.__dict__["_torch_hash"] = hash(twin(self.binding))
         return found
 
 
@@ -69,7 +69,7 @@ def _from_twin(name: str) -> property:
 
     def get(self: TorchFacadeMesh) -> Any:
         own = self.__dict__
-        return own[name] if name in own else getattr(twin(self), name)
+        return own[name] if name in own else getattr(twin(self.binding), name)
 
     def put(self: TorchFacadeMesh, value: Any) -> None:
         self.__dict__[name] = value

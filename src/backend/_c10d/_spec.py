@@ -26,8 +26,8 @@ import attrs
 from layout import Layout, coalesce, flatten, make_layout
 from mesh import Dim, Family, MeshView, RankMap
 
-from ._cache import GroupKey
-from ._options import GroupOptions
+from .._core._cache import GroupKey
+from .._core._options import GroupOptions
 
 __all__ = ["GroupSpec", "Plan", "plan_creation"]
 

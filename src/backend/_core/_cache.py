@@ -69,7 +69,9 @@ class GroupCache(Generic[G]):
     original (so tracebacks do not pile up on one object).  A creation that asks
     the cache for its own key (in the creating thread) raises
     :class:`~backend.ReentrantCreationError` instead of waiting on itself forever.
-    ``records`` lists every successful creation in order.
+    ``records`` lists every successful creation in order; :meth:`adopt` stores a value
+    made elsewhere (``from_group``'s groups), which is no creation: :meth:`clear` forgets it
+    without returning it, so whoever made it ends it.
     """
 
     def __init__(self) -> None:
@@ -108,6 +110,11 @@ class GroupCache(Generic[G]):
         fut.set_result(value)
         return value
 
+    def adopt(self, key: GroupKey, value: G) -> G:
+        """``value`` for ``key``, unless the cache holds one already (then that one)."""
+        with self._lock:
+            return self._entries.setdefault(key, value)
+
     @property
     def records(self) -> tuple[CreationRecord, ...]:
         """Every creation so far, in order."""
@@ -115,7 +122,7 @@ class GroupCache(Generic[G]):
             return tuple(self._records)
 
     def clear(self) -> list[G]:
-        """Forget every entry; return the values in creation order."""
+        """Forget every entry; return the values this cache created, in creation order."""
         with self._lock:
             values = [r.group for r in self._records]
             self._entries.clear()

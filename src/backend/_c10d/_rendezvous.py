@@ -3,7 +3,7 @@
 Torch 2.13 names a locally synchronized group ``sha1(ranks + number of groups this process
 has)``, a per-process counter: one late or failed creation leaves the counters out of step,
 and every later group among the same processes waits for a rendezvous that never comes.
-meshlayout names each group from its family and members (:class:`~backend._spec.GroupSpec`)
+meshlayout names each group from its family and members (:class:`~backend._c10d._spec.GroupSpec`)
 and, before torch's creation, has the members meet at this barrier.
 
 **Rounds and tickets.**  A barrier named ``G`` with ``N`` members runs in rounds.  Every
@@ -65,7 +65,7 @@ from typing import Any
 
 import attrs
 
-from ._errors import MembersMissingError
+from .._core._errors import MembersMissingError
 
 __all__ = ["Peer", "Rendezvous", "beat_period", "next_deadline"]
 
@@ -512,7 +512,7 @@ class Rendezvous:
 
 def _doing(peer: Peer, rec: Mapping[str, Any], now: float) -> str:
     """What a missing member is doing, in words, from its state and record."""
-    desc = rec.get("desc") or ("no group (it is explaining a failed collective)"
+    desc = rec.get("desc") or ("no group (it is diagnosing a failed collective)"
                                if rec.get("explaining") else "a group")
     return {
         "absent": "is not creating any group (it has no record of waiting in one: it "

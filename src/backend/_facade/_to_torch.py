@@ -15,14 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from layout import Layout
-from mesh import MeshView, RankMap
 
-from ._errors import BackendConfigError, NotInMeshError
+from .._core._errors import BackendConfigError, NotAMemberError
+from ._binding import Binding
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
-
-    from ._device_mesh import DeviceMesh
 
 __all__ = ["ROOT_DIM_NAME", "to_torch", "twin"]
 
@@ -49,10 +47,11 @@ def _torch_mesh(device_type: str, layout: Layout, rank_map: Any, rank: int,
                                  f"_rank_map=, _root_mesh=) constructor: {e}") from None
 
 
-def _root(mesh: DeviceMesh[Any], ranks: RankMap) -> TorchDeviceMesh:
+def _root(mesh: Binding[Any]) -> TorchDeviceMesh:
     """The universe's shared torch root for the mesh's device type (made once)."""
     import torch
 
+    ranks = mesh.view.ranks
     universe = mesh.backend.universe(ranks)
     with universe.lock:
         root = universe.torch_roots.get(mesh.device_type)
@@ -65,14 +64,13 @@ def _root(mesh: DeviceMesh[Any], ranks: RankMap) -> TorchDeviceMesh:
         return root
 
 
-def twin(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
+def twin(mesh: Binding[Any]) -> TorchDeviceMesh:
     """The torch mesh with this mesh's layout, names and rank, over the universe's shared
     root, made without creating any group (its ``_dim_group_names`` stay empty): the
     torch-side state a facade mesh derives what torch reads from.  Memoized per
     universe."""
-    view: MeshView = mesh.view
-    key = ("twin", view, mesh.device_type, mesh.mesh_dim_names)
-    universe = mesh.backend.universe(view.ranks)
+    key = ("twin", mesh.view, mesh.device_type, mesh.dim_names)
+    universe = mesh.backend.universe(mesh.view.ranks)
     with universe.lock:
         found: TorchDeviceMesh | None = universe.torch_meshes.get(key)
         if found is None:
@@ -80,37 +78,40 @@ def twin(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
         return found
 
 
-def _over_root(mesh: DeviceMesh[Any], group_names: list[Any]) -> TorchDeviceMesh:
+def _over_root(mesh: Binding[Any], group_names: list[Any]) -> TorchDeviceMesh:
     """A torch mesh with ``mesh``'s layout, names and rank over the universe's shared root,
     its dims' groups named ``group_names``."""
-    root = _root(mesh, mesh.view.ranks)
+    root = _root(mesh)
     made = _torch_mesh(mesh.device_type, mesh.view.layout, root._rank_map, mesh.backend.rank,
-                       mesh.mesh_dim_names, root)
+                       mesh.dim_names, root)
     made._dim_group_names = group_names
     return made
 
 
-def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
-    """See :meth:`backend.DeviceMesh.to_torch`."""
-    view: MeshView = mesh.view
-    options = mesh.options
-    key = (view, tuple(options[n] for n in view.names), mesh.device_type, mesh.mesh_dim_names)
-    universe = mesh.backend.universe(view.ranks)
+def _group_names(mesh: Binding[Any]) -> list[Any]:
+    """Torch's names of the mesh's groups, created (or reused) by the backend in dim order;
+    none on a rank outside the mesh (torch's meshes have no groups there)."""
+    names: list[Any] = []
+    for i, options in enumerate(mesh.options):
+        try:
+            names.append(mesh.backend.torch_group(mesh.view, i, options).group_name)
+        except NotAMemberError:
+            return []
+    return names
+
+
+def to_torch(mesh: Binding[Any], *, flattened: bool) -> TorchDeviceMesh:
+    """See :meth:`backend.DeviceMesh.to_torch`; ``flattened``: the mesh is a dim ``_flatten``
+    made, which torch's root knows by name."""
+    key = (mesh.view, mesh.options, mesh.device_type, mesh.dim_names)
+    universe = mesh.backend.universe(mesh.view.ranks)
     with universe.lock:
         found: TorchDeviceMesh | None = universe.torch_meshes.get(key)
     if found is not None:
         return found
-    names: list[Any] = []
-    for i, name in enumerate(view.names):  # collective where creation is: outside the lock
-        try:
-            group = mesh.backend.torch_group(view, i, options[name])
-        except NotInMeshError:  # torch's meshes have no groups on ranks outside them
-            names = []
-            continue
-        names.append(group.group_name)
-    converted = _over_root(mesh, names)
+    converted = _over_root(mesh, _group_names(mesh))  # collective: outside the lock
     with universe.lock:
         converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
-        if view.ndim == 1 and mesh._flattened(view.names[0]) == mesh:
-            _root(mesh, view.ranks)._flatten_mapping.setdefault(view.names[0], converted)
+        if flattened:
+            _root(mesh)._flatten_mapping.setdefault(mesh.view.names[0], converted)
     return converted

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mesh import Dim, MeshView, RankMap
 
-from ._options import GroupOptions, Override
-
-if TYPE_CHECKING:
-    from ._device_mesh import DeviceMesh
-    from ._universe import Universe
+from ._options import GroupOptions
+from ._universe import Universe
 
 __all__ = ["Backend"]
 
-G = TypeVar("G")
+G = TypeVar("G", covariant=True)
 
 
 @runtime_checkable
@@ -56,7 +52,3 @@ class Backend(Protocol[G]):
 
     def universe(self, ranks: RankMap) -> Universe:
         """The state this backend keeps for one universe (flattened dims, torch meshes)."""
-
-    def bind(self, view: MeshView, *, device_type: str | None = None,
-             backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh[G]:
-        """``view`` bound to this backend (creates no group)."""

@@ -12,7 +12,7 @@ __all__ = [
     "BackendError",
     "GroupCreationError",
     "MembersMissingError",
-    "NotInMeshError",
+    "NotAMemberError",
     "PeerLostError",
     "ReentrantCreationError",
 ]
@@ -29,7 +29,7 @@ class BackendConfigError(BackendError, ValueError):
     slicing or flattening a mesh that has no dim names."""
 
 
-class NotInMeshError(BackendError, ValueError, IndexError):
+class NotAMemberError(BackendError, ValueError, IndexError):
     """This process's rank is not in the universe of the view it asked a group of
     (torch raises ``IndexError`` there)."""
 
@@ -72,7 +72,7 @@ class ReentrantCreationError(GroupCreationError):
 
 class PeerLostError(BackendError):
     """A collective on a group failed and members of it stopped answering: the message
-    names them (``explain``; ``lost`` lists their ranks)."""
+    names them (``diagnose``; ``lost`` lists their ranks)."""
 
     def __init__(self, message: str, *, lost: tuple[int, ...] = ()) -> None:
         super().__init__(message)

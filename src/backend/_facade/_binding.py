@@ -1,0 +1,91 @@
+"""What a facade mesh is, as one value: :class:`Binding`; and what meshes of one root share."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from layout import show
+from mesh import MeshView
+
+from .._core._errors import BackendConfigError
+from .._core._options import GroupOptions
+from .._core._protocol import Backend
+
+__all__ = ["Binding", "Root", "check_device_type"]
+
+G = TypeVar("G")
+
+
+def check_device_type(device_type: object) -> str:
+    """``device_type`` if it is a device type such as ``"cpu"`` (no index), else torch's error."""
+    if not isinstance(device_type, str) or not device_type.isalpha():
+        raise BackendConfigError(f"device_type must be a device type such as 'cpu' or 'cuda' "
+                                 f"(Device type with index is not supported), got "
+                                 f"{show(device_type)}")
+    return device_type
+
+
+@attrs.frozen(cache_hash=True)
+class Binding(Generic[G]):
+    """A view bound to a backend: the one value a :class:`~backend.DeviceMesh` is.
+
+    ``options`` holds each dim's group options in dim order; ``named`` says whether the
+    mesh was made with dim names (torch's ``mesh_dim_names`` is None otherwise).
+    Equality and hash, which are the mesh's, cover the view, the backend (by identity),
+    the device type and ``named``, and not the options: torch's ``DeviceMesh`` equality
+    ignores ``backend_override`` too.  Valid by construction: the view fits the
+    backend's world and there is one options value per dim.
+    """
+
+    view: MeshView
+    backend: Backend[G]
+    options: tuple[GroupOptions, ...] = attrs.field(eq=False)
+    device_type: str
+    named: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        top = self.view.ranks.max_rank
+        if top >= self.backend.world_size:
+            raise BackendConfigError(
+                f"Mesh should not be bigger than default world size {self.backend.world_size}, "
+                f"but {self.view!r} reaches rank {top}")
+        if len(self.options) != self.view.ndim:
+            raise BackendConfigError(f"{len(self.options)} options for the {self.view.ndim} "
+                                     f"dims of {self.view!r}")
+
+    @classmethod
+    def of(cls, view: MeshView, backend: Backend[G], device_type: str,
+           options: Mapping[str, GroupOptions], *, named: bool = True) -> Binding[G]:
+        """The binding of ``view`` with ``options`` given by dim name."""
+        return cls(view, backend, tuple(options[n] for n in view.names), device_type, named)
+
+    def over(self, view: MeshView, options: Mapping[str, GroupOptions]) -> Binding[G]:
+        """The same backend and device type over another view (a transform's result)."""
+        return Binding.of(view, self.backend, self.device_type, options, named=self.named)
+
+    @property
+    def by_name(self) -> dict[str, GroupOptions]:
+        """Each dim's options, by dim name."""
+        return dict(zip(self.view.names, self.options))
+
+    @property
+    def dim_names(self) -> tuple[str, ...] | None:
+        """torch's ``mesh_dim_names``: the view's names, or None for a mesh made without."""
+        return self.view.names if self.named else None
+
+
+class Root:
+    """What the meshes derived from one root mesh (an ``init_device_mesh``, a constructor
+    call) share, as torch keeps it on its root: the root's dim names and the meshes
+    ``_flatten`` made from them, by name."""
+
+    __slots__ = ("flattened", "lock", "names")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.flattened: dict[str, Any] = {}
+        self.lock = threading.Lock()
