@@ -1,5 +1,14 @@
 """Immutable mesh views with named dims, computed from layouts, with no process group.
 
+Module map (for readers of the code): a value core and two wings above it, each a
+private sub-package.  ``_core`` holds the values and everything they need
+(:class:`MeshView`, :class:`RankMap`, :class:`Family`, rank listing, the door checks,
+:func:`concatenate`, the errors) and imports no wing.  ``_plan`` places plans on
+machines (:class:`Topology`, :func:`explain` and its report, the ``meshlayout``
+command).  ``_draw`` draws one instance of a view (one panel model, ``_panels``, written
+as text by :func:`render` and as SVG by :func:`svg`).  The plan wing uses the drawing
+wing (the command's ``--svg``), never the reverse; no import cycle anywhere.
+
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
 offsets to global ranks (the *universe*).  A view stands for a family of

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._core import MeshError, MeshView
 from .._draw import MAX_SVG_CELLS, svg
-from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, explain
+from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
 from ._topology import Topology
 
 __all__ = ["main"]
@@ -94,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
         "groups, the most hosts a group spans, whether it stays inside a host, and which dims "
         "of other views share its communicators; then communicators per rank and their "
         "estimated memory.", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _plan_arguments(p)
+    _output_arguments(p)
+    _memory_arguments(p)
+    return top
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    """What to explain: the plan, the machine, one rank."""
     p.add_argument("plan", nargs="?", help="a Python file defining VIEWS (and TOPOLOGY)")
     p.add_argument("--world", type=_positive, help="the number of ranks (default: what the views "
                    "reach, or the product of --dims)")
@@ -105,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="one mesh over the world, e.g. pp=4,dp=8,cp=4,tp=8 (replaces VIEWS)")
     p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
     p.add_argument("--rank", type=_rank_arg, help="also show this rank's host, coordinates, groups")
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    """How to answer: the report's format, checks that set the exit status, a picture."""
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default) or json (schema in the README)")
     p.add_argument("--expect-intra-host", metavar="DIM,...",
@@ -116,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--view", metavar="NAME", help="the view --svg draws (default: the first)")
     p.add_argument("--color-by", metavar="DIM", help="colour --svg cells by their group along "
                    "this dim (default: by host)")
+
+
+def _memory_arguments(p: argparse.ArgumentParser) -> None:
+    """The memory estimate's parameters (:class:`~mesh.CommMemory`)."""
     p.add_argument("--channels", type=_positive, default=16,
                    help="memory estimate: channels per communicator (default 16)")
     p.add_argument("--buffsize-mib", type=_mib_arg(1 / _MIB), default=4.0,
@@ -123,7 +139,6 @@ def _parser() -> argparse.ArgumentParser:
                    "NCCL_BUFFSIZE)")
     p.add_argument("--fixed-mib", type=_mib_arg(0.0), default=0.0,
                    help="memory estimate: fixed cost per communicator, MiB (default 0)")
-    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,32 +175,45 @@ def _explain(args: argparse.Namespace) -> int:
                         round(args.fixed_mib * _MIB))
     found = explain(views, topology, world=args.world if topology is None else None,
                     rank=args.rank, memory=memory)
-    failed = []
-    for flag, level in (("expect_intra_host", "host"), ("expect_intra_domain", "domain")):
-        wanted = getattr(args, flag)
-        if wanted is not None:
-            dims = [d.strip() for d in wanted.split(",")]
-            failed += [(level, line) for line in found.crossing(dims, level=level)]
+    failed = _crossings(args, found)
     picture = None
     if args.svg is not None:
-        picture = _svg(args, views, topology or Topology(found.to_dict()["world"],
-                                                         DEFAULT_DEVICES_PER_HOST))
-        try:
-            with open(args.svg, "w", encoding="utf-8") as f:
-                f.write(picture[1])
-        except OSError as e:
-            raise _Refused(f"cannot write --svg {args.svg!r}: {e}") from None
+        picture = _write_svg(args, views, topology or Topology(found.to_dict()["world"],
+                                                               DEFAULT_DEVICES_PER_HOST))
     elif args.view is not None or args.color_by is not None:
         raise _Refused("--view and --color-by choose what --svg draws: give --svg FILE too")
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
     if picture is not None:
-        print(f"meshlayout explain: wrote {args.svg} (view {picture[0]})", file=sys.stderr)
+        print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
     for level in ("host", "domain"):
         lines = [line for lv, line in failed if lv == level]
         if lines:
             print(f"meshlayout explain: expected intra-{level}, but these dims cross "
                   f"{level}s:", *(f"  {c}" for c in lines), sep="\n", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _crossings(args: argparse.Namespace, found: Explanation) -> list[tuple[str, str]]:
+    """``(level, line)`` for every dim ``--expect-intra-host`` (or ``-domain``) names whose
+    groups cross hosts (or fast domains)."""
+    failed = []
+    for flag, level in (("expect_intra_host", "host"), ("expect_intra_domain", "domain")):
+        wanted = getattr(args, flag)
+        if wanted is not None:
+            dims = [d.strip() for d in wanted.split(",")]
+            failed += [(level, line) for line in found.crossing(dims, level=level)]
+    return failed
+
+
+def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology) -> str:
+    """Write the ``--svg`` picture; the name of the view drawn."""
+    name, picture = _svg(args, views, topology)
+    try:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(picture)
+    except OSError as e:
+        raise _Refused(f"cannot write --svg {args.svg!r}: {e}") from None
+    return name
 
 
 def _load(path: str) -> tuple[dict[str, MeshView], Topology | None]:

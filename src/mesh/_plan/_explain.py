@@ -28,6 +28,7 @@ from .._core import (
     as_names,
     show,
 )
+from ._report import report
 from ._topology import Topology
 
 __all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain"]
@@ -124,7 +125,7 @@ class Explanation:
         return lines
 
     def __str__(self) -> str:
-        return _text(self.data)
+        return report(self.data)
 
 
 def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
@@ -152,6 +153,35 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     >>> data["communicators_per_rank"]
     4
     """
+    named = _named(views)
+    topology, assumed = _placed(named, topology, world)
+    memory = CommMemory() if memory is None else memory
+    if not isinstance(memory, CommMemory):
+        raise MeshTypeError(f"memory must be a mesh.CommMemory or None, got {show(memory)}")
+    r = None if rank is None else as_int(rank, "rank")
+    if r is not None:
+        topology.host(r)  # on the topology, or a TopologyError naming it
+    plan = _Plan(named, topology)
+    out_views = [plan.view_data(vname) for vname in named]
+    comms = plan.communicators()
+    per_rank = _most_memberships(list(comms.values()))
+    data: dict[str, Any] = {
+        "schema": SCHEMA, **_machine(topology, assumed), "communicators_per_rank": per_rank,
+        "memory": {"formula": CommMemory.FORMULA, "channels": memory.channels,
+                   "buffsize": memory.buffsize, "fixed": memory.fixed,
+                   "bytes_per_communicator": memory.per_communicator,
+                   "bytes_per_rank": per_rank * memory.per_communicator},
+        "families": plan.families_data(), "views": out_views}
+    if r is not None:
+        mine = [plan.ids[fam] for fam, universe in comms.items()
+                if universe.offset_of(r) is not None]
+        data["rank"] = _rank_data(named, topology, r)
+        data["rank"]["communicators"] = {"count": len(mine), "families": mine}
+    return Explanation(data)
+
+
+def _named(views: object) -> dict[str, MeshView]:
+    """``views`` checked: a non-empty mapping of names (without '.') to views."""
     if not isinstance(views, Mapping) or not views:
         raise MeshTypeError(f"explain takes a non-empty mapping of names to mesh.MeshView, "
                             f"got {show(views)}")
@@ -163,82 +193,95 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
             raise InvalidNameError(f"a view name may not contain '.' (the report names dims "
                                    f"view.dim), got {name!r}")
         named[str(name)] = view
+    return named
+
+
+def _placed(named: dict[str, MeshView], topology: object, world: object
+            ) -> tuple[Topology, bool]:
+    """The topology the views are placed on, and whether it was assumed (none given:
+    ``world`` ranks, default what the views reach, on hosts of the default size)."""
     reach = max(v.ranks.max_rank for v in named.values()) + 1
     n = reach if world is None else as_int(world, "world")
-    assumed = topology is None
     if topology is None:
         if n < 1 or n % DEFAULT_DEVICES_PER_HOST:
             raise TopologyError(
                 f"{show(n)} ranks are not a whole number of hosts of "
                 f"{DEFAULT_DEVICES_PER_HOST} devices (the default): give a Topology "
                 "(--devices-per-host on the command line)")
-        topology = Topology(n, DEFAULT_DEVICES_PER_HOST)
-    elif not isinstance(topology, Topology):
+        return Topology(n, DEFAULT_DEVICES_PER_HOST), True
+    if not isinstance(topology, Topology):
         raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
-    elif world is not None and n != topology.world_size:
+    if world is not None and n != topology.world_size:
         raise TopologyError(f"world={show(n)} differs from the topology's {topology!r}")
-    memory = CommMemory() if memory is None else memory
-    if not isinstance(memory, CommMemory):
-        raise MeshTypeError(f"memory must be a mesh.CommMemory or None, got {show(memory)}")
-    r = None if rank is None else as_int(rank, "rank")
-    if r is not None:
-        topology.host(r)  # on the topology, or a TopologyError naming it
+    return topology, False
 
-    fams = {(vname, k): view.family(k) for vname, view in named.items()
-            for k in range(view.ndim)}
-    members: dict[Family, list[tuple[str, int]]] = {}  # every family's dims, in order: ids
-    for key, fam in fams.items():
-        members.setdefault(fam, []).append(key)
-    ids = {fam: i for i, fam in enumerate(members)}
 
-    def dotted(key: tuple[str, int]) -> str:
-        return f"{key[0]}.{named[key[0]].names[key[1]]}"
+def _machine(topology: Topology, assumed: bool) -> dict[str, Any]:
+    """The machine fields of the data, in the schema's order."""
+    return {"world": topology.world_size, "devices_per_host": topology.devices_per_host,
+            "devices_per_host_assumed": assumed, "num_hosts": topology.num_hosts,
+            "hosts_per_domain": topology.hosts_per_domain,
+            "num_domains": topology.num_domains}
 
-    spans: dict[Family, tuple[int, int]] = {}  # (hosts, domains): equal groups, equal spans
-    out_views = []
-    for vname, view in named.items():
-        dims = []
-        for k in range(view.ndim):
-            fam = fams[vname, k]
-            if fam not in spans:
-                h = topology.hosts_per_group(view, k)
-                spans[fam] = h, (h if topology.hosts_per_domain == 1
-                                 else topology.domains_per_group(view, k))
-            hosts, domains = spans[fam]
-            dims.append({
-                "name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
+
+class _Plan:
+    """Named views on a topology, their dims grouped by family: dims (of any views) whose
+    groups are the same ordered rank tuples share a family, and so one communicator.
+    Families are numbered in order of their first dim."""
+
+    def __init__(self, named: dict[str, MeshView], topology: Topology) -> None:
+        self.named, self.topology = named, topology
+        self.family = {(vname, k): view.family(k) for vname, view in named.items()
+                       for k in range(view.ndim)}
+        self.members: dict[Family, list[tuple[str, int]]] = {}  # every family's dims
+        for key, fam in self.family.items():
+            self.members.setdefault(fam, []).append(key)
+        self.ids = {fam: i for i, fam in enumerate(self.members)}
+        self._spans: dict[Family, tuple[int, int]] = {}  # equal groups, equal spans
+
+    def dotted(self, key: tuple[str, int]) -> str:
+        """``view.dim``: a dim of one view, by name."""
+        return f"{key[0]}.{self.named[key[0]].names[key[1]]}"
+
+    def spans(self, vname: str, k: int) -> tuple[int, int]:
+        """The most hosts, and fast domains, one group of the view's dim ``k`` spans."""
+        fam = self.family[vname, k]
+        if fam not in self._spans:
+            view, top = self.named[vname], self.topology
+            h = top.hosts_per_group(view, k)
+            self._spans[fam] = h, (h if top.hosts_per_domain == 1
+                                   else top.domains_per_group(view, k))
+        return self._spans[fam]
+
+    def view_data(self, vname: str) -> dict[str, Any]:
+        """The data of one view and its dims."""
+        view = self.named[vname]
+        return {"name": vname, "shape": list(view.shape), "layout": str(view.layout),
+                "universe": _universe(view), "universe_size": view.ranks.size,
+                "universe_explicit": not view.ranks.is_identity,
+                "num_instances": view.num_instances,
+                "dims": [self.dim_data(vname, k) for k in range(view.ndim)]}
+
+    def dim_data(self, vname: str, k: int) -> dict[str, Any]:
+        """The data of dim ``k`` of a view: its groups, their spans, its family."""
+        view, fam = self.named[vname], self.family[vname, k]
+        hosts, domains = self.spans(vname, k)
+        return {"name": view.names[k], "size": view.shape[k], "layout": str(view.dim_layout(k)),
                 "num_groups": fam.num_groups, "hosts_per_group": hosts, "intra_host": hosts == 1,
-                "domains_per_group": domains, "intra_domain": domains == 1, "family": ids[fam],
-                "shared_with": [dotted(x) for x in members[fam] if x != (vname, k)]})
-        out_views.append({"name": vname, "shape": list(view.shape), "layout": str(view.layout),
-                          "universe": _universe(view), "universe_size": view.ranks.size,
-                          "universe_explicit": not view.ranks.is_identity,
-                          "num_instances": view.num_instances, "dims": dims})
-    # A rank is in a family's groups exactly when it is in the universe of the views with it.
-    comms = {fam: named[keys[0][0]].ranks for fam, keys in members.items() if fam.group_size > 1}
-    per_rank = _most_memberships(list(comms.values()))
-    data: dict[str, Any] = {
-        "schema": SCHEMA,
-        "world": topology.world_size,
-        "devices_per_host": topology.devices_per_host,
-        "devices_per_host_assumed": assumed,
-        "num_hosts": topology.num_hosts,
-        "hosts_per_domain": topology.hosts_per_domain,
-        "num_domains": topology.num_domains,
-        "communicators_per_rank": per_rank,
-        "memory": {"formula": CommMemory.FORMULA, "channels": memory.channels,
-                   "buffsize": memory.buffsize, "fixed": memory.fixed,
-                   "bytes_per_communicator": memory.per_communicator,
-                   "bytes_per_rank": per_rank * memory.per_communicator},
-        "families": [{"id": ids[fam], "group_size": fam.group_size, "num_groups": fam.num_groups,
-                      "dims": [dotted(x) for x in keys]} for fam, keys in members.items()],
-        "views": out_views,
-    }
-    if r is not None:
-        mine = [ids[fam] for fam, universe in comms.items() if universe.offset_of(r) is not None]
-        data["rank"] = _rank_data(named, topology, r)
-        data["rank"]["communicators"] = {"count": len(mine), "families": mine}
-    return Explanation(data)
+                "domains_per_group": domains, "intra_domain": domains == 1,
+                "family": self.ids[fam],
+                "shared_with": [self.dotted(x) for x in self.members[fam] if x != (vname, k)]}
+
+    def families_data(self) -> list[dict[str, Any]]:
+        return [{"id": self.ids[fam], "group_size": fam.group_size,
+                 "num_groups": fam.num_groups, "dims": [self.dotted(x) for x in keys]}
+                for fam, keys in self.members.items()]
+
+    def communicators(self) -> dict[Family, RankMap]:
+        """The universe of every family of size > 1 (one communicator each): a rank is in a
+        family's groups exactly when it is in the universe of the views with it."""
+        return {fam: self.named[keys[0][0]].ranks for fam, keys in self.members.items()
+                if fam.group_size > 1}
 
 
 def _universe(view: MeshView) -> str:
@@ -281,89 +324,3 @@ def _rank_data(views: dict[str, MeshView], topology: Topology, rank: int) -> dic
     return {"rank": rank, "host": topology.host(rank),
             "host_name": topology.host_name(topology.host(rank)), "domain": topology.domain(rank),
             "views": out}
-
-
-# ---- text ------------------------------------------------------------------------------
-def _mib(b: int) -> str:
-    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / _MIB:g} MiB"
-
-
-def _abbrev(xs: list[int], most: int = 8) -> str:
-    if len(xs) <= most:
-        return "(" + ", ".join(map(str, xs)) + ")"
-    return "(" + ", ".join(map(str, xs[:most - 2])) + f", …, {xs[-1]})"
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def _text(data: dict[str, Any]) -> str:
-    hosts = _n(data["num_hosts"], "host")
-    if data["devices_per_host"]:
-        hosts += f" of {_n(data['devices_per_host'], 'device')}"
-    if data["devices_per_host_assumed"]:
-        hosts += " (assumed: set --devices-per-host)"
-    if data["hosts_per_domain"] > 1:
-        hosts += (f", fast domains of {_n(data['hosts_per_domain'], 'host')} "
-                  f"({_n(data['num_domains'], 'domain')})")
-    lines = [f"{_n(data['world'], 'rank')} on {hosts}"]
-    dom = data["hosts_per_domain"] > 1
-    for v in data["views"]:
-        shape = ", ".join(f"{d['name']}={d['size']}" for d in v["dims"])
-        lines += ["", f"view {v['name']}: ({shape}) over {v['universe']}, layout {v['layout']}"]
-        head = ["dim", "size", "layout", "groups", "hosts/group", "intra-host"]
-        head += ["domains/group"] if dom else []
-        head += ["family", "shares communicators with"]
-        rows = [head]
-        for d in v["dims"]:
-            row = [d["name"], f"{d['size']:,}", d["layout"], f"{d['num_groups']:,}",
-                   f"{d['hosts_per_group']:,}", "yes" if d["intra_host"] else "no"]
-            row += [f"{d['domains_per_group']:,}"] if dom else []
-            shared = ", ".join(d["shared_with"]) or "-"
-            row += [f"F{d['family']}", shared if d["size"] > 1 else "- (size 1: no communicator)"]
-            rows.append(row)
-        lines += _table(rows, right={1, 3, 4} | ({6} if dom else set()))
-    fams = [f for f in data["families"] if f["group_size"] > 1]
-    mem = data["memory"]
-    lines += ["", f"communicators per rank: {data['communicators_per_rank']} (the most any rank "
-              f"is in; families of size > 1: "
-              f"{', '.join('F' + str(f['id']) for f in fams) or 'none'})",
-              f"communicator memory per rank, a rough first-order estimate: "
-              f"{_mib(mem['bytes_per_rank'])} = {data['communicators_per_rank']} × "
-              f"({mem['channels']} channels × 2 × {_mib(mem['buffsize'])} + "
-              f"{_mib(mem['fixed'])})",
-              f"  formula: {mem['formula']}; set with --channels, --buffsize-mib, "
-              "--fixed-mib"]
-    if "rank" in data:
-        lines += ["", *_rank_text(data["rank"])]
-    return "\n".join(lines)
-
-
-def _table(rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return ["  " + "  ".join(cell.rjust(w) if c in right else cell.ljust(w)
-                             for c, (cell, w) in enumerate(zip(r, widths))).rstrip()
-            for r in rows]
-
-
-def _rank_text(rd: dict[str, Any]) -> list[str]:
-    label = "" if rd["host_name"] == f"host{rd['host']}" else f", {rd['host_name']}"
-    comms = rd["communicators"]
-    fams = ", ".join(f"F{i}" for i in comms["families"]) or "none"
-    lines = [f"rank {rd['rank']} (host {rd['host']}{label}; in {comms['count']} "
-             f"communicator{'' if comms['count'] == 1 else 's'}: {fams}):"]
-    for v in rd["views"]:
-        if v["coordinate"] is None:
-            lines.append(f"  {v['name']}: not in this view's universe")
-            continue
-        coord = ", ".join(f"{g['dim']}={g['local_rank']}" for g in v["groups"])
-        lines.append(f"  {v['name']}: coordinate ({coord})")
-        for g in v["groups"]:
-            if g["ranks"] is None:
-                lines.append(f"    {g['dim']} group: {g['size']:,} ranks (not listed)")
-                continue
-            hs = g["hosts"]
-            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs):,} hosts {_abbrev(hs)}"
-            lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
-    return lines

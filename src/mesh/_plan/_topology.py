@@ -289,6 +289,17 @@ def _most_blocks(dim: Layout, n: int, per: int) -> int:
     """
     if per >= n:  # the whole universe is in block 0
         return 1
+    whole, inner = _split_modes(dim, per)
+    hi = sum((s - 1) * d for s, d in inner)  # the inner part's largest offset
+    period, reps = _start_residues(complement(dim, n), per)
+    if max(r + per - period for r in reps) + hi < per:  # no start pushes I across a block
+        return math.prod(s for s, _ in whole)
+    return _sweep(whole, inner, per, period, sorted(reps))
+
+
+def _split_modes(dim: Layout, per: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``(A, I)``: the modes of ``dim`` moving by whole blocks (strides in blocks), and the
+    rest; a mode of stride ``d | per`` and extent a multiple of ``per`` goes in both."""
     whole: list[tuple[int, int]] = []
     inner: list[tuple[int, int]] = []
     for s, d in _modes(dim):
@@ -299,31 +310,23 @@ def _most_blocks(dim: Layout, n: int, per: int) -> int:
             inner.append((per // d, d))
         else:
             inner.append((s, d))
+    return whole, inner
+
+
+def _sweep(whole: list[tuple[int, int]], inner: list[tuple[int, int]], per: int, period: int,
+           reps: list[int]) -> int:
+    """The most blocks a group spans, sweeping its start residue ``p`` up through
+    ``[0, per)``: the blocks change only where ``p`` passes a threshold, and each stretch
+    between thresholds that holds a start residue (``reps``, sorted) is counted once."""
     size_whole = math.prod(s for s, _ in whole)
-    hi = sum((s - 1) * d for s, d in inner)  # the inner part's largest offset
-    period, reps = _start_residues(complement(dim, n), per)
-    if max(r + per - period for r in reps) + hi < per:  # no start pushes I across a block
-        return size_whole
-    in_image = _image(inner, "its offsets within a host")
-    # Sweep p upwards: element i moves to the next block once p >= per - i % per.
-    counts: dict[int, int] = {}
-    moves: dict[int, list[int]] = {}
-    for i in in_image:
-        counts[i // per] = counts.get(i // per, 0) + 1
-        if i % per:
-            moves.setdefault(per - i % per, []).append(i // per)
+    counts, moves = _blocks_at_zero(_image(inner, "its offsets within a host"), per)
     cuts = sorted(moves)
-    ordered = sorted(reps)
     most = 0
     whole_image: list[int] | None = None
     for a, b in zip([0, *cuts], [*cuts, per]):  # p in [a, b): the same blocks
         if a:
-            for q in moves[a]:
-                counts[q] -= 1
-                if not counts[q]:
-                    del counts[q]
-                counts[q + 1] = counts.get(q + 1, 0) + 1
-        if not _starts_between(a, b, period, ordered):
+            _shift(counts, moves[a])
+        if not _starts_between(a, b, period, reps):
             continue  # no group starts there
         if len(counts) == 1 or size_whole == 1:
             most = max(most, size_whole * len(counts) if len(counts) == 1 else len(counts))
@@ -333,6 +336,28 @@ def _most_blocks(dim: Layout, n: int, per: int) -> int:
             whole_image = _image(whole, "its host steps")
         most = max(most, len({w + t for w in whole_image for t in counts}))
     return most
+
+
+def _blocks_at_zero(image: list[int], per: int) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """For a group starting at ``p = 0``: how many elements of ``image`` each block holds;
+    and, by threshold, the blocks whose elements move to the next block once ``p`` reaches
+    it (element ``i`` moves at ``p = per - i % per``)."""
+    counts: dict[int, int] = {}
+    moves: dict[int, list[int]] = {}
+    for i in image:
+        counts[i // per] = counts.get(i // per, 0) + 1
+        if i % per:
+            moves.setdefault(per - i % per, []).append(i // per)
+    return counts, moves
+
+
+def _shift(counts: dict[int, int], blocks: list[int]) -> None:
+    """One element of each of ``blocks`` moves to the next block."""
+    for q in blocks:
+        counts[q] -= 1
+        if not counts[q]:
+            del counts[q]
+        counts[q + 1] = counts.get(q + 1, 0) + 1
 
 
 def _starts_between(a: int, b: int, period: int, reps: list[int]) -> bool:

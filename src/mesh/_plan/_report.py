@@ -1,0 +1,113 @@
+"""The text report of an explanation (``str(explain(...))``): tables per view, then cost.
+
+Reads only the plain data of :meth:`~mesh.Explanation.to_dict`, so the report and the
+JSON of ``meshlayout explain --format json`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["report"]
+
+_MIB = 1 << 20
+
+
+def _mib(b: int) -> str:
+    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / _MIB:g} MiB"
+
+
+def _abbrev(xs: list[int], most: int = 8) -> str:
+    if len(xs) <= most:
+        return "(" + ", ".join(map(str, xs)) + ")"
+    return "(" + ", ".join(map(str, xs[:most - 2])) + f", …, {xs[-1]})"
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def report(data: dict[str, Any]) -> str:
+    """The text report of the explanation ``data``."""
+    lines = [_machine_line(data)]
+    for v in data["views"]:
+        lines += ["", *_view_lines(v, data["hosts_per_domain"] > 1)]
+    lines += ["", *_cost_lines(data)]
+    if "rank" in data:
+        lines += ["", *_rank_text(data["rank"])]
+    return "\n".join(lines)
+
+
+def _machine_line(data: dict[str, Any]) -> str:
+    """``1,024 ranks on 128 hosts of 8 devices``, and the fast domains."""
+    hosts = _n(data["num_hosts"], "host")
+    if data["devices_per_host"]:
+        hosts += f" of {_n(data['devices_per_host'], 'device')}"
+    if data["devices_per_host_assumed"]:
+        hosts += " (assumed: set --devices-per-host)"
+    if data["hosts_per_domain"] > 1:
+        hosts += (f", fast domains of {_n(data['hosts_per_domain'], 'host')} "
+                  f"({_n(data['num_domains'], 'domain')})")
+    return f"{_n(data['world'], 'rank')} on {hosts}"
+
+
+def _view_lines(v: dict[str, Any], dom: bool) -> list[str]:
+    """A view's line and the table of its dims (``dom``: with a domains/group column)."""
+    shape = ", ".join(f"{d['name']}={d['size']}" for d in v["dims"])
+    head = ["dim", "size", "layout", "groups", "hosts/group", "intra-host"]
+    head += ["domains/group"] if dom else []
+    head += ["family", "shares communicators with"]
+    rows = [head]
+    for d in v["dims"]:
+        row = [d["name"], f"{d['size']:,}", d["layout"], f"{d['num_groups']:,}",
+               f"{d['hosts_per_group']:,}", "yes" if d["intra_host"] else "no"]
+        row += [f"{d['domains_per_group']:,}"] if dom else []
+        shared = ", ".join(d["shared_with"]) or "-"
+        row += [f"F{d['family']}", shared if d["size"] > 1 else "- (size 1: no communicator)"]
+        rows.append(row)
+    return [f"view {v['name']}: ({shape}) over {v['universe']}, layout {v['layout']}",
+            *_table(rows, right={1, 3, 4} | ({6} if dom else set()))]
+
+
+def _cost_lines(data: dict[str, Any]) -> list[str]:
+    """Communicators per rank and their memory."""
+    fams = [f for f in data["families"] if f["group_size"] > 1]
+    mem = data["memory"]
+    return [f"communicators per rank: {data['communicators_per_rank']} (the most any rank "
+            f"is in; families of size > 1: "
+            f"{', '.join('F' + str(f['id']) for f in fams) or 'none'})",
+            f"communicator memory per rank, a rough first-order estimate: "
+            f"{_mib(mem['bytes_per_rank'])} = {data['communicators_per_rank']} × "
+            f"({mem['channels']} channels × 2 × {_mib(mem['buffsize'])} + "
+            f"{_mib(mem['fixed'])})",
+            f"  formula: {mem['formula']}; set with --channels, --buffsize-mib, "
+            "--fixed-mib"]
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.rjust(w) if c in right else cell.ljust(w)
+                             for c, (cell, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def _rank_text(rd: dict[str, Any]) -> list[str]:
+    label = "" if rd["host_name"] == f"host{rd['host']}" else f", {rd['host_name']}"
+    comms = rd["communicators"]
+    fams = ", ".join(f"F{i}" for i in comms["families"]) or "none"
+    lines = [f"rank {rd['rank']} (host {rd['host']}{label}; in {comms['count']} "
+             f"communicator{'' if comms['count'] == 1 else 's'}: {fams}):"]
+    for v in rd["views"]:
+        if v["coordinate"] is None:
+            lines.append(f"  {v['name']}: not in this view's universe")
+            continue
+        coord = ", ".join(f"{g['dim']}={g['local_rank']}" for g in v["groups"])
+        lines.append(f"  {v['name']}: coordinate ({coord})")
+        for g in v["groups"]:
+            if g["ranks"] is None:
+                lines.append(f"    {g['dim']} group: {g['size']:,} ranks (not listed)")
+                continue
+            hs = g["hosts"]
+            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs):,} hosts {_abbrev(hs)}"
+            lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
+    return lines
