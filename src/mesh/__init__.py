@@ -39,10 +39,12 @@ picture, up to :data:`MAX_SVG_CELLS` ranks); :class:`Topology` (hosts and
 fast domains: which groups cross hosts) and :func:`explain` (a plan's groups, host
 crossings, shared communicators and their cost, as an :class:`Explanation`, with the
 memory model :class:`CommMemory`; the ``meshlayout explain`` command, also ``python -m
-mesh explain``); the constants :data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of
-``to_dict``), the type aliases ``Dim`` (a dim by name or index) and ``Nested`` (a rank
-tensor as nested tuples), and the errors (:class:`MeshError` and its subclasses, each
-documenting what raises it).
+mesh explain``) and :func:`compare` (plans side by side, each with its own budget, as a
+:class:`Comparison`, optionally weighing dims by their traffic with the first-order α-β
+link model :class:`Links`; the ``meshlayout compare`` command); the constants
+:data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
+``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
+the errors (:class:`MeshError` and its subclasses, each documenting what raises it).
 """
 
 from ._core import (
@@ -73,10 +75,11 @@ from ._core import (
     ordered,
 )
 from ._draw import MAX_SVG_CELLS, render, svg
-from ._plan import CommMemory, Explanation, Topology, explain
+from ._plan import CommMemory, Comparison, Explanation, Links, Topology, compare, explain
 
 __all__ = [
     "CommMemory",
+    "Comparison",
     "Explanation",
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
@@ -89,6 +92,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidRanksError",
     "InvalidSizeError",
+    "Links",
     "MeshError",
     "MeshTypeError",
     "MeshView",
@@ -103,6 +107,7 @@ __all__ = [
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "compare",
     "concatenate",
     "explain",
     "ordered",

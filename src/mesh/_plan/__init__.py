@@ -5,12 +5,16 @@ Imports the core (``mesh._core``) and the drawing wing (``mesh._draw``, for the 
 
 Module map: ``_topology`` (:class:`Topology`: hosts, fast domains, which groups cross
 them), ``_explain`` (:func:`explain`, :class:`Explanation`, :class:`CommMemory`: the
-plan's data), ``_report`` (the text report of that data), ``_cli`` (the ``meshlayout``
+plan's data), ``_traffic`` (:class:`Links`: the α-β time estimate), ``_compare``
+(:func:`compare`, :class:`Comparison`: plans side by side), ``_report`` (the text reports
+of both), ``_args`` and ``_cli`` (the ``meshlayout`` command's argument types and the
 command; not imported by ``import mesh``).
 """
 
+from ._compare import COMPARE_SCHEMA, Comparison, compare
 from ._explain import DEFAULT_DEVICES_PER_HOST, SCHEMA, CommMemory, Explanation, explain
 from ._topology import Topology
+from ._traffic import Links
 
-__all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "Topology",
-           "explain"]
+__all__ = ["COMPARE_SCHEMA", "DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Comparison",
+           "Explanation", "Links", "Topology", "compare", "explain"]

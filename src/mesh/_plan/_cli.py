@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import runpy
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._core import MeshError, MeshView
 from .._draw import MAX_SVG_CELLS, svg
+from . import _args
+from ._compare import compare_placed
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
 from ._topology import Topology
+from ._traffic import Links
 
 __all__ = ["main"]
 
 _MIB = 1 << 20
-_MOST_MIB = float(1 << 30)  # 1 PiB per buffer: far past any machine, far from overflow
+_MOST_DIGITS = 30  # a --dims size longer than this is refused before Python parses it
 
 _EPILOG = """\
 examples:
@@ -40,47 +42,21 @@ TOPOLOGY's hosts, --hosts-per-domain regroups them, and --dims replaces VIEWS wi
 view. Exit status: 0 done, 1 an --expect-intra-* check failed, 2 bad input.
 """
 
+_COMPARE_EPILOG = """\
+examples:
+  meshlayout compare --world 512 --dims dp=64,tp=8 --dims tp=8,dp=64 --traffic tp=1GiB,dp=256MiB
+  meshlayout compare plan_a.py plan_b.py --format json
+
+Each plan is explained on its own (its own TOPOLOGY, which the machine flags replace for
+every plan), so each plan's communicators and memory are its own. The time estimate is a
+first-order alpha-beta model of a ring all-reduce per dim: 2 (g - 1) / g * bytes /
+bandwidth + 2 (g - 1) * latency, over inter-host links when a group leaves one host (or
+fast domain). Exit status: 0 done, 2 bad input.
+"""
+
 
 class _Refused(Exception):
     """Bad input found by the command itself (reported with exit status 2)."""
-
-
-_MOST_DIGITS = 30  # an int flag longer than this is refused before Python parses it
-
-
-def _positive(text: str) -> int:
-    """An argparse type: a positive int."""
-    try:
-        value = int(text) if len(text) <= _MOST_DIGITS else 0
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
-    return value
-
-
-def _rank_arg(text: str) -> int:
-    """An argparse type: a rank, an int >= 0."""
-    try:
-        value = int(text) if len(text) <= _MOST_DIGITS else -1
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a rank (an int >= 0), got {text!r}")
-    return value
-
-
-def _mib_arg(least: float) -> Callable[[str], float]:
-    def mib(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not least <= value <= _MOST_MIB:  # also refuses NaN and inf
-            raise argparse.ArgumentTypeError(
-                f"must be a number of MiB in [{least:g}, {_MOST_MIB:g}], got {text!r}")
-        return value
-    return mib
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,24 +71,66 @@ def _parser() -> argparse.ArgumentParser:
         "of other views share its communicators; then communicators per rank and their "
         "estimated memory.", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _plan_arguments(p)
+    _machine_arguments(p)
     _output_arguments(p)
     _memory_arguments(p)
+    c = sub.add_parser(
+        "compare", help="compare plans side by side: host crossings, cost, estimated time",
+        description="Compare plans side by side, each explained on its own: per dim name its "
+        "size, the most hosts a group spans and whether it stays inside a host, and with "
+        "--traffic an estimated communication time per step; per plan its communicators per "
+        "rank, their memory and the total time. The better value of each row is marked *.",
+        epilog=_COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("plans", nargs="*", metavar="PLAN", help="Python files defining VIEWS (and "
+                   "TOPOLOGY), each a plan named by its file name")
+    c.add_argument("--dims", metavar="NAME=SIZE,...", action="append", default=[],
+                   help="one more plan: one mesh over the world, e.g. tp=8,dp=64 (repeatable; "
+                   "the plan is named by this text)")
+    _machine_arguments(c)
+    c.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (schema in the README)")
+    _memory_arguments(c)
+    _traffic_arguments(c)
     return top
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
-    """What to explain: the plan, the machine, one rank."""
+    """What to explain: a plan file, or one mesh from flags."""
     p.add_argument("plan", nargs="?", help="a Python file defining VIEWS (and TOPOLOGY)")
-    p.add_argument("--world", type=_positive, help="the number of ranks (default: what the views "
-                   "reach, or the product of --dims)")
-    p.add_argument("--devices-per-host", type=_positive, metavar="N",
-                   help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
-    p.add_argument("--hosts-per-domain", type=_positive, metavar="N",
-                   help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
     p.add_argument("--dims", metavar="NAME=SIZE,...",
                    help="one mesh over the world, e.g. pp=4,dp=8,cp=4,tp=8 (replaces VIEWS)")
     p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
-    p.add_argument("--rank", type=_rank_arg, help="also show this rank's host, coordinates, groups")
+
+
+def _machine_arguments(p: argparse.ArgumentParser) -> None:
+    """The machine the plans run on, and one rank."""
+    p.add_argument("--world", type=_args.positive, help="the number of ranks (default: what "
+                   "the views reach, or the product of --dims)")
+    p.add_argument("--devices-per-host", type=_args.positive, metavar="N",
+                   help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
+    p.add_argument("--hosts-per-domain", type=_args.positive, metavar="N",
+                   help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
+    p.add_argument("--rank", type=_args.rank,
+                   help="also show this rank's host, coordinates, groups")
+
+
+def _traffic_arguments(p: argparse.ArgumentParser) -> None:
+    """The traffic per dim and the links' parameters (:class:`~mesh.Links`)."""
+    d = Links()
+    p.add_argument("--traffic", type=_args.bytes_per_dim, metavar="DIM=BYTES,...",
+                   help="bytes per step per rank each dim's collective carries, e.g. "
+                   "tp=1GiB,dp=256MiB (units B, KB, MB, GB, KiB, MiB, GiB, ...): adds an "
+                   "estimated time per step and ranks the plans by it")
+    for flag, default, unit, zero, what in (
+            ("--intra-host-gbps", d.intra_host_gbps, "Gb/s", False, "bandwidth inside a host"),
+            ("--inter-host-gbps", d.inter_host_gbps, "Gb/s", False, "bandwidth between hosts"),
+            ("--intra-host-latency-us", d.intra_host_latency_us, "µs", True,
+             "latency per step inside a host"),
+            ("--inter-host-latency-us", d.inter_host_latency_us, "µs", True,
+             "latency per step between hosts")):
+        p.add_argument(flag, type=_args.number(unit, zero=zero), default=default,
+                       metavar="GBPS" if zero is False else "US",
+                       help=f"time estimate: {what}, {unit} (default {default:g})")
 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
@@ -132,12 +150,12 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
 
 def _memory_arguments(p: argparse.ArgumentParser) -> None:
     """The memory estimate's parameters (:class:`~mesh.CommMemory`)."""
-    p.add_argument("--channels", type=_positive, default=16,
+    p.add_argument("--channels", type=_args.positive, default=16,
                    help="memory estimate: channels per communicator (default 16)")
-    p.add_argument("--buffsize-mib", type=_mib_arg(1 / _MIB), default=4.0,
+    p.add_argument("--buffsize-mib", type=_args.mib(1 / _MIB), default=4.0,
                    help="memory estimate: buffer per channel and direction, MiB (default 4, "
                    "NCCL_BUFFSIZE)")
-    p.add_argument("--fixed-mib", type=_mib_arg(0.0), default=0.0,
+    p.add_argument("--fixed-mib", type=_args.mib(0.0), default=0.0,
                    help="memory estimate: fixed cost per communicator, MiB (default 0)")
 
 
@@ -145,22 +163,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshlayout`` with ``argv`` (default: the process's arguments); the exit status:
     0 done, 1 an ``--expect-intra-*`` check failed, 2 bad input, 141 the reader left."""
     args = _parser().parse_args(argv)
+    files = [args.plan] if args.command == "explain" else args.plans
     try:
-        return _explain(args)
+        return _explain(args) if args.command == "explain" else _compare(args)
     except (_Refused, MeshError) as e:
-        print(f"meshlayout explain: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        if not args.plan:
-            raise
-        # the plan's own objects (a VIEWS mapping, a MeshView or Topology subclass) raised
-        print(f"meshlayout explain: error: the plan file {args.plan!r} defines objects that "
-              f"raised when read: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"meshlayout {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+    except Exception as e:
+        if not any(files):
+            raise
+        # the plan's own objects (a VIEWS mapping, a MeshView or Topology subclass) raised
+        which = f"the plan file {files[0]!r}" if len(files) == 1 else f"a plan file of {files!r}"
+        print(f"meshlayout {args.command}: error: {which} defines objects that raised when "
+              f"read: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -171,10 +191,8 @@ def _explain(args: argparse.Namespace) -> int:
     if not views:
         raise _Refused("nothing to explain: give a plan file or --dims (see --help)")
     topology = _topology(args, plan_topology, views)
-    memory = CommMemory(args.channels, max(1, round(args.buffsize_mib * _MIB)),
-                        round(args.fixed_mib * _MIB))
     found = explain(views, topology, world=args.world if topology is None else None,
-                    rank=args.rank, memory=memory)
+                    rank=args.rank, memory=_memory(args))
     failed = _crossings(args, found)
     picture = None
     if args.svg is not None:
@@ -185,12 +203,59 @@ def _explain(args: argparse.Namespace) -> int:
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
     if picture is not None:
         print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
+    _tell_expectations(args, failed)
+    return 1 if failed else 0
+
+
+def _tell_expectations(args: argparse.Namespace, failed: list[tuple[str, str]]) -> None:
+    """On stderr, for each ``--expect-intra-*`` given: one line confirming it, or the dims
+    that cross."""
     for level in ("host", "domain"):
+        wanted = getattr(args, f"expect_intra_{level}")
         lines = [line for lv, line in failed if lv == level]
         if lines:
             print(f"meshlayout explain: expected intra-{level}, but these dims cross "
                   f"{level}s:", *(f"  {c}" for c in lines), sep="\n", file=sys.stderr)
-    return 1 if failed else 0
+        elif wanted is not None:
+            dims = ", ".join(d.strip() for d in wanted.split(","))
+            print(f"meshlayout explain: as expected, every group of {dims} stays inside one "
+                  f"{level}", file=sys.stderr)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``meshlayout compare``: every plan loaded and placed, then compared."""
+    plans: list[tuple[str, dict[str, MeshView], Topology | None]] = []
+    for path in args.plans:
+        views, plan_topology = _load(path)
+        plans.append((_plan_name(path, plans), views, _topology(args, plan_topology, views)))
+    for spec in args.dims:
+        views = {"mesh": _dims_view(spec, args.world)}
+        plans.append((_plan_name(spec, plans), views, _topology(args, None, views)))
+    if not plans:
+        raise _Refused("nothing to compare: give plan files or --dims (see --help)")
+    links = Links(args.intra_host_gbps, args.inter_host_gbps, args.intra_host_latency_us,
+                  args.inter_host_latency_us)
+    found = compare_placed(
+        [(n, v, t) for n, v, t in plans],
+        world=args.world if any(t is None for _, _, t in plans) else None,
+        memory=_memory(args), traffic=args.traffic, links=links, rank=args.rank)
+    print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    return 0
+
+
+def _plan_name(source: str, taken: list[tuple[str, Any, Any]]) -> str:
+    """A plan's column name: its file's name without ``.py`` (or its --dims text), with
+    ``#2``, ``#3``, ... added when an earlier plan has that name."""
+    base = os.path.splitext(os.path.basename(source))[0] if source.endswith(".py") else source
+    names = {name for name, _, _ in taken}
+    return next(n for n in [base, *(f"{base}#{i}" for i in range(2, len(taken) + 2))]
+                if n not in names)
+
+
+def _memory(args: argparse.Namespace) -> CommMemory:
+    """The memory estimate's parameters from the flags."""
+    return CommMemory(args.channels, max(1, round(args.buffsize_mib * _MIB)),
+                      round(args.fixed_mib * _MIB))
 
 
 def _crossings(args: argparse.Namespace, found: Explanation) -> list[tuple[str, str]]:

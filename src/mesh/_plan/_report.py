@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["report"]
+__all__ = ["compare_report", "report"]
 
 _MIB = 1 << 20
 
@@ -111,3 +111,92 @@ def _rank_text(rd: dict[str, Any]) -> list[str]:
             where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs):,} hosts {_abbrev(hs)}"
             lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
     return lines
+
+
+def compare_report(data: dict[str, Any]) -> str:
+    """The text table of the comparison ``data`` (:meth:`~mesh.Comparison.to_dict`)."""
+    names, plans = data["names"], data["plans"]
+    machines = [_machine_line(p) for p in plans]
+    lines = [f"comparing {_n(len(names), 'plan')} on {machines[0]}"] if len(set(machines)) == 1 \
+        else ["comparing plans on different machines:",
+              *(f"  {n}: {m}" for n, m in zip(names, machines))]
+    lines += ["", *_table([["dim", "", *names, ""], *_compare_rows(data["rows"], names)],
+                          right=set(range(2, 2 + len(names))))]
+    lines += ["", *_compare_notes(data)]
+    for name, plan in zip(names, plans):
+        if "rank" in plan:
+            lines += ["", f"plan {name}:", *_rank_text(plan["rank"])]
+    return "\n".join(lines)
+
+
+def _compare_rows(rows: list[dict[str, Any]], names: list[str]) -> list[list[str]]:
+    """A table row per data row: the dim (on its first row), the label, the values (the
+    better ones marked ``*``) and a note on shared groups."""
+    out, last = [], None
+    for row in rows:
+        dim = row["dim"] if row["dim"] is not None else "plan"
+        cells = [_value(row["metric"], v) + (" *" if n in row["best"] else "  ")
+                 for n, v in zip(names, row["values"])]
+        note = "; ".join(("same groups" if len(s) == len(names) else
+                          "same groups in " + ", ".join(s)) for s in row["shared"])
+        out.append([dim if dim != last else "", row["label"], *cells, note])
+        last = dim
+    return out
+
+
+def _value(metric: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if metric == "seconds":
+        return _seconds(v)
+    if metric == "bytes_per_rank":
+        return _mib(v)
+    return f"{v:,}"
+
+
+def _seconds(s: float) -> str:
+    """``4.2 ms``: three significant digits in s, ms or µs."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms")):
+        if s >= scale:
+            return f"{s / scale:#.3g}".rstrip(".") + f" {unit}"
+    return f"{s * 1e6:#.3g}".rstrip(".") + " µs"
+
+
+def _compare_notes(data: dict[str, Any]) -> list[str]:
+    """What the marks mean, the ranking, and the two estimates' formulas and parameters."""
+    mem, traffic = data["plans"][0]["memory"], data["traffic"]
+    lines = ["* the better value of its row (fewer hosts, less time and memory, intra-host "
+             "yes);", "  each plan's numbers are its own (never summed over the plans)"]
+    if data["ranking"] is None:
+        lines.append("ranking: give --traffic DIM=BYTES,... (bytes per step per rank) to rank "
+                     "the plans by estimated communication time")
+    else:
+        total = {n: v for n, v in zip(data["names"], data["rows"][-1]["values"])}
+        lines.append("ranking by estimated communication time per step: " + ", ".join(
+            f"{n} ({_seconds(total[n])})" for n in data["ranking"]))
+    lines += [f"memory per rank, a rough first-order estimate: {mem['formula']}",
+              f"  with {mem['channels']} channels × 2 × {_mib(mem['buffsize'])} + "
+              f"{_mib(mem['fixed'])} (set with --channels, --buffsize-mib, --fixed-mib)"]
+    if traffic is not None:
+        shown = ", ".join(f"{d}={_bytes(b)}" for d, b in traffic["bytes"].items())
+        lines += [f"time per step, a first-order α-β estimate of a {traffic['collective']} "
+                  "per dim over its slowest group:",
+                  f"  {traffic['formula']}   (g: the group size)",
+                  f"  bandwidth, latency: {traffic['intra_host_gbps']:g} Gb/s, "
+                  f"{traffic['intra_host_latency_us']:g} µs inside one host (or fast domain), "
+                  f"else {traffic['inter_host_gbps']:g} Gb/s, "
+                  f"{traffic['inter_host_latency_us']:g} µs",
+                  "  (set with --intra-host-gbps, --inter-host-gbps, --intra-host-latency-us, "
+                  "--inter-host-latency-us)",
+                  f"  traffic per step per rank: {shown}"]
+    return lines
+
+
+def _bytes(b: int) -> str:
+    """``1 GiB``, ``512 MiB``, ``3000 B``: the largest binary unit that divides ``b``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale:,} {unit}"
+    return f"{b:,} B"

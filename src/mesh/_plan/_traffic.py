@@ -1,0 +1,91 @@
+"""A first-order α-β estimate of a dim's communication time per step (ring all-reduce).
+
+:class:`Links` holds the two kinds of link a group's traffic may cross (inside one host,
+or between hosts) and times one collective over them.  Pure arithmetic: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .._core import InvalidSizeError, MeshTypeError, as_int, show
+
+__all__ = ["Links"]
+
+
+def _as_number(value: object) -> float:
+    """A real number (an int or a float, not a bool) as a float, else MeshTypeError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MeshTypeError(f"a Links field must be a number (int or float), got {show(value)}")
+    return float(value)
+
+
+def _in_range(least: float, *, strict: bool) -> Callable[[Any, Any, float], None]:
+    def check(_: Any, field: Any, value: float) -> None:
+        if not (math.isfinite(value) and (value > least if strict else value >= least)):
+            bound = f"> {least:g}" if strict else f">= {least:g}"
+            raise InvalidSizeError(f"Links.{field.name} must be a finite number {bound}, got "
+                                   f"{show(value)}")
+    return check
+
+
+@attrs.frozen
+class Links:
+    """The links a collective runs over: bandwidth in Gb/s (10**9 bits per second, one
+    direction, per rank) and latency per step in µs, inside one host and between hosts.
+
+    Defaults, a common GPU cluster (H100 class): inside a host NVLink 4 at 3,600 Gb/s
+    (18 links × 25 GB/s = 450 GB/s per direction) and 2 µs; between hosts one 400 Gb/s
+    NIC per GPU (InfiniBand NDR) and 10 µs.  Measure yours (``nccl-tests``' bus
+    bandwidth) and pass them: the estimate is only as good as these four numbers.
+
+    THE LAW (:meth:`allreduce_seconds`, a ring all-reduce of ``b`` bytes per rank over a
+    group of ``g`` ranks, first order): ``2 (g − 1) / g · 8 b / (gbps · 10**9) +
+    2 (g − 1) · latency_us · 10**-6`` seconds, with the intra-host parameters when the
+    group stays inside one host (or fast domain) and the inter-host ones otherwise (the
+    slowest link a ring crosses bounds it).  A group of one rank costs 0.
+
+    >>> links = Links()
+    >>> round(links.allreduce_seconds(2**30, 8, inside=True) * 1e3, 2)  # 1 GiB over 8 ranks
+    4.2
+    >>> round(links.allreduce_seconds(2**30, 8, inside=False) * 1e3, 2)
+    37.72
+    """
+
+    intra_host_gbps: float = attrs.field(default=3600.0, converter=_as_number,
+                                         validator=_in_range(0.0, strict=True))
+    inter_host_gbps: float = attrs.field(default=400.0, converter=_as_number,
+                                         validator=_in_range(0.0, strict=True))
+    intra_host_latency_us: float = attrs.field(default=2.0, converter=_as_number,
+                                               validator=_in_range(0.0, strict=False))
+    inter_host_latency_us: float = attrs.field(default=10.0, converter=_as_number,
+                                               validator=_in_range(0.0, strict=False))
+
+    FORMULA = "2 * (g - 1) / g * bytes / bandwidth + 2 * (g - 1) * latency"
+    """The estimate, as the reports print it (``g``: the group size)."""
+
+    def allreduce_seconds(self, nbytes: int, group_size: int, *, inside: bool) -> float:
+        """Seconds for a ring all-reduce of ``nbytes`` per rank over ``group_size`` ranks,
+        over intra-host links when ``inside`` (else inter-host ones): see the law above."""
+        b = as_int(nbytes, "nbytes")
+        g = as_int(group_size, "group_size")
+        if b < 0 or g < 1:
+            raise InvalidSizeError(f"allreduce_seconds takes nbytes >= 0 and group_size >= 1, "
+                                   f"got {show(b)} and {show(g)}")
+        if not isinstance(inside, bool):
+            raise MeshTypeError(f"inside must be a bool, got {show(inside)}")
+        gbps = self.intra_host_gbps if inside else self.inter_host_gbps
+        latency = self.intra_host_latency_us if inside else self.inter_host_latency_us
+        steps = 2 * (g - 1)
+        return steps / g * (8 * b) / (gbps * 1e9) + steps * latency * 1e-6
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters and the formula, as the JSON of ``meshlayout compare`` holds them."""
+        return {"formula": self.FORMULA, "collective": "ring all-reduce",
+                "intra_host_gbps": self.intra_host_gbps, "inter_host_gbps": self.inter_host_gbps,
+                "intra_host_latency_us": self.intra_host_latency_us,
+                "inter_host_latency_us": self.inter_host_latency_us}
