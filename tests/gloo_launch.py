@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["free_port", "launch", "write_report"]
+__all__ = ["AGENT_FAILED", "free_port", "launch", "launch_with_agent", "write_report"]
 
 
 def free_port() -> int:
@@ -90,3 +90,70 @@ def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float,
                 reports[rank] = json.loads(path.read_text())
         return [p.returncode for p in procs], reports, logs
     raise AssertionError("unreachable")
+
+
+AGENT_FAILED = "agent/failed"
+"""The store key where :func:`launch_with_agent` writes the ranks that died (``"5,4"``)."""
+
+
+def _watch(procs: list[subprocess.Popen[bytes]], store: Any, deadline: float,
+           settle_s: float) -> list[int]:
+    """Be torchrun's agent: when workers die by a signal, write their ranks (once no other
+    died for ``settle_s``) to the store; return the ranks of workers still running at
+    ``deadline``."""
+    dead: set[int] = set()
+    told: set[int] = set()
+    last = 0.0
+    while time.monotonic() < deadline:
+        running = [r for r, p in enumerate(procs) if p.poll() is None]
+        for r, p in enumerate(procs):
+            if r not in dead and p.returncode is not None and p.returncode < 0:
+                dead.add(r)
+                last = time.monotonic()
+        if dead - told and time.monotonic() - last >= settle_s:
+            store.set(AGENT_FAILED, ",".join(map(str, sorted(dead))))
+            told = set(dead)
+        if not running:
+            return []
+        time.sleep(0.02)
+    return [r for r, p in enumerate(procs) if p.poll() is None]
+
+
+def launch_with_agent(worker: Path, world: int, mode: str, out: Path, bound_s: float,
+                      env: dict[str, str] | None = None, settle_s: float = 0.3
+                      ) -> tuple[list[int | None], dict[int, dict[str, Any]], str]:
+    """Like :func:`launch`, but the store lives here, in the launching process (as
+    torchrun's agent store does), so it outlives any worker; workers connect to it at
+    ``MASTER_PORT`` as clients (``MESHLAYOUT_AGENT_STORE=1``).  Workers that die by a signal
+    are reported under :data:`AGENT_FAILED`."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    run = out / "agent"
+    run.mkdir(parents=True)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=timedelta(seconds=bound_s))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for rank in range(world):
+            penv = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                        MESHLAYOUT_AGENT_STORE="1", OMP_NUM_THREADS="1", **(env or {}))
+            with open(run / f"log{rank}.txt", "w") as log:
+                procs.append(subprocess.Popen([sys.executable, str(worker), mode, str(run)],
+                                              env=penv, stdout=log, stderr=subprocess.STDOUT,
+                                              cwd=str(worker.parent)))
+        stuck = _watch(procs, store, time.monotonic() + bound_s, settle_s)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    logs = "\n".join(f"--- rank {r} ---\n{_tail(run / f'log{r}.txt')}" for r in range(world))
+    if stuck:
+        pytest.fail(f"{mode} world of {world}: ranks {stuck} still running after {bound_s} s "
+                    f"(killed)\n{logs}")
+    reports = {r: json.loads((run / f"rank{r}.json").read_text())
+               for r in range(world) if (run / f"rank{r}.json").exists()}
+    return [p.returncode for p in procs], reports, logs

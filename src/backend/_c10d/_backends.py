@@ -3,8 +3,10 @@ the default group already runs (shared code lives here, once)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import weakref
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
@@ -89,6 +91,7 @@ class C10dBackend(CachedBackend[Any]):
         self._owns_default = False
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
         self._rendezvous: Rendezvous | None = None
+        self._failed: set[str] = set()  # groups a collective failed on here (diagnose)
         if self.meets and self.world_size > 1:
             self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
                                           world_size=self.world_size, heartbeat=heartbeat)
@@ -144,7 +147,8 @@ class C10dBackend(CachedBackend[Any]):
     def diagnose(self, error: BaseException, group: Any) -> BaseException:
         """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
         naming the members that do not answer, chained to ``error``; ``error`` itself when
-        every member answers (or heartbeats are off).
+        every member answers (or heartbeats are off).  The group counts as out of step from
+        now on: a later :meth:`retire` (``DeviceMesh.rebind``) ends it on every survivor.
 
         For about two beats this rank beats and watches the other members' beats.  Ranks
         beat only inside a group creation or this call, so the members that answer are
@@ -154,6 +158,7 @@ class C10dBackend(CachedBackend[Any]):
         >>> # try: dist.all_reduce(t, group=g)
         >>> # except RuntimeError as e: raise backend.diagnose(e, g) from e
         """
+        self._failed.add(str(group.group_name))  # out of step: a rebind ends it
         if self._rendezvous is None or not self._rendezvous.beating:
             return error
         ranks = dist.get_process_group_ranks(group)
@@ -195,6 +200,30 @@ class C10dBackend(CachedBackend[Any]):
         For a job that must tear down fast after a failure (a hung NCCL collective).
         """
         self._end(abort=self._c10d == "nccl")
+
+    def _failed_groups(self, lost: frozenset[int], among: Sequence[int] | None
+                       ) -> frozenset[str]:
+        """Every survivor's failed groups (:meth:`diagnose`d), agreed at a store barrier
+        among the ranks that go on, so all of them end the same groups: a member alive but
+        out of step on a group (its collective timed out) breaks it too."""
+        mine, self._failed = self._failed, set()
+        if self._rendezvous is None or (among is not None and not among):
+            return frozenset(mine)
+        if among is None:
+            among = [r for r in range(self.world_size) if r not in lost | self.lost]
+        digest = hashlib.sha1(f"{sorted(lost)}|{list(among)}".encode()).hexdigest()[:16]
+        timeout = self._timeout or dist.distributed_c10d.default_pg_timeout
+        # survivors stuck in a collective with a peer that is already here leave it when it
+        # times out (one timeout), then come: the barrier waits three
+        notes = self._rendezvous.agree(f"rebind/{digest}", list(among),
+                                       3 * timeout.total_seconds(), "\n".join(sorted(mine)))
+        return frozenset(notes)
+
+    def _end_groups(self, groups: list[Any]) -> None:
+        """Groups that hold a lost rank: aborted on NCCL (destroying would wait on dead peers,
+        pytorch #194775), destroyed locally on Gloo; the default group stays (it is the
+        world's, which every process still shares)."""
+        destroy_groups(groups, False, abort=self._c10d == "nccl")
 
     def _end(self, *, abort: bool) -> None:
         """Stop beating, end this backend's groups (and the default group if it started
@@ -240,8 +269,9 @@ class NcclBackend(C10dBackend):
         return {"device_id": torch.device("cuda", torch.cuda.current_device())}
 
     def _can_split(self) -> bool:
+        # a split is collective over the whole world: not once a rank of it is lost
         default = dist.distributed_c10d._get_default_group()
-        return getattr(default, "bound_device_id", None) is not None
+        return not self.lost and getattr(default, "bound_device_id", None) is not None
 
 
 class TorchFakeBackend(C10dBackend):

@@ -30,7 +30,8 @@ close wins the ``compare_set``).  A round never reopens.
 **Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter; ``d/G/k`` the decision
 and ``o/G/k`` the wake-up of each round; ``c/G/k`` the close claim and ``w/G/k`` the reasons
 of a failed one; ``r/<rank>`` this rank's record (the group and round it waits in, since
-and until when, its last beat; deleted at :meth:`Rendezvous.close`).  A group created at the
+and until when, its last beat; deleted at :meth:`Rendezvous.close`); ``n/G`` the notes of a
+rebind's barrier (:meth:`Rendezvous.agree`).  A group created at the
 first try leaves its three keys (``t``, ``d``, ``o``: about 200 bytes, as torch leaves its
 own per-group keys) for the store's life; a failed round adds three more.  Round numbers
 never repeat, so nothing is deleted while a member may still read it.
@@ -299,6 +300,21 @@ class Rendezvous:
             yield
         finally:
             self._quiet()
+
+    def agree(self, name: str, members: Sequence[int], timeout: float, note: str) -> list[str]:
+        """Meet ``members`` at barrier ``name`` and return every member's non-empty ``note``.
+
+        A note is appended to one key before this rank arrives, so once all have arrived
+        every note is there: one read, whatever the number of members (a rebind's
+        survivors telling each other which groups failed under them).
+        """
+        if note:
+            self._store().append(_key("n", name), note + "\n")
+        with self.meet(name, members, timeout, dim="rebind",
+                       desc=f"the rebind of {len(members)} surviving ranks", shown=()):
+            pass
+        notes = self._peek(_key("n", name)) or b""
+        return [line for line in notes.decode().split("\n") if line]
 
     def _arrive(self, a: _Attempt) -> None:
         store = self._store()

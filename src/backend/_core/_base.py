@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
+
+import attrs
 
 from layout import show
 from mesh import Dim, MeshView, RankMap
@@ -11,11 +14,20 @@ from mesh import Dim, MeshView, RankMap
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
 from ._errors import BackendConfigError, NotAMemberError
 from ._options import GroupOptions, as_options
+from ._retire import holds_any, members
 from ._universe import Universe
 
-__all__ = ["CachedBackend"]
+__all__ = ["CachedBackend", "Retired"]
 
 G = TypeVar("G")
+
+
+@attrs.frozen
+class Retired:
+    """What :meth:`CachedBackend.retire` did: groups ended (they held a lost rank) and kept."""
+
+    ended: int
+    kept: int
 
 
 class CachedBackend(Generic[G]):
@@ -41,6 +53,8 @@ class CachedBackend(Generic[G]):
         self._cache: GroupCache[G] = GroupCache()
         self._universes: dict[RankMap, Universe] = {}
         self._universe_lock = threading.Lock()
+        self._lost: frozenset[int] = frozenset()
+        self._carried: dict[tuple[tuple[int, ...], GroupOptions], G] = {}
 
     @property
     def rank(self) -> int:
@@ -79,8 +93,69 @@ class CachedBackend(Generic[G]):
         layout) with equal options share one group.
         """
         k, opts, key = self._member_key(view, dim, options, "get_group")
+        if self._carried:  # after a loss: a kept group with these members serves the new view
+            kept = self._carried.get((view.group(self._rank, k), opts))
+            if kept is not None:
+                return self._cache.adopt(key, kept)
         return self._cache.get_or_create(key, view.names[k],
                                          lambda: self._create(view, k, opts))
+
+    @property
+    def lost(self) -> frozenset[int]:
+        """The ranks :meth:`retire` was told are lost, so far."""
+        return self._lost
+
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+        """Ranks ``lost`` are gone (failed, or left the mesh): end every group of this backend
+        that holds one, and keep the others for the views that follow.
+
+        A group holding a lost rank is forgotten and ended (aborted where the backend can:
+        NCCL; its peers may be dead, so nothing waits on them).  Every other group is kept:
+        a later request along any view whose group for this rank has the same members and
+        options gets it (no creation), since each of its members holds it too.  Collective
+        in spirit: every surviving member must retire the same ranks before asking for new
+        groups.  Where members meet in a store (c10d), the ranks ``among`` (default: every
+        rank not lost) first meet and tell each other which groups they saw fail
+        (:meth:`diagnose`); those are ended too.  ``among=()``: this rank alone (it is not
+        in the mesh that continues).  Returns how many groups were ended and kept.
+        """
+        gone = self._checked_ranks(lost)
+        failed = self._failed_groups(gone, among)
+        broken = [k for k, g in self._cache.snapshot()
+                  if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
+        ended = self._cache.evict(broken)
+        self._end_groups(ended)
+        self._lost = self._lost | gone
+        for key, group in self._cache.snapshot():
+            self._carried.setdefault((members(key.family, self._rank), key.options), group)
+        return Retired(ended=len(broken), kept=len(self._cache.snapshot()))
+
+    def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
+        try:
+            out = frozenset(ranks)
+        except TypeError:
+            raise BackendConfigError(f"lost ranks must be an iterable of ranks, got "
+                                     f"{show(ranks)}") from None
+        bad = sorted((r for r in out if type(r) is not int or not 0 <= r < self._world_size),
+                     key=repr)
+        if bad:
+            raise BackendConfigError(f"lost ranks must be ints in [0, {self._world_size}), got "
+                                     f"{show(bad[0])}")
+        if self._rank in out:
+            raise BackendConfigError(f"rank {self._rank} cannot retire itself (lost {sorted(out)})")
+        return out
+
+    def _failed_groups(self, lost: frozenset[int], among: Sequence[int] | None
+                       ) -> frozenset[str]:
+        """The groups some survivor saw a collective fail on (value groups: none)."""
+        return frozenset()
+
+    @staticmethod
+    def _named_in(group: Any, names: frozenset[str]) -> bool:
+        return bool(names) and getattr(group, "group_name", None) in names
+
+    def _end_groups(self, groups: list[G]) -> None:
+        """End groups that hold a lost rank (value groups need nothing)."""
 
     def _member_key(self, view: MeshView, dim: Dim, options: GroupOptions | None, what: str
                     ) -> tuple[int, GroupOptions, GroupKey]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
@@ -76,8 +76,8 @@ class GroupCache(Generic[G]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[Hashable, G] = {}
-        self._pending: dict[Hashable, tuple[Future[G], int]] = {}
+        self._entries: dict[GroupKey, G] = {}
+        self._pending: dict[GroupKey, tuple[Future[G], int]] = {}
         self._records: list[CreationRecord] = []
 
     def get_or_create(self, key: GroupKey, dim: str, create: Callable[[], G]) -> G:
@@ -114,6 +114,22 @@ class GroupCache(Generic[G]):
         """``value`` for ``key``, unless the cache holds one already (then that one)."""
         with self._lock:
             return self._entries.setdefault(key, value)
+
+    def snapshot(self) -> list[tuple[GroupKey, G]]:
+        """Every (key, value) the cache holds now."""
+        with self._lock:
+            return list(self._entries.items())
+
+    def evict(self, keys: Iterable[GroupKey]) -> list[G]:
+        """Forget ``keys``; return the values among them this cache created (its records of
+        them go too), in creation order."""
+        gone = set(keys)
+        with self._lock:
+            for key in gone:
+                self._entries.pop(key, None)
+            created = [r.group for r in self._records if r.key in gone]
+            self._records = [r for r in self._records if r.key not in gone]
+            return created
 
     @property
     def records(self) -> tuple[CreationRecord, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -11,7 +12,7 @@ from layout import Layout
 from mesh import Dim, MeshView
 
 from . import _registry
-from ._base import CachedBackend
+from ._base import CachedBackend, Retired
 from ._options import GroupOptions
 
 __all__ = ["FakeBackend", "FakeGroup"]
@@ -107,6 +108,14 @@ class FakeBackend(CachedBackend[FakeGroup]):
         :meth:`torch_group` started."""
         torch = self._torch
         return torch is not None and torch.is_current and torch.owns_world
+
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+        """See :meth:`CachedBackend.retire`; the torch groups of :meth:`torch_group` too."""
+        gone = tuple(lost) if isinstance(lost, Iterable) else lost  # read once, checked below
+        done = super().retire(gone, among=among)
+        if self._torch is not None:
+            self._torch.retire(gone, among=among)
+        return done
 
     def shutdown(self) -> None:
         """Forget every group; shut down the torch fake backend :meth:`torch_group` made

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mesh import Dim, MeshView, RankMap
@@ -52,3 +53,6 @@ class Backend(Protocol[G]):
 
     def universe(self, ranks: RankMap) -> Universe:
         """The state this backend keeps for one universe (flattened dims, torch meshes)."""
+
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Any:
+        """Ranks ``lost`` are gone: end this backend's groups that hold one, keep the rest."""

@@ -464,6 +464,30 @@ class DeviceMesh(Generic[G]):
                 result.backend.adopt(view, k, _DEFAULT, g)
         return result
 
+    def rebind(self, view: MeshView,
+               backend_override: Mapping[Any, Override] | None = None) -> DeviceMesh[G]:
+        """The mesh that continues after ranks were lost: ``view`` (e.g. from
+        :func:`mesh.survive`, :func:`mesh.drop` or :func:`mesh.substitute`) bound to this
+        mesh's backend and device type, a root of its own.
+
+        The ranks of this mesh's universe that ``view``'s universe lacks are lost (failed,
+        or left out): the backend ends every group holding one (aborts them on NCCL, never
+        waiting on a dead peer) and keeps the others, which serve any later request for a
+        group with the same members and options, so intact communicators are not created
+        again.  New groups are created lazily among the survivors, with the order-safe
+        creation.  Every survivor must rebind before asking for new groups.  Dims keep
+        their options by name; ``backend_override`` sets others.  The store must outlive
+        the lost ranks (torchrun's agent store, or an external one), not live on one.
+        """
+        if not isinstance(view, MeshView):
+            raise BackendConfigError(f"rebind takes a mesh.MeshView, got {show(view)}")
+        goes_on = view.ranks.offset_of(self.get_rank()) is not None
+        among = sorted(view.ranks.ranks or range(view.ranks.size)) if goes_on else []
+        self.backend.retire(_lost(self.view, view) - {self.get_rank()}, among=among)
+        kept = {n: o for n, o in self.options.items() if n in view.names}
+        given = normalize_overrides(view.names, backend_override)
+        return over(view, self.backend, self.device_type, {**kept, **given}, named=True)
+
     # ---- torch interop -------------------------------------------------------------------
     def to_torch(self) -> TorchDeviceMesh:
         """A real ``torch.distributed.device_mesh.DeviceMesh`` over this mesh's groups.
@@ -523,6 +547,12 @@ class DeviceMesh(Generic[G]):
         """A text picture of this process's instance, its rank and groups marked (any
         ndim; lines at most ``width`` columns; see :func:`mesh.render`)."""
         return render(self.view, self.get_rank() if rank is None else rank, width=width)
+
+
+def _lost(old: MeshView, new: MeshView) -> set[int]:
+    """The ranks of ``old``'s universe that ``new``'s lacks."""
+    ranks = old.ranks.ranks or range(old.ranks.size)
+    return {r for r in ranks if new.ranks.offset_of(r) is None}
 
 
 def _same_flattened(a: DeviceMesh[Any], b: DeviceMesh[Any]) -> bool:
