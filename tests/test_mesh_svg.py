@@ -286,8 +286,8 @@ def test_the_outlined_rank_is_its_cell_and_the_title_and_legend_name_it() -> Non
     assert _texts(root, "title") == ["MeshView(pp=2, dp=2, cp=4, tp=8), the instance of rank 45"]
     legend = _texts(root, "legend")
     assert "red outline: rank 45 (pp=0 dp=1 cp=1 tp=5)" in legend
-    assert "colours: cp groups (32 groups of 4 ranks, one colour each; 12 colours repeat, " \
-           "neighbours always differ)" in legend
+    assert "colours: cp groups (32 groups of 4 ranks in 12 colours: colours repeat, adjacent " \
+           "groups never share one)" in legend
 
 
 def test_without_a_rank_nothing_is_outlined() -> None:
@@ -356,3 +356,87 @@ def test_a_real_renderer_draws_the_picture_at_its_size(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     assert struct.unpack(">II", data[16:24]) == (width, height)
     assert len(data) > 20_000  # 128 labelled cells in 12 colours; a blank page is ~1 kB
+
+
+# ---- a rank's groups, hosts from a topology, colours beyond the palette ---------------------
+def _outlined(picture: str) -> dict[int, tuple[str, str, str]]:
+    """Rank -> (dim, stroke, dash) of every member outline, found by the cell it sits on."""
+    cells = _cells(picture)
+    out = {}
+    for e in _by_class(_root(picture), "member"):
+        x, y = float(e.get("x", "nan")), float(e.get("y", "nan"))
+        (cell,) = [c for c in cells if c["x"] <= x < c["x"] + c["size"] / 4
+                   and c["y"] <= y < c["y"] + c["size"] / 4]
+        out[cell["rank"]] = (e.get("data-dim", ""), e.get("stroke", ""),
+                             e.get("stroke-dasharray", ""))
+    return out
+
+
+@pytest.mark.parametrize("rank", [0, 45, 127])
+def test_the_members_of_the_ranks_group_along_every_dim_are_outlined_in_its_style(
+        rank: int) -> None:
+    """Brute force: the members of ``rank``'s group along axis k of the NumPy rank tensor
+    (its index varies, the others stay) are exactly the cells outlined for dim k."""
+    shape = (2, 2, 4, 8)
+    ranks = np.arange(128).reshape(shape)
+    here = tuple(int(i) for i in np.argwhere(ranks == rank)[0])
+    expected = {}
+    for k, name in enumerate(TITAN):
+        for i in range(shape[k]):
+            crd = list(here)
+            crd[k] = i
+            if i != here[k]:
+                expected[int(ranks[tuple(crd)])] = name
+    outlined = _outlined(svg(MeshView.from_shape(shape, TITAN), rank=rank))
+    assert {r: d for r, (d, _, _) in outlined.items()} == expected
+    styles = {d: (stroke, dash) for d, stroke, dash in outlined.values()}
+    assert len(set(styles.values())) == len(TITAN)  # one style per dim, all distinct
+    assert "#d62728" not in {stroke for stroke, _ in styles.values()}  # red is the rank's
+
+
+def test_the_legend_names_each_dims_outline_with_a_swatch() -> None:
+    root = _root(svg(MeshView.from_shape((2, 4), ("dp", "tp")), rank=5))
+    assert _texts(root, "legend")[-3:] == [
+        "red outline: rank 5 (dp=1 tp=1)",
+        "blue outline: the other members of rank 5's dp group (2 ranks)",
+        "green outline: the other members of rank 5's tp group (4 ranks)"]
+    assert [e.get("stroke") for e in _by_class(root, "swatch")] == ["#d62728", "#1f77b4",
+                                                                    "#2ca02c"]
+
+
+def test_outline_styles_stay_distinct_past_the_eighth_dim() -> None:
+    names = tuple(f"d{k}" for k in range(10))
+    outlined = _outlined(svg(MeshView.from_shape((2,) * 10, names), rank=0))
+    assert len({(stroke, dash) for _, stroke, dash in outlined.values()}) == 10
+
+
+def test_a_topology_is_taken_as_host() -> None:
+    from mesh import Topology
+
+    view = MeshView.from_shape((8, 64), ("tp", "dp"))
+    topo = Topology(512, 8)
+    assert svg(view, host=topo, rank=77) == svg(view, host=topo.host, rank=77)
+
+
+def test_scattered_hosts_never_share_a_colour_with_a_neighbour_and_the_legend_says_so() -> None:
+    """100 hosts of random ranks on a 32 x 32 grid: a host touches dozens of others, and
+    the greedy colouring needs more than the 12 palette colours; neighbours on different
+    hosts still differ."""
+    ranks = np.arange(1024).reshape(32, 32)
+    labels = np.random.default_rng(7).integers(0, 100, size=1024)
+    picture = svg(MeshView.from_shape((32, 32)), host=lambda r: int(labels[r]))
+    fill = {c["rank"]: c["fill"] for c in _cells(picture)}
+    for a, b in _neighbours(ranks):
+        assert (fill[a] == fill[b]) <= (labels[a] == labels[b]), (a, b)
+    colours = len({fill[r] for r in range(1024)})
+    assert colours > len(PALETTE)
+    (line,) = [t for t in _texts(_root(picture), "legend") if t.startswith("colours")]
+    assert line == (f"colours: hosts ({len(set(labels.tolist()))} hosts in {colours} colours: "
+                    "colours repeat, adjacent hosts never share one)")
+    assert line.endswith(
+        "colours: colours repeat, adjacent hosts never share one)")
+
+
+def test_colours_that_do_not_repeat_are_one_per_group() -> None:
+    root = _root(svg(MeshView.from_shape((4, 8), ("dp", "tp")), color_by="tp"))
+    assert "colours: tp groups (4 groups of 8 ranks, one colour each)" in _texts(root, "legend")

@@ -2,16 +2,25 @@
 
 :func:`svg` returns a self-contained SVG 1.1 document: one square cell per rank,
 labelled with the rank, cells coloured by their group along a dim (or by host),
-thick lines where the host changes between neighbouring cells, and one rank
-outlined.  The same arguments give the same bytes.
+thick lines where the host changes between neighbouring cells, one rank outlined and
+the members of its groups outlined in one style per dim.  The same arguments give the
+same bytes.
+
+Every cell's look is data before it is text: a fill per cell (:func:`_colours`) and a
+map from cell to :class:`Outline` (:func:`_outlines`), each outline style with its legend
+line.  A new marking (failed ranks, broken groups) adds entries to that map and a line to
+the legend; the emitting code draws whatever the map holds.
 """
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Callable
+from typing import Protocol, cast
 
 from .._core import (
     Dim,
@@ -23,9 +32,9 @@ from .._core import (
     as_size,
     show,
 )
-from ._panels import Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
+from ._panels import MEMBER, Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
 
-__all__ = ["MAX_SVG_CELLS", "svg"]
+__all__ = ["MAX_SVG_CELLS", "HostMap", "Outline", "svg"]
 
 MAX_SVG_CELLS = 16384
 """Largest instance :func:`svg` draws by default (a 128 x 128 grid, about 5 MB of SVG);
@@ -35,11 +44,22 @@ PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#c49c94", "#ffe35c", "#8fb7ff", "#d0d0d0")
 """Light qualitative fills (Tableau 20's light half and three more), all readable under
 black text; group ``g`` (in order of first appearance) takes ``PALETTE[g % 12]``, or the
-next one not used by an adjacent group."""
+next one not used by an adjacent group; when all 12 are, a further light colour (hues a
+golden angle apart), so adjacent groups never share a fill."""
+
+
+class HostMap(Protocol):
+    """What ``svg(host=...)`` takes besides a callable: an object with a ``host(rank)``
+    method, such as a :class:`~mesh.Topology` (the drawing wing never imports the plan
+    wing, so it asks for the method, not the class)."""
+
+    def host(self, rank: int) -> int: ...
+
 
 _PLAIN = "#f4f4f4"  # the fill when nothing colours the cells
 _LINE, _MARK = "#111111", "#d62728"  # host boundaries; the outline of ``rank``
 _CELL, _GAP, _MARGIN = 32, 28, 16  # px: smallest cell, space between panels, border
+_SWATCH = 20  # px: a legend line's swatch and the space after it
 _TOP = _MARGIN + 30  # px: the top of the first panel, below the title
 _EM = 0.6  # a monospace glyph is about 0.6 em wide
 _AXIS, _LEGEND, _TITLE = 11, 12, 14  # font sizes, px
@@ -48,7 +68,45 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
 
 
-def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
+@dataclasses.dataclass(frozen=True)
+class Outline:
+    """How a cell is outlined: why (``kind``, the SVG class), for which dim (or None), the
+    stroke's colour, width and dash pattern, and the words naming the style in the legend."""
+
+    kind: str
+    dim: str | None
+    colour: str
+    width: float
+    dash: str
+    words: str
+
+    def attributes(self, kind: str | None = None) -> str:
+        """The SVG attributes of the outline (class ``kind``, default the outline's own)."""
+        dash = f' stroke-dasharray="{self.dash}"' if self.dash else ""
+        dim = "" if self.dim is None else f' data-dim="{_xml(self.dim)}"'
+        return (f'class="{kind or self.kind}"{dim} fill="none" stroke="{self.colour}" '
+                f'stroke-width="{self.width:g}"{dash}')
+
+
+_DIM_COLOURS = (("#1f77b4", "blue"), ("#2ca02c", "green"), ("#9467bd", "purple"),
+                ("#8c564b", "brown"), ("#17becf", "teal"), ("#e377c2", "pink"),
+                ("#ff7f0e", "orange"), ("#7f7f7f", "grey"))  # dark on every fill; no red
+_DASHES = (("", ""), ("5,3", "dashed "), ("1.5,2", "dotted "))
+
+
+_RANK = Outline("highlight", None, _MARK, 3, "", "red outline")
+"""The outline of the rank drawn for."""
+
+
+def _member_style(k: int, name: str) -> Outline:
+    """The outline of the members of the drawn rank's group along dim ``k``: a dark colour
+    (never the rank's red) and, from the 9th dim on, a dash pattern (24 distinct styles)."""
+    colour, word = _DIM_COLOURS[k % len(_DIM_COLOURS)]
+    dash, how = _DASHES[k // len(_DIM_COLOURS) % len(_DASHES)]
+    return Outline("member", name, colour, 2.5, dash, f"{how}{word} outline")
+
+
+def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
         color_by: Dim | None = None, rank: int | None = None, title: str | None = None,
         max_cells: int = MAX_SVG_CELLS) -> str:
     """Draw the instance holding ``rank`` (instance 0 when ``rank`` is None) as SVG.
@@ -61,12 +119,16 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
     chosen to make the grid of panels closest to 3:2.
 
     ``color_by`` (a dim) fills cells of one group along it with one colour and
-    adjacent groups with different ones (12 colours, reused by groups that do not
-    touch); without it, ``host`` colours cells by host.  ``host(global_rank) -> int``
+    adjacent groups never with the same one (12 colours, reused by groups that do not
+    touch, more when needed; the legend says when colours repeat); without it, ``host``
+    colours cells by host, the same way.  ``host`` is a ``host(global_rank) -> int``
+    callable or a :class:`~mesh.Topology` (anything with such a ``host`` method); it
     also draws a thick line on every edge between two neighbouring cells of a panel
     on different hosts, and a panel on one host names it.  ``rank`` is outlined in
-    red.  ``title`` replaces the default first line (the view and the instance); a
-    legend below says what panels, colours, lines and outline mean.  Cells are
+    red, and the other members of its group along every dim in one style per dim
+    (a colour, then a dash pattern).  ``title`` replaces the default first line (the
+    view and the instance); a legend below says what panels, colours, lines and
+    outlines mean.  Cells are
     32 px squares with 14 px rank numbers (10 px from 4 digits on; wider cells from 5).
 
     Instances of more than ``max_cells`` ranks are refused
@@ -81,8 +143,10 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
     (True, 8)
     >>> picture.count(">5</text>"), 'stroke="#d62728"' in picture
     (1, True)
+    >>> [picture.count(f'class="member" data-dim="{d}"') for d in ("dp", "tp")]
+    [1, 3]
     """
-    k = _checked(view, host, title, color_by, rank, max_cells)
+    k, host = _checked(view, host, title, color_by, rank, max_cells)
     sheet = Sheet.whole(Instance(view, None if rank is None else as_int(rank, "rank")))
     coords = list(sheet.cells())
     cells = [sheet.inst.rank_at(c) for c in coords]
@@ -95,21 +159,26 @@ def svg(view: MeshView, *, host: Callable[[int], int] | None = None,
         keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
     fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
         else [_PLAIN] * len(cells)
-    legend = _legend(view, k, hosts, sheet.inst.rank, keys, g.across)
+    outlines = _outlines(sheet.inst, g.coords)
+    legend = [*_legend(view, k, hosts, keys, fills, g.across), *_outline_legend(
+        sheet.inst, outlines)]
     head = title if title is not None else sheet.inst.heading()
     return "\n".join([*_opening(g, head, legend), *_panel_groups(g, cells, fills, hosts),
-                      *_marks(g, sheet.inst, hosts), *_closing(g, legend)])
+                      *_marks(g, hosts, outlines), *_closing(g, legend)])
 
 
 def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
-             rank: int | None, max_cells: int) -> int | None:
+             rank: int | None, max_cells: int) -> tuple[int | None, Callable[[int], int] | None]:
     """The arguments of :func:`svg` checked (else the error its docstring names); the index
-    of ``color_by``."""
+    of ``color_by`` and the host callable (a topology's ``host`` method)."""
     if not isinstance(view, MeshView):
         raise MeshTypeError(f"svg draws a mesh.MeshView, got {show(view)}")
     if host is not None and not callable(host):
-        raise MeshTypeError(f"host must be a callable global rank -> host index, got "
-                            f"{show(host)}")
+        method = getattr(host, "host", None)  # a Topology, by duck typing: _draw never
+        if not callable(method):  # imports the plan wing
+            raise MeshTypeError(f"host must be a callable global rank -> host index or a "
+                                f"mesh.Topology, got {show(host)}")
+        host = method
     if title is not None and not isinstance(title, str):
         raise MeshTypeError(f"title must be a str, got {show(title)}")
     limit = as_size(max_cells, "max_cells")
@@ -123,13 +192,18 @@ def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
         raise InvalidSizeError(
             f"svg draws at most max_cells={limit:,} cells; {view!r} has {view.size():,} ranks "
             "per instance: select fewer dims (view[...]) or pass a larger max_cells=")
-    return k
+    return k, cast("Callable[[int], int] | None", host)  # callable, or None: checked above
 
 
-def _opening(g: _Grid, head: str, legend: list[str]) -> list[str]:
+Legend = list[tuple[str, Outline | None]]
+"""The lines under the picture, each with the outline style it explains (a swatch), if any."""
+
+
+def _opening(g: _Grid, head: str, legend: Legend) -> list[str]:
     """The document's opening: its size, title and background."""
     width = 2 * _MARGIN + max([g.width, _width(head, _TITLE)]
-                              + [_width(s, _LEGEND) for s in legend])
+                              + [_width(s, _LEGEND) + _SWATCH * (o is not None)
+                                 for s, o in legend])
     height = _TOP + g.height + 12 + 18 * len(legend) + _MARGIN
     return [f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace">',
@@ -154,27 +228,62 @@ def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int]
     return out
 
 
-def _marks(g: _Grid, inst: Instance, hosts: list[int] | None) -> list[str]:
-    """The lines between cells on different hosts, and the outline of the rank."""
+def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline]) -> list[str]:
+    """The lines between cells on different hosts, then every cell's outline (on top)."""
     out = []
     if hosts is not None:
         out.append(f'<g class="host-boundaries" stroke="{_LINE}" stroke-width="4" '
                    'stroke-linecap="square">')
         out.extend(g.edge(a, b) for a, b in g.pairs if hosts[a] != hosts[b])
         out.append("</g>")
-    if inst.here is not None:
-        x, y = g.at(ravel(inst.here, inst.view.shape))
-        out.append(f'<rect class="highlight" x="{x + 2}" y="{y + 2}" width="{g.cell_px - 4}" '
-                   f'height="{g.cell_px - 4}" fill="none" stroke="{_MARK}" stroke-width="3"/>')
+    for i, o in sorted(outlines.items()):
+        (x, y), inset = g.at(i), 2 if o.kind == "highlight" else 3
+        out.append(f'<rect x="{x + inset}" y="{y + inset}" width="{g.cell_px - 2 * inset}" '
+                   f'height="{g.cell_px - 2 * inset}" {o.attributes()}/>')
     return out
 
 
-def _closing(g: _Grid, legend: list[str]) -> list[str]:
-    """The legend, and the end of the document."""
-    return [f'<g class="legend" font-size="{_LEGEND}" fill="#222222">',
-            *(f'<text x="{_MARGIN}" y="{_TOP + g.height + 24 + 18 * i}">{_xml(s)}</text>'
-              for i, s in enumerate(legend)),
-            "</g>\n</svg>\n"]
+def _outlines(inst: Instance, coords: list[tuple[int, ...]]) -> dict[int, Outline]:
+    """The outlined cells: the drawn rank's (red), and each other member of its group along
+    dim ``k`` (same instance, coordinates equal but at ``k``) in dim ``k``'s style."""
+    here = inst.here
+    if here is None:
+        return {}
+    names = inst.view.names
+    out = {ravel(here, inst.view.shape): _RANK}
+    for i, crd in enumerate(coords):
+        if inst.mark(crd) == MEMBER:
+            k = next(k for k, (a, b) in enumerate(zip(crd, here)) if a != b)
+            out[i] = _member_style(k, names[k])
+    return out
+
+
+def _outline_legend(inst: Instance, outlines: dict[int, Outline]) -> Legend:
+    """A legend line per outline style used: the rank's, then each dim's."""
+    if inst.here is None:
+        return []
+    view = inst.view
+    at = " ".join(f"{n}={c}" for n, c in zip(view.names, inst.here))
+    lines: Legend = [(f"red outline: rank {inst.rank} ({at})", _RANK)]
+    for k, name in enumerate(view.names):
+        if view.shape[k] > 1:
+            style = _member_style(k, name)
+            lines.append((f"{style.words}: the other members of rank {inst.rank}'s {name} "
+                          f"group ({view.shape[k]:,} ranks)", style))
+    return lines
+
+
+def _closing(g: _Grid, legend: Legend) -> list[str]:
+    """The legend (a swatch before each line that explains an outline), and the end."""
+    out = [f'<g class="legend" font-size="{_LEGEND}" fill="#222222">']
+    for i, (s, style) in enumerate(legend):
+        y = _TOP + g.height + 24 + 18 * i
+        x = _MARGIN + _SWATCH * (style is not None)
+        if style is not None:
+            out.append(f'<rect x="{_MARGIN}" y="{y - 11}" width="13" height="13" '
+                       f'{style.attributes("swatch")}/>')
+        out.append(f'<text x="{x}" y="{y}">{_xml(s)}</text>')
+    return [*out, "</g>\n</svg>\n"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,12 +398,13 @@ def _panel_label(title: list[str], hosts: list[int] | None, start: int, n: int) 
 
 
 def _colours(keys: list[tuple[int, ...]], pairs: list[tuple[int, int]]) -> list[str]:
-    """A fill per cell: one per key, taken greedily so that neighbouring keys differ.
+    """A fill per cell: one per key, taken greedily so that neighbouring keys never share one.
 
-    Key ``g`` (numbered in order of first appearance) takes ``PALETTE[g % 12]``, or
-    the next colour that no already coloured neighbour of it has.  Groups along a dim
-    have at most 4 neighbouring groups (the cells around one position), so they always
-    differ from their neighbours; a host with 12 or more neighbouring hosts may not.
+    Key ``g`` (numbered in order of first appearance) takes ``PALETTE[g % 12]``, or the
+    next palette colour that no already coloured neighbour of it has, or, when all 12
+    are taken, the first further colour (:func:`_fill`) none of them has.  Groups along a
+    dim have at most 4 neighbouring groups, so 12 colours always suffice for them; hosts
+    scattered over a picture may need more.
     """
     order: dict[tuple[int, ...], int] = {}
     for key in keys:
@@ -309,24 +419,31 @@ def _colours(keys: list[tuple[int, ...]], pairs: list[tuple[int, int]]) -> list[
     chosen: list[int] = []
     for g in range(len(order)):
         taken = {chosen[h] for h in near[g] if h < g}
-        chosen.append(next((c for c in ((g + t) % n for t in range(n)) if c not in taken),
-                           g % n))
-    return [PALETTE[chosen[order[key]]] for key in keys]
+        rotation = itertools.chain(((g + t) % n for t in range(n)), itertools.count(n))
+        chosen.append(next(c for c in rotation if c not in taken))
+    return [_fill(chosen[order[key]]) for key in keys]
 
 
-def _legend(view: MeshView, k: int | None, hosts: list[int] | None, rank: int | None,
-            keys: list[tuple[int, ...]], across: int) -> list[str]:
-    """The lines under the picture: panels, colours, host lines, the outlined rank."""
+def _fill(c: int) -> str:
+    """Colour ``c``: ``PALETTE[c]``, then light colours with hues a golden angle apart."""
+    if c < len(PALETTE):
+        return PALETTE[c]
+    hue = (c - len(PALETTE)) * 0.381966 % 1.0
+    r, g, b = colorsys.hls_to_rgb(hue, 0.8, 0.6)
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
+
+
+def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
+            keys: list[tuple[int, ...]], fills: list[str], across: int) -> Legend:
+    """The lines under the picture: panels, colours, host lines, instances."""
     names, shape = view.names, view.shape
     lines = []
     if view.ndim >= 3:
         lines.append(f"panels: one per ({', '.join(names[:-2])}), {across} to a row; in each, "
                      f"{names[-2]} goes down and {names[-1]} across")
-    many = f"; {len(PALETTE)} colours repeat, neighbours always differ"
     if k is not None:
-        groups = len(set(keys))
-        lines.append(f"colours: {names[k]} groups ({groups} group{'s' * (groups > 1)} of "
-                     f"{shape[k]} ranks, one colour each{many if groups > len(PALETTE) else ''})")
+        lines.append(f"colours: {names[k]} groups ({_count_colours(keys, fills, 'group')} of "
+                     f"{shape[k]} ranks{_repeat(keys, fills, 'groups')})")
     if hosts is not None:
         count: dict[int, int] = {}
         for h in hosts:
@@ -335,16 +452,26 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None, rank: int | 
         each = f"{lo}" if lo == hi else f"{lo} to {hi}"
         plural = "s" * (len(count) > 1)
         if k is None:
-            repeat = f"; {len(PALETTE)} colours repeat" if len(count) > len(PALETTE) else ""
-            lines.append(f"colours: hosts ({len(count)} host{plural}{repeat})")
+            lines.append(f"colours: hosts ({_count_colours(keys, fills, 'host')}"
+                         f"{_repeat(keys, fills, 'hosts')})")
         lines.append(f"thick lines: host boundaries ({len(count)} host{plural}, {each} ranks "
                      "of this picture on each)")
-    if rank is not None:
-        at = " ".join(f"{n}={c}" for n, c in zip(names, view.coordinate(rank) or ()))
-        lines.append(f"red outline: rank {rank} ({at})")
     if view.num_instances > 1:
         lines.append(f"one of {view.num_instances} instances of this view")
-    return lines
+    return [(line, None) for line in lines]
+
+
+def _count_colours(keys: list[tuple[int, ...]], fills: list[str], noun: str) -> str:
+    groups = len(set(keys))
+    return f"{groups} {noun}{'s' * (groups > 1)}"
+
+
+def _repeat(keys: list[tuple[int, ...]], fills: list[str], nouns: str) -> str:
+    """``, one colour each``, or how many colours, and that adjacent ones never share one."""
+    colours = len(set(fills))
+    if colours == len(set(keys)):
+        return ", one colour each"
+    return f" in {colours} colours: colours repeat, adjacent {nouns} never share one"
 
 
 def _label(x: int, y: int, anchor: str, s: str) -> str:
