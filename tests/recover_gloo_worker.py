@@ -70,7 +70,8 @@ def _all_reduce(group: Any, rank: int) -> int:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor([float(rank)])
+    device = "cuda" if os.environ.get("BACKEND") == "nccl" else "cpu"
+    t = torch.tensor([float(rank)], device=device)
     dist.all_reduce(t, group=group)
     return int(t.item())
 
@@ -115,14 +116,23 @@ def _train(backend: Any, meshes: dict[str, Any], names: list[str], store: Any) -
 def main(out: str) -> None:
     import torch.distributed as dist
 
-    from backend import GlooBackend, bind
+    from backend import GlooBackend, NcclBackend, bind
     from mesh import MeshView
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), world, is_master=False,
                           timeout=timedelta(seconds=60))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=TIMEOUT)
-    backend = GlooBackend(timeout=TIMEOUT)
+    if os.environ.get("BACKEND") == "nccl":  # one GPU per rank, device-bound (shrinkable)
+        import torch
+
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=world,
+                                timeout=TIMEOUT, device_id=torch.device("cuda", rank))
+        backend: Any = NcclBackend(timeout=TIMEOUT)
+    else:
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=TIMEOUT)
+        backend = GlooBackend(timeout=TIMEOUT)
     tensor, names, plan = _plans(os.environ["PLAN"])
     world_view = MeshView.from_ranks(tensor.tolist(), names)
     old = {k: bind(v, backend) for k, v in plan(world_view).items()}

@@ -25,10 +25,10 @@ PLANS = {"2d": np.arange(8).reshape(4, 2), "3d": np.arange(8).reshape(2, 2, 2),
 NAMES = {"2d": ["dp", "tp"], "3d": ["dp", "cp", "tp"], "spare": ["dp", "tp"]}
 
 
-def _run(tmp_path: Path, plan: str, victims: list[int], way: str, kill_at: int = 0
-         ) -> dict[int, dict[str, Any]]:
+def _run(tmp_path: Path, plan: str, victims: list[int], way: str, kill_at: int = 0,
+         backend: str = "gloo") -> dict[int, dict[str, Any]]:
     env = {"PLAN": plan, "VICTIMS": ",".join(map(str, victims)), "KILL_STEP": "2",
-           "KILL_AT": str(kill_at), "WAY": way}
+           "KILL_AT": str(kill_at), "WAY": way, "BACKEND": backend}
     codes, reports, logs = launch_with_agent(WORKER, 8, plan, tmp_path, bound_s=90, env=env)
     for r in range(8):
         if r in victims:
@@ -89,3 +89,20 @@ def test_a_3d_plan_with_a_flattened_dim_survives(tmp_path: Path) -> None:
 def test_a_spare_takes_the_place_of_the_failed_rank(tmp_path: Path) -> None:
     reports = _run(tmp_path, "spare", [3], "substitute")
     _check(reports, "spare", [3], {0, 1, 2, 4, 5, 6})
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(_gpus() < 8, reason="needs 8 CUDA GPUs (one NCCL rank each)")
+@pytest.mark.timeout(300)
+def test_nccl_shrinks_the_dp_groups_that_lost_a_rank(tmp_path: Path) -> None:
+    """On NCCL the dp groups that lost rank 5's slice are shrunk to their survivors
+    (shrink_group, in their own order): nothing is created, tp is kept."""
+    reports = _run(tmp_path, "2d", [5], "drop", kill_at=1, backend="nccl")
+    _check(reports, "2d", [5], {0, 1, 2, 3, 6, 7})
+    for rank in (0, 1, 2, 3, 6, 7):
+        assert reports[rank]["kept"] == ["tp"] and reports[rank]["created"] == 0, reports[rank]

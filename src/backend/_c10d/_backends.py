@@ -4,6 +4,7 @@ the default group already runs (shared code lives here, once)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import weakref
 from collections.abc import Sequence
@@ -17,15 +18,18 @@ from mesh import Dim, MeshView
 
 from .._core import _registry
 from .._core._base import CachedBackend
+from .._core._cache import CreationRecord
 from .._core._errors import BackendConfigError, PeerLostError
 from .._core._fake import FakeBackend
 from .._core._options import GroupOptions, as_options
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec
-from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
+from ._torch_groups import create_torch_group, destroy_groups, shrink_group, start_fake_world
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
            "torch_fake"]
+
+log = logging.getLogger(__name__)
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -92,6 +96,7 @@ class C10dBackend(CachedBackend[Any]):
         self._timeout = GroupOptions(timeout=timeout).timeout  # validated
         self._rendezvous: Rendezvous | None = None
         self._failed: set[str] = set()  # groups a collective failed on here (diagnose)
+        self._shrunk_groups: list[Any] = []
         if self.meets and self.world_size > 1:
             self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
                                           world_size=self.world_size, heartbeat=heartbeat)
@@ -219,18 +224,42 @@ class C10dBackend(CachedBackend[Any]):
                                        3 * timeout.total_seconds(), "\n".join(sorted(mine)))
         return frozenset(notes)
 
-    def _end_groups(self, groups: list[Any]) -> None:
-        """Groups that hold a lost rank: aborted on NCCL (destroying would wait on dead peers,
-        pytorch #194775), destroyed locally on Gloo; the default group stays (it is the
-        world's, which every process still shares)."""
-        destroy_groups(groups, False, abort=self._c10d == "nccl")
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]) -> None:
+        """End groups that hold a lost rank or failed: aborted on NCCL (destroying would wait
+        on dead peers, pytorch #194775), destroyed locally on Gloo; the default group stays
+        (every process still shares it).  On NCCL with ``shrink_group`` (torch 2.13, NCCL
+        >= 2.27), a group that only lost ranks is first shrunk to its survivors, in its own
+        order, which then serves the request for those members (no new communicator)."""
+        nccl = self._c10d == "nccl"
+        for record in ended:
+            if nccl and lost:
+                self._shrunk(record, lost)
+        destroy_groups([r.group for r in ended], False, abort=nccl)
+
+    def _shrunk(self, record: CreationRecord, lost: frozenset[int]) -> None:
+        group = record.group
+        if group is None or group is dist.group.WORLD:
+            return
+        ranks = dist.get_process_group_ranks(group)
+        gone = [r for r in ranks if r in lost]
+        keep = tuple(r for r in ranks if r not in lost)
+        if not gone or len(keep) < 2 or self.rank not in keep:
+            return
+        try:
+            made = shrink_group(gone, group, lost_ok=True)
+        except Exception as e:  # no shrink here: new groups are created among the survivors
+            log.info("shrinking %s failed (%s): the survivors create a new group", ranks, e)
+            return
+        self._carried.setdefault((keep, record.key.options), made)
+        self._shrunk_groups.append(made)  # this backend's to end at shutdown
 
     def _end(self, *, abort: bool) -> None:
         """Stop beating, end this backend's groups (and the default group if it started
         it), and drop its references into torch's world (its groups hold the store)."""
         if self._rendezvous is not None:
             self._rendezvous.close()
-        destroy_groups(self._cache.clear(), self._owns_default, abort=abort)
+        shrunk, self._shrunk_groups = self._shrunk_groups, []
+        destroy_groups(shrunk + self._cache.clear(), self._owns_default, abort=abort)
         self._owns_default = False
         self._default_group = None
         for universe in self._universes.values():

@@ -16,7 +16,7 @@ from .._core._errors import BackendConfigError, GroupCreationError, MembersMissi
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec, Plan
 
-__all__ = ["create_torch_group", "destroy_groups", "start_fake_world"]
+__all__ = ["create_torch_group", "destroy_groups", "shrink_group", "start_fake_world"]
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +179,13 @@ def destroy_groups(groups: list[Any], default: bool, *, abort: bool = False) -> 
             end(g)
     if default:
         end()
+
+
+def shrink_group(gone: list[int], group: Any, *, lost_ok: bool) -> Any:
+    """Torch's ``shrink_group``: ``group`` without the ranks ``gone`` (collective among the
+    others; NCCL only).  With ``lost_ok`` the parent's pending operations are aborted first
+    (``SHRINK_ABORT``): its peers may be dead."""
+    import torch.distributed.distributed_c10d as c10d
+
+    flags = c10d.SHRINK_ABORT if lost_ok else c10d.SHRINK_DEFAULT
+    return c10d.shrink_group(gone, group=group, shrink_flags=flags)

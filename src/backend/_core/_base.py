@@ -123,8 +123,8 @@ class CachedBackend(Generic[G]):
         failed = self._failed_groups(gone, among)
         broken = [k for k, g in self._cache.snapshot()
                   if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
-        ended = self._cache.evict(broken)
-        self._end_groups(ended)
+        self._carried = {}  # what a previous loss kept may have broken now
+        self._end_groups(self._cache.evict(broken), gone)
         self._lost = self._lost | gone
         for key, group in self._cache.snapshot():
             self._carried.setdefault((members(key.family, self._rank), key.options), group)
@@ -154,8 +154,9 @@ class CachedBackend(Generic[G]):
     def _named_in(group: Any, names: frozenset[str]) -> bool:
         return bool(names) and getattr(group, "group_name", None) in names
 
-    def _end_groups(self, groups: list[G]) -> None:
-        """End groups that hold a lost rank (value groups need nothing)."""
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]) -> None:
+        """End the groups of ``ended`` (they hold a lost rank or failed; value groups need
+        nothing)."""
 
     def _member_key(self, view: MeshView, dim: Dim, options: GroupOptions | None, what: str
                     ) -> tuple[int, GroupOptions, GroupKey]:

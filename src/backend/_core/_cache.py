@@ -120,14 +120,14 @@ class GroupCache(Generic[G]):
         with self._lock:
             return list(self._entries.items())
 
-    def evict(self, keys: Iterable[GroupKey]) -> list[G]:
-        """Forget ``keys``; return the values among them this cache created (its records of
-        them go too), in creation order."""
+    def evict(self, keys: Iterable[GroupKey]) -> list[CreationRecord]:
+        """Forget ``keys``; return the records of those this cache created, in creation
+        order (they leave :attr:`records`)."""
         gone = set(keys)
         with self._lock:
             for key in gone:
                 self._entries.pop(key, None)
-            created = [r.group for r in self._records if r.key in gone]
+            created = [r for r in self._records if r.key in gone]
             self._records = [r for r in self._records if r.key not in gone]
             return created
 
