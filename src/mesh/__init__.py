@@ -7,7 +7,9 @@ private sub-package.  ``_core`` holds the values and everything they need
 machines (:class:`Topology`, :func:`explain` and its report, the ``meshlayout``
 command).  ``_draw`` draws one instance of a view (one panel model, ``_panels``, written
 as text by :func:`render` and as SVG by :func:`svg`).  The plan wing uses the drawing
-wing (the command's ``--svg``), never the reverse; no import cycle anywhere.
+wing (the command's ``--svg``), never the reverse.  ``_recover`` (above the core only)
+answers what failed ranks break and which views go on (:func:`blast`, :func:`drop`,
+:func:`substitute`, :func:`survive`).  No import cycle anywhere.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
@@ -41,7 +43,12 @@ crossings, shared communicators and their cost, as an :class:`Explanation`, with
 memory model :class:`CommMemory`; the ``meshlayout explain`` command, also ``python -m
 mesh explain``) and :func:`compare` (plans side by side, each with its own budget, as a
 :class:`Comparison`, optionally weighing dims by their traffic with the first-order α-β
-link model :class:`Links`; the ``meshlayout compare`` command); the constants
+link model :class:`Links`; the ``meshlayout compare`` command); surviving failed ranks,
+offline: :func:`blast` (per view and dim, the groups failed ranks break and the healthy
+ranks they strand, as a :class:`Blast` of :class:`ViewBlast` and :class:`DimBlast`),
+:func:`drop` and :func:`substitute` (a view without the failed ranks' slices, or with
+spares in their place) and :func:`survive` (a whole plan re-derived from the survivors, as
+a :class:`Survival`: which groups are intact and keep their communicators); the constants
 :data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
 ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
 the errors (:class:`MeshError` and its subclasses, each documenting what raises it).
@@ -67,6 +74,7 @@ from ._core import (
     OverlapError,
     RankMap,
     RankNotInMeshError,
+    SurvivalError,
     TooManyRanksError,
     TopologyError,
     UniverseMismatchError,
@@ -76,10 +84,13 @@ from ._core import (
 )
 from ._draw import MAX_SVG_CELLS, render, svg
 from ._plan import CommMemory, Comparison, Explanation, Links, Topology, compare, explain
+from ._recover import Blast, DimBlast, Survival, ViewBlast, blast, drop, substitute, survive
 
 __all__ = [
+    "Blast",
     "CommMemory",
     "Comparison",
+    "DimBlast",
     "Explanation",
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
@@ -102,15 +113,22 @@ __all__ = [
     "OverlapError",
     "RankMap",
     "RankNotInMeshError",
+    "Survival",
+    "SurvivalError",
     "TooManyRanksError",
     "Topology",
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "ViewBlast",
+    "blast",
     "compare",
     "concatenate",
+    "drop",
     "explain",
     "ordered",
     "render",
+    "substitute",
+    "survive",
     "svg",
 ]

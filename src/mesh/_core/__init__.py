@@ -26,6 +26,7 @@ from ._errors import (
     OffsetOutOfRangeError,
     OverlapError,
     RankNotInMeshError,
+    SurvivalError,
     TooManyRanksError,
     TopologyError,
     UniverseMismatchError,
@@ -33,7 +34,7 @@ from ._errors import (
 )
 from ._family import Family
 from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, ordered, show
-from ._listing import MAX_LISTED_RANKS, list_ranks, numpy, py_offsets
+from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks, numpy, py_offsets
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 
@@ -58,6 +59,7 @@ __all__ = [
     "OverlapError",
     "RankMap",
     "RankNotInMeshError",
+    "SurvivalError",
     "TooManyRanksError",
     "TopologyError",
     "UniverseMismatchError",
@@ -66,6 +68,7 @@ __all__ = [
     "as_name",
     "as_names",
     "as_size",
+    "check_limit",
     "concatenate",
     "list_ranks",
     "numpy",

@@ -24,6 +24,7 @@ __all__ = [
     "NotRepresentableError",
     "TooManyRanksError",
     "TopologyError",
+    "SurvivalError",
 ]
 
 
@@ -118,3 +119,11 @@ class TopologyError(MeshError, ValueError):
     """A :class:`~mesh.Topology` that does not fit: a world that is not a whole number
     of hosts, an empty or too long host list, or a view reaching ranks the topology
     does not place on a host."""
+
+
+class SurvivalError(MeshError, ValueError):
+    """A way to continue after failed ranks is impossible, and the message says why:
+    ``drop`` along a dim whose every slice holds a failed rank (the dims where it would
+    work are named), ``drop`` of a view with several instances, ``substitute`` with too
+    few, duplicate or already present spare ranks, or ``survive``'s plan failing on (or
+    not fitting) the surviving world."""

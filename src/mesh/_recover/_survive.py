@@ -1,0 +1,208 @@
+"""Re-deriving a whole plan from the survivors: :func:`survive` and its :class:`Survival`.
+
+Views do not record how they were derived, so the plan is a function of the world
+(``plan(world) -> {name: view}``, the way a torchtitan-style script builds its meshes): it
+is called on the old world and on the surviving one, and each new group is compared with
+the old group of the same view and dim holding the same rank.  A new group is *intact* when
+it is exactly an old group (same members, same order, so no failed rank): its communicator
+can be kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._core import (
+    MAX_LISTED_RANKS,
+    Dim,
+    MeshError,
+    MeshTypeError,
+    MeshView,
+    SurvivalError,
+    UnknownDimError,
+    show,
+)
+from . import _ways
+from ._blast import Blast, blast
+from ._door import count, failed_ranks, named_views, spare_ranks, the_view
+
+__all__ = ["Plan", "Survival", "survive"]
+
+Plan = Callable[[MeshView], Mapping[str, MeshView]]
+"""A plan: the named views a program derives from its world view."""
+
+Groups = tuple[tuple[int, ...], ...]
+
+
+def _frozen(views: Mapping[str, MeshView]) -> Mapping[str, MeshView]:
+    return types.MappingProxyType(dict(views))
+
+
+@attrs.frozen(init=False, hash=False)
+class Survival:
+    """A plan re-derived from the survivors of ``failed`` ranks (made by :func:`survive`).
+
+    ``world`` and ``views`` are the surviving world and plan; ``old_world`` and
+    ``old_views`` the plan before.  ``dropped`` names the world dim whose slices were
+    dropped (None when spares were substituted); ``spares`` are the spares used, the i-th
+    in place of the i-th failed rank (``failed`` is ascending).  A rank in neither world is
+    in no view; a healthy rank dropped with its slice is in the old world only.
+    """
+
+    failed: tuple[int, ...]
+    dropped: str | None
+    spares: tuple[int, ...]
+    old_world: MeshView
+    world: MeshView
+    old_views: Mapping[str, MeshView]
+    views: Mapping[str, MeshView]
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise MeshTypeError("Survival values are made by mesh.survive(plan, world, failed, "
+                            "...), not constructed")
+
+    @classmethod
+    def _of(cls, failed: tuple[int, ...], dropped: str | None, spares: tuple[int, ...],
+            old_world: MeshView, world: MeshView, old_views: Mapping[str, MeshView],
+            views: Mapping[str, MeshView]) -> Survival:
+        made = cls.__new__(cls)
+        made.__attrs_init__(failed, dropped, spares, old_world, world, _frozen(old_views),
+                            _frozen(views))
+        return made
+
+    def __hash__(self) -> int:
+        return hash((self.failed, self.dropped, self.spares, self.world,
+                     tuple(self.views.items())))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Survival._of, (self.failed, self.dropped, self.spares, self.old_world,
+                              self.world, dict(self.old_views), dict(self.views))
+
+    def _pair(self, view: str, dim: Dim) -> tuple[MeshView, MeshView, int]:
+        """(old view, new view, dim index) of a view name and dim (same names in both)."""
+        if not isinstance(view, str) or view not in self.views:
+            raise UnknownDimError(f"no view {show(view)} in this plan; the views are "
+                                  f"{list(self.views)!r}")
+        new = self.views[view]
+        return self.old_views[view], new, new.index(dim)
+
+    def is_intact(self, view: str, dim: Dim, rank: int) -> bool:
+        """Whether ``rank``'s new group along ``dim`` of ``view`` is exactly its old group
+        there (so its communicator can be kept): O(ndim + group size).  ``rank`` must be in
+        the surviving world (else :class:`~mesh.RankNotInMeshError`)."""
+        old, new, k = self._pair(view, dim)
+        mine = new.group(rank, k, limit=new.ranks.size)
+        if old.shape[k] != new.shape[k] or old.ranks.offset_of(rank) is None:
+            return False
+        return old.group(rank, k, limit=old.ranks.size) == mine
+
+    def intact_groups(self, view: str, dim: Dim, *, limit: int = MAX_LISTED_RANKS) -> Groups:
+        """Every new group along ``dim`` of ``view`` that is exactly an old one (lists the
+        universe: at most ``limit`` ranks), in the order of ``views[view].groups(dim)``."""
+        return self._split(view, dim, limit)[0]
+
+    def new_groups(self, view: str, dim: Dim, *, limit: int = MAX_LISTED_RANKS) -> Groups:
+        """Every new group along ``dim`` of ``view`` that is no old group (it needs a new
+        communicator), in the order of ``views[view].groups(dim)``."""
+        return self._split(view, dim, limit)[1]
+
+    def _split(self, view: str, dim: Dim, limit: int) -> tuple[Groups, Groups]:
+        old, new, k = self._pair(view, dim)
+        lim = count(limit)
+        before = set(old.groups(k, limit=lim))
+        after = new.groups(k, limit=lim)
+        return (tuple([g for g in after if g in before]),
+                tuple([g for g in after if g not in before]))
+
+    @functools.cached_property
+    def blast(self) -> Blast:
+        """The blast radius of the failed ranks over the old plan."""
+        return blast(self.old_views, self.failed)
+
+    def to_dict(self, *, limit: int = MAX_LISTED_RANKS) -> dict[str, Any]:
+        """Plain JSON-able data: the failure, the way to continue, the surviving world and
+        views (``MeshView.to_dict``), and per view and dim the count of intact and new
+        groups (lists each universe: at most ``limit`` ranks)."""
+        dims = []
+        for name, v in self.views.items():
+            for d in v.names:
+                kept, made = self._split(name, d, limit)
+                dims.append({"view": name, "dim": d, "intact_groups": len(kept),
+                             "new_groups": len(made)})
+        return {"failed": list(self.failed), "dropped": self.dropped,
+                "spares": list(self.spares), "world": self.world.to_dict(),
+                "views": {n: v.to_dict() for n, v in self.views.items()}, "groups": dims}
+
+
+def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
+            drop: Dim | None = None, spares: Sequence[int] | None = None,
+            limit: int = MAX_LISTED_RANKS) -> Survival:
+    """Re-derive ``plan`` (a function of a world view returning named views) from the
+    survivors of ``failed``: ``drop=`` a dim of ``world`` (see :func:`~mesh.drop`), or
+    ``spares=`` (see :func:`~mesh.substitute`); exactly one of the two.
+
+    >>> from mesh import MeshView, survive
+    >>> def plan(world):
+    ...     return {"world": world, "dp_cp": world.flatten(("dp", "cp"), "dp_cp")}
+    >>> world = MeshView.from_shape((4, 2, 2), ("dp", "cp", "tp"))
+    >>> after = survive(plan, world, [5], drop="dp")
+    >>> after.world.shape, after.views["dp_cp"].group(9, "dp_cp")
+    ((3, 2, 2), (1, 3, 9, 11, 13, 15))
+    >>> after.is_intact("world", "tp", 9), after.is_intact("dp_cp", "dp_cp", 9)
+    (True, False)
+    """
+    if not callable(plan):
+        raise MeshTypeError(f"plan must be a function of a world view returning named views, "
+                            f"got {show(plan)}")
+    w = the_view(world, "survive's world")
+    if (drop is None) == (spares is None):
+        raise SurvivalError(f"survive takes exactly one way to continue: drop=<a dim of "
+                            f"{list(w.names)!r}> or spares=[...]; got drop={show(drop)}, "
+                            f"spares={show(spares)}")
+    old = _derived(plan, w, "world")
+    dead = failed_ranks(failed, (w.ranks,))
+    used: tuple[int, ...] = ()
+    if drop is not None:
+        new_world = _ways.drop(w, dead, drop, limit=limit)
+    else:
+        new_world = _ways.substitute(w, dead, spares or (), limit=limit)
+        used = spare_ranks(spares, len(dead), w.ranks)
+    new = _derived(plan, new_world, "surviving world")
+    _same_shape(old, new)
+    dropped = None if drop is None else w.names[w.index(drop)]
+    return Survival._of(dead, dropped, used, w, new_world, old, new)
+
+
+def _derived(plan: Plan, world: MeshView, which: str) -> dict[str, MeshView]:
+    """The plan's views of ``world``, each over its universe; any failure a SurvivalError."""
+    try:
+        out: object = plan(world)
+    except MeshError as e:
+        raise SurvivalError(f"the plan cannot be derived from the {which} {world!r}: "
+                            f"{type(e).__name__}: {e}") from e
+    except Exception as e:  # the plan is the caller's code
+        raise SurvivalError(f"the plan raised {type(e).__name__} on the {which} {world!r}: "
+                            f"{show(str(e))}") from e
+    views = named_views(out, "the plan's result")
+    for name, v in views:
+        if v.ranks != world.ranks:
+            raise SurvivalError(f"the plan's view {name!r} is over {v.ranks!r}, not over the "
+                                f"{which} it was given ({world.ranks!r}): derive every view "
+                                "from the world argument")
+    return dict(views)
+
+
+def _same_shape(old: dict[str, MeshView], new: dict[str, MeshView]) -> None:
+    """The plan gives the same view names, and the same dim names per view, both times."""
+    if list(old) != list(new):
+        raise SurvivalError(f"the plan gave the views {list(old)!r} for the old world but "
+                            f"{list(new)!r} for the surviving one")
+    for name, v in new.items():
+        if v.names != old[name].names:
+            raise SurvivalError(f"the plan's view {name!r} has dims {old[name].names!r} for "
+                                f"the old world but {v.names!r} for the surviving one")

@@ -1,0 +1,107 @@
+"""Ways to continue without the failed ranks: drop their slices along a dim, or substitute
+spares.  Each returns a new, valid view over an explicit universe of the survivors (the new
+universe is listed once, so its size is bounded by ``limit``), or a
+:class:`~mesh.SurvivalError` saying why that way is impossible."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from layout import Layout
+
+from .._core import (
+    MAX_LISTED_RANKS,
+    Dim,
+    MeshView,
+    RankMap,
+    SurvivalError,
+    check_limit,
+)
+from ._door import count, failed_ranks, offset, row, spare_ranks, the_view
+
+__all__ = ["drop", "substitute"]
+
+
+def drop(view: MeshView, failed: Sequence[int], dim: Dim, *,
+         limit: int = MAX_LISTED_RANKS) -> MeshView:
+    """``view`` without every slice along ``dim`` that holds a failed rank; the other dims
+    keep their size and their groups.
+
+    The view must have one instance (a whole world); the result is row-major over the
+    survivors, in the view's order.  Refused with :class:`~mesh.SurvivalError` when every
+    slice holds a failed rank (the message names the dims where a drop would work).
+
+    >>> from mesh import MeshView, drop
+    >>> world = MeshView.from_shape((4, 8), ("dp", "tp"))
+    >>> survivors = drop(world, [13], "dp")
+    >>> survivors.shape, survivors.group(16, "tp"), survivors.group(1, "dp")
+    ((3, 8), (16, 17, 18, 19, 20, 21, 22, 23), (1, 17, 25))
+    """
+    v = _one_instance(the_view(view, "drop's view"), "drop")
+    k = v.index(dim)
+    dead = failed_ranks(failed, (v.ranks,))
+    gone = sorted({_coordinate(v, r)[k] for r in dead})
+    if len(gone) == v.shape[k]:
+        raise SurvivalError(_nothing_left(v, k, dead))
+    slice_size = v.size() // v.shape[k]
+    check_limit((v.shape[k] - len(gone)) * slice_size, "drop's surviving universe",
+                count(limit))
+    return _without(v, k, gone)
+
+
+def _coordinate(v: MeshView, rank: int) -> tuple[int, ...]:
+    """The coordinate of a rank known to be in the universe."""
+    return v.coordinate(rank) or ()
+
+
+def _without(v: MeshView, k: int, gone: list[int]) -> MeshView:
+    """The view's instance, row-major, with the slices ``gone`` along ``k`` cut out."""
+    flat = row(v.ranks, v.layout, 0)  # one instance: it starts at offset 0
+    size, inner = v.shape[k], math.prod(v.shape[k + 1:])
+    cut = set(gone)
+    keep = [c for c in range(size) if c not in cut]
+    out: list[int] = []
+    for o in range(math.prod(v.shape[:k])):
+        for c in keep:
+            start = (o * size + c) * inner
+            out.extend(flat[start:start + inner])
+    shape = tuple(len(keep) if i == k else s for i, s in enumerate(v.shape))
+    return MeshView(Layout(shape), v.names, RankMap.explicit(out))
+
+
+def _nothing_left(v: MeshView, k: int, dead: tuple[int, ...]) -> str:
+    hit = [{_coordinate(v, r)[j] for r in dead} for j in range(v.ndim)]
+    fine = [n for j, n in enumerate(v.names) if len(hit[j]) < v.shape[j]]
+    return (f"cannot drop along {v.names[k]!r}: each of its {v.shape[k]} slices holds a failed "
+            f"rank (failed: {list(dead[:16])}); dims where a drop leaves survivors: {fine!r}")
+
+
+def _one_instance(v: MeshView, what: str) -> MeshView:
+    if v.num_instances != 1:
+        raise SurvivalError(
+            f"{what} needs a view with one instance (a whole world), but {v!r} stands for "
+            f"{v.num_instances} instances of its universe {v.ranks!r}: {what} along a dim of "
+            "the world view, and derive this view from it again (mesh.survive does both)")
+    return v
+
+
+def substitute(view: MeshView, failed: Sequence[int], spares: Sequence[int], *,
+               limit: int = MAX_LISTED_RANKS) -> MeshView:
+    """``view`` with each failed rank replaced by a spare: the lowest failed rank by the
+    first spare, and so on; same layout and names, so every group without a failed rank is
+    unchanged.  Unused spares stay spare.
+
+    >>> from mesh import MeshView, substitute
+    >>> world = MeshView.from_shape((2, 4), ("dp", "tp"))
+    >>> substitute(world, [5, 2], [8, 9]).instance(8)
+    ((0, 1, 8, 3), (4, 9, 6, 7))
+    """
+    v = the_view(view, "substitute's view")
+    dead = failed_ranks(failed, (v.ranks,))
+    use = spare_ranks(spares, len(dead), v.ranks)
+    check_limit(v.ranks.size, "substitute's new universe", count(limit))
+    table = list(range(v.ranks.size)) if v.ranks.ranks is None else list(v.ranks.ranks)
+    for r, s in zip(dead, use):
+        table[offset(v.ranks, r)] = s
+    return MeshView(v.layout, v.names, RankMap.explicit(table))
