@@ -221,11 +221,13 @@ def _row(placed: list[_Placed], dim: str | None, metric: tuple[str, str, str | N
     """One row: its values per plan, which plans have the better value (none when the
     values do not differ), and which plans share the dim's groups."""
     name, label, better = metric
-    present = [v for v in values if v is not None]
+    # times are sums of floats: equal to 9 digits is equal (no mark for rounding noise)
+    keys = [float(f"{v:.9g}") if isinstance(v, float) else v for v in values]
+    present = [v for v in keys if v is not None]
     best: list[str] = []
     if better is not None and len(set(present)) > 1:
         top = min(present) if better == "lower" else max(present)
-        best = [p.name for p, v in zip(placed, values) if v == top]
+        best = [p.name for p, v in zip(placed, keys) if v == top]
     shared: list[list[str]] = []
     if dim is not None:
         same: dict[frozenset[Family], list[str]] = {}
