@@ -31,6 +31,7 @@ from mesh import (
     compare,
 )
 from mesh._plan._cli import main
+from mesh._plan._compare import compare_placed
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD, PER_HOST = 512, 8
@@ -190,6 +191,8 @@ def test_the_formula_and_the_links_are_printed() -> None:
      InvalidSizeError, "-1"),
     (lambda: compare({"a": MeshView.from_shape(8)}, links=3), MeshTypeError, "links"),
     (lambda: compare({"a": MeshView.from_shape(8)}, topology=8), MeshTypeError, "topology"),
+    (lambda: compare_placed([("a", {"m": MeshView.from_shape(8)}, None)] * 2),
+     DuplicateNameError, "'a'"),
     (lambda: Links(0), InvalidSizeError, "intra_host_gbps"),
     (lambda: Links(inter_host_latency_us=float("nan")), InvalidSizeError, "nan"),
     (lambda: Links("fast"), MeshTypeError, "'fast'"),
