@@ -236,3 +236,35 @@ def assert_complement_law(A: Any, M: int, R: Any) -> None:
     assert sorted(together) == list(range(round_up(M, k)))
     if M % k == 0:
         assert len(together) == M
+
+
+# ---- rank tensors (NumPy), for the mesh laws ------------------------------------------------
+
+def lines(tensor: Any, axes: tuple[int, ...], position: dict[int, int]) -> list[tuple[int, ...]]:
+    """Every line of the rank tensor read along ``axes`` (row-major, the first listed axis
+    outer), the other axes fixed, ordered by ``position`` (rank -> offset) of its first rank.
+
+    The groups of a view dim made of the world dims ``axes`` (one, or several flattened)."""
+    import numpy as np
+
+    moved = np.moveaxis(tensor, axes, range(-len(axes), 0))
+    size = prod(tuple(tensor.shape[a] for a in axes))
+    out = [tuple(int(r) for r in row) for row in moved.reshape(-1, size)]
+    return sorted(out, key=lambda g: position[g[0]])
+
+
+def without_slices(tensor: Any, axis: int, failed: Any) -> Any:
+    """The rank tensor with every slice along ``axis`` that holds a failed rank removed."""
+    import numpy as np
+
+    dead = [i for i in range(tensor.shape[axis])
+            if set(np.take(tensor, i, axis=axis).flat) & set(failed)]
+    return np.delete(tensor, dead, axis=axis)
+
+
+def replaced(tensor: Any, failed: Any, spares: Any) -> Any:
+    """The rank tensor with the i-th lowest failed rank replaced by the i-th spare."""
+    out = tensor.copy()
+    for gone, spare in zip(sorted(failed), spares):
+        out[tensor == gone] = spare
+    return out
