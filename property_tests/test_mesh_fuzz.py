@@ -178,7 +178,23 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "color_by": ("None", "'dp'", "0"), "title": ("None", "'t'"), "max_cells": ("16", "4096"),
     "width": ("40", "80", "120"),
     "mesh.explain.views": ("{'m': M}", "{'a': M, 'b': M['tp']}", f"{{'h': {_HUGE_VIEWS[0]}}}"),
-    "mesh.svg.host": ("None", "int", "(lambda r: r // 2)", "Topology(8, 2).host"),
+    "mesh.blast.views": ("M", "{'m': M}", "{'a': M, 'b': M['tp']}", f"{{'h': {_HUGE_VIEWS[1]}}}"),
+    "failed": ("[5]", "[0, 7]", "[]", "(3,)", "[2**60 - 1]", "[5, 5]", "np.array([1, 2])"),
+    "spares": ("[8]", "[8, 9]", "[9, 10, 11]", "[]", "[8, 8]", "[3]"),
+    "plan": ("(lambda w: {'w': w})", "(lambda w: {'a': w['tp', 'dp'], 'b': w.flatten(('dp', "
+             "'cp'))})", "(lambda w: {'x': w.flatten()})", "(lambda w: w)", "(lambda w: 1 / 0)"),
+    "mesh.survive.world": _VIEWS[:5] + _HUGE_VIEWS[:1],
+    "mesh.survive.drop": ("'dp'", "'tp'", "0", "None", "'zz'"),
+    "mesh.svg.host": ("None", "int", "(lambda r: r // 2)", "Topology(8, 2).host",
+                      "Topology(8, 4)"),
+    "mesh.compare.plans": ("{'a': M, 'b': M['tp']}", "{'a': {'m': M}, 'b': M}", "{'x': M}",
+                           f"{{'h': {_HUGE_VIEWS[0]}}}"),
+    "traffic": ("None", "{'tp': 2**20}", "{'dp': 0, 'cp': 5}"),
+    "links": ("None", "Links()", "Links(900, 100, 1, 5)"),
+    "nbytes": ("0", "2**30", "2**70", "BIG"), "group_size": ("1", "8", "2**62", "BIG"),
+    "inside": ("True", "False"),
+    "intra_host_gbps": ("3600", "1.5"), "inter_host_gbps": ("400", "0.5"),
+    "intra_host_latency_us": ("0", "2.0"), "inter_host_latency_us": ("10", "0.0"),
     # where one name means different things: MeshView(layout, names, ranks) takes a RankMap
     "MeshView.__init__.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
     "mesh.MeshView.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
@@ -214,6 +230,7 @@ TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hos
                     "with_domains")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains")
+LINKS_METHODS = ("allreduce_seconds", "to_dict")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
 LISTING = {"group", "groups", "instance", "instance_array", "instances"}
 TRANSFORMS = {"__getitem__", "transpose", "rename", "flatten", "unflatten"}
@@ -236,11 +253,13 @@ TARGETS: list[tuple[str, str]] = [
     *[("MeshView", n) for n in (*VIEW_METHODS, *VIEW_PROPERTIES, *SPECIAL, "__getitem__")],
     *[("RankMap", n) for n in (*RANKMAP_METHODS, *RANKMAP_PROPERTIES, *SPECIAL, "__call__")],
     *[("Topology", n) for n in (*TOPOLOGY_METHODS, *TOPOLOGY_PROPERTIES, *SPECIAL)],
+    *[("Links", n) for n in LINKS_METHODS],
     *[("mesh", n) for n in _module_callables()],
 ]
-RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS, "Topology": _TOPOLOGIES}
+RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS, "Topology": _TOPOLOGIES,
+             "Links": ("Links()", "Links(1, 1e-3, 0, 1e4)")}
 PROPERTIES = {"MeshView": VIEW_PROPERTIES, "RankMap": RANKMAP_PROPERTIES,
-              "Topology": TOPOLOGY_PROPERTIES, "mesh": ()}
+              "Topology": TOPOLOGY_PROPERTIES, "Links": (), "mesh": ()}
 
 
 # ---- the law ------------------------------------------------------------------------------
@@ -332,17 +351,25 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
             assert out.ranks == recv.ranks, f"{where}: a transform changed the universe"
     elif isinstance(out, RankMap):
         check_rank_map(out, where)
-    elif isinstance(out, dict) and owner == "Topology":
+    elif isinstance(out, dict) and owner in ("Topology", "Links"):
         assert json.loads(json.dumps(out)) == out, f"{where}: not plain JSON data"
     elif isinstance(out, dict):
         check_dict(out, MeshView if owner == "MeshView" else RankMap, recv, where)
-    elif isinstance(out, mesh.Explanation):
+    elif isinstance(out, (mesh.Explanation, mesh.Comparison)):
         data = out.to_dict()
         assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
         assert isinstance(str(out), str)
+    elif isinstance(out, mesh.Blast):
+        data = out.to_dict()
+        assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
+        assert isinstance(str(out), str) and pickle.loads(pickle.dumps(out)) == out
+    elif isinstance(out, mesh.Survival):
+        check_view(out.world, where)
+        for view in out.views.values():
+            check_view(view, where)
     elif isinstance(out, mesh.Family):
         assert out.ranks.size % out.layout.size == 0, f"{where}: {out!r}"
-    elif isinstance(out, (mesh.Topology, mesh.CommMemory)):
+    elif isinstance(out, (mesh.Topology, mesh.CommMemory, mesh.Links)):
         assert isinstance(repr(out), str) and pickle.loads(pickle.dumps(out)) == out
         if name == "with_domains":
             assert (out.world_size, out.num_hosts) == (recv.world_size, recv.num_hosts), where
@@ -353,6 +380,8 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert out.tolist() == json.loads(json.dumps(nested)), f"{where}: != instance()"
     elif isinstance(out, (str, Layout, MeshError)):
         pass
+    elif isinstance(out, float):
+        assert name == "allreduce_seconds" and out >= 0, f"{where} returned {out!r}"
     else:
         _plain_ints(out, where)
     if name == "group" and isinstance(out, tuple):
@@ -487,8 +516,8 @@ def test_every_public_name_is_fuzzed() -> None:
         assert {"__init__", *call, "__eq__", "__hash__", "__repr__", "pickle",
                 "deepcopy"} <= fuzzed[cls.__name__]
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
-            "CommMemory"} <= fuzzed["mesh"]
-    assert "MeshError" in ERRORS and len(ERRORS) == 16, ERRORS
+            "CommMemory", "blast", "drop", "substitute", "survive"} <= fuzzed["mesh"]
+    assert "MeshError" in ERRORS and len(ERRORS) == 17, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

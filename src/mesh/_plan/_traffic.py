@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .._core import InvalidSizeError, MeshTypeError, as_int, show
+from .._core import MAX_UNIVERSE, InvalidSizeError, MeshTypeError, as_int, show
 
 __all__ = ["Links"]
 
@@ -21,7 +21,10 @@ def _as_number(value: object) -> float:
     """A real number (an int or a float, not a bool) as a float, else MeshTypeError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MeshTypeError(f"a Links field must be a number (int or float), got {show(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past any float: refused as the validators refuse inf
+        return math.inf
 
 
 def _in_range(least: float, *, strict: bool) -> Callable[[Any, Any, float], None]:
@@ -73,9 +76,9 @@ class Links:
         over intra-host links when ``inside`` (else inter-host ones): see the law above."""
         b = as_int(nbytes, "nbytes")
         g = as_int(group_size, "group_size")
-        if b < 0 or g < 1:
-            raise InvalidSizeError(f"allreduce_seconds takes nbytes >= 0 and group_size >= 1, "
-                                   f"got {show(b)} and {show(g)}")
+        if not (0 <= b < MAX_UNIVERSE and 1 <= g <= MAX_UNIVERSE):
+            raise InvalidSizeError(f"allreduce_seconds takes 0 <= nbytes < 2**63 and 1 <= "
+                                   f"group_size <= 2**63, got {show(b)} and {show(g)}")
         if not isinstance(inside, bool):
             raise MeshTypeError(f"inside must be a bool, got {show(inside)}")
         gbps = self.intra_host_gbps if inside else self.inter_host_gbps
