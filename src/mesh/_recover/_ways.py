@@ -101,7 +101,7 @@ def substitute(view: MeshView, failed: Sequence[int], spares: Sequence[int], *,
     dead = failed_ranks(failed, (v.ranks,))
     use = spare_ranks(spares, len(dead), v.ranks)
     check_limit(v.ranks.size, "substitute's new universe", count(limit))
-    table = list(range(v.ranks.size)) if v.ranks.ranks is None else list(v.ranks.ranks)
+    table = row(v.ranks, Layout(v.ranks.size), 0)  # by array arithmetic: a refusal is quick
     for r, s in zip(dead, use):
         table[offset(v.ranks, r)] = s
     return MeshView(v.layout, v.names, RankMap.explicit(table))
