@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from gloo_launch import AGENT_FAILED, write_report
 
-TIMEOUT = timedelta(seconds=4)
+TIMEOUT = timedelta(seconds=float(os.environ.get("RECOVER_TIMEOUT_S", "4")))
 STEPS = 6
 
 
@@ -117,7 +117,7 @@ def main(out: str) -> None:
     import torch.distributed as dist
 
     from backend import GlooBackend, NcclBackend, bind
-    from mesh import MeshView
+    from mesh import MeshView, SurvivalError, survive
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), world, is_master=False,
@@ -145,16 +145,22 @@ def main(out: str) -> None:
     seen = _train(backend, old, names, store)
     lost = _lost(store)
     made_before = {id(r.group) for r in backend.created}
-    new_tensor = _survivors(tensor, lost, os.environ["WAY"])
-    new_view = MeshView.from_ranks(new_tensor.tolist(), names)
-    world_mesh = old["world"].rebind(new_view)
-    new = {k: world_mesh if k == "world" else world_mesh["dp", "cp"]._flatten("dp_cp")
-           for k in plan(new_view)}
+    way = os.environ["WAY"]
+    try:
+        after = survive(plan, world_view, lost, **({"drop": "dp"} if way == "drop" else
+                                                   {"spares": [6, 7]}))
+    except SurvivalError as e:  # no way to go on: a typed error saying why
+        write_report(out, rank, {"seen": seen, "lost": lost, "refused": str(e)})
+        return
+    new_tensor = _survivors(tensor, lost, way)
+    world_mesh = old["world"].rebind(after.world)
+    new = {k: world_mesh if k == "world" else bind(v, backend)
+           for k, v in after.views.items()}
     report: dict[str, Any] = {"seen": seen, "lost": lost, "in_new": False}
     if world_mesh.get_coordinate() is not None:
         got = {n: _all_reduce(world_mesh.get_group(n), rank) for n in names}
         if "dp_cp" in new:
-            got["dp_cp"] = _all_reduce(new["dp_cp"].get_group(), rank)
+            got["dp_cp"] = _all_reduce(new["dp_cp"].get_group("dp_cp"), rank)
         report.update(
             in_new=True, sums=got, expected=_expected(new_tensor, names, rank),
             kept=sorted(n for n in names if id(world_mesh.get_group(n)) == before.get(n)),

@@ -106,3 +106,16 @@ def test_nccl_shrinks_the_dp_groups_that_lost_a_rank(tmp_path: Path) -> None:
     _check(reports, "2d", [5], {0, 1, 2, 3, 6, 7})
     for rank in (0, 1, 2, 3, 6, 7):
         assert reports[rank]["kept"] == ["tp"] and reports[rank]["created"] == 0, reports[rank]
+
+
+@pytest.mark.timeout(300)
+def test_the_soak_bench_runs_a_few_random_trials() -> None:
+    """bench/recover_soak.py (200 trials outside the default run) at its smallest size."""
+    import subprocess
+    import sys
+
+    soak = Path(__file__).resolve().parents[1] / "bench" / "recover_soak.py"
+    out = subprocess.run([sys.executable, str(soak), "--trials", "2", "--seed", "7"],
+                         capture_output=True, text=True, timeout=280, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 trials" in out.stdout and "0 hangs, 0 wrong" in out.stdout
