@@ -1,4 +1,5 @@
-"""Every ``meshlayout explain`` command shown in the README prints the output shown under it."""
+"""Every ``meshlayout explain`` and ``meshlayout compare`` command shown in the README prints the
+output shown under it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOWN = re.findall(r"```bash\n(meshlayout explain [^\n]*)\n```\n\n```text\n(.*?)\n```",
+SHOWN = re.findall(r"```bash\n(meshlayout (?:explain|compare) [^\n]*)\n```\n\n```text\n(.*?)\n```",
                    (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
 
 
-def test_the_readme_shows_an_explained_plan() -> None:
-    assert SHOWN, "no `meshlayout explain` command with its output in README.md"
+def test_the_readme_shows_an_explained_plan_and_a_comparison() -> None:
+    assert [c.split()[1] for c, _ in SHOWN][:2] == ["explain", "compare"], \
+        "no `meshlayout explain` and `compare` commands with their output in README.md"
 
 
 @pytest.mark.parametrize(("command", "expected"), SHOWN, ids=[c for c, _ in SHOWN])

@@ -1,0 +1,80 @@
+"""The README's JSON tables list every key ``meshlayout explain`` and ``meshlayout compare``
+print, and no other.
+
+A table row names a field in backticks (``views[].dims``: the items of a list are ``[]``);
+when its meaning is an object written ``{"key", "key" (note), ...}``, those quoted names
+are that field's keys.  The JSON is walked the same way: every object's keys, by path, with
+a list's items under the list's path.  The documents come from the command itself, with
+every optional part present (``--rank``, fast domains, ``--traffic``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PLAN = ["--world", "64", "--devices-per-host", "4", "--hosts-per-domain", "2", "--rank", "5"]
+
+
+def tables() -> list[list[tuple[str, str]]]:
+    """Every ``| field | meaning |`` table of the README: its rows as (field, meaning)."""
+    found = []
+    for block in re.findall(r"\| field \| meaning \|\n\|---\|---\|\n((?:\|.*\|\n)+)", README):
+        found.append([tuple(cell.strip() for cell in line.strip("|").split(" | ", 1))
+                      for line in block.splitlines()])
+    return found  # type: ignore[return-value]
+
+
+def documented(rows: list[tuple[str, str]]) -> dict[str, set[str]]:
+    """Path -> keys, as the table's rows say them ("" is the top level)."""
+    out: dict[str, set[str]] = {"": set()}
+    for field, meaning in rows:
+        paths = [p for p in re.findall(r"`([^`]*)`", field) if re.fullmatch(r"[a-z_.\[\]]+", p)]
+        out[""] |= {p for p in paths if "." not in p and "[" not in p}
+        if len(paths) == 1 and "{" in meaning:
+            out[paths[0]] = set(re.findall(r'"(\w+)"', meaning))
+    return out
+
+
+def keys_of(data: Any, path: str = "", out: dict[str, set[str]] | None = None,
+            skip: frozenset[str] = frozenset()) -> dict[str, set[str]]:
+    """Path -> the keys the JSON has there (a list's items under the list's own path, what
+    is inside them under ``path[].key``); paths in ``skip`` are not walked."""
+    out = {} if out is None else out
+    if path in skip:
+        return out
+    items = [data] if isinstance(data, dict) else [
+        x for x in data if isinstance(x, dict)] if isinstance(data, list) else []
+    for item in items:
+        out.setdefault(path, set()).update(item)
+        inner = path + "[]" if isinstance(data, list) else path
+        for k, v in item.items():
+            keys_of(v, f"{inner}.{k}" if inner else k, out, skip)
+    return out
+
+
+def run(*args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "mesh", *args, "--format", "json"],
+                         capture_output=True, text=True, check=True, timeout=60, cwd=ROOT)
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def test_the_explain_table_lists_every_key_of_the_json() -> None:
+    data = run("explain", *PLAN, "--dims", "dp=4,cp=2,tp=8")
+    assert documented(tables()[0]) == keys_of(data)
+
+
+def test_the_compare_table_lists_every_key_of_its_json() -> None:
+    data = run("compare", *PLAN, "--dims", "dp=8,tp=8", "--dims", "tp=8,dp=8",
+               "--traffic", "tp=1GiB")
+    found = keys_of(data, skip=frozenset({"plans", "traffic.bytes"}))  # documented elsewhere,
+    assert documented(tables()[1]) == found  # and a map from dim names
+    assert [keys_of(p) for p in data["plans"]] == [keys_of(run("explain", *PLAN, "--dims", d))
+                                                   for d in ("dp=8,tp=8", "tp=8,dp=8")]
