@@ -34,7 +34,7 @@ from ._errors import (
 )
 from ._family import Family
 from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, ordered, show
-from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks, numpy, py_offsets
+from ._listing import MAX_LISTED_RANKS, check_limit, numpy, py_offsets, rank_rows, rank_table
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 
@@ -70,9 +70,10 @@ __all__ = [
     "as_size",
     "check_limit",
     "concatenate",
-    "list_ranks",
     "numpy",
     "ordered",
     "py_offsets",
+    "rank_rows",
+    "rank_table",
     "show",
 ]

@@ -10,7 +10,7 @@ import attrs
 from layout import Layout, LayoutError, coalesce, complement, flatten, make_layout
 
 from ._dims import canonical_dims
-from ._listing import list_ranks, py_offsets
+from ._listing import py_offsets, rank_rows
 from ._rankmap import RankMap
 
 __all__ = ["Family", "family_of"]
@@ -105,8 +105,7 @@ def _canonical(ranks: RankMap, mode: Layout) -> Family:
 
 
 def _listed(ranks: RankMap, mode: Layout) -> list[tuple[int, ...]]:
-    rows = list_ranks(ranks, complement(mode, ranks.size), mode)
-    return list(map(tuple, rows.tolist() if hasattr(rows, "tolist") else rows))
+    return rank_rows(ranks, complement(mode, ranks.size), mode)
 
 
 def _layout_of(seq: tuple[int, ...]) -> Layout | None:

@@ -20,7 +20,7 @@ from ._errors import TooManyRanksError
 from ._input import as_int, show
 from ._rankmap import RankMap
 
-__all__ = ["MAX_LISTED_RANKS", "check_limit", "list_ranks", "numpy", "py_offsets"]
+__all__ = ["MAX_LISTED_RANKS", "check_limit", "numpy", "py_offsets", "rank_rows", "rank_table"]
 
 MAX_LISTED_RANKS = 1 << 24
 """The default ``limit`` of every query that lists ranks (16,777,216 ranks, 128 MiB as
@@ -56,20 +56,32 @@ def _modes(L: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return flatten(L.shape), flatten(L.stride)
 
 
-def list_ranks(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
-               dtype: str = "int64") -> Any:
-    """The ranks ``ranks(base + starts(j) + inner(x))`` for every ``j`` and every ``x``.
+def rank_rows(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0
+              ) -> list[tuple[int, ...]]:
+    """The ranks ``ranks(base + starts(j) + inner(x))`` for every ``j`` and every ``x``, as
+    Python ints: row ``j`` lists one group (or instance) in coordinate order.  Computed by
+    array arithmetic (NumPy when it is there and the listing is large).  The caller has
+    checked the limit."""
+    rows = _listed(ranks, starts, inner, base, "int64", array=False)
+    return list(map(tuple, rows.tolist())) if not isinstance(rows, list) else rows
 
-    Row ``j`` lists one group (or instance) in coordinate order.  Returns a NumPy
-    array of ``dtype`` (``"int32"`` only if every rank fits) and shape
-    ``(size(starts), size(inner))`` when NumPy is there, else a list of tuples of
-    Python ints.  The caller has checked the limit.
-    """
+
+def rank_table(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
+               dtype: str = "int64") -> Any:
+    """The same ranks as :func:`rank_rows` as a NumPy array of shape ``(size(starts),
+    size(inner))`` and ``dtype`` (``"int32"`` only if every rank fits); needs NumPy."""
+    return _listed(ranks, starts, inner, base, dtype, array=True)
+
+
+def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str, *,
+            array: bool) -> Any:
     s_shapes, s_strides = _modes(starts)
     i_shapes, i_strides = _modes(inner)
     count = starts.size * inner.size
     big = count >= (_ROW_ARRAYS_FROM if starts.size == 1 else _ARRAYS_FROM)
-    np = numpy() if big or dtype != "int64" else None
+    np = numpy() if array or big else None
+    if array and np is None:
+        raise ModuleNotFoundError("No module named 'numpy'")
     if np is None:
         if count > _PYTHON_MOST:
             raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "

@@ -37,7 +37,7 @@ from ._errors import (
 )
 from ._family import Family, family_of
 from ._input import _UNORDERED, as_int, as_name, as_names, as_size, ordered, show
-from ._listing import MAX_LISTED_RANKS, check_limit, list_ranks
+from ._listing import MAX_LISTED_RANKS, check_limit, rank_rows, rank_table
 from ._rankmap import RankMap
 
 __all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
@@ -408,8 +408,7 @@ class MeshView:
         return self._rows(complement(mode, self.ranks.size), mode)
 
     def _rows(self, starts: Layout, inner: Layout, base: int = 0) -> tuple[tuple[int, ...], ...]:
-        rows = list_ranks(self.ranks, starts, inner, base)
-        return tuple(map(tuple, rows.tolist() if hasattr(rows, "tolist") else rows))
+        return tuple(rank_rows(self.ranks, starts, inner, base))
 
     def instance(self, rank: int, *, limit: int = MAX_LISTED_RANKS) -> Nested:
         """The rank tensor of ``rank``'s instance (what torch's ``DeviceMesh.mesh`` is there)."""
@@ -429,10 +428,8 @@ class MeshView:
             raise MeshTypeError(f"dtype must be 'int64' or 'int32', got {show(dtype)}")
         _, j, _ = self._locate(rank)
         check_limit(self.size(), "instance_array()", limit)
-        import numpy as np
-
-        rows = list_ranks(self.ranks, Layout(1, 0), self.layout, self._complement(j), dtype)
-        return np.asarray(rows).reshape(self.shape)
+        rows = rank_table(self.ranks, Layout(1, 0), self.layout, self._complement(j), dtype)
+        return rows.reshape(self.shape)
 
     def instances(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[Nested, ...]:
         """Every instance's rank tensor (lists all N ranks)."""

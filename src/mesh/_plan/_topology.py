@@ -20,10 +20,11 @@ from .._core import (
     TopologyError,
     as_int,
     as_size,
-    list_ranks,
     numpy,
     ordered,
     py_offsets,
+    rank_rows,
+    rank_table,
     show,
 )
 
@@ -216,8 +217,10 @@ class Topology:
 
     def _most_listed(self, fam: Family, hosts_per_block: int) -> int:
         """Count each group's blocks after listing the family (explicit hosts or universe)."""
-        rows = list_ranks(fam.ranks, complement(fam.layout, fam.ranks.size), fam.layout)
-        np = numpy() if hasattr(rows, "shape") else None
+        np = numpy()
+        starts = complement(fam.layout, fam.ranks.size)
+        rows: Any = rank_rows(fam.ranks, starts, fam.layout) if np is None else \
+            rank_table(fam.ranks, starts, fam.layout)
         hosts = self._hosts
         per = (self.devices_per_host or 1) * hosts_per_block
         if np is not None:

@@ -9,7 +9,6 @@ their order: the lowest failed rank gets the first spare.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from layout import Layout
 
@@ -24,8 +23,8 @@ from .._core import (
     SurvivalError,
     as_int,
     as_name,
-    list_ranks,
     ordered,
+    rank_rows,
     show,
 )
 
@@ -104,5 +103,4 @@ def offset(ranks: RankMap, rank: int) -> int:
 def row(ranks: RankMap, inner: Layout, base: int) -> list[int]:
     """The ranks ``ranks(base + inner(i))`` for every ``i``, in order (the caller checked
     the size)."""
-    rows: Any = list_ranks(ranks, Layout(1, 0), inner, base)
-    return list(rows.tolist()[0] if hasattr(rows, "tolist") else rows[0])
+    return list(rank_rows(ranks, Layout(1, 0), inner, base)[0])
