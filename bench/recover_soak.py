@@ -42,6 +42,12 @@ import recover_gloo_worker as worker  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from gloo_launch import AGENT_FAILED  # noqa: E402
 
+# loaded here, once: every trial's forked workers run this same code
+import mesh  # noqa: E402
+from backend import GlooBackend  # noqa: E402
+
+_PRELOADED = (mesh.survive, GlooBackend)
+
 WORLD = 8
 BOUND_S = 60.0
 SETTLE_S = 0.3
