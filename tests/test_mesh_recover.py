@@ -13,6 +13,7 @@ from work_bound import bounded
 
 from mesh import (
     Blast,
+    DimBlast,
     InvalidRanksError,
     MeshTypeError,
     MeshView,
@@ -21,6 +22,7 @@ from mesh import (
     SurvivalError,
     TooManyRanksError,
     UnknownDimError,
+    ViewBlast,
     blast,
     concatenate,
     drop,
@@ -232,3 +234,11 @@ def test_the_result_values_are_made_by_their_functions_only() -> None:
 def test_drop_lists_at_most_its_limit() -> None:
     with pytest.raises(TooManyRanksError, match="drop's surviving universe"):
         drop(MeshView.from_shape((2**30, 2**30), ("dp", "tp")), [0], "dp")
+
+
+def test_a_blast_is_read_by_view_then_by_dim() -> None:
+    world = MeshView.from_shape((4, 8), ("dp", "tp"))
+    hit = blast({"world": world}, [13])
+    view, tp = hit["world"], hit["world"]["tp"]
+    assert isinstance(view, ViewBlast) and isinstance(tp, DimBlast)
+    assert (view.name, view.broken_instances, tp.dim, tp.broken_groups) == ("world", 1, "tp", 1)
