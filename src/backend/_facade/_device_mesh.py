@@ -369,9 +369,10 @@ class DeviceMesh(Generic[G]):
                 f"{name} already exists for submesh of the {self!r}: the dim names are "
                 f"{names!r} (and the mesh it was sliced from has {self._root.names!r}); "
                 "please specify another valid mesh_dim_name")
+        merged = self.view.flatten(idx, name)  # checks the name: the mesh layer's typed error
         opts = self._binding.by_name
         opts[name] = self._merged_options([names[i] for i in idx], backend_override)
-        return self._remember(self._with(self.view.flatten(idx, name), opts), name)
+        return self._remember(self._with(merged, opts), name)
 
     _flatten = flatten
 

@@ -33,7 +33,7 @@ from ._errors import (
     UnknownDimError,
 )
 from ._family import Family
-from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, ordered, show
+from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, items_of, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, numpy, py_offsets, rank_rows, rank_table
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
@@ -71,6 +71,7 @@ __all__ = [
     "check_limit",
     "concatenate",
     "numpy",
+    "items_of",
     "ordered",
     "py_offsets",
     "rank_rows",

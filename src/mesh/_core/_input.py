@@ -6,6 +6,7 @@ of the package sees plain ``int``, ``str`` and ``tuple`` values only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import layout
@@ -13,7 +14,7 @@ from layout import show
 
 from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError, TooManyRanksError
 
-__all__ = ["MAX_UNIVERSE", "as_int", "as_names", "as_size", "ordered", "show"]
+__all__ = ["MAX_UNIVERSE", "as_int", "as_names", "as_size", "items_of", "ordered", "show"]
 
 MAX_UNIVERSE = 1 << 63
 """The most ranks a universe may have, and the bound on every rank: ranks fit int64, as in
@@ -75,6 +76,19 @@ def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
         if isinstance(value, (set, frozenset, dict)) else ""
     raise MeshTypeError(f"{what} must be an ordered sequence (a list or a tuple), got "
                         f"{show(value)} of type {kind}{why}")
+
+
+def items_of(value: object, what: str, expected: str) -> list[tuple[Any, Any]]:
+    """The (key, value) pairs of a mapping, read once; anything else, or a mapping that
+    fails to be read (a hostile ``__iter__`` or ``__len__``), is refused with
+    :class:`~mesh.MeshTypeError` saying what was ``expected``."""
+    if isinstance(value, Mapping):
+        try:
+            return list(value.items())
+        except Exception:
+            raise MeshTypeError(f"{what} could not be read as a mapping: {show(value)}"
+                                ) from None
+    raise MeshTypeError(f"{what} must be {expected}, got {show(value)}")
 
 
 def as_name(value: object, what: str = "a dim name") -> str:

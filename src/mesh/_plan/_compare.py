@@ -26,6 +26,7 @@ from .._core import (
     UnknownDimError,
     as_int,
     as_name,
+    items_of,
     show,
 )
 from ._explain import CommMemory, explain
@@ -153,17 +154,18 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
 
 def _plans(plans: object) -> dict[str, dict[str, MeshView]]:
     """``plans`` checked: a non-empty mapping of plan names to views or mappings of views."""
-    if not isinstance(plans, Mapping) or not plans:
-        raise MeshTypeError(f"compare takes a non-empty mapping of plan names to a "
-                            f"mesh.MeshView or a mapping of view names to views, got "
-                            f"{show(plans)}")
+    expected = ("a non-empty mapping of plan names to a mesh.MeshView or a mapping of view "
+                "names to views")
+    items = items_of(plans, "compare's plans", expected)
+    if not items:
+        raise MeshTypeError(f"compare takes {expected}, got {show(plans)}")
     out: dict[str, dict[str, MeshView]] = {}
-    for name, plan in plans.items():
+    for name, plan in items:
         key = as_name(name, "a plan name")
         if isinstance(plan, MeshView):
             out[key] = {"mesh": plan}
         elif isinstance(plan, Mapping):
-            out[key] = dict(plan)  # explain checks the views
+            out[key] = dict(items_of(plan, f"plan {key!r}", "a mapping"))  # explain checks
         else:
             raise MeshTypeError(f"plan {key!r} must be a mesh.MeshView or a mapping of view "
                                 f"names to views, got {show(plan)}")
@@ -174,11 +176,8 @@ def _traffic(traffic: object) -> dict[str, int]:
     """``traffic`` checked: dim name → bytes per step per rank (an int >= 0)."""
     if traffic is None:
         return {}
-    if not isinstance(traffic, Mapping):
-        raise MeshTypeError(f"traffic must be a mapping of dim names to bytes per step, got "
-                            f"{show(traffic)}")
     out = {}
-    for dim, nbytes in traffic.items():
+    for dim, nbytes in items_of(traffic, "traffic", "a mapping of dim names to bytes per step"):
         b = as_int(nbytes, f"traffic[{dim!r}]", "an int (bytes per step per rank)")
         if b < 0:
             raise InvalidSizeError(f"traffic[{dim!r}] must be bytes >= 0, got {show(b)}")

@@ -26,6 +26,7 @@ from .._core import (
     as_int,
     as_name,
     as_names,
+    items_of,
     show,
 )
 from ._report import report
@@ -182,11 +183,12 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
 
 def _named(views: object) -> dict[str, MeshView]:
     """``views`` checked: a non-empty mapping of names (without '.') to views."""
-    if not isinstance(views, Mapping) or not views:
-        raise MeshTypeError(f"explain takes a non-empty mapping of names to mesh.MeshView, "
-                            f"got {show(views)}")
+    expected = "a non-empty mapping of names to mesh.MeshView"
+    items = items_of(views, "explain's views", expected)
+    if not items:
+        raise MeshTypeError(f"explain takes {expected}, got {show(views)}")
     named: dict[str, MeshView] = {}
-    for name, view in views.items():
+    for name, view in items:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"view {name!r} must be a mesh.MeshView, got {show(view)}")
         if "." in as_name(name, "a view name"):

@@ -8,7 +8,7 @@ their order: the lowest failed rank gets the first spare.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from layout import Layout
 
@@ -23,6 +23,7 @@ from .._core import (
     SurvivalError,
     as_int,
     as_name,
+    items_of,
     ordered,
     rank_rows,
     show,
@@ -42,13 +43,7 @@ def named_views(views: object, what: str) -> tuple[tuple[str, MeshView], ...]:
     """One view (named ``"view"``) or a mapping of names to views, as ordered pairs."""
     if isinstance(views, MeshView):
         return (("view", views),)
-    if not isinstance(views, Mapping):
-        raise MeshTypeError(f"{what} must be a MeshView or a mapping of names to MeshViews, "
-                            f"got {show(views)}")
-    try:
-        items = list(views.items())
-    except Exception:  # a hostile mapping
-        raise MeshTypeError(f"{what}: could not read the mapping {show(views)}") from None
+    items = items_of(views, what, "a MeshView or a mapping of names to MeshViews")
     return tuple([(as_name(n, f"every view name in {what}"), the_view(v, f"view {show(n)}"))
                   for n, v in items])
 
