@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 
+from layout import complement
+
 from .._core import (
     MAX_LISTED_RANKS,
     Dim,
@@ -25,6 +27,9 @@ from .._core import (
     MeshView,
     SurvivalError,
     UnknownDimError,
+    check_limit,
+    numpy,
+    rank_table,
     show,
 )
 from . import _ways
@@ -119,6 +124,24 @@ class Survival:
         return (tuple([g for g in after if g in before]),
                 tuple([g for g in after if g not in before]))
 
+    def group_counts(self, view: str, dim: Dim, *, limit: int = MAX_LISTED_RANKS
+                     ) -> tuple[int, int]:
+        """``(intact, new)``: how many of :meth:`intact_groups` and :meth:`new_groups` there
+        are, without building them (a dim whose size changed has no intact group; else one
+        array comparison over both universes, at most ``limit`` ranks each, with NumPy)."""
+        old, new, k = self._pair(view, dim)
+        total = new.ranks.size // new.shape[k]
+        np = numpy()
+        if old.shape[k] != new.shape[k]:
+            return 0, total
+        if np is None:
+            kept, made = self._split(view, dim, limit)
+            return len(kept), len(made)
+        for v in (old, new):
+            check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", count(limit))
+        kept = _same_rows(np, _table(old, k), _table(new, k))
+        return kept, total - kept
+
     @functools.cached_property
     def blast(self) -> Blast:
         """The blast radius of the failed ranks over the old plan."""
@@ -131,12 +154,31 @@ class Survival:
         dims = []
         for name, v in self.views.items():
             for d in v.names:
-                kept, made = self._split(name, d, limit)
-                dims.append({"view": name, "dim": d, "intact_groups": len(kept),
-                             "new_groups": len(made)})
+                kept, made = self.group_counts(name, d, limit=limit)
+                dims.append({"view": name, "dim": d, "intact_groups": kept,
+                             "new_groups": made})
         return {"failed": list(self.failed), "dropped": self.dropped,
                 "spares": list(self.spares), "world": self.world.to_dict(),
                 "views": {n: v.to_dict() for n, v in self.views.items()}, "groups": dims}
+
+
+def _table(view: MeshView, k: int) -> Any:
+    """Every group along dim ``k`` as a row of a NumPy array, ordered by first offset."""
+    mode = view.layout[k]
+    return rank_table(view.ranks, complement(mode, view.ranks.size), mode)
+
+
+def _same_rows(np: Any, before: Any, after: Any) -> int:
+    """How many rows of ``after`` are rows of ``before`` (both of one width, rows of
+    distinct ranks, no rank in two rows): each row is compared with the row of ``before``
+    holding its first rank.  ``before = [[0, 1], [2, 3]]``, ``after = [[2, 3], [1, 4]]``:
+    rank 2 is in row 1, equal to ``[2, 3]``; rank 1 in row 0, ``[0, 1] != [1, 4]``: 1."""
+    flat = before.ravel()
+    order = np.argsort(flat, kind="stable")
+    keys = flat[order]
+    at = np.searchsorted(keys, after[:, 0]).clip(0, keys.size - 1)
+    rows = before[order[at] // before.shape[1]]
+    return int(((keys[at] == after[:, 0]) & (rows == after).all(axis=1)).sum())
 
 
 def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
