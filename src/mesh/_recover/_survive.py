@@ -135,12 +135,12 @@ class Survival:
         if old.shape[k] != new.shape[k]:
             return 0, total
         if np is None:
-            kept, made = self._split(view, dim, limit)
-            return len(kept), len(made)
+            listed = self._split(view, dim, limit)
+            return len(listed[0]), len(listed[1])
         for v in (old, new):
             check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", count(limit))
-        kept = _same_rows(np, _table(old, k), _table(new, k))
-        return kept, total - kept
+        same = _same_rows(np, _table(old, k), _table(new, k))
+        return same, total - same
 
     @functools.cached_property
     def blast(self) -> Blast:
