@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from .._core import (
@@ -30,6 +30,7 @@ from .._core import (
     RankNotInMeshError,
     as_int,
     as_size,
+    ordered,
     show,
 )
 from ._panels import MEMBER, Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
@@ -71,7 +72,8 @@ _XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quo
 @dataclasses.dataclass(frozen=True)
 class Outline:
     """How a cell is outlined: why (``kind``, the SVG class), for which dim (or None), the
-    stroke's colour, width and dash pattern, and the words naming the style in the legend."""
+    stroke's colour, width and dash pattern, the words naming the style in the legend, and
+    whether a cross is drawn over the cell too (a failed rank)."""
 
     kind: str
     dim: str | None
@@ -79,6 +81,18 @@ class Outline:
     width: float
     dash: str
     words: str
+    cross: bool = False
+
+    def shapes(self, x: float, y: float, size: float, kind: str | None = None) -> str:
+        """The outline of a ``size`` square at ``(x, y)``, and its cross (if any)."""
+        box = f'<rect x="{x:g}" y="{y:g}" width="{size:g}" height="{size:g}" ' \
+              f'{self.attributes(kind)}/>'
+        if not self.cross:
+            return box
+        far_x, far_y = x + size, y + size
+        return (box + f'<path class="{kind or self.kind}-cross" d="M{x:g},{y:g}L{far_x:g},'
+                f'{far_y:g}M{far_x:g},{y:g}L{x:g},{far_y:g}" stroke="{self.colour}" '
+                f'stroke-width="{self.width * 2 / 3:g}" stroke-opacity="0.7"/>')
 
     def attributes(self, kind: str | None = None) -> str:
         """The SVG attributes of the outline (class ``kind``, default the outline's own)."""
@@ -97,6 +111,11 @@ _DASHES = (("", ""), ("5,3", "dashed "), ("1.5,2", "dotted "))
 _RANK = Outline("highlight", None, _MARK, 3, "", "red outline")
 """The outline of the rank drawn for."""
 
+_FAILED = Outline("failed", None, _LINE, 3, "", "black crossed box", cross=True)
+_BROKEN = Outline("broken", None, _LINE, 2.5, "4,2", "black dashed outline")
+"""The outlines of failed ranks, and of the healthy members of a group that lost one (its
+*stranded* ranks); either wins over a member's outline, and a failed rank's over the red."""
+
 
 def _member_style(k: int, name: str) -> Outline:
     """The outline of the members of the drawn rank's group along dim ``k``: a dark colour
@@ -108,7 +127,7 @@ def _member_style(k: int, name: str) -> Outline:
 
 def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
         color_by: Dim | None = None, rank: int | None = None, title: str | None = None,
-        max_cells: int = MAX_SVG_CELLS) -> str:
+        max_cells: int = MAX_SVG_CELLS, failed: Sequence[int] = ()) -> str:
     """Draw the instance holding ``rank`` (instance 0 when ``rank`` is None) as SVG.
 
     One cell per rank: a 1-D view is one row, a 2-D view a grid (dim 0 down,
@@ -126,7 +145,10 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     also draws a thick line on every edge between two neighbouring cells of a panel
     on different hosts, and a panel on one host names it.  ``rank`` is outlined in
     red, and the other members of its group along every dim in one style per dim
-    (a colour, then a dash pattern).  ``title`` replaces the default first line (the
+    (a colour, then a dash pattern).  ``failed`` ranks (an ordered sequence; those
+    outside the instance are ignored) are drawn as crossed boxes, and the healthy
+    members of every group (along any dim) that holds one as black dashed outlines.
+    ``title`` replaces the default first line (the
     view and the instance); a legend below says what panels, colours, lines and
     outlines mean.  Cells are
     32 px squares with 14 px rank numbers (10 px from 4 digits on; wider cells from 5).
@@ -160,10 +182,13 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
         else [_PLAIN] * len(cells)
     outlines = _outlines(sheet.inst, g.coords)
+    hurt = _Hurt.of(view, g.coords, cells, failed)
     legend = [*_legend(view, k, hosts, keys, fills, g.across), *_outline_legend(
-        sheet.inst, outlines)]
+        sheet.inst, outlines), *hurt.legend(view.names, len(cells))]
+    hurt.mark(outlines)
     head = title if title is not None else sheet.inst.heading()
-    return "\n".join([*_opening(g, head, legend), *_panel_groups(g, cells, fills, hosts),
+    return "\n".join([*_opening(g, head, legend),
+                      *_panel_groups(g, cells, fills, hosts, hurt.notes(view.names)),
                       *_marks(g, hosts, outlines), *_closing(g, legend)])
 
 
@@ -213,9 +238,10 @@ def _opening(g: _Grid, head: str, legend: Legend) -> list[str]:
             f'font-weight="bold">{_xml(head)}</text>']
 
 
-def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int] | None
-            ) -> list[str]:
-    """Every panel's group: its frame and labels, then its cells with their tooltips."""
+def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int] | None,
+                  notes: list[str]) -> list[str]:
+    """Every panel's group: its frame and labels, then its cells with their tooltips (each
+    ending with the cell's note)."""
     out = []
     n = g.rows * g.cols
     for p in range(len(g.labels)):
@@ -223,7 +249,7 @@ def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int]
         for i in range(p * n, (p + 1) * n):
             where = " ".join(f"{d}={c}" for d, c in zip(g.names, g.coords[i]))
             on = "" if hosts is None else f", host {hosts[i]}"
-            out.append(g.cell(i, cells[i], fills[i], f"rank {cells[i]}: {where}{on}"))
+            out.append(g.cell(i, cells[i], fills[i], f"rank {cells[i]}: {where}{on}{notes[i]}"))
         out.append("</g>")
     return out
 
@@ -237,9 +263,8 @@ def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline]) -> l
         out.extend(g.edge(a, b) for a, b in g.pairs if hosts[a] != hosts[b])
         out.append("</g>")
     for i, o in sorted(outlines.items()):
-        (x, y), inset = g.at(i), 2 if o.kind == "highlight" else 3
-        out.append(f'<rect x="{x + inset}" y="{y + inset}" width="{g.cell_px - 2 * inset}" '
-                   f'height="{g.cell_px - 2 * inset}" {o.attributes()}/>')
+        (x, y), inset = g.at(i), 2 if o.kind in ("highlight", "failed") else 3
+        out.append(o.shapes(x + inset, y + inset, g.cell_px - 2 * inset))
     return out
 
 
@@ -273,6 +298,57 @@ def _outline_legend(inst: Instance, outlines: dict[int, Outline]) -> Legend:
     return lines
 
 
+@dataclasses.dataclass(frozen=True)
+class _Hurt:
+    """What failed ranks do to the cells drawn: which cells failed, and for each cell the
+    dims along which its group lost a member (a group along dim ``k`` is the cells whose
+    coordinates differ only at ``k``; the instance holds it whole)."""
+
+    given: bool  # whether any failed rank was given (drawn or not)
+    dead: list[bool]
+    broken: list[tuple[int, ...]]  # per cell, the dims whose group through it lost a member
+
+    @classmethod
+    def of(cls, view: MeshView, coords: list[tuple[int, ...]], cells: list[int],
+           failed: object) -> _Hurt:
+        gone = frozenset([as_int(r, "every failed rank") for r in ordered(failed, "failed")])
+        dead = [r in gone for r in cells]
+        hit = {(k, c[:k] + c[k + 1:]) for c, d in zip(coords, dead) if d
+               for k in range(view.ndim)}
+        broken = [tuple([k for k in range(view.ndim) if (k, c[:k] + c[k + 1:]) in hit])
+                  for c in coords]
+        return cls(bool(gone), dead, broken)
+
+    def mark(self, outlines: dict[int, Outline]) -> None:
+        """Add the failed cells (over any outline) and the stranded ones (over a member's)."""
+        for i, (d, b) in enumerate(zip(self.dead, self.broken)):
+            if d:
+                outlines[i] = _FAILED
+            elif b and outlines.get(i, _BROKEN).kind != "highlight":
+                outlines[i] = _BROKEN
+
+    def notes(self, names: tuple[str, ...]) -> list[str]:
+        """Each cell's tooltip note: failed, or the dims of its broken groups."""
+        return ["; failed" if d else "; stranded in its broken " +
+                ", ".join(names[k] for k in b) + " group" + "s" * (len(b) > 1) if b else ""
+                for d, b in zip(self.dead, self.broken)]
+
+    def legend(self, names: tuple[str, ...], n: int) -> Legend:
+        """A line per failure marking drawn (none without failed ranks in the picture)."""
+        dead = sum(self.dead)
+        if not dead:
+            return [("failed ranks: none in this instance", None)] if self.given else []
+        per = [sum([k in b for d, b in zip(self.dead, self.broken) if not d])
+               for k in range(len(names))]
+        along = ", ".join(f"{names[k]} {c:,}" for k, c in enumerate(per) if c)
+        lines: Legend = [(f"{_FAILED.words}: failed ranks ({dead:,} of the {n:,} drawn)",
+                          _FAILED)]
+        if along:
+            lines.append((f"{_BROKEN.words}: stranded ranks, the healthy members of the "
+                          f"groups that lost one (along {along})", _BROKEN))
+        return lines
+
+
 def _closing(g: _Grid, legend: Legend) -> list[str]:
     """The legend (a swatch before each line that explains an outline), and the end."""
     out = [f'<g class="legend" font-size="{_LEGEND}" fill="#222222">']
@@ -280,8 +356,7 @@ def _closing(g: _Grid, legend: Legend) -> list[str]:
         y = _TOP + g.height + 24 + 18 * i
         x = _MARGIN + _SWATCH * (style is not None)
         if style is not None:
-            out.append(f'<rect x="{_MARGIN}" y="{y - 11}" width="13" height="13" '
-                       f'{style.attributes("swatch")}/>')
+            out.append(style.shapes(_MARGIN, y - 11, 13, "swatch"))
         out.append(f'<text x="{x}" y="{y}">{_xml(s)}</text>')
     return [*out, "</g>\n</svg>\n"]
 

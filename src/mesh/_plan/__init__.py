@@ -1,13 +1,14 @@
 """The plan wing of :mod:`mesh`: where a plan's groups land on machines, and what they cost.
 
-Imports the core (``mesh._core``) and the drawing wing (``mesh._draw``, for the CLI's
-``--svg``); neither imports this wing.
+Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the CLI's
+``--svg``) and the recovery wing (``mesh._recover``, for ``--fail``); none imports this wing.
 
 Module map: ``_topology`` (:class:`Topology`: hosts, fast domains, which groups cross
 them), ``_explain`` (:func:`explain`, :class:`Explanation`, :class:`CommMemory`: the
 plan's data), ``_traffic`` (:class:`Links`: the α-β time estimate), ``_compare``
-(:func:`compare`, :class:`Comparison`: plans side by side), ``_report`` (the text reports
-of both), ``_args`` and ``_cli`` (the ``meshlayout`` command's argument types and the
+(:func:`compare`, :class:`Comparison`: plans side by side), ``_fail`` (what failed ranks
+do to a plan: the data of ``explain --fail``), ``_report`` (the text reports of all
+three), ``_args`` and ``_cli`` (the ``meshlayout`` command's argument types and the
 command; not imported by ``import mesh``).
 """
 

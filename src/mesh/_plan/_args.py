@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable
 
-__all__ = ["bytes_per_dim", "mib", "number", "positive", "rank"]
+__all__ = ["MOST_LISTED", "bytes_per_dim", "indices", "mib", "number", "positive", "rank"]
 
 _MOST_DIGITS = 30  # an int flag longer than this is refused before Python parses it
 _MOST_MIB = float(1 << 30)  # 1 PiB per buffer: far past any machine, far from overflow
@@ -16,6 +16,9 @@ _MOST_NUMBER = 1e12  # Gb/s or µs: far past any link
 _MOST_BYTES = 1 << 60  # bytes per step: an exabyte
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_DIGITS = re.compile(f"[0-9]{{1,{_MOST_DIGITS}}}")
+MOST_LISTED = 1 << 16
+"""The most ranks (or hosts) one list flag (``--fail``, ``--spares``) names."""
 _AMOUNT = re.compile(r"\s*(\d+(?:\.\d*)?(?:[eE]\d+)?)\s*([A-Za-z]*)\s*")
 
 
@@ -92,3 +95,32 @@ def bytes_per_dim(text: str) -> dict[str, int]:
                 f"dp=1GiB,tp=256MiB; got {item.strip()!r} in {text!r}")
         out[name.strip()] = value
     return out
+
+
+def _index(text: str) -> int | None:
+    """An int >= 0 written in at most 30 ASCII digits, else None."""
+    t = text.strip()
+    return int(t) if _DIGITS.fullmatch(t) else None
+
+
+def indices(noun: str) -> Callable[[str], tuple[int, ...]]:
+    """``13,20-23``: ints >= 0 (``noun``s: ranks, hosts) separated by commas, each one int
+    or an inclusive range ``A-B`` (``A <= B``), in the order given; at most
+    :data:`MOST_LISTED` in all.
+
+    >>> indices("rank")("13, 20-23")
+    (13, 20, 21, 22, 23)
+    """
+    def parse(text: str) -> tuple[int, ...]:
+        out: list[int] = []
+        for item in text.split(","):
+            first, dash, last = item.partition("-")
+            a, b = _index(first), _index(last if dash else first)
+            if a is None or b is None or b < a or len(out) + b - a >= MOST_LISTED:
+                raise argparse.ArgumentTypeError(
+                    f"takes {noun}s separated by commas, each an int >= 0 or a range A-B "
+                    f"with A <= B, at most {MOST_LISTED:,} {noun}s in all (e.g. 13 or "
+                    f"8-15,24); got {item.strip()!r} in {text!r}")
+            out.extend(range(a, b + 1))
+        return tuple(out)
+    return parse

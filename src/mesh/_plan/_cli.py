@@ -12,7 +12,7 @@ import json
 import os
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._core import MeshError, MeshView
@@ -20,6 +20,8 @@ from .._draw import MAX_SVG_CELLS, svg
 from . import _args
 from ._compare import compare_placed
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
+from ._fail import failed_on, failure
+from ._report import failure_report
 from ._topology import Topology
 from ._traffic import Links
 
@@ -34,12 +36,15 @@ examples:
   meshlayout explain examples/torchtitan_plan.py --format json
   meshlayout explain plan.py --expect-intra-host tp,ep      (exit 1 if tp or ep crosses hosts)
   meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
+  meshlayout explain --world 32 --dims dp=4,tp=8 --fail 13 --spares 32 --rank 9
 
 A plan file is Python that meshlayout runs (like a config.py: explain only plans you
 trust) and that defines VIEWS, a dict of view name -> mesh.MeshView, and
-optionally TOPOLOGY, a mesh.Topology. --devices-per-host (with --world) replaces
-TOPOLOGY's hosts, --hosts-per-domain regroups them, and --dims replaces VIEWS with one
-view. Exit status: 0 done, 1 an --expect-intra-* check failed, 2 bad input.
+optionally TOPOLOGY, a mesh.Topology; with WORLD (a mesh.MeshView) and PLAN (a
+function WORLD -> VIEWS), --fail also re-derives the plan from the survivors.
+--devices-per-host (with --world) replaces TOPOLOGY's hosts, --hosts-per-domain
+regroups them, and --dims replaces VIEWS with one view. Exit status: 0 done, 1 an
+--expect-intra-* check failed, 2 bad input.
 """
 
 _COMPARE_EPILOG = """\
@@ -73,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     _plan_arguments(p)
     _machine_arguments(p)
     _output_arguments(p)
+    _failure_arguments(p)
     _memory_arguments(p)
     c = sub.add_parser(
         "compare", help="compare plans side by side: host crossings, cost, estimated time",
@@ -148,6 +154,20 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
                    "this dim (default: by host)")
 
 
+def _failure_arguments(p: argparse.ArgumentParser) -> None:
+    """Failed ranks: their blast radius, the ways to continue, the groups to rebuild."""
+    p.add_argument("--fail", type=_args.indices("rank"), metavar="RANKS",
+                   help="failed ranks, e.g. 13 or 8-15,24: reports the groups they break per "
+                   "view and dim, the plan re-derived from the survivors under each way to "
+                   "continue, and which groups keep their communicators")
+    p.add_argument("--fail-host", type=_args.indices("host"), metavar="HOSTS",
+                   help="failed hosts (indices on the topology), e.g. 3 or 0-1: every rank on "
+                   "them fails (with --fail: both)")
+    p.add_argument("--spares", type=_args.indices("rank"), metavar="RANKS",
+                   help="spare ranks outside the world, one per failed rank in order (the "
+                   "lowest failed rank gets the first): adds the way that substitutes them")
+
+
 def _memory_arguments(p: argparse.ArgumentParser) -> None:
     """The memory estimate's parameters (:class:`~mesh.CommMemory`)."""
     p.add_argument("--channels", type=_args.positive, default=16,
@@ -185,26 +205,55 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     """Everything that can fail is checked before the report is printed."""
-    views, plan_topology = _load(args.plan) if args.plan else ({}, None)
+    views, plan_topology, plan = _load(args.plan) if args.plan else ({}, None, None)
     if args.dims is not None:
-        views = {args.name: _dims_view(args.dims, args.world)}
+        world = _dims_view(args.dims, args.world)
+        views, plan = {args.name: world}, (_one_view(args.name), world)
     if not views:
         raise _Refused("nothing to explain: give a plan file or --dims (see --help)")
     topology = _topology(args, plan_topology, views)
     found = explain(views, topology, world=args.world if topology is None else None,
                     rank=args.rank, memory=_memory(args))
     failed = _crossings(args, found)
+    placed = topology or Topology(found.to_dict()["world"], DEFAULT_DEVICES_PER_HOST)
+    dead = _failed(args, placed)
+    outage = None if dead is None else failure(
+        views, placed, dead, hosts=args.fail_host or (), plan=plan, spares=args.spares,
+        rank=args.rank)
     picture = None
     if args.svg is not None:
-        picture = _write_svg(args, views, topology or Topology(found.to_dict()["world"],
-                                                               DEFAULT_DEVICES_PER_HOST))
+        picture = _write_svg(args, views, placed, dead or ())
     elif args.view is not None or args.color_by is not None:
         raise _Refused("--view and --color-by choose what --svg draws: give --svg FILE too")
-    print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    _print(args, found, outage)
     if picture is not None:
         print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
     _tell_expectations(args, failed)
     return 1 if failed else 0
+
+
+def _one_view(name: str) -> Callable[[MeshView], dict[str, MeshView]]:
+    """The plan of ``--dims``: its one view is the world."""
+    return lambda world: {name: world}
+
+
+def _failed(args: argparse.Namespace, topology: Topology) -> list[int] | None:
+    """The ranks ``--fail`` and ``--fail-host`` name (None when neither is given)."""
+    if args.fail is None and args.fail_host is None:
+        if args.spares is not None:
+            raise _Refused("--spares replace failed ranks: give --fail RANKS or --fail-host "
+                           "HOSTS too")
+        return None
+    return failed_on(topology, args.fail or (), args.fail_host or ())
+
+
+def _print(args: argparse.Namespace, found: Explanation, outage: dict[str, Any] | None
+           ) -> None:
+    """The report on stdout: the explanation, then what the failure does (if any)."""
+    if args.format == "json":
+        print(json.dumps({**found.to_dict(), **(outage or {})}, indent=2))
+    else:
+        print(found if outage is None else f"{found}\n\n{failure_report(outage)}")
 
 
 def _tell_expectations(args: argparse.Namespace, failed: list[tuple[str, str]]) -> None:
@@ -226,7 +275,7 @@ def _compare(args: argparse.Namespace) -> int:
     """``meshlayout compare``: every plan loaded and placed, then compared."""
     plans: list[tuple[str, dict[str, MeshView], Topology | None]] = []
     for path in args.plans:
-        views, plan_topology = _load(path)
+        views, plan_topology, _ = _load(path)
         plans.append((_plan_name(path, plans), views, _topology(args, plan_topology, views)))
     for spec in args.dims:
         views = {"mesh": _dims_view(spec, args.world)}
@@ -270,9 +319,10 @@ def _crossings(args: argparse.Namespace, found: Explanation) -> list[tuple[str, 
     return failed
 
 
-def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology) -> str:
+def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
+               failed: Sequence[int]) -> str:
     """Write the ``--svg`` picture; the name of the view drawn."""
-    name, picture = _svg(args, views, topology)
+    name, picture = _svg(args, views, topology, failed)
     try:
         with open(args.svg, "w", encoding="utf-8") as f:
             f.write(picture)
@@ -281,8 +331,12 @@ def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: T
     return name
 
 
-def _load(path: str) -> tuple[dict[str, MeshView], Topology | None]:
-    """VIEWS and TOPOLOGY of a plan file."""
+WorldPlan = tuple[Callable[[MeshView], Mapping[str, MeshView]], MeshView]
+"""A plan file's PLAN and WORLD: the plan as a function of its world, and that world."""
+
+
+def _load(path: str) -> tuple[dict[str, MeshView], Topology | None, WorldPlan | None]:
+    """VIEWS, TOPOLOGY and (PLAN, WORLD) of a plan file (VIEWS defaults to PLAN(WORLD))."""
     saved = sys.argv
     sys.argv = [path]  # the plan sees itself run, not meshlayout's flags
     try:
@@ -296,7 +350,10 @@ def _load(path: str) -> tuple[dict[str, MeshView], Topology | None]:
         raise _Refused(f"the plan file {path!r} raised {type(e).__name__}: {e}") from None
     finally:
         sys.argv = saved
+    plan = _world_plan(ns, path)
     views = ns.get("VIEWS")
+    if plan is not None:
+        views = _derived(plan, views, path)
     if not isinstance(views, Mapping) or not views:
         raise _Refused(f"the plan file {path!r} must define VIEWS, a non-empty dict of view "
                        f"name -> mesh.MeshView; it defines {_what(views)}")
@@ -307,7 +364,32 @@ def _load(path: str) -> tuple[dict[str, MeshView], Topology | None]:
     topology = ns.get("TOPOLOGY")
     if topology is not None and not isinstance(topology, Topology):
         raise _Refused(f"TOPOLOGY in {path!r} must be a mesh.Topology, got {_what(topology)}")
-    return dict(views), topology
+    return dict(views), topology, plan
+
+
+def _world_plan(ns: dict[str, Any], path: str) -> WorldPlan | None:
+    """PLAN and WORLD of a plan file, both or neither."""
+    fn, world = ns.get("PLAN"), ns.get("WORLD")
+    if fn is None and world is None:
+        return None
+    if not callable(fn) or not isinstance(world, MeshView):
+        raise _Refused(f"the plan file {path!r} must define both WORLD, a mesh.MeshView, and "
+                       f"PLAN, a function WORLD -> VIEWS, or neither; WORLD is {_what(world)} "
+                       f"and PLAN {_what(fn)}")
+    return fn, world
+
+
+def _derived(plan: WorldPlan, views: object, path: str) -> object:
+    """PLAN(WORLD), which VIEWS (if the file defines it) must equal."""
+    try:
+        made = plan[0](plan[1])
+    except Exception as e:  # the plan's own code failed: say so, briefly
+        raise _Refused(f"PLAN(WORLD) in {path!r} raised {type(e).__name__}: {e}") from None
+    if views is not None and (not isinstance(made, Mapping) or dict(views.items()
+                              if isinstance(views, Mapping) else ()) != dict(made)):
+        raise _Refused(f"VIEWS in {path!r} differs from PLAN(WORLD): define VIEWS = "
+                       "PLAN(WORLD), or leave VIEWS out")
+    return made
 
 
 def _what(x: Any) -> str:
@@ -359,8 +441,8 @@ def _topology(args: argparse.Namespace, plan: Topology | None,
     return Topology(world, per_host, hosts_per_domain=domain)
 
 
-def _svg(args: argparse.Namespace, views: dict[str, MeshView],
-         topology: Topology) -> tuple[str, str]:
+def _svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
+         failed: Sequence[int]) -> tuple[str, str]:
     """(view name, SVG text) of the view ``--view`` names (default: the first)."""
     name = args.view if args.view is not None else next(iter(views))
     if name not in views:
@@ -372,4 +454,4 @@ def _svg(args: argparse.Namespace, views: dict[str, MeshView],
                        f"{view.size():,} per instance: choose a smaller view with --view (a "
                        "slice of it defined in the plan)")
     return name, svg(view, host=topology.host, color_by=args.color_by, rank=args.rank,
-                     title=f"{name}: {view!r} on {topology!r}")
+                     title=f"{name}: {view!r} on {topology!r}", failed=failed)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["compare_report", "report"]
+__all__ = ["compare_report", "failure_report", "report"]
 
 _MIB = 1 << 20
 
@@ -200,3 +200,92 @@ def _bytes(b: int) -> str:
         if b >= scale and b % scale == 0:
             return f"{b // scale:,} {unit}"
     return f"{b:,} B"
+
+
+def failure_report(data: dict[str, Any]) -> str:
+    """The text of ``meshlayout explain --fail``: the failed ranks, the blast radius per view
+    and dim, the ways to continue, and (with ``--rank``) that rank's groups under each."""
+    fail = data["failure"]
+    lines = [_failed_line(fail), "", *_blast_lines(data["blast"], fail["views"])]
+    lines += ["", *_ways_lines(data["ways"])]
+    if fail["rank"] is not None:
+        lines += ["", *_rank_fail_lines(fail["rank"], data["ways"] or [])]
+    return "\n".join(lines)
+
+
+def _failed_line(fail: dict[str, Any]) -> str:
+    """``failed: 8 ranks (8, 9, …, 15) on host 1 (--fail-host 1)``."""
+    ranks = _abbrev(fail["ranks"]) if fail["count"] <= len(fail["ranks"]) else \
+        _abbrev(fail["ranks"])[:-1] + ", …)"
+    on = fail["hosts"]
+    where = f"host {on[0]}" if len(on) == 1 else f"{_n(fail['num_hosts'], 'host')} {_abbrev(on)}"
+    named = ",".join(map(str, fail["fail_hosts"]))
+    return f"failed: {_n(fail['count'], 'rank')} {ranks} on {where}" + (
+        f" (--fail-host {named})" if named else "")
+
+
+def _blast_lines(entries: list[dict[str, Any]], views: list[dict[str, Any]]) -> list[str]:
+    """The blast radius: a row per view and dim, then the broken instances per view."""
+    rows = [["dim", "size", "groups", "broken", "intact", "stranded ranks",
+             "first broken group"]]
+    for e in entries:
+        first = _abbrev(e["first_broken_groups"][0]) if e["first_broken_groups"] else \
+            "-" if not e["broken_groups"] else f"({e['group_size']:,} ranks, not listed)"
+        rows.append([f"{e['view']}.{e['dim']}", f"{e['group_size']:,}", f"{e['groups']:,}",
+                     f"{e['broken_groups']:,}", f"{e['intact_groups']:,}",
+                     f"{e['stranded_ranks']:,}", first])
+    broken = "; ".join(f"{v['view']} {v['broken_instances']:,} of {v['instances']:,}"
+                       for v in views)
+    return ["blast radius (broken: groups that lost a member; stranded: their healthy "
+            "members):", *_table(rows, right={1, 2, 3, 4, 5}), f"  broken instances: {broken}"]
+
+
+def _ways_lines(ways: list[dict[str, Any]] | None) -> list[str]:
+    """Each way to continue: the surviving world and its groups, intact or new."""
+    if ways is None:
+        return ["ways to continue: the plan must be a function of its world to be re-derived "
+                "from the survivors: define WORLD (a MeshView) and PLAN (WORLD -> VIEWS) in "
+                "the plan file, or use --dims"]
+    lines = ["ways to continue (the plan re-derived from the survivors; intact: exactly an "
+             "old group, its communicator kept; new: rebuilt):"]
+    for w in ways:
+        lines.append(f"  {_way_name(w)}: " + (f"impossible: {w['error']}" if w["error"] else
+                     f"({_shape(w)}) over {_n(w['survivors'], 'rank')} ({w['lost']:,} fewer)"))
+        if not w["error"]:
+            rows = [["dim", "size", "intact", "new"]] + [
+                [f"{g['view']}.{g['dim']}", f"{g['size']:,}", f"{g['intact_groups']:,}",
+                 f"{g['new_groups']:,}"] for g in w["groups"]]
+            lines += ["  " + line for line in _table(rows, right={1, 2, 3})]
+    if not any(w["way"] == "substitute" for w in ways):
+        lines.append("  substitute: give --spares RANKS (one spare per failed rank, outside "
+                     "the world)")
+    return lines
+
+
+def _way_name(w: dict[str, Any]) -> str:
+    if w["way"] == "drop":
+        return f"drop {w['dim']}"
+    return f"substitute {_abbrev(w['spares'])}"
+
+
+def _shape(w: dict[str, Any]) -> str:
+    return ", ".join(f"{n}={s:,}" for n, s in zip(w["names"], w["shape"]))
+
+
+def _rank_fail_lines(rb: dict[str, Any], ways: list[dict[str, Any]]) -> list[str]:
+    """A row per group of the rank: broken or not, then kept or rebuilt under each way."""
+    fine = [w for w in ways if not w["error"]]
+    rows = [["dim", "blast", *(_way_name(w) for w in fine)]]
+    for g in rb["groups"]:
+        cells = [_fate(w["rank"], g) for w in fine]
+        rows.append([f"{g['view']}.{g['dim']}", "broken" if g["broken"] else "intact", *cells])
+    state = "failed" if rb["failed"] else "healthy"
+    return [f"rank {rb['rank']} ({state}): its groups, and their communicators under each "
+            "way (kept, rebuilt; gone: the rank is not a survivor):", *_table(rows, set())]
+
+
+def _fate(rw: dict[str, Any], g: dict[str, Any]) -> str:
+    if not rw["survives"]:
+        return "gone"
+    mine = [x["intact"] for x in rw["groups"] if (x["view"], x["dim"]) == (g["view"], g["dim"])]
+    return "-" if not mine else "kept" if mine[0] else "rebuilt"

@@ -170,6 +170,20 @@ class Topology:
                                 f"{self.num_hosts:,})")
         return self._names[h] if self._names is not None else f"host{h}"
 
+    def ranks_on(self, host: int) -> tuple[int, ...]:
+        """The ranks that run on host ``host``, ascending: arithmetic for hosts of
+        ``devices_per_host`` ranks, one pass over an explicit host list.
+
+        >>> Topology(32, 8).ranks_on(1)
+        (8, 9, 10, 11, 12, 13, 14, 15)
+        """
+        self.host_name(host)  # on the topology, or a TopologyError naming the valid hosts
+        h = as_int(host, "a host index")
+        if self._hosts is None:
+            assert self.devices_per_host is not None
+            return tuple(range(h * self.devices_per_host, (h + 1) * self.devices_per_host))
+        return tuple([r for r, on in enumerate(self._hosts) if on == h])
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data describing the topology (not a serialization format)."""
         return {"world": self.world_size, "devices_per_host": self.devices_per_host,

@@ -1,0 +1,112 @@
+"""What failed ranks do to a plan, as plain data: ``meshlayout explain --fail``.
+
+:func:`failure` puts the recovery wing's answers (:func:`~mesh.blast`,
+:func:`~mesh.survive`) into the JSON-able fields the command prints next to the
+explanation: ``failure`` (which ranks, on which hosts, the broken instances per view),
+``blast`` (one entry per view and dim) and ``ways`` (the plan re-derived from the survivors
+under each way to continue, with its intact and new groups).  Pure: no I/O; the text is
+:func:`~mesh._plan._report.failure_report`'s.
+
+Only :func:`~mesh.survive` lists a universe (it builds the survivors' rank map), and
+:meth:`~mesh.Survival.group_counts` compares groups as arrays; the blast and every per-rank
+answer are O(ndim + |failed| × group size) arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._core import MeshView, SurvivalError
+from .._recover import SHOWN, Blast, Plan, Survival, blast, survive
+from ._topology import Topology
+
+__all__ = ["failed_on", "failure"]
+
+
+def failed_on(topology: Topology, ranks: Sequence[int], hosts: Sequence[int]) -> list[int]:
+    """The failed ranks: ``ranks`` and every rank on one of ``hosts``, ascending and distinct
+    (each on the topology, else :class:`~mesh.TopologyError` naming the valid ones)."""
+    for r in ranks:
+        topology.host(r)
+    return sorted({*ranks, *(r for h in hosts for r in topology.ranks_on(h))})
+
+
+def failure(views: Mapping[str, MeshView], topology: Topology, failed: Sequence[int], *,
+            hosts: Sequence[int] = (), plan: tuple[Plan, MeshView] | None = None,
+            spares: Sequence[int] | None = None, rank: int | None = None) -> dict[str, Any]:
+    """The ``failure``, ``blast`` and ``ways`` fields of ``meshlayout explain --fail``.
+
+    ``plan`` is the plan as a function of its world and that world (what
+    :func:`~mesh.survive` takes); without it ``ways`` is None (views alone do not say how
+    they were derived).  Every dim of the world where a drop works gives a way (one where
+    it does not gives an entry with its ``error``), and ``spares`` one more (refused
+    spares raise :class:`~mesh.SurvivalError`: they are bad input).  ``rank`` adds, per
+    way, which of its groups are intact (kept) or new (rebuilt).
+    """
+    hit = blast(dict(views), failed)
+    ways = None if plan is None else _ways(plan, hit.failed, spares, rank)
+    return {"failure": _failure_data(hit, topology, hosts, rank),
+            "blast": [d.to_dict() for d in hit.entries], "ways": ways}
+
+
+def _failure_data(hit: Blast, topology: Topology, hosts: Sequence[int],
+                  rank: int | None) -> dict[str, Any]:
+    """Which ranks failed (the first :data:`~mesh.SHOWN`), their hosts, broken instances."""
+    on = sorted({topology.host(r) for r in hit.failed})
+    return {"ranks": list(hit.failed[:SHOWN]), "count": len(hit.failed),
+            "hosts": on[:SHOWN], "num_hosts": len(on), "fail_hosts": sorted(set(hosts)),
+            "views": [v.to_dict() for v in hit.views],
+            "rank": None if rank is None else _rank_blast(hit, rank)}
+
+
+def _rank_blast(hit: Blast, rank: int) -> dict[str, Any]:
+    """Whether ``rank`` failed, and which of its groups lost a member."""
+    groups = [{"view": v.name, "dim": d.dim, "broken": v.is_broken(d.dim, rank)}
+              for v in hit.views if v.view.ranks.offset_of(rank) is not None for d in v.dims]
+    return {"rank": rank, "failed": rank in hit.failed, "groups": groups}
+
+
+def _ways(plan: tuple[Plan, MeshView], failed: tuple[int, ...], spares: Sequence[int] | None,
+          rank: int | None) -> list[dict[str, Any]]:
+    """A drop along every dim of the world (or why not), then the spares if given."""
+    fn, world = plan
+    out = []
+    for d in world.names:
+        try:
+            out.append(_way(survive(fn, world, failed, drop=d), rank))
+        except SurvivalError as e:
+            out.append(_refused(d, str(e)))
+    if spares is not None:
+        out.append(_way(survive(fn, world, failed, spares=spares), rank))
+    return out
+
+
+def _refused(dim: str, why: str) -> dict[str, Any]:
+    """The entry of a drop that does not work, and why."""
+    return {"way": "drop", "dim": dim, "spares": [], "error": why, "shape": None,
+            "names": None, "survivors": None, "lost": None, "groups": [], "rank": None}
+
+
+def _way(s: Survival, rank: int | None) -> dict[str, Any]:
+    """One way to continue: the surviving world, its groups counted, and ``rank``'s."""
+    groups = []
+    for name, v in s.views.items():
+        for k, d in enumerate(v.names):
+            kept, made = s.group_counts(name, d)
+            groups.append({"view": name, "dim": d, "size": v.shape[k], "intact_groups": kept,
+                           "new_groups": made})
+    return {"way": "substitute" if s.dropped is None else "drop", "dim": s.dropped,
+            "spares": list(s.spares[:SHOWN]), "error": None, "shape": list(s.world.shape),
+            "names": list(s.world.names), "survivors": s.world.ranks.size,
+            "lost": s.old_world.ranks.size - s.world.ranks.size, "groups": groups,
+            "rank": None if rank is None else _rank_way(s, rank)}
+
+
+def _rank_way(s: Survival, rank: int) -> dict[str, Any]:
+    """Whether ``rank`` survives this way, and which of its groups are intact (kept)."""
+    if s.world.ranks.offset_of(rank) is None:
+        return {"rank": rank, "survives": False, "groups": []}
+    groups = [{"view": name, "dim": d, "intact": s.is_intact(name, d, rank)}
+              for name, v in s.views.items() for d in v.names]
+    return {"rank": rank, "survives": True, "groups": groups}
