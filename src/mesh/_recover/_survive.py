@@ -98,7 +98,9 @@ class Survival:
 
     def is_intact(self, view: str, dim: Dim, rank: int) -> bool:
         """Whether ``rank``'s new group along ``dim`` of ``view`` is exactly its old group
-        there (so its communicator can be kept): O(ndim + group size).  ``rank`` must be in
+        there (so its communicator can be kept): O(ndim + group size).  Per view and dim: a
+        backend's ``rebind`` also keeps an old group with the same members that served
+        another dim, so this is a lower bound of what it reuses.  ``rank`` must be in
         the surviving world (else :class:`~mesh.RankNotInMeshError`)."""
         old, new, k = self._pair(view, dim)
         mine = new.group(rank, k, limit=new.ranks.size)
@@ -139,7 +141,7 @@ class Survival:
             return len(listed[0]), len(listed[1])
         for v in (old, new):
             check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", count(limit))
-        same = _same_rows(np, _table(old, k), _table(new, k))
+        same = _same_rows(np, _table(old, k), _table(new, k), dense=old.ranks.is_identity)
         return same, total - same
 
     @functools.cached_property
@@ -168,17 +170,26 @@ def _table(view: MeshView, k: int) -> Any:
     return rank_table(view.ranks, complement(mode, view.ranks.size), mode)
 
 
-def _same_rows(np: Any, before: Any, after: Any) -> int:
+def _same_rows(np: Any, before: Any, after: Any, *, dense: bool) -> int:
     """How many rows of ``after`` are rows of ``before`` (both of one width, rows of
     distinct ranks, no rank in two rows): each row is compared with the row of ``before``
     holding its first rank.  ``before = [[0, 1], [2, 3]]``, ``after = [[2, 3], [1, 4]]``:
-    rank 2 is in row 1, equal to ``[2, 3]``; rank 1 in row 0, ``[0, 1] != [1, 4]``: 1."""
-    flat = before.ravel()
-    order = np.argsort(flat, kind="stable")
-    keys = flat[order]
-    at = np.searchsorted(keys, after[:, 0]).clip(0, keys.size - 1)
-    rows = before[order[at] // before.shape[1]]
-    return int(((keys[at] == after[:, 0]) & (rows == after).all(axis=1)).sum())
+    rank 2 is in row 1, equal to ``[2, 3]``; rank 1 in row 0, ``[0, 1] != [1, 4]``: 1.
+    ``dense``: ``before`` holds exactly the ranks ``[0, N)`` (found by one scatter, not a
+    sort)."""
+    flat, first = before.ravel(), after[:, 0]
+    if dense:
+        where = np.empty(flat.size, dtype=np.intp)
+        where[flat] = np.arange(flat.size)
+        held = first < flat.size
+        at = where[np.where(held, first, 0)]
+    else:
+        order = np.argsort(flat, kind="stable")
+        keys = flat[order]
+        pos = np.searchsorted(keys, first).clip(0, keys.size - 1)
+        held, at = keys[pos] == first, order[pos]
+    rows = before[at // before.shape[1]]
+    return int((held & (rows == after).all(axis=1)).sum())
 
 
 def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
