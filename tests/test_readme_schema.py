@@ -5,7 +5,8 @@ A table row names a field in backticks (``views[].dims``: the items of a list ar
 when its meaning is an object written ``{"key", "key" (note), ...}``, those quoted names
 are that field's keys.  The JSON is walked the same way: every object's keys, by path, with
 a list's items under the list's path.  The documents come from the command itself, with
-every optional part present (``--rank``, fast domains, ``--traffic``).
+every optional part present (``--rank``, fast domains, ``--traffic``, ``--fail`` with
+``--spares``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def run(*args: str) -> dict[str, Any]:
 
 
 def test_the_explain_table_lists_every_key_of_the_json() -> None:
-    data = run("explain", *PLAN, "--dims", "dp=4,cp=2,tp=8")
+    data = run("explain", *PLAN, "--dims", "dp=4,cp=2,tp=8", "--fail", "13", "--spares", "64")
     assert documented(tables()[0]) == keys_of(data)
 
 
