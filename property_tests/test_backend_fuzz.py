@@ -92,16 +92,26 @@ def test_check_spmd_returns_a_report_or_refuses_its_arguments(world: str, progra
 # ---- the command, in a subprocess --------------------------------------------------------------
 _FLAGS = ("--world", "--devices-per-host", "--hosts-per-domain", "--dims", "--name", "--rank",
           "--format", "--expect-intra-host", "--expect-intra-domain", "--view", "--color-by",
-          "--channels", "--buffsize-mib", "--fixed-mib", "--svg")
+          "--channels", "--buffsize-mib", "--fixed-mib", "--svg", "--fail", "--fail-host",
+          "--spares")
 _VALUES = ("8", "0", "-1", "1" * 5000, "2.5", "nan", "dp=2,tp=4", "dp=2,,tp", "=", "x=0",
            "pp=4,dp=8,cp=4,tp=8", "json", "text", "tp", "dp,zz", "", " ", "\u00e9", "/dev/null",
-           "/nonexistent/dir/x.svg", "--world")
+           "/nonexistent/dir/x.svg", "--world", "13", "0-7", "3-1", "8-15,24", "1,,2", "0-99999",
+           "99999999", "5-")
 _PLANS = (
     "VIEWS = {}", "VIEWS = None", "VIEWS = {'a': 1}", "VIEWS = {1: MeshView.from_shape(8, ('w',))}",
     "VIEWS = {'a': MeshView.from_shape((2, 4), ('dp', 'tp'))}\nTOPOLOGY = 3",
     "raise SystemExit(3)", "1/0", "import sys; sys.exit()", "VIEWS = HostileMapping()",
     "VIEWS = {'a': MeshView.from_shape((2, 4), ('dp', 'tp'))}\nTOPOLOGY = Topology(8, 2)",
     "class V(dict):\n    def items(self): raise RuntimeError('x')\nVIEWS = V(a=1)",
+    "WORLD = 3\ndef PLAN(w): return {}",
+    "WORLD = MeshView.from_shape((2, 4), ('dp', 'tp'))\ndef PLAN(w): raise RuntimeError('x')",
+    "WORLD = MeshView.from_shape((2, 4), ('dp', 'tp'))\nPLAN = lambda w: HostileMapping()",
+    "WORLD = MeshView.from_shape((2, 4), ('dp', 'tp'))\nPLAN = lambda w: {'a': w['tp']}",
+    "WORLD = MeshView.from_shape((2, 4), ('dp', 'tp'))\n"
+    "PLAN = lambda w: {'a': w} if w.ranks.is_identity else 1 / 0",
+    "WORLD = MeshView.from_shape((2, 4), ('dp', 'tp'))\n"
+    "PLAN = lambda w: {'a': w.unflatten('tp', (2, 2), ('x', 'y'))}",
 )
 _DRIVER = """
 import json, sys, io, contextlib
@@ -141,6 +151,8 @@ def test_the_command_ends_with_0_1_or_2_and_no_traceback(tmp_path_factory: pytes
                         "    def __iter__(self): raise RuntimeError('no iter')\n"
                         "    def __len__(self): raise RuntimeError('no len')\n" + plan + "\n")
         runs.append(["explain", str(path)])
+        runs.append(["explain", str(path), "--fail", str(i), "--spares", "8,9", "--rank", "1"])
+        runs.append(["explain", str(path), "--fail-host", "0", "--format", "json"])
     done = subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(runs),
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

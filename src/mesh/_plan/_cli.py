@@ -383,7 +383,7 @@ def _derived(plan: WorldPlan, views: object, path: str) -> object:
     """PLAN(WORLD), which VIEWS (if the file defines it) must equal."""
     try:
         made = plan[0](plan[1])
-    except Exception as e:  # the plan's own code failed: say so, briefly
+    except (Exception, SystemExit) as e:  # the plan's own code failed: say so, briefly
         raise _Refused(f"PLAN(WORLD) in {path!r} raised {type(e).__name__}: {e}") from None
     if views is not None and (not isinstance(made, Mapping) or dict(views.items()
                               if isinstance(views, Mapping) else ()) != dict(made)):
