@@ -279,14 +279,16 @@ def test_a_fake_backend_gets_torch_groups_from_a_torch_fake_backend_and_stays_bo
 
 
 def test_a_mesh_is_its_binding_value() -> None:
-    """Equality, hash and pickling come from the binding: view, backend (identity), device
-    type and naming are compared; options are not (as torch ignores backend_override)."""
+    """Equality, hash and pickling come from the binding: a mesh compares its binding's
+    mesh_key (view, backend by identity, device type, naming), not the options (as torch
+    ignores backend_override); bindings themselves compare every field."""
     fb = FakeBackend(8, rank=5)
     a = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=fb)
     b = bind(MeshView.from_shape((2, 4), ("dp", "tp")), fb,
              backend_override={"tp": GroupOptions(tag="x")})
     assert a.binding.options != b.binding.options
-    assert a == b and hash(a) == hash(b) and a.binding == b.binding
+    assert a == b and hash(a) == hash(b) and a.binding.mesh_key == b.binding.mesh_key
+    assert a.binding != b.binding
     again = pickle.loads(pickle.dumps(b))  # rebinds to the process's backend: fb
     assert again == b and again.options == {"dp": GroupOptions(), "tp": GroupOptions(tag="x")}
     assert a != init_device_mesh("cpu", (2, 4), backend=fb)  # unnamed

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend import BackendConfigError, FakeBackend, init_device_mesh
+from backend import BackendConfigError, FakeBackend, RankLostError, bind, init_device_mesh
 from mesh import MeshView
 
 DP, TP = 4, 8
@@ -73,3 +73,44 @@ def test_rebind_takes_a_view() -> None:
     mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=FakeBackend(8, 0))
     with pytest.raises(BackendConfigError, match=r"rebind takes a mesh\.MeshView"):
         mesh.rebind([[0, 1]])  # type: ignore[arg-type]
+
+
+def test_a_mesh_from_before_the_loss_hands_out_no_ended_group() -> None:
+    fb = FakeBackend(DP * TP, rank=5)
+    mesh = init_device_mesh("cpu", (DP, TP), mesh_dim_names=("dp", "tp"), backend=fb)
+    mesh.get_group("dp")  # (5, 13, 21, 29): memoized on the mesh
+    tp = mesh.get_group("tp")
+    mesh.rebind(_dropped(13))
+    with pytest.raises(RankLostError, match="holds lost ranks"):
+        mesh.get_group("dp")
+    with pytest.raises(RankLostError):
+        bind(mesh.view, fb).get_group("dp")  # a new mesh of the old view: refused too
+    assert mesh.get_group("tp") is tp  # (0..7) lost no one: still served
+
+
+def test_rebinding_to_a_view_that_holds_a_lost_rank_is_refused() -> None:
+    fb = FakeBackend(DP * TP, rank=5)
+    mesh = init_device_mesh("cpu", (DP, TP), mesh_dim_names=("dp", "tp"), backend=fb)
+    after = mesh.rebind(_dropped(13))
+    with pytest.raises(RankLostError, match=r"holds ranks already lost: \[8, 9"):
+        after.rebind(mesh.view)
+
+
+@pytest.mark.parametrize("backend", ["gloo", 3, None.__class__, FakeBackend])
+def test_binding_to_something_that_is_not_a_backend_is_refused(backend: object) -> None:
+    with pytest.raises(BackendConfigError, match="backend must be a backend instance"):
+        bind(MeshView.from_shape(4, ("w",)), backend)  # type: ignore[call-overload]
+
+
+def test_a_huge_lost_iterable_is_refused_after_reading_one_more_than_the_world() -> None:
+    with pytest.raises(BackendConfigError, match="more lost ranks than the world's 8"):
+        FakeBackend(8, rank=1).retire(range(10**12))
+
+
+def test_a_binding_does_not_pickle_but_its_mesh_does() -> None:
+    import pickle
+
+    mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"), backend=FakeBackend(8, 0))
+    with pytest.raises(BackendConfigError, match="pickle the DeviceMesh"):
+        pickle.dumps(mesh.binding)
+    assert pickle.loads(pickle.dumps(mesh)) == mesh

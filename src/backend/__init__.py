@@ -47,8 +47,9 @@ others, and a creation that cannot complete fails in bounded time saying why;
 
 Public names:
 
-- the facade: :class:`DeviceMesh` (one :class:`Binding` value plus memos),
-  :func:`init_device_mesh`, :func:`bind` (a view to a mesh), :func:`current_mesh`;
+- the facade: :class:`DeviceMesh` (one :class:`Binding` value plus memos; ``rebind``
+  goes on after lost ranks), :func:`init_device_mesh`, :func:`bind` (a view to a mesh),
+  :func:`current_mesh`;
 - backends: the :class:`Backend` protocol, :class:`FakeBackend` (no torch at all; groups
   are :class:`FakeGroup`), :class:`TorchFakeBackend` (real groups of torch's fake c10d
   backend, one process), :class:`GlooBackend`, :class:`NcclBackend` and
@@ -61,7 +62,8 @@ Public names:
   :class:`SpmdReport`;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
-  :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`).
+  :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
+  :class:`RankLostError`).
 """
 
 import sys
@@ -77,6 +79,7 @@ from ._core._errors import (
     MembersMissingError,
     NotAMemberError,
     PeerLostError,
+    RankLostError,
     ReentrantCreationError,
 )
 from ._core._fake import FakeBackend, FakeGroup
@@ -150,6 +153,7 @@ __all__ = [
     "NotAMemberError",
     "PeerLostError",
     "Plan",
+    "RankLostError",
     "ReentrantCreationError",
     "SpmdReport",
     "TorchFakeBackend",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 import torch.distributed as dist
 
+from layout import show
 from mesh import Dim, MeshView
 
 from .._core import _registry
@@ -163,6 +164,12 @@ class C10dBackend(CachedBackend[Any]):
         >>> # try: dist.all_reduce(t, group=g)
         >>> # except RuntimeError as e: raise backend.diagnose(e, g) from e
         """
+        if not isinstance(error, BaseException):
+            raise BackendConfigError(f"diagnose takes the exception a collective raised, got "
+                                     f"{show(error)}")
+        if not isinstance(group, dist.ProcessGroup):
+            raise BackendConfigError(f"diagnose takes the torch process group the collective "
+                                     f"ran on (mesh.get_group(dim)), got {show(group)}")
         self._failed.add(str(group.group_name))  # out of step: a rebind ends it
         if self._rendezvous is None or not self._rendezvous.beating:
             return error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
@@ -12,7 +13,7 @@ from layout import show
 from mesh import Dim, MeshView, RankMap
 
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
-from ._errors import BackendConfigError, NotAMemberError
+from ._errors import BackendConfigError, NotAMemberError, RankLostError
 from ._options import GroupOptions, as_options
 from ._retire import holds_any, members
 from ._universe import Universe
@@ -93,6 +94,12 @@ class CachedBackend(Generic[G]):
         layout) with equal options share one group.
         """
         k, opts, key = self._member_key(view, dim, options, "get_group")
+        if self._lost and holds_any(key.family, self._rank, self._lost):
+            lost = sorted(r for r in self._lost if key.family.ranks.offset_of(r) is not None)
+            raise RankLostError(
+                f"rank {self._rank}'s group along {view.names[k]!r} of {view!r} holds lost "
+                f"ranks (among {lost[:8]}{' ...' if len(lost) > 8 else ''}): it was ended; "
+                "ask the mesh rebind() returned")
         if self._carried:  # after a loss: a kept group with these members serves the new view
             kept = self._carried.get((view.group(self._rank, k), opts))
             if kept is not None:
@@ -124,6 +131,8 @@ class CachedBackend(Generic[G]):
         broken = [k for k, g in self._cache.snapshot()
                   if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
         self._carried = {}  # what a previous loss kept may have broken now
+        for universe in list(self._universes.values()):
+            universe.forget()  # no mesh's memo hands out an ended group
         self._end_groups(self._cache.evict(broken), gone)
         self._lost = self._lost | gone
         for key, group in self._cache.snapshot():
@@ -131,16 +140,19 @@ class CachedBackend(Generic[G]):
         return Retired(ended=len(broken), kept=len(self._cache.snapshot()))
 
     def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
-        try:
-            out = frozenset(ranks)
-        except TypeError:
+        try:  # never more than the world: a huge iterable is refused after world + 1 items
+            read = list(itertools.islice(iter(ranks), self._world_size + 1))
+        except Exception:
             raise BackendConfigError(f"lost ranks must be an iterable of ranks, got "
                                      f"{show(ranks)}") from None
-        bad = sorted((r for r in out if type(r) is not int or not 0 <= r < self._world_size),
-                     key=repr)
+        if len(read) > self._world_size:
+            raise BackendConfigError(f"more lost ranks than the world's {self._world_size}: "
+                                     f"{show(ranks)}")
+        bad = [r for r in read if type(r) is not int or not 0 <= r < self._world_size]
         if bad:
             raise BackendConfigError(f"lost ranks must be ints in [0, {self._world_size}), got "
                                      f"{show(bad[0])}")
+        out = frozenset(read)
         if self._rank in out:
             raise BackendConfigError(f"rank {self._rank} cannot retire itself (lost {sorted(out)})")
         return out

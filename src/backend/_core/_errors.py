@@ -14,6 +14,7 @@ __all__ = [
     "MembersMissingError",
     "NotAMemberError",
     "PeerLostError",
+    "RankLostError",
     "ReentrantCreationError",
 ]
 
@@ -77,3 +78,8 @@ class PeerLostError(BackendError):
     def __init__(self, message: str, *, lost: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.lost = lost
+
+
+class RankLostError(BackendError, ValueError):
+    """A group or a view holds a rank this backend was told is lost (``retire``,
+    ``DeviceMesh.rebind``): ask the mesh ``rebind`` returned instead."""

@@ -111,7 +111,7 @@ class FakeBackend(CachedBackend[FakeGroup]):
 
     def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
         """See :meth:`CachedBackend.retire`; the torch groups of :meth:`torch_group` too."""
-        gone = tuple(lost) if isinstance(lost, Iterable) else lost  # read once, checked below
+        gone = self._checked_ranks(lost)  # read once
         done = super().retire(gone, among=among)
         if self._torch is not None:
             self._torch.retire(gone, among=among)

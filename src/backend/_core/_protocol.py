@@ -54,5 +54,9 @@ class Backend(Protocol[G]):
     def universe(self, ranks: RankMap) -> Universe:
         """The state this backend keeps for one universe (flattened dims, torch meshes)."""
 
+    @property
+    def lost(self) -> frozenset[int]:
+        """The ranks :meth:`retire` was told are lost, so far."""
+
     def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Any:
         """Ranks ``lost`` are gone: end this backend's groups that hold one, keep the rest."""

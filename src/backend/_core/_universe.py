@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 __all__ = ["Universe"]
@@ -14,9 +15,23 @@ class Universe:
     - ``torch_meshes``: torch ``DeviceMesh`` conversions by (view, options, device
       type), and ``torch_roots`` the one torch root per device type they share, so
       separately converted slices compose (``_concatenate``, FSDP2 + TP).
+    - ``memos``: the objects (meshes) that memoized groups of this backend; each has a
+      ``forget_groups()`` that a loss of ranks calls (:meth:`forget`), so no memo hands
+      out a group the loss ended.
     """
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.torch_meshes: dict[Any, Any] = {}
         self.torch_roots: dict[str, Any] = {}
+        self.memos: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def forget(self) -> None:
+        """Drop every memo of groups and every torch conversion (after ranks were lost)."""
+        with self.lock:
+            memos = list(self.memos)
+            self.memos.clear()
+            self.torch_meshes.clear()
+            self.torch_roots.clear()
+        for memo in memos:
+            memo.forget_groups()

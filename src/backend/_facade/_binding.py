@@ -35,17 +35,29 @@ class Binding(Generic[G]):
 
     ``options`` holds each dim's group options in dim order; ``named`` says whether the
     mesh was made with dim names (torch's ``mesh_dim_names`` is None otherwise).
-    Equality and hash, which are the mesh's, cover the view, the backend (by identity),
-    the device type and ``named``, and not the options: torch's ``DeviceMesh`` equality
-    ignores ``backend_override`` too.  Valid by construction: the view fits the
-    backend's world and there is one options value per dim.
+    Two bindings are equal when every field is (the backend by identity).  A mesh's
+    equality is :attr:`mesh_key`'s, without the options, as torch's ``DeviceMesh``
+    equality ignores ``backend_override``.  Valid by construction: the view fits the
+    backend's world and there is one options value per dim.  Not picklable (it holds a
+    live backend): a :class:`~backend.DeviceMesh` pickles, and rebinds when loaded.
     """
 
     view: MeshView
     backend: Backend[G]
-    options: tuple[GroupOptions, ...] = attrs.field(eq=False)
+    options: tuple[GroupOptions, ...]
     device_type: str
     named: bool = True
+    mesh_key: tuple[Any, ...] = attrs.field(init=False, eq=False, repr=False)
+    """(view, backend, device type, named): what a mesh's equality and hash compare."""
+
+    @mesh_key.default
+    def _mesh_key(self) -> tuple[Any, ...]:
+        return (self.view, self.backend, self.device_type, self.named)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise BackendConfigError("a Binding holds a live backend and does not pickle; pickle "
+                                 "the DeviceMesh, which rebinds to the loading process's "
+                                 "backend")
 
     def __attrs_post_init__(self) -> None:
         top = self.view.ranks.max_rank

@@ -14,7 +14,7 @@ from layout import show
 from mesh import Dim, MeshView, UnknownDimError, concatenate, ordered, render
 
 from .._core import _registry
-from .._core._errors import BackendConfigError, NotAMemberError
+from .._core._errors import BackendConfigError, NotAMemberError, RankLostError
 from .._core._options import GroupOptions, Override, as_options, dim_options, normalize_overrides
 from .._core._protocol import Backend
 from ._adopt import check_groups, from_group_view
@@ -75,7 +75,8 @@ class DeviceMesh(Generic[G]):
     DeviceMesh((dp=2, tp=4), 'cpu', stride=(4, 1))
     """
 
-    __slots__ = ("_binding", "_coordinate", "_groups", "_index", "_root", "_slices")
+    __slots__ = ("__weakref__", "_binding", "_coordinate", "_groups", "_index", "_root",
+                 "_slices")
 
     _binding: Binding[G]
     _root: Root
@@ -238,8 +239,15 @@ class DeviceMesh(Generic[G]):
         owner, k = self._resolve(mesh_dim, "get_group")
         b = owner._binding
         group = b.backend.get_group(b.view, k, b.options[k])
+        if not self._groups:  # a loss of ranks makes the backend forget this memo
+            self.backend.universe(self.view.ranks).memos.add(self)
         self._groups[mesh_dim] = group  # a hashable key: _resolve checked it
         return group
+
+    def forget_groups(self) -> None:
+        """Drop the groups this mesh memoized (the backend ended some: ranks were lost);
+        the next request asks the backend again, which refuses an ended group."""
+        self._groups.clear()
 
     def get_all_groups(self) -> list[G]:
         """This process's group along every dim, in dim order."""
@@ -482,6 +490,7 @@ class DeviceMesh(Generic[G]):
         """
         if not isinstance(view, MeshView):
             raise BackendConfigError(f"rebind takes a mesh.MeshView, got {show(view)}")
+        _holds_no_lost(view, self.backend.lost)
         goes_on = view.ranks.offset_of(self.get_rank()) is not None
         among = sorted(view.ranks.ranks or range(view.ranks.size)) if goes_on else []
         self.backend.retire(_lost(self.view, view) - {self.get_rank()}, among=among)
@@ -521,10 +530,10 @@ class DeviceMesh(Generic[G]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DeviceMesh):
             return NotImplemented
-        return self._binding == other._binding
+        return self._binding.mesh_key == other._binding.mesh_key
 
     def __hash__(self) -> int:
-        return hash(self._binding)
+        return hash(self._binding.mesh_key)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles as the binding's fields but the backend, and the root's dim names.
@@ -532,8 +541,8 @@ class DeviceMesh(Generic[G]):
         Unpickling rebinds to this process's backend for the device type (see
         ``backend._core._registry``); unpickled and copied meshes share its groups.
         """
-        fields = attrs.asdict(self._binding, recurse=False)
-        del fields["backend"]
+        fields = attrs.asdict(self._binding, recurse=False,
+                              filter=lambda a, _: a.init and a.name != "backend")
         return (_rebind, (fields, self._root.names))
 
     def __repr__(self) -> str:
@@ -548,6 +557,15 @@ class DeviceMesh(Generic[G]):
         """A text picture of this process's instance, its rank and groups marked (any
         ndim; lines at most ``width`` columns; see :func:`mesh.render`)."""
         return render(self.view, self.get_rank() if rank is None else rank, width=width)
+
+
+def _holds_no_lost(view: MeshView, lost: frozenset[int]) -> None:
+    """Refuse a view that holds a rank already lost (it cannot go on with a dead rank)."""
+    back = sorted(r for r in lost if view.ranks.offset_of(r) is not None)
+    if back:
+        raise RankLostError(f"{view!r} holds ranks already lost: {back[:8]}"
+                            f"{' ...' if len(back) > 8 else ''}; rebind to a view without them "
+                            "(mesh.drop, mesh.substitute or mesh.survive)")
 
 
 def _lost(old: MeshView, new: MeshView) -> set[int]:
@@ -578,11 +596,21 @@ def over(view: MeshView, backend: Backend[G] | None, device_type: str,
     ``device_type`` if None), which becomes the process's backend for ``device_type``:
     what every entry point (constructor, ``init_device_mesh``, ``bind``, ``from_group``)
     makes."""
-    b = _registry.process_backend(device_type) if backend is None else backend
+    b = _registry.process_backend(device_type) if backend is None else _a_backend(backend)
     mesh = made(Binding.of(view, b, device_type, dim_options(view.names, backend_override),
                            named=named))
     _registry.register(device_type, b)
     return mesh
+
+
+def _a_backend(backend: object) -> Any:
+    """``backend`` if it is a backend instance (the :class:`Backend` protocol), else a typed
+    error naming it."""
+    if isinstance(backend, type) or not isinstance(backend, Backend):
+        raise BackendConfigError(
+            f"backend must be a backend instance such as FakeBackend(world_size, rank), "
+            f"GlooBackend.from_env() or NcclBackend.from_env(), got {show(backend)}")
+    return backend
 
 
 def _rebind(fields: dict[str, Any], root_names: tuple[str, ...]) -> DeviceMesh[Any]:

@@ -179,8 +179,9 @@ def _traffic(traffic: object) -> dict[str, int]:
     out = {}
     for dim, nbytes in items_of(traffic, "traffic", "a mapping of dim names to bytes per step"):
         b = as_int(nbytes, f"traffic[{dim!r}]", "an int (bytes per step per rank)")
-        if b < 0:
-            raise InvalidSizeError(f"traffic[{dim!r}] must be bytes >= 0, got {show(b)}")
+        if not 0 <= b < 1 << 63:
+            raise InvalidSizeError(f"traffic[{dim!r}] must be bytes in [0, 2**63), got "
+                                   f"{show(b)}")
         out[as_name(dim, "a traffic dim name")] = b
     return out
 
