@@ -239,6 +239,7 @@ def test_the_command_compares_meshes_from_flags() -> None:
     (["--dims", "dp=8", "--inter-host-gbps", "0"], "Gb/s > 0"),
     (["--dims", "dp=8", "--intra-host-latency-us", "-1"], "µs >= 0"),
     (["--dims", "dp=8", "--world", "16"], "not --world 16"),
+    (["--dims", "dp=8,tp=8", "--traffic", "tp=1", "--traffic", "tp=2"], "tp more than once"),
 ])
 def test_bad_command_input_exits_2_with_a_message(args, match, capsys) -> None:
     try:
@@ -281,3 +282,15 @@ def test_a_passing_expectation_prints_one_confirming_line(capsys) -> None:
     assert main(["explain", "--dims", "dp=64,tp=8", "--expect-intra-host", "tp"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err == ["meshlayout explain: as expected, every group of tp stays inside one host"]
+
+
+def test_traffic_given_again_adds_other_dims(capsys) -> None:
+    assert main(["compare", "--world", "512", "--devices-per-host", "8", "--dims", "dp=64,tp=8",
+                 "--traffic", "tp=1GiB", "--traffic", "dp=256MiB"]) == 0
+    assert "traffic per step per rank: tp=1 GiB, dp=256 MiB" in capsys.readouterr().out
+
+
+def test_an_expectation_naming_a_dim_twice_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["explain", "--dims", "dp=64,tp=8", "--expect-intra-host", "tp,tp"])
+    assert e.value.code == 2 and "each once" in capsys.readouterr().err

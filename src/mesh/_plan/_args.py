@@ -7,6 +7,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["MOST_LISTED", "bytes_per_dim", "indices", "mib", "number", "positive", "rank"]
 
@@ -124,3 +125,30 @@ def indices(noun: str) -> Callable[[str], tuple[int, ...]]:
             out.extend(range(a, b + 1))
         return tuple(out)
     return parse
+
+
+def dim_list(text: str) -> str:
+    """``tp,ep``: dim names separated by commas, each once (the text, stripped).
+
+    >>> dim_list("tp, ep")
+    'tp,ep'
+    """
+    items = [item.strip() for item in text.split(",")]
+    if not all(items) or len(set(items)) != len(items):
+        raise argparse.ArgumentTypeError(f"takes dim names separated by commas, each once, "
+                                         f"e.g. tp,ep; got {text!r}")
+    return ",".join(items)
+
+
+class Merged(argparse.Action):
+    """A flag that may be given again: its dicts are merged, a key given twice is refused."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        merged = dict(getattr(namespace, self.dest) or {})
+        twice = sorted(set(merged) & set(values))
+        if twice:
+            parser.error(f"argument {option_string}: names {', '.join(twice)} more than once "
+                         "(across its repetitions)")
+        merged.update(values)
+        setattr(namespace, self.dest, merged)

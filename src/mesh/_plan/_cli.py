@@ -123,10 +123,12 @@ def _machine_arguments(p: argparse.ArgumentParser) -> None:
 def _traffic_arguments(p: argparse.ArgumentParser) -> None:
     """The traffic per dim and the links' parameters (:class:`~mesh.Links`)."""
     d = Links()
-    p.add_argument("--traffic", type=_args.bytes_per_dim, metavar="DIM=BYTES,...",
+    p.add_argument("--traffic", type=_args.bytes_per_dim, action=_args.Merged,
+                   metavar="DIM=BYTES,...",
                    help="bytes per step per rank each dim's collective carries, e.g. "
-                   "tp=1GiB,dp=256MiB (units B, KB, MB, GB, KiB, MiB, GiB, ...): adds an "
-                   "estimated time per step and ranks the plans by it")
+                   "tp=1GiB,dp=256MiB (units B, KB, MB, GB, KiB, MiB, GiB, ...; may be given "
+                   "again for other dims): adds an estimated time per step and ranks the "
+                   "plans by it")
     for flag, default, unit, zero, what in (
             ("--intra-host-gbps", d.intra_host_gbps, "Gb/s", False, "bandwidth inside a host"),
             ("--inter-host-gbps", d.inter_host_gbps, "Gb/s", False, "bandwidth between hosts"),
@@ -143,10 +145,10 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
     """How to answer: the report's format, checks that set the exit status, a picture."""
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default) or json (schema in the README)")
-    p.add_argument("--expect-intra-host", metavar="DIM,...",
+    p.add_argument("--expect-intra-host", metavar="DIM,...", type=_args.dim_list,
                    help="exit 1 naming each of these dims (NAME, or VIEW.NAME for one view's) "
                    "whose groups cross hosts")
-    p.add_argument("--expect-intra-domain", metavar="DIM,...",
+    p.add_argument("--expect-intra-domain", metavar="DIM,...", type=_args.dim_list,
                    help="the same for fast domains (--hosts-per-domain)")
     p.add_argument("--svg", metavar="FILE", help="also write an SVG picture of one view")
     p.add_argument("--view", metavar="NAME", help="the view --svg draws (default: the first)")
