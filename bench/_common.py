@@ -36,3 +36,16 @@ def run_child(script: str, args: Sequence[str], timeout: float,
         raise RuntimeError(f"{script} --child {' '.join(args)} failed:\n{out.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
+
+
+def verdict(failures: Sequence[str], *, smoke: bool) -> int:
+    """Print each missed target and the outcome; the exit status (a smoke run never fails
+    on targets)."""
+    for f in failures:
+        print("MISSED:", f)
+    if smoke:
+        print("smoke run: targets not checked")
+        return 0
+    if not failures:
+        print("all targets met")
+    return 1 if failures else 0

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "examples" / "torchtitan_plan.py"
 TARGET_S = 1.0
@@ -95,14 +97,7 @@ def main() -> int:
                             f"{anchor:.3f} s (target <= {TARGET_RATIO}x)")
         if e == 20 and ours > TARGET_S:
             failures.append(f"at 2**20 ranks compare takes {ours:.3f} s (target <= {TARGET_S} s)")
-    for f in failures:
-        print("MISSED:", f)
-    if args.smoke:
-        print("smoke run: targets not checked")
-        return 0
-    if not failures:
-        print("all targets met")
-    return 1 if failures else 0
+    return verdict(failures, smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import run_child
+from _common import run_child, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "examples" / "torchtitan_plan.py"
@@ -138,14 +138,7 @@ def main() -> int:
         if e == 20 and command > TARGET_S:
             failures.append(f"at 2**20 ranks the command takes {command:.3f} s (target <= "
                             f"{TARGET_S} s)")
-    for f in failures:
-        print("MISSED:", f)
-    if args.smoke:
-        print("smoke run: targets not checked")
-        return 0
-    if not failures:
-        print("all targets met")
-    return 1 if failures else 0
+    return verdict(failures, smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "property_tests")]
 
-from _common import run_child  # noqa: E402  (after the path setup)
+from _common import run_child, verdict  # noqa: E402  (after the path setup)
 
 from backend import BackendConfigError, check_spmd  # noqa: E402  (after the path setup)
 from mesh import CommMemory, MeshError, MeshView, Topology, explain, render  # noqa: E402
@@ -178,14 +178,7 @@ def main() -> int:
         print(f"{name:<24} {ours:>10.4f} {target:>9.2f} {ours / target:>11.4f}x", flush=True)
         if ours > target:
             failures.append(f"{name}: {ours:.3f} s (target <= {target} s)")
-    for f in failures:
-        print("MISSED:", f)
-    if args.smoke:
-        print("smoke run: targets not checked")
-        return 0
-    if not failures:
-        print("all targets met")
-    return 1 if failures else 0
+    return verdict(failures, smoke=args.smoke)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,23 @@ def _tail(path: Path, n: int = 3000) -> str:
     return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
 
 
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Kill and wait for every worker still running (leave none behind)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _logs_or_fail(run: Path, world: int, mode: str, stuck: list[int], bound_s: float) -> str:
+    """The workers' log tails; the test fails with them when some were still running."""
+    logs = "\n".join(f"--- rank {r} ---\n{_tail(run / f'log{r}.txt')}" for r in range(world))
+    if stuck:
+        pytest.fail(f"{mode} world of {world}: ranks {stuck} still running after {bound_s} s "
+                    f"(killed)\n{logs}")
+    return logs
+
+
 def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float,
            env: dict[str, str] | None = None
            ) -> tuple[list[int | None], dict[int, dict[str, Any]], str]:
@@ -73,14 +90,8 @@ def launch(worker: Path, world: int, mode: str, out: Path, bound_s: float,
                 except subprocess.TimeoutExpired:
                     stuck.append(rank)
         finally:  # also when pytest-timeout interrupts the wait: leave no worker behind
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        logs = "\n".join(f"--- rank {r} ---\n{_tail(run / f'log{r}.txt')}" for r in range(world))
-        if stuck:
-            pytest.fail(f"{mode} world of {world}: ranks {stuck} still running after {bound_s} s "
-                        f"(killed)\n{logs}")
+            _reap(procs)
+        logs = _logs_or_fail(run, world, mode, stuck, bound_s)
         if attempt == 0 and "Address already in use" in _tail(run / "log0.txt", 100_000):
             continue
         reports = {}
@@ -146,14 +157,8 @@ def launch_with_agent(worker: Path, world: int, mode: str, out: Path, bound_s: f
                                               cwd=str(worker.parent)))
         stuck = _watch(procs, store, time.monotonic() + bound_s, settle_s)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    logs = "\n".join(f"--- rank {r} ---\n{_tail(run / f'log{r}.txt')}" for r in range(world))
-    if stuck:
-        pytest.fail(f"{mode} world of {world}: ranks {stuck} still running after {bound_s} s "
-                    f"(killed)\n{logs}")
+        _reap(procs)
+    logs = _logs_or_fail(run, world, mode, stuck, bound_s)
     reports = {r: json.loads((run / f"rank{r}.json").read_text())
                for r in range(world) if (run / f"rank{r}.json").exists()}
     return [p.returncode for p in procs], reports, logs
