@@ -227,7 +227,7 @@ RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
-                    "with_domains")
+                    "with_domains", "ranks_on")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains")
 LINKS_METHODS = ("allreduce_seconds", "to_dict")
