@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -42,11 +42,9 @@ import recover_gloo_worker as worker  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from gloo_launch import AGENT_FAILED  # noqa: E402
 
-# loaded here, once: every trial's forked workers run this same code
-import mesh  # noqa: E402
-from backend import GlooBackend  # noqa: E402
-
-_PRELOADED = (mesh.survive, GlooBackend)
+_FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(["torch.distributed", "numpy", "mesh", "backend",
+                               "backend._c10d._backends", "backend._facade._torch_facade"])
 
 WORLD = 8
 BOUND_S = 60.0
@@ -69,6 +67,7 @@ def draw(rng: random.Random) -> dict[str, str]:
 
 
 def _child(rank: int, port: int, cfg: dict[str, str], out: str) -> None:
+    """One worker, in a process the fork server made (torch already imported there)."""
     os.environ.update(cfg, RANK=str(rank), WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     code = 0
@@ -82,45 +81,44 @@ def _child(rank: int, port: int, cfg: dict[str, str], out: str) -> None:
     os._exit(code)
 
 
-def _agent(pids: list[int], store: Any, deadline: float) -> tuple[dict[int, int], list[int]]:
-    """Wait for the workers, reporting those killed by a signal; (exit codes, stuck ranks)."""
+def _agent(procs: list[Any], store: Any, deadline: float) -> tuple[dict[int, int], list[int]]:
+    """Wait for the workers, reporting those that died (a signal or an error exit), as
+    torchrun's agent would; (exit codes, stuck ranks)."""
     codes: dict[int, int] = {}
     dead: list[int] = []
     told, last = 0, 0.0
-    while len(codes) < len(pids) and time.monotonic() < deadline:
-        for rank, pid in enumerate(pids):
-            if rank in codes:
-                continue
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else \
-                    os.WEXITSTATUS(status)
-                if codes[rank] < 0:
+    while len(codes) < len(procs) and time.monotonic() < deadline:
+        for rank, p in enumerate(procs):
+            if rank not in codes and p.exitcode is not None:
+                codes[rank] = p.exitcode
+                if p.exitcode != 0:
                     dead.append(rank)
                     last = time.monotonic()
         if len(dead) > told and time.monotonic() - last >= SETTLE_S:
             store.set(AGENT_FAILED, ",".join(map(str, sorted(dead))))
             told = len(dead)
         time.sleep(0.01)
-    stuck = [r for r in range(len(pids)) if r not in codes]
+    stuck = [r for r in range(len(procs)) if r not in codes]
     for r in stuck:
-        os.kill(pids[r], signal.SIGKILL)
-        os.waitpid(pids[r], 0)
+        procs[r].kill()
+        procs[r].join()
     return codes, stuck
 
 
 def trial(cfg: dict[str, str]) -> str:
-    """``"ok"``, ``"refused"``, ``"hang"`` or ``"wrong: ..."``."""
+    """``"ok"``, ``"refused"``, ``"hang"`` or ``"wrong: ..."``.
+
+    Workers come from a fork server (a clean process that imported torch once), never from
+    this one: forking a process whose store server thread holds a lock can deadlock the
+    child (it did: a worker stuck creating its store client)."""
     out = tempfile.mkdtemp(prefix="soak-")
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=BOUND_S))
-    pids = []
-    for rank in range(WORLD):
-        pid = os.fork()
-        if pid == 0:
-            _child(rank, store.port, cfg, out)
-        pids.append(pid)
-    codes, stuck = _agent(pids, store, time.monotonic() + BOUND_S)
+    procs = [_FORKS.Process(target=_child, args=(rank, store.port, cfg, out))
+             for rank in range(WORLD)]
+    for p in procs:
+        p.start()
+    codes, stuck = _agent(procs, store, time.monotonic() + BOUND_S)
     if stuck:
         return "hang"
     return judge(cfg, codes, {r: json.loads(Path(out, f"rank{r}.json").read_text())

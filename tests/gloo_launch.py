@@ -109,16 +109,16 @@ AGENT_FAILED = "agent/failed"
 
 def _watch(procs: list[subprocess.Popen[bytes]], store: Any, deadline: float,
            settle_s: float) -> list[int]:
-    """Be torchrun's agent: when workers die by a signal, write their ranks (once no other
-    died for ``settle_s``) to the store; return the ranks of workers still running at
-    ``deadline``."""
+    """Be torchrun's agent: when workers die (a signal or an error exit), write their ranks
+    (once no other died for ``settle_s``) to the store; return the ranks of workers still
+    running at ``deadline``."""
     dead: set[int] = set()
     told: set[int] = set()
     last = 0.0
     while time.monotonic() < deadline:
         running = [r for r, p in enumerate(procs) if p.poll() is None]
         for r, p in enumerate(procs):
-            if r not in dead and p.returncode is not None and p.returncode < 0:
+            if r not in dead and p.returncode is not None and p.returncode != 0:
                 dead.add(r)
                 last = time.monotonic()
         if dead - told and time.monotonic() - last >= settle_s:
@@ -135,8 +135,8 @@ def launch_with_agent(worker: Path, world: int, mode: str, out: Path, bound_s: f
                       ) -> tuple[list[int | None], dict[int, dict[str, Any]], str]:
     """Like :func:`launch`, but the store lives here, in the launching process (as
     torchrun's agent store does), so it outlives any worker; workers connect to it at
-    ``MASTER_PORT`` as clients (``MESHLAYOUT_AGENT_STORE=1``).  Workers that die by a signal
-    are reported under :data:`AGENT_FAILED`."""
+    ``MASTER_PORT`` as clients (``MESHLAYOUT_AGENT_STORE=1``).  Workers that die (a signal, or
+    an error exit) are reported under :data:`AGENT_FAILED`."""
     from datetime import timedelta
 
     import torch.distributed as dist

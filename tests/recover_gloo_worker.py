@@ -28,6 +28,7 @@ import numpy as np
 from gloo_launch import AGENT_FAILED, write_report
 
 TIMEOUT = timedelta(seconds=float(os.environ.get("RECOVER_TIMEOUT_S", "4")))
+START = timedelta(seconds=60)  # the world's start: 8 processes on 2 cores may be slow
 STEPS = 6
 
 
@@ -114,7 +115,12 @@ def _train(backend: Any, meshes: dict[str, Any], names: list[str], store: Any) -
 
 
 def main(out: str) -> None:
+    import faulthandler
+
     import torch.distributed as dist
+
+    # a worker still running at the launcher's bound tells where it was (stderr, its log)
+    faulthandler.dump_traceback_later(float(os.environ.get("RECOVER_DUMP_S", "45")))
 
     from backend import GlooBackend, NcclBackend, bind
     from mesh import MeshView, SurvivalError, survive
@@ -127,11 +133,11 @@ def main(out: str) -> None:
 
         torch.cuda.set_device(rank)
         dist.init_process_group("nccl", store=store, rank=rank, world_size=world,
-                                timeout=TIMEOUT, device_id=torch.device("cuda", rank))
+                                timeout=START, device_id=torch.device("cuda", rank))
         backend: Any = NcclBackend(timeout=TIMEOUT)
     else:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                                timeout=TIMEOUT)
+                                timeout=START)
         backend = GlooBackend(timeout=TIMEOUT)
     tensor, names, plan = _plans(os.environ["PLAN"])
     world_view = MeshView.from_ranks(tensor.tolist(), names)
