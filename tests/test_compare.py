@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torch_free import run_without
 
 from mesh import (
     DuplicateNameError,
@@ -269,13 +270,8 @@ def test_the_command_never_imports_torch_at_2_to_the_20_ranks() -> None:
         "b = views(1 << 20, pp=8, dp_replicate=16, dp_shard=256, cp=2, tp=16, ep=64, etp=1)\n"
         "text = str(compare({'a': a, 'b': b}, Topology(1 << 20, 8), rank=777777,\n"
         "                   traffic={'tp': 2**30, 'fsdp': 2**28}))\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')], "
-        "sorted(sys.modules)\n"
         "print(text.count('777777'))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    assert int(out.stdout) >= 2  # both plans show rank 777777
+    assert int(run_without(code, ("torch", "numpy"))) >= 2  # both plans show rank 777777
 
 
 def test_a_passing_expectation_prints_one_confirming_line(capsys) -> None:
