@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from backend import BackendConfigError, FakeBackend, RankLostError, bind, init_device_mesh
+from backend._core._base import Retired
 from mesh import MeshView
 
 DP, TP = 4, 8
@@ -25,6 +26,7 @@ def test_a_dropped_dp_slice_keeps_the_tp_groups_and_makes_new_dp_groups() -> Non
     fb = FakeBackend(DP * TP, rank=17)
     mesh = init_device_mesh("cpu", (DP, TP), mesh_dim_names=("dp", "tp"), backend=fb)
     tp, dp = mesh.get_group("tp"), mesh.get_group("dp")
+    assert fb.retire([9]) == Retired(ended=1, kept=1)  # dp (1, 9, 17, 25) holds 9, tp not
     after = mesh.rebind(_dropped(13))
     assert after.shape == (3, 8) and after.get_group("tp") is tp
     assert after.get_group("dp").ranks == (1, 17, 25) and after.get_group("dp") is not dp

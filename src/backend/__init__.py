@@ -5,8 +5,8 @@ Module map (for readers of the code), bottom-up; a package imports only those be
 - ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), group options
   (``_options``), the group cache and its records (``_cache``), the errors (``_errors``),
   the shared backend base (``_base``), :class:`FakeBackend` (``_fake``), per-universe
-  state (``_universe``) and the process's backend per device type with the plug slots
-  the wings fill (``_registry``).
+  state (``_universe``), a family's groups as this rank sees them (``_members``) and the
+  process's backend per device type with the plug slots the wings fill (``_registry``).
 - ``_c10d``: creating torch process groups.  The c10d backends (``_backends``), one group
   request as a value (:class:`GroupSpec`, ``_spec``), the creation barrier in the store
   (``_rendezvous``) and torch group creation and teardown (``_torch_groups``).

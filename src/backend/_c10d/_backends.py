@@ -269,10 +269,8 @@ class C10dBackend(CachedBackend[Any]):
         destroy_groups(shrunk + self._cache.clear(), self._owns_default, abort=abort)
         self._owns_default = False
         self._default_group = None
-        for universe in self._universes.values():
-            with universe.lock:
-                universe.torch_meshes.clear()
-                universe.torch_roots.clear()
+        for universe in list(self._universes.values()):
+            universe.forget()
 
 
 class GlooBackend(C10dBackend):

@@ -23,10 +23,11 @@ from datetime import timedelta
 
 import attrs
 
-from layout import Layout, coalesce, flatten, make_layout
+from layout import Layout, coalesce, flatten
 from mesh import Dim, Family, MeshView, RankMap
 
 from .._core._cache import GroupKey
+from .._core._members import family_view, members
 from .._core._options import GroupOptions
 
 __all__ = ["GroupSpec", "Plan", "plan_creation"]
@@ -140,15 +141,11 @@ class GroupSpec:
     @functools.cached_property
     def members(self) -> tuple[int, ...]:
         """This rank's group, in mesh order (group rank ``i`` is ``members[i]``)."""
-        return self._family_view.group(self.rank, 0, limit=self.family.ranks.size)
-
-    @functools.cached_property
-    def _family_view(self) -> MeshView:
-        return MeshView(make_layout(self.family.layout), (self.dim,), self.family.ranks)
+        return members(self.family, self.rank)
 
     def groups(self) -> list[list[int]]:
         """Every group of the family (what a split passes to ``split_group``)."""
-        return [list(g) for g in self._family_view.groups(0, limit=self.family.ranks.size)]
+        return [list(g) for g in family_view(self.family).groups(0, limit=self.family.ranks.size)]
 
     @functools.cached_property
     def identity(self) -> str:

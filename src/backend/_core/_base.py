@@ -14,8 +14,8 @@ from mesh import Dim, MeshView, RankMap
 
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
 from ._errors import BackendConfigError, NotAMemberError, RankLostError
+from ._members import holds_any, members
 from ._options import GroupOptions, as_options
-from ._retire import holds_any, members
 from ._universe import Universe
 
 __all__ = ["CachedBackend", "Retired"]

@@ -1,4 +1,4 @@
-"""After ranks are lost: which of this rank's groups hold a lost rank, and its groups' members.
+"""This rank's group in a family: its members, and whether it holds any of some ranks (lost).
 
 A family (:class:`mesh.Family`) is a one-dim view's groups; this rank's group in it is the
 one at its group offset.  A lost rank is in that group exactly when it is in the family's
@@ -12,16 +12,17 @@ from collections.abc import Iterable
 from layout import make_layout
 from mesh import Family, MeshView
 
-__all__ = ["holds_any", "members"]
+__all__ = ["family_view", "holds_any", "members"]
 
 
-def _family_view(family: Family) -> MeshView:
+def family_view(family: Family) -> MeshView:
+    """The one-dim view whose groups are ``family``'s."""
     return MeshView(make_layout(family.layout), ("group",), family.ranks)
 
 
 def holds_any(family: Family, rank: int, lost: Iterable[int]) -> bool:
     """Whether ``rank``'s group in ``family`` holds any rank of ``lost``."""
-    view = _family_view(family)
+    view = family_view(family)
     mine = view.group_offset(rank, 0)
     return any(family.ranks.offset_of(r) is not None and view.group_offset(r, 0) == mine
                for r in lost)
@@ -29,4 +30,4 @@ def holds_any(family: Family, rank: int, lost: Iterable[int]) -> bool:
 
 def members(family: Family, rank: int) -> tuple[int, ...]:
     """``rank``'s group in ``family``, in group order."""
-    return _family_view(family).group(rank, 0, limit=family.ranks.size)
+    return family_view(family).group(rank, 0, limit=family.ranks.size)
