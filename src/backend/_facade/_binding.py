@@ -92,12 +92,16 @@ class Binding(Generic[G]):
 
 class Root:
     """What the meshes derived from one root mesh (an ``init_device_mesh``, a constructor
-    call) share, as torch keeps it on its root: the root's dim names and the meshes
-    ``_flatten`` made from them, by name."""
+    call, ``from_group``, ``rebind``) share, as torch keeps it on its root mesh: the root
+    mesh itself, its dim names, the meshes ``_flatten`` made from any of them, by name
+    (torch's ``_flatten_mapping``), and the process groups they were given, by torch name
+    (torch's ``_pg_registry``, which ``torch.compile`` resolves groups through)."""
 
-    __slots__ = ("flattened", "lock", "names")
+    __slots__ = ("flattened", "groups", "lock", "mesh", "names")
 
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
+    def __init__(self, mesh: Any) -> None:
+        self.mesh = mesh
+        self.names: tuple[str, ...] = mesh.view.names
         self.flattened: dict[str, Any] = {}
+        self.groups: dict[str, Any] = {}
         self.lock = threading.Lock()

@@ -120,7 +120,7 @@ class DeviceMesh(Generic[G]):
         """Fill a new mesh from its binding (the only place a mesh's slots are set)."""
         view, n = binding.view, binding.view.ndim
         self._binding = binding
-        self._root = Root(view.names) if root is None else root
+        self._root = Root(self) if root is None else root
         self._coordinate = view.coordinate(binding.backend.rank)
         self._index = {**{i: i for i in range(n)}, **{i - n: i for i in range(n)}}
         if binding.named:
@@ -185,6 +185,39 @@ class DeviceMesh(Generic[G]):
         """This process's coordinate in the mesh, or None if it is not in the universe."""
         return self._coordinate
 
+    # ---- the root: the mesh the program made, as torch keeps it -------------------------------
+    @property
+    def _root_mesh(self) -> DeviceMesh[G] | None:
+        """torch's ``_root_mesh``: the mesh the program made that this one derives from
+        (by slicing, ``_flatten``, ``_unflatten`` or ``_concatenate``), None for that
+        mesh itself."""
+        root: DeviceMesh[G] = self._root.mesh
+        return None if root is self else root
+
+    def _get_root_mesh(self) -> DeviceMesh[G]:
+        """torch's ``_get_root_mesh()``: the mesh the program made (``init_device_mesh``,
+        the constructor, ``from_group``, ``rebind``) that this one derives from, or this
+        mesh if it is one.
+
+        >>> from backend import FakeBackend, init_device_mesh
+        >>> mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"),
+        ...                         backend=FakeBackend(8, rank=0))
+        >>> flat = mesh["dp", "cp"]._flatten("dp_cp")
+        >>> mesh["tp"]._get_root_mesh() is mesh, flat._get_root_mesh() is mesh
+        (True, True)
+        >>> list(mesh._flatten_mapping), mesh._flatten_mapping["dp_cp"] is flat
+        (['dp_cp'], True)
+        """
+        root = self._root_mesh
+        return self if root is None else root
+
+    @property
+    def _flatten_mapping(self) -> dict[str, DeviceMesh[G]]:
+        """torch's ``_flatten_mapping``: on the root mesh, the one-dim meshes ``_flatten``
+        made from it or anything derived from it, by name; empty on the others (as
+        torch's)."""
+        return self._root.flattened if self._root.mesh is self else {}
+
     # ---- dims: the one resolver --------------------------------------------------------------
     def _resolve(self, mesh_dim: Any, what: str) -> tuple[DeviceMesh[G], int]:
         """The mesh holding ``mesh_dim`` and the dim's index there: this mesh, for one of its
@@ -242,7 +275,11 @@ class DeviceMesh(Generic[G]):
         if not self._groups:  # a loss of ranks makes the backend forget this memo
             self.backend.universe(self.view.ranks).memos.add(self)
         self._groups[mesh_dim] = group  # a hashable key: _resolve checked it
+        self._note(group)
         return group
+
+    def _note(self, group: G) -> None:
+        """A group this mesh was given (a torch mesh's root registers it by name)."""
 
     def forget_groups(self) -> None:
         """Drop the groups this mesh memoized (the backend ended some: ranks were lost);
@@ -502,13 +539,14 @@ class DeviceMesh(Generic[G]):
     def to_torch(self) -> TorchDeviceMesh:
         """A real ``torch.distributed.device_mesh.DeviceMesh`` over this mesh's groups.
 
-        Every mesh of one universe (and backend) converts with one shared torch root,
-        so separately converted slices compose as torch expects (``_concatenate``,
-        TP on ``mesh["tp"].to_torch()`` with FSDP2 on ``mesh["dp"].to_torch()``).
-        Memoized; creates (or reuses) this mesh's groups as torch process groups.
+        Its root (``_get_root_mesh()``) is the conversion of this mesh's root, the mesh
+        the program made, so separately converted slices of one root compose as torch
+        expects (``_concatenate``, TP on ``mesh["tp"].to_torch()`` with FSDP2 on
+        ``mesh["dp"].to_torch()``), and a converted ``_flatten`` is listed in that
+        root's ``_flatten_mapping``.  Memoized; creates (or reuses) this mesh's groups,
+        and its root's, as torch process groups.
         """
-        flattened = self.ndim == 1 and self._flattened(self.view.names[0]) == self
-        return to_torch(self._binding, flattened=flattened)
+        return to_torch(self)
 
     def __enter__(self) -> DeviceMesh[G]:
         """Make this the current mesh (per :mod:`contextvars` context) and, where the
@@ -539,11 +577,16 @@ class DeviceMesh(Generic[G]):
         """Pickles as the binding's fields but the backend, and the root's dim names.
 
         Unpickling rebinds to this process's backend for the device type (see
-        ``backend._core._registry``); unpickled and copied meshes share its groups.
+        ``backend._core._registry``); unpickled and copied meshes share its groups.  A
+        mesh derived from a root carries that root (pickled once per pickle), and a root
+        carries the meshes ``_flatten`` made from it, so the root and its flattened dims
+        are found again after loading, as torch's pickles keep them.
         """
-        fields = attrs.asdict(self._binding, recurse=False,
-                              filter=lambda a, _: a.init and a.name != "backend")
-        return (_rebind, (fields, self._root.names))
+        root = self._root.mesh
+        if root is not self:
+            return (_rebind, (_fields(self), root))
+        flattened = {name: _fields(flat) for name, flat in self._root.flattened.items()}
+        return (_rebind, (_fields(self), None, flattened))
 
     def __repr__(self) -> str:
         view = self.view
@@ -613,11 +656,30 @@ def _a_backend(backend: object) -> Any:
     return backend
 
 
-def _rebind(fields: dict[str, Any], root_names: tuple[str, ...]) -> DeviceMesh[Any]:
-    """Unpickling: the binding's ``fields`` bound to this process's backend."""
+def _fields(mesh: DeviceMesh[Any]) -> dict[str, Any]:
+    """The binding's fields but the backend: what a pickle carries."""
+    return attrs.asdict(mesh.binding, recurse=False,
+                        filter=lambda a, _: a.init and a.name != "backend")
+
+
+def _rebind(fields: dict[str, Any], root: DeviceMesh[Any] | None = None,
+            flattened: Mapping[str, dict[str, Any]] | None = None) -> DeviceMesh[Any]:
+    """Unpickling: the binding's ``fields`` bound to this process's backend, under ``root``
+    (itself unpickled first), or as a root with its ``flattened`` meshes."""
+    if root is not None:
+        return made(Binding(backend=root.backend, **fields), root._root)
+    backend = _process_backend(fields)
+    mesh = made(Binding(backend=backend, **fields))
+    for name, flat in (flattened or {}).items():
+        mesh._root.flattened[name] = made(Binding(backend=backend, **flat), mesh._root)
+    return mesh
+
+
+def _process_backend(fields: dict[str, Any]) -> Backend[Any]:
+    """This process's backend for the pickled mesh's device type, or a typed error."""
     device_type = fields["device_type"]
     try:
-        backend = _registry.process_backend(device_type)
+        backend: Backend[Any] = _registry.process_backend(device_type)
     except Exception as e:
         raise BackendConfigError(
             f"unpickling a DeviceMesh ({fields['view']!r}) binds it to this process's backend "
@@ -626,4 +688,4 @@ def _rebind(fields: dict[str, Any], root_names: tuple[str, ...]) -> DeviceMesh[A
             "TorchFakeBackend(world_size, rank) in a test, or bind any mesh to a FakeBackend "
             "with backend.bind(view, FakeBackend(...))). Starting the default one failed: "
             f"{e}") from e
-    return made(Binding(backend=backend, **fields), Root(root_names))
+    return backend

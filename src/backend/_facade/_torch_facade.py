@@ -1,40 +1,85 @@
-"""The facade mesh as torch's own ``DeviceMesh``: what torch's parallel APIs take unchanged.
+"""The facade mesh as torch's own ``DeviceMesh``: what torch's code takes unchanged, eager
+and under ``torch.compile``.
 
 For a backend whose groups are torch process groups (Gloo, NCCL, torch's fake backend),
 every facade mesh is an instance of :class:`TorchFacadeMesh`: a
 :class:`backend.DeviceMesh` (our methods come first: lazy, order-safe groups from the
 backend, transforms over the view) that is also a
 ``torch.distributed.device_mesh.DeviceMesh``, so ``fully_shard``, ``parallelize_module``,
-``DTensor`` and DCP accept it as it is.  Torch's methods that are not ours run on it too,
-and the private state they read (``_layout``, ``_rank_map``, ``_flatten_rank_map``,
-``_root_mesh``, ``_coordinate_on_dim``, ...) comes from a *twin*: the torch mesh with the
-same layout, names and rank over the universe's shared torch root, made without creating
-any group.  Only ``_dim_group_names`` creates groups, from the backend, in dim order, when
-torch asks for them.
+``DTensor``, FSDP1, DCP and compiled functions accept it as it is.
 
-Equality and hashing follow torch's for torch meshes (a facade mesh equals the torch mesh
-with its layout, rank map, device type and names) and ours between facade meshes; the
-hash is torch's, computed once.
+**What torch reads, and what it gets.**  Torch 2.13 registers ``DeviceMesh`` as an
+opaque reference type for ``torch.compile`` (``torch/distributed/device_mesh.py``,
+``_register_distributed_opaque_types``); the registration covers its subclasses, so it
+covers this class.  Tracing reads every registered member on the real mesh, and inlines
+the bodies of ``get_group``, ``_flatten``, ``_get_root_mesh``, ``__getitem__``, ...,
+which may touch registered members only.  So every member torch reads is a plain
+attribute here, computed once from the view on first read and then stored on the mesh
+(no lock, no side effect but the first read of ``_dim_group_names``):
+
+- ``_layout`` (torch's ``_MeshLayout`` of the view's layout), ``_device_type``,
+  ``_mesh_dim_names``, ``_thread_id`` (None), ``_rank``, ``_coordinate_on_dim``;
+- ``_rank_map``: the universe's ranks as a tensor, made once per universe and shared;
+- ``_flatten_rank_map``: ``FlatRanks`` (``_torch_state``), the universe's ranks as a
+  sequence that compares in O(1) within a universe (torch's is a tuple of every rank,
+  compared at every call of a compiled function by its guard: here the guard costs the
+  same at 8 and 2**20 ranks) and hashes as torch's tuple does;
+- ``_root_mesh``, ``_flatten_mapping``, ``_pg_registry``: the mesh the program made,
+  the meshes ``_flatten`` made from it, and the groups its meshes were given, by name
+  (see :class:`~backend._facade._binding.Root`);
+- ``_dim_group_names``: this mesh's groups' names, in dim order, created by the backend
+  on first read (torch's mesh creates them when it is built) and then a plain list;
+- ``_hash``: torch's hash, computed once; ``mesh``: the instance tensor, once.
+
+Under ``torch.compile`` (``torch.compiler.is_compiling()``), ``get_group`` and
+``_flatten`` run torch's own bodies over this state, which the trace may inline; eager,
+they are ours.  Equality and hashing follow torch's for torch meshes and ours between
+facade meshes; the hash is torch's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
 
+import torch
 from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
+from .._core._options import Override, as_options
 from ._device_mesh import DeviceMesh
-from ._to_torch import twin
+from ._torch_state import FlatRanks, torch_layout, universe_ranks
 
 __all__ = ["TorchFacadeMesh"]
 
-_TWIN = ("_coordinate_on_dim", "_device_type", "_flatten_mapping", "_flatten_rank_map",
-         "_layout", "_mesh_dim_names", "_pg_registry", "_rank", "_rank_map", "_root_mesh",
-         "_thread_id")
-"""The instance attributes torch 2.13's ``DeviceMesh`` keeps (but ``_dim_group_names``, and
-``_hash``, which is ours), read from the twin.  Properties, not ``__getattr__``: a class with
-``__getattr__`` makes every attribute access of its instances slower, the per-step calls
-(``get_group``, ``get_coordinate``) included."""
+T = TypeVar("T")
+_is_compiling = torch.compiler.is_compiling
+
+
+class _once(Generic[T]):
+    """A member computed on first read and then stored on the instance, where later reads
+    find it as a plain attribute (a non-data descriptor, like ``functools.cached_property``
+    but without its lock, which Python 3.11 holds across every instance: a first read of
+    ``_dim_group_names`` creates groups, collectively, and must not block other meshes)."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, mesh: None, owner: type) -> _once[T]: ...
+
+    @overload
+    def __get__(self, mesh: object, owner: type) -> T: ...
+
+    def __get__(self, mesh: object, owner: type) -> T | _once[T]:
+        if mesh is None:
+            return self
+        value = self.compute(mesh)
+        mesh.__dict__[self.name] = value
+        return value
 
 
 # Our methods take the place of torch's of the same name (their signatures are a superset of
@@ -42,40 +87,140 @@ _TWIN = ("_coordinate_on_dim", "_device_type", "_flatten_mapping", "_flatten_ran
 class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
     """A :class:`backend.DeviceMesh` that is also torch's ``DeviceMesh`` (see the module)."""
 
-    @property
-    def _dim_group_names(self) -> list[Any]:  # type: ignore[override]
-        """Torch's names of this mesh's groups (created on first use, in dim order); empty
-        on a rank outside the mesh, as torch's."""
+    # ---- torch's state, each computed once from the view -------------------------------------
+    @_once
+    def _layout(self) -> Any:
+        """torch's ``_MeshLayout`` of the view's layout (offsets in the universe)."""
+        return torch_layout(self.view.layout)
+
+    @_once
+    def _rank_map(self) -> torch.Tensor:
+        """The universe's ranks in offset order, one tensor per universe."""
+        return universe_ranks(self.binding)[0]
+
+    @_once
+    def _flatten_rank_map(self) -> FlatRanks:  # type: ignore[override]
+        """The universe's ranks as :class:`FlatRanks`, one per universe."""
+        return universe_ranks(self.binding)[1]
+
+    @_once
+    def _device_type(self) -> str:
+        """The device type."""
+        return self.device_type
+
+    @_once
+    def _mesh_dim_names(self) -> tuple[str, ...] | None:
+        """The dim names, None for a mesh made without."""
+        return self.mesh_dim_names
+
+    @_once
+    def _thread_id(self) -> int | None:
+        """None: torch sets it only for its ``threaded`` test backend."""
+        return None
+
+    @_once
+    def _rank(self) -> int:
+        """This process's global rank."""
+        return self.get_rank()
+
+    @_once
+    def _coordinate_on_dim(self) -> tuple[int, ...] | None:
+        """This process's coordinate, None outside the mesh."""
+        return self.get_coordinate()
+
+    @_once
+    def _root_mesh(self) -> TorchFacadeMesh | None:  # type: ignore[override]
+        """The mesh the program made that this one derives from; None for that mesh."""
+        return DeviceMesh._root_mesh.fget(self)  # type: ignore[attr-defined,no-any-return]
+
+    @_once
+    def _flatten_mapping(self) -> dict[str, Any]:
+        """On the root, the one-dim meshes ``_flatten`` made, by name; else an empty dict."""
+        return DeviceMesh._flatten_mapping.fget(self)  # type: ignore[attr-defined,no-any-return]
+
+    @_once
+    def _pg_registry(self) -> dict[str, Any]:
+        """On the root, the groups its meshes were given, by torch name (what
+        ``torch.compile`` resolves groups through); else an empty dict."""
+        return self._root.groups if self._root.mesh is self else {}
+
+    @_once
+    def _dim_group_names(self) -> list[Any]:
+        """Torch's names of this mesh's groups, in dim order, created on first read (torch
+        creates them when it builds the mesh); empty on a rank outside the mesh."""
         if self.get_coordinate() is None:
             return []
-        return [self.get_group(i).group_name for i in range(self.ndim)]
+        return [DeviceMesh.get_group(self, i).group_name for i in range(self.ndim)]
 
+    @_once
+    def _hash(self) -> int:
+        """torch's hash of this mesh, computed once."""
+        return hash(TorchDeviceMesh._hash_key(self))
+
+    @_once
+    def mesh(self) -> torch.Tensor:
+        """This process's instance as a torch int tensor, computed once (see
+        :attr:`backend.DeviceMesh.mesh`)."""
+        return DeviceMesh.mesh.fget(self)  # type: ignore[attr-defined,no-any-return]
+
+    # ---- what torch.compile inlines: torch's bodies over the state above ----------------------
+    def get_group(self, mesh_dim: Any = None) -> Any:
+        """See :meth:`backend.DeviceMesh.get_group`; under ``torch.compile``, torch's body
+        (it finds the group through the root's ``_pg_registry``)."""
+        if _is_compiling():
+            return TorchDeviceMesh.get_group(self, mesh_dim)
+        return DeviceMesh.get_group(self, mesh_dim)
+
+    def _flatten(self, mesh_dim_name: str | None = None,  # type: ignore[override]
+                 backend_override: Override | None = None) -> Any:
+        """See :meth:`backend.DeviceMesh.flatten`; under ``torch.compile``, torch's body
+        (it calls :meth:`_create_flatten_mesh`, then reads the root's mapping)."""
+        if _is_compiling():
+            return TorchDeviceMesh._flatten(self, mesh_dim_name,
+                                            backend_override)  # type: ignore[arg-type]
+        return DeviceMesh.flatten(self, mesh_dim_name, backend_override)
+
+    def _create_flatten_mesh(self, mesh_dim_name: str,
+                             backend_override: Override | None = None) -> None:
+        """torch's step of ``_flatten`` that makes the mesh and lists it on the root."""
+        DeviceMesh.flatten(self, mesh_dim_name, as_options(backend_override))
+
+    def forget_groups(self) -> None:
+        """See :meth:`backend.DeviceMesh.forget_groups`; the group names go too."""
+        super().forget_groups()
+        self.__dict__.pop("_dim_group_names", None)
+
+    def _note(self, group: Any) -> None:
+        with self._root.lock:
+            self._root.groups[group.group_name] = group
+
+    # ---- values --------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DeviceMesh):
             return DeviceMesh.__eq__(self, other)
         if isinstance(other, TorchDeviceMesh):
-            return bool(twin(self.binding) == other)
+            return bool(TorchDeviceMesh.__eq__(self, other))
         return NotImplemented
 
     def __hash__(self) -> int:
-        found: int | None = self.__dict__.get("_torch_hash")
-        if found is None:
-            found = self.__dict__["_torch_hash"] = hash(twin(self.binding))
-        return found
+        return self._hash
 
 
-def _from_twin(name: str) -> property:
-    """Torch's attribute ``name``: the twin's, unless torch code set one on this mesh."""
+def _share_torch_registration() -> None:
+    """Look this class up as torch's ``DeviceMesh`` in torch's opaque-type table at once.
 
-    def get(self: TorchFacadeMesh) -> Any:
-        own = self.__dict__
-        return own[name] if name in own else getattr(twin(self.binding), name)
+    Torch finds a subclass's registration by walking its MRO, twice per call of a
+    compiled function (its type guard and its value guard); an entry for the class
+    itself, the same entry as torch's, makes both a dictionary hit.  Torch registers
+    ``DeviceMesh`` when ``torch.distributed.tensor`` is imported; this makes sure it did.
+    """
+    from torch._library import opaque_object
+    from torch.distributed import device_mesh
 
-    def put(self: TorchFacadeMesh, value: Any) -> None:
-        self.__dict__[name] = value
+    device_mesh._register_distributed_opaque_types()  # type: ignore[no-untyped-call]
+    info = opaque_object._OPAQUE_TYPES.get(TorchDeviceMesh)
+    if info is not None:
+        opaque_object._OPAQUE_TYPES[TorchFacadeMesh] = info
 
-    return property(get, put, doc=f"torch's ``{name}``, from the twin")
 
-
-for _name in _TWIN:
-    setattr(TorchFacadeMesh, _name, _from_twin(_name))
+_share_torch_registration()

@@ -1,0 +1,101 @@
+"""A universe's and a layout's torch-side values: what torch's ``DeviceMesh`` keeps about
+ranks, made from ours once (imports torch; the facade's torch wing and ``to_torch`` use
+it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import torch
+from torch.distributed._mesh_layout import _FlatLayout, _MeshLayout
+
+from layout import Layout
+from mesh import RankMap
+
+from ._binding import Binding
+
+__all__ = ["FlatRanks", "torch_layout", "universe_ranks"]
+
+
+class FlatRanks(Sequence[int]):
+    """torch's ``_flatten_rank_map`` of a universe: its ranks in offset order, stored as
+    the :class:`~mesh.RankMap` (O(1) memory for an identity universe).
+
+    Equal to another ``FlatRanks`` exactly when the rank maps are equal (O(1) for two
+    identity maps, and for the one object a universe shares), to a tuple when it lists
+    the same ranks; its hash is the tuple's, computed once.  A deep copy (dynamo keeps a
+    guard's values that way) is the object itself: it is immutable.
+
+    >>> from mesh import RankMap
+    >>> FlatRanks(RankMap(4)) == (0, 1, 2, 3), hash(FlatRanks(RankMap(4))) == hash((0, 1, 2, 3))
+    (True, True)
+    >>> FlatRanks(RankMap(2**40))[-1], len(FlatRanks(RankMap.explicit([3, 1])))
+    (1099511627775, 2)
+    """
+
+    __slots__ = ("_hash", "ranks")
+
+    def __init__(self, ranks: RankMap) -> None:
+        self.ranks = ranks
+        self._hash: int | None = None
+
+    def __len__(self) -> int:
+        return self.ranks.size
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> int | tuple[int, ...]:
+        if isinstance(i, slice):
+            return self.ranks._take(range(*i.indices(self.ranks.size)))
+        n = self.ranks.size
+        if not -n <= i < n:
+            raise IndexError(f"rank map index {i} out of range for {n} ranks")
+        return self.ranks(i % n)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ranks.ranks or range(self.ranks.size))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FlatRanks):
+            return self is other or self.ranks == other.ranks
+        if isinstance(other, tuple):
+            return len(other) == self.ranks.size and tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(self))
+        return self._hash
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FlatRanks:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return FlatRanks, (self.ranks,)
+
+    def __repr__(self) -> str:
+        return f"FlatRanks({self.ranks!r})"
+
+
+def torch_layout(layout: Layout) -> _MeshLayout:
+    """torch's ``_MeshLayout`` with one axis per top-level mode of ``layout``."""
+    return _MeshLayout([_FlatLayout(m.shape, m.stride) for m in layout])
+
+
+def universe_ranks(mesh: Binding[Any]) -> tuple[torch.Tensor, FlatRanks]:
+    """The mesh's universe as torch's ``_rank_map`` (an int tensor) and
+    ``_flatten_rank_map`` (:class:`FlatRanks`): one pair per universe, made on first use."""
+    ranks = mesh.view.ranks
+    universe = mesh.backend.universe(ranks)
+    with universe.lock:
+        if universe.torch_ranks is None:
+            tensor = torch.arange(ranks.size, dtype=torch.int) if ranks.ranks is None \
+                else torch.tensor(ranks.ranks, dtype=torch.int)
+            universe.torch_ranks = (tensor, FlatRanks(ranks))
+        found: tuple[torch.Tensor, FlatRanks] = universe.torch_ranks
+        return found
