@@ -25,9 +25,10 @@ Harness:
 Statuses: **ported** (a or b, as in torch); **difference**: torch's assertion is replaced by
 ours, a deliberate design choice (also ``TestDeliberateDifferences``); **mapped**: a torch
 internal replaced by our equivalent (``_world.group_count`` -> ``len(mesh.backend.created)``,
-``_layout`` -> ``mesh.view.layout``, ``_flatten_rank_map`` -> ``mesh.view.ranks``,
-``_dim_group_names`` -> the groups themselves, ``_coordinate_on_dim`` -> ``get_coordinate()``,
-``_FlatLayout``/``_MeshLayout`` -> :mod:`layout`); **no equivalent** (the internal named);
+``_FlatLayout``/``_MeshLayout`` -> :mod:`layout`); torch's private reads of a mesh
+(``_layout``, ``_flatten_rank_map``, ``_dim_group_names``, ``_coordinate_on_dim``,
+``_get_root_mesh()``, ``_flatten_mapping``, ...) are asserted as torch asserts them;
+**no equivalent** (the internal named);
 **(c)** needs GPUs/NCCL/torchcomms.
 
 ================================================================ ===============================
@@ -48,20 +49,17 @@ DeviceMeshTest.test_device_mesh_2d                               ported (a)
 DeviceMeshTest.test_device_mesh_init_backend                     no equivalent (``_init_backend``,
                                                                  ``_rank``); coordinate mapped to
                                                                  ``MeshView.coordinate``
-DeviceMeshTest.test_fake_pg_device_mesh                          ported (a), every rank;
-                                                                 difference: funcol gets
-                                                                 ``mesh.to_torch()``
+DeviceMeshTest.test_fake_pg_device_mesh                          ported (a), every rank
 DeviceMeshTest.test_fake_pg_device_mesh_cuda_on_cpu              ported (a), world 1
-DeviceMeshTest.test_from_group_with_global_pg                    ported (a) + mapped
+DeviceMeshTest.test_from_group_with_global_pg                    ported (a)
 DeviceMeshTest.test_from_group_with_invalid_mesh                 ported (a)
 DeviceMeshTest.test_raises_invalid_device_type                   ported (no process group)
-DeviceMeshTest.test_get_root_mesh_multiple_independent_meshes    no equivalent (``_mesh_resources``)
+DeviceMeshTest.test_get_root_mesh_multiple_independent_meshes    ported (a), world 4
 DeviceMeshTestNDim.test_device_mesh_nd                           ported (a)
 DeviceMeshTestNDim.test_device_mesh_hash                         ported (a)
 DeviceMeshTestNDim.test_get_local_rank_3d                        ported (a)
-DeviceMeshTestNDim.test_device_mesh_parent_child_hash            ported (a) + mapped; ``_thread_id``
-                                                                 dropped (no equivalent)
-DeviceMeshTestNDim.test_from_group_with_mesh_shape_3d            ported (a) + mapped
+DeviceMeshTestNDim.test_device_mesh_parent_child_hash            ported (a)
+DeviceMeshTestNDim.test_from_group_with_mesh_shape_3d            ported (a)
 DeviceMeshTestNDim.test_from_group_with_mesh_shape_2d            ported (a)
 InitDeviceMeshTest.test_init_device_mesh                         ported (a)
 InitDeviceMeshTest.test_raises_duplicate_mesh_dim_names          ported (a)
@@ -79,26 +77,19 @@ TestDeviceMeshGetItem.test_cache_and_reuse_submesh_slice_result  mapped (``_worl
 TestDeviceMeshGetItem.test_get_item_3d_noncontiguous_slicing     ported (a); difference:
                                                                  ``["cp", "dp"]`` is a transpose
 TestDeviceMeshGetItem.test_flatten_mesh_1d                       ported (a)
-TestDeviceMeshGetItem.test_flatten_mesh_3d                       ported (a) + mapped
-                                                                 (``_flatten_mapping``, ``_layout``,
-                                                                 group count); ``_get_root_mesh``
-                                                                 dropped; difference:
+TestDeviceMeshGetItem.test_flatten_mesh_3d                       ported (a) + mapped (group
+                                                                 count); difference:
                                                                  ``["dp_tp", "cp"]`` is allowed
-TestDeviceMeshGetItem.test_flatten_mesh_4d                       ported (a); ``_get_root_mesh``
-                                                                 dropped; eager_init: CPU no-op
+TestDeviceMeshGetItem.test_flatten_mesh_4d                       ported (a); eager_init: CPU no-op
 TestDeviceMeshGetItem.test_unflatten_mesh_2d                     ported (a)
 TestDeviceMeshGetItem.test_unflatten_mesh_3d                     ported (a); NCCL tail (c)
 TestDeviceMeshGetItem.test_concatenate_2d                        ported (a)
 TestDeviceMeshGetItem.test_concatenate_3d                        ported (a)
 TestDeviceMeshGetItem.test_reconstruct_mesh_with_flatten_dim     ported (a)
-TestMeshEnv.test_get_root_mesh                                   no equivalent (``_get_root_mesh``,
-                                                                 ``_mesh_resources``)
-TestMeshEnv.test_get_root_mesh_dim_exist                         no equivalent
-                                                                 (``_get_root_mesh_dim``)
-TestMeshEnv.test_get_root_mesh_dim_not_exist                     no equivalent
-                                                                 (``_get_root_mesh_dim``)
-TestMeshEnv.test_get_mesh_dim_by_name                            mapped (``_get_mesh_dim_by_name``
-                                                                 -> ``mesh.view.index``)
+TestMeshEnv.test_get_root_mesh                                   ported (a)
+TestMeshEnv.test_get_root_mesh_dim_exist                         ported (a)
+TestMeshEnv.test_get_root_mesh_dim_not_exist                     ported (a)
+TestMeshEnv.test_get_mesh_dim_by_name                            ported (a)
 TestMeshEnv.test_get_all_submeshes                               ported (a), ``_get_all_submeshes``
                                                                  kept (trivial to offer)
 TestMeshEnv.test_mesh_slice_fake_tensor_mode                     ported (a)
@@ -106,14 +97,8 @@ DeviceMeshCollectiveTest.test_broadcast_1d                       ported (b), wor
 DeviceMeshCollectiveTest.test_scatter_1d                         ported (b), world 8
 DeviceMeshCollectiveTest.test_scatter_uneven                     ported (b), world 8
 DeviceMeshCollectiveTest.test_all_gather_uneven                  ported (b), world 8
-                                                                 difference: funcol/DTensor get
-                                                                 ``mesh.to_torch()``
 DeviceMeshCollectiveTest.test_reduce_scatter_contiguous          ported (b), world 8
-                                                                 difference: funcol/DTensor get
-                                                                 ``mesh.to_torch()``
 DeviceMeshCollectiveTest.test_reduce_scatter_uneven              ported (b), world 8
-                                                                 difference: funcol/DTensor get
-                                                                 ``mesh.to_torch()``
 DeviceMeshCollectiveTest.test_broadcast_nd                       ported (b), world 8
 DeviceMeshCollectiveTest.test_scatter_nd                         ported (b), world 8
 DeviceMeshCollectiveTest.test_pg_api_w_torchcomms                (c) torchcomms; no facade code
@@ -137,15 +122,20 @@ CuTeLayoutTest.test_check_orthogonal                             mapped (``is_tr
                                                                  ``is_injective``)
 CuTeLayoutTest.test_remap_to_tensor                              mapped (``MeshView.instances``
                                                                  over an explicit ``RankMap``)
-ProcessGroupOpaqueTypeTest (5 tests)                             no equivalent (torch.compile
-                                                                 opaque types; not in torch 2.13)
+ProcessGroupOpaqueTypeTest (5 tests)                             no equivalent: they test torch's
+                                                                 ``ProcessGroup`` class, used here
+                                                                 as it is; their ``DeviceMesh``
+                                                                 analogue (every registered member
+                                                                 exists and reads cheaply) is in
+                                                                 ``tests/test_facade_compile.py``
 ================================================================ ===============================
 
-Counts (80 torch tests): 61 have a test here: (a) 39 (``test_cache_and_reuse_submesh_slice_result``
-and ``test_get_mesh_dim_by_name`` wholly mapped, five more with mapped or dropped lines), (b) 11,
-``CuTeLayoutTest`` 10 (mapped to :mod:`layout`) and ``test_device_mesh_init_backend`` (its
-coordinate only); no equivalent 9; (c) not ported 10.  ``paolodedios/pytorch@33feafb`` has 4
-more (``DeviceMesh.abort``: 2d, 1d, submesh, no backend), which torch 2.13 lacks: not ported.
+Counts (80 torch tests): 65 have a test here: (a) 43 (``test_cache_and_reuse_submesh_slice_result``
+wholly mapped, ``test_flatten_mesh_3d`` with a mapped group count), (b) 11, ``CuTeLayoutTest`` 10
+(mapped to :mod:`layout`) and ``test_device_mesh_init_backend`` (its coordinate only); no
+equivalent 5 (``ProcessGroupOpaqueTypeTest``); (c) not ported 10.
+``paolodedios/pytorch@33feafb`` has 4 more (``DeviceMesh.abort``: 2d, 1d, submesh, no backend),
+which torch 2.13 lacks: not ported.
 Besides: ``TestDeliberateDifferences`` (4) and ``TestHarness`` (2, the premise of the (a) cases).
 
 Deliberate differences (asserted as ours, in the cases above and in
@@ -172,6 +162,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed.device_mesh import _mesh_resources
 from torch.distributed.device_mesh import init_device_mesh as torch_init_device_mesh
 from torch.distributed.distributed_c10d import (
     ProcessGroup,
@@ -383,12 +374,10 @@ class TestDeviceMeshTest:
 
     @every_rank(4)
     def test_fake_pg_device_mesh(self, rank: int, world: int) -> None:
-        """``funcol`` takes ``(mesh, dim)`` as its group (a torch mesh: ``to_torch()``; see
-        the README's differences table)."""
         mesh = DeviceMesh(DT, torch.arange(world))
         local_tensor = torch.randn(2, 8)
         global_tensor = funcol.all_gather_single(local_tensor, gather_dim=0,
-                                                 group=(mesh.to_torch(), 0)).wait()
+                                                 group=(mesh, 0)).wait()
         assert global_tensor.shape == (world * 2, 8)
 
     @every_rank(1)
@@ -403,15 +392,13 @@ class TestDeviceMeshTest:
 
     @every_rank(4)
     def test_from_group_with_global_pg(self, rank: int, world: int) -> None:
-        """Mapped: ``_dim_group_names`` equal -> the same group; ``_coordinate_on_dim`` equal ->
-        the same coordinate."""
         ref_global_mesh = init_device_mesh(DT, (world,))
         mesh_pg = ref_global_mesh.get_group()
         for global_mesh in (DeviceMesh.from_group(mesh_pg, DT),
                             DeviceMesh.from_group(mesh_pg, DT, mesh=torch.arange(world))):
             assert ref_global_mesh == global_mesh
-            assert global_mesh.get_group() == ref_global_mesh.get_group()
-            assert same(global_mesh.get_coordinate(), ref_global_mesh.get_coordinate())
+            assert ref_global_mesh._dim_group_names == global_mesh._dim_group_names
+            assert ref_global_mesh._coordinate_on_dim == global_mesh._coordinate_on_dim
 
     @every_rank(4)
     def test_from_group_with_invalid_mesh(self, rank: int, world: int) -> None:
@@ -423,6 +410,17 @@ class TestDeviceMeshTest:
         groups = init_device_mesh(DT, (2, 2)).get_all_groups()
         with raises(ValueError, "0, 1, 2, 3"):  # a 1-D mesh for 2 groups
             DeviceMesh.from_group(groups, DT, (0, 1, 2, 3), mesh_dim_names=("dim0", "dim1"))
+
+    @every_rank(4)
+    def test_get_root_mesh_multiple_independent_meshes(self, rank: int, world: int) -> None:
+        """torch's regression test for pytorch #163330: each slice finds its own root."""
+        mesh1 = init_device_mesh(DT, (2, 2), mesh_dim_names=("dp", "tp"))
+        mesh2 = init_device_mesh(DT, (2, 2), mesh_dim_names=("dim1", "dim2"))
+        for sub, root, other in ((mesh1["dp"], mesh1, mesh2), (mesh1["tp"], mesh1, mesh2),
+                                 (mesh2["dim1"], mesh2, mesh1), (mesh2["dim2"], mesh2, mesh1)):
+            with pytest.warns(UserWarning, match="deprecated"):
+                assert _mesh_resources.get_root_mesh(sub) == root
+            assert sub._get_root_mesh() != other
 
     def test_raises_invalid_device_type(self) -> None:
         """No process group: the device type is checked first."""
@@ -465,35 +463,35 @@ class TestDeviceMeshTestNDim:
 
     @every_rank(8)
     def test_device_mesh_parent_child_hash(self, rank: int, world: int) -> None:
-        """Mapped: ``_layout`` -> ``view.layout``, ``_flatten_rank_map`` -> ``view.ranks``;
-        ``_thread_id`` dropped (no equivalent).  Meshes of half the world are built on every
-        rank, also on the ranks outside them."""
+        """Meshes of half the world are built on every rank, also on the ranks outside
+        them."""
         mesh_2d = init_device_mesh(DT, (2, world // 2), mesh_dim_names=("DP", "TP"))
         group_1, group_2 = torch.arange(0, world // 2), torch.arange(world // 2, world)
         ep_mesh_1, ep_mesh_2 = DeviceMesh(DT, group_1), DeviceMesh(DT, group_2)
         ep_mesh = ep_mesh_1 if rank < world // 2 else ep_mesh_2
         tp = mesh_2d["TP"]
         assert tp.mesh.flatten().tolist() == ep_mesh.mesh.flatten().tolist()
-        assert tp.view.layout == ep_mesh.view.layout
+        assert tp._layout == ep_mesh._layout
         assert tp.mesh.shape == ep_mesh.mesh.shape
         assert tp.device_type == ep_mesh.device_type
         assert tp.mesh_dim_names != ep_mesh.mesh_dim_names
+        assert tp._thread_id == ep_mesh._thread_id
         assert hash(tp) != hash(ep_mesh)
         assert tp != ep_mesh
 
         another_1, another_2 = DeviceMesh(DT, group_1), DeviceMesh(DT, group_2)
         another = another_1 if rank < world // 2 else another_2
-        assert ep_mesh.view.ranks == another.view.ranks
-        assert ep_mesh.view.layout == another.view.layout
+        assert ep_mesh._flatten_rank_map == another._flatten_rank_map
+        assert ep_mesh._layout == another._layout
         assert ep_mesh.mesh.shape == another.mesh.shape
         assert ep_mesh.device_type == another.device_type
         assert ep_mesh.mesh_dim_names == another.mesh_dim_names
+        assert ep_mesh._thread_id == another._thread_id
         assert hash(ep_mesh) == hash(another)
         assert ep_mesh == another
 
     @every_rank(8)
     def test_from_group_with_mesh_shape_3d(self, rank: int, world: int) -> None:
-        """Mapped: equal ``_dim_group_names`` -> the same groups."""
         ref_mesh = init_device_mesh(DT, (2, 2, 2),
                                     mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
         dp_shard_group = ref_mesh["dp_shard"].get_group()
@@ -502,11 +500,10 @@ class TestDeviceMeshTestNDim:
             [dp_replicate_group, dp_shard_group], DT,
             mesh=ref_mesh.mesh[:, :, ref_mesh.get_local_rank(mesh_dim="tp")],
             mesh_dim_names=("dp_replicate", "dp_shard"))
-        assert dp_mesh.get_group(0) == ref_mesh.get_group(0)
-        assert dp_mesh.get_group(1) == ref_mesh.get_group(1)
+        assert ref_mesh._dim_group_names[:2] == dp_mesh._dim_group_names[:2]
         for name in ("dp_replicate", "dp_shard"):
             assert same(dp_mesh[name].mesh, ref_mesh[name].mesh)
-            assert dp_mesh[name].get_group() == ref_mesh[name].get_group()
+            assert dp_mesh[name]._dim_group_names == ref_mesh[name]._dim_group_names
 
     @every_rank(8)
     def test_from_group_with_mesh_shape_2d(self, rank: int, world: int) -> None:
@@ -680,10 +677,9 @@ class TestDeviceMeshGetItem:
 
     @every_rank(8)
     def test_flatten_mesh_3d(self, rank: int, world: int) -> None:
-        """Mapped: ``root._flatten_mapping[name]._layout`` -> ``mesh_3d[name].view.layout``,
-        ``_layout.collapse().global_ranks(8)`` -> ``view.groups``, ``_world.group_count`` ->
-        ``len(backend.created)``; ``_get_root_mesh()`` dropped.  Difference:
-        ``mesh_3d["dp_tp", "cp"]`` is allowed (torch: ``KeyError`` "ascending order")."""
+        """Mapped: ``_world.group_count`` -> ``len(backend.created)`` (and the torch reads
+        checked against our view too).  Difference: ``mesh_3d["dp_tp", "cp"]`` is allowed
+        (torch: ``KeyError`` "ascending order")."""
         mesh_3d = init_device_mesh(DT, (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
         with raises(ValueError, "already exists"):
             mesh_3d._flatten("dp")
@@ -693,6 +689,11 @@ class TestDeviceMeshGetItem:
         assert same(dp_cp_mesh.mesh.flatten(), flattened_dp_cp_mesh.mesh)
         assert flattened_dp_cp_mesh.mesh_dim_names[0] == "dp_cp"
         assert flattened_dp_cp_mesh.get_group().group_desc == "mesh_dp_cp"
+        root_mesh = dp_cp_mesh._get_root_mesh()
+        assert root_mesh == mesh_3d and root_mesh is mesh_3d
+        assert root_mesh._flatten_mapping["dp_cp"]._layout == flattened_dp_cp_mesh._layout
+        assert same(flattened_dp_cp_mesh._layout.collapse().global_ranks(8),
+                    [[0, 2, 4, 6], [1, 3, 5, 7]])
         assert mesh_3d["dp_cp"].view.layout == flattened_dp_cp_mesh.view.layout
         assert same(flattened_dp_cp_mesh.view.groups("dp_cp"), [[0, 2, 4, 6], [1, 3, 5, 7]])
         mesh_3d["dp_cp", "tp"]  # well separated
@@ -707,6 +708,11 @@ class TestDeviceMeshGetItem:
         flattened_dp_tp_mesh = dp_tp_mesh._flatten()
         assert same(dp_tp_mesh.mesh.flatten(), flattened_dp_tp_mesh.mesh)
         assert flattened_dp_tp_mesh.mesh_dim_names[0] == "dp_tp"
+        root_mesh = dp_tp_mesh._get_root_mesh()
+        assert root_mesh == mesh_3d
+        assert root_mesh._flatten_mapping["dp_tp"]._layout == flattened_dp_tp_mesh._layout
+        assert same(flattened_dp_tp_mesh._layout.collapse().global_ranks(8),
+                    [[0, 1, 4, 5], [2, 3, 6, 7]])
         assert mesh_3d["dp_tp"].view.layout == flattened_dp_tp_mesh.view.layout
         assert same(flattened_dp_tp_mesh.view.groups("dp_tp"), [[0, 1, 4, 5], [2, 3, 6, 7]])
         interleaved = mesh_3d["dp_tp", "cp"]  # difference: torch refuses
@@ -721,13 +727,14 @@ class TestDeviceMeshGetItem:
 
     @every_rank(8)
     def test_flatten_mesh_4d(self, rank: int, world: int) -> None:
-        """``_get_root_mesh()`` dropped; torch's ``eager_init`` does nothing on CPU.  The second
-        mesh has 1 rank in a world of 8: every rank slices and flattens it."""
+        """Torch's ``eager_init`` does nothing on CPU.  The second mesh has 1 rank in a world
+        of 8: every rank slices and flattens it."""
         names = ("dp_replicate", "dp_shard", "cp", "tp")
         mesh_4d = init_device_mesh(DT, (2, 2, 2, 1), mesh_dim_names=names)
         dp_cp_mesh = mesh_4d[names[:3]]._flatten("dp_cp")
         assert same(mesh_4d["dp_cp"].mesh.flatten(), dp_cp_mesh.mesh)
         assert same(dp_cp_mesh.mesh_dim_names, ("dp_cp",))
+        assert dp_cp_mesh._get_root_mesh() == mesh_4d
         mesh_4d[names[1:3]]._flatten("dp_shard_cp")
         mesh_4d["dp_replicate", "dp_shard_cp"]._flatten("dp")
         assert mesh_4d["dp", "tp"].mesh.shape == (8, 1)
@@ -802,11 +809,32 @@ class TestDeviceMeshGetItem:
 
 class TestMeshEnv:
     @every_rank(8)
-    def test_get_mesh_dim_by_name(self, rank: int, world: int) -> None:
-        """Mapped: ``_get_mesh_dim_by_name`` -> ``mesh.view.index``."""
+    def test_get_root_mesh(self, rank: int, world: int) -> None:
+        """torch's deprecated ``_mesh_resources.get_root_mesh`` warns, as torch's does."""
+        mesh_3d = init_device_mesh(DT, (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
+        slices = [mesh_3d[k] for k in (("dp", "cp"), ("dp", "tp"), ("cp", "tp"), "dp", "cp",
+                                        "tp")]
+        for sub in slices:
+            with pytest.warns(UserWarning, match="deprecated"):
+                assert _mesh_resources.get_root_mesh(sub) == mesh_3d
+            assert sub._get_root_mesh() == mesh_3d
+
+    @every_rank(8)
+    def test_get_root_mesh_dim_exist(self, rank: int, world: int) -> None:
         mesh_2d = init_device_mesh(DT, (2, world // 2), mesh_dim_names=("DP", "TP"))
-        assert mesh_2d.view.index("DP") == 0
-        assert mesh_2d.view.index("TP") == 1
+        assert mesh_2d["DP"]._get_root_mesh_dim() == 0
+        assert mesh_2d["TP"]._get_root_mesh_dim() == 1
+
+    @every_rank(8)
+    def test_get_root_mesh_dim_not_exist(self, rank: int, world: int) -> None:
+        mesh = init_device_mesh(DT, (world,))
+        assert mesh._get_root_mesh_dim() is None
+
+    @every_rank(8)
+    def test_get_mesh_dim_by_name(self, rank: int, world: int) -> None:
+        mesh_2d = init_device_mesh(DT, (2, world // 2), mesh_dim_names=("DP", "TP"))
+        assert mesh_2d._get_mesh_dim_by_name("DP") == 0
+        assert mesh_2d._get_mesh_dim_by_name("TP") == 1
 
     @every_rank(8)
     def test_get_all_submeshes(self, rank: int, world: int) -> None:

@@ -160,7 +160,7 @@ def case_all_gather_uneven(rank: int, world: int) -> None:
         padded, pad_sizes = Shard(shard_dim)._split_tensor(
             tensor_to_split, device_mesh.size(), with_padding=True, contiguous=True)
         big = funcol.all_gather_single(padded[my_rank], gather_dim=shard_dim,
-                                       group=(device_mesh.to_torch(), 0))  # torch API: to_torch
+                                       group=(device_mesh, 0))
         chunks = torch.chunk(big, device_mesh.size(), dim=shard_dim)
         unpadded = [unpad_tensor(c, shard_dim, pad_sizes[i]) if pad_sizes[i] > 0 else c
                     for i, c in enumerate(chunks)]
@@ -176,11 +176,10 @@ def case_reduce_scatter_contiguous(rank: int, world: int) -> None:
     tensor = torch.arange(0, step**2).view(step, -1) * (my_rank + 1)
     non_contiguous = tensor[::2, :2]
     contiguous = non_contiguous.clone().contiguous()
-    torch_mesh = device_mesh.to_torch()  # DTensor takes torch's DeviceMesh: to_torch()
-    a = DTensor.from_local(non_contiguous, torch_mesh, [_Partial()])
-    b = DTensor.from_local(contiguous, torch_mesh, [_Partial()])
-    a_local = a.redistribute(torch_mesh, [Shard(0)])._local_tensor
-    b_local = b.redistribute(torch_mesh, [Shard(0)])._local_tensor
+    a = DTensor.from_local(non_contiguous, device_mesh, [_Partial()])
+    b = DTensor.from_local(contiguous, device_mesh, [_Partial()])
+    a_local = a.redistribute(device_mesh, [Shard(0)])._local_tensor
+    b_local = b.redistribute(device_mesh, [Shard(0)])._local_tensor
     assert torch.equal(a_local, b_local)
     assert list(a_local.size()) == [1, 2]
     sum_base = (1 + world) * world / 2
@@ -199,7 +198,7 @@ def case_reduce_scatter_uneven(rank: int, world: int) -> None:
             tensor_to_split.clone(), device_mesh.size(), with_padding=True, contiguous=True)
         scattered = funcol.reduce_scatter_single(torch.cat(padded, shard_dim), reduceOp="sum",
                                                  scatter_dim=shard_dim,
-                                                 group=(device_mesh.to_torch(), 0))
+                                                 group=(device_mesh, 0))
         if pad_sizes[my_rank] > 0:
             scattered = unpad_tensor(scattered, shard_dim, pad_sizes[my_rank])
         _check_piece(scattered, expected[my_rank], torch.ones_like(expected[my_rank]) * res_num)
