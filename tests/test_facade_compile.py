@@ -29,7 +29,7 @@ from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 from torch.distributed.device_mesh import init_device_mesh as torch_init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
-from backend import DeviceMesh, TorchFakeBackend, init_device_mesh
+from backend import DeviceMesh, RankLostError, TorchFakeBackend, init_device_mesh
 from backend._facade import _device_mesh
 
 MEMBERS = sorted(get_opaque_obj_info(TorchDeviceMesh).members)  # type: ignore[union-attr]
@@ -203,3 +203,20 @@ def test_get_group_and_flatten_under_compile_run_torchs_bodies_over_our_state(
     flat_in_graph = _compiled(lambda x, m: x * m["cp", "tp"]._flatten("cp_tp").size())
     assert flat_in_graph(torch.ones(2), mesh).tolist() == [4.0, 4.0]
     assert mesh._flatten_mapping["cp_tp"].get_group() is mesh.get_group("cp_tp")
+
+
+def test_after_a_loss_torchs_reads_forget_the_ended_groups(world: TorchFakeBackend) -> None:
+    """``rebind`` ends the groups holding a lost rank: the old mesh's names and its root's
+    registry forget them (a compiled function cannot find an ended group), the new root
+    lists its own, and the kept tp group keeps its name."""
+    from mesh import drop
+
+    mesh = init_device_mesh("cpu", (4, 2), mesh_dim_names=("dp", "tp"))
+    dp_name, tp_name = mesh._dim_group_names
+    after = mesh.rebind(drop(mesh.view, [5], "dp"))
+    assert mesh._pg_registry == {}
+    with pytest.raises(RankLostError):
+        mesh._dim_group_names
+    new_dp, kept_tp = after._dim_group_names
+    assert kept_tp == tp_name and new_dp != dp_name
+    assert after._get_root_mesh() is after and set(after._pg_registry) == {new_dp, kept_tp}

@@ -186,9 +186,12 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         DeviceMesh.flatten(self, mesh_dim_name, as_options(backend_override))
 
     def forget_groups(self) -> None:
-        """See :meth:`backend.DeviceMesh.forget_groups`; the group names go too."""
+        """See :meth:`backend.DeviceMesh.forget_groups`; the group names go too, and the
+        root's registry of groups (the backend ended some)."""
         super().forget_groups()
         self.__dict__.pop("_dim_group_names", None)
+        with self._root.lock:
+            self._root.groups.clear()
 
     def _note(self, group: Any) -> None:
         with self._root.lock:
