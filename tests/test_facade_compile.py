@@ -220,3 +220,15 @@ def test_after_a_loss_torchs_reads_forget_the_ended_groups(world: TorchFakeBacke
     new_dp, kept_tp = after._dim_group_names
     assert kept_tp == tp_name and new_dp != dp_name
     assert after._get_root_mesh() is after and set(after._pg_registry) == {new_dp, kept_tp}
+
+
+def test_a_pickled_mesh_keeps_its_root_and_the_roots_flattens(world: TorchFakeBackend) -> None:
+    """As torch's pickles keep ``_root_mesh`` and the root's ``_flatten_mapping``."""
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
+    flat = mesh["dp", "cp"]._flatten("dp_cp")
+    tp = pickle.loads(pickle.dumps(mesh["tp"]))
+    root = tp._get_root_mesh()
+    assert tp == mesh["tp"] and root == mesh and root is not tp and root._root_mesh is None
+    assert list(root._flatten_mapping) == ["dp_cp"] and root["dp_cp"] == flat
+    assert root._flatten_mapping["dp_cp"]._get_root_mesh() is root
+    assert tp.get_group() is mesh.get_group("tp")  # the same backend's groups

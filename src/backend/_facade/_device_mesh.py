@@ -574,7 +574,7 @@ class DeviceMesh(Generic[G]):
         return hash(self._binding.mesh_key)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickles as the binding's fields but the backend, and the root's dim names.
+        """Pickles as the binding's fields but the backend, with its root.
 
         Unpickling rebinds to this process's backend for the device type (see
         ``backend._core._registry``); unpickled and copied meshes share its groups.  A
