@@ -24,8 +24,10 @@ class FlatRanks(Sequence[int]):
 
     Equal to another ``FlatRanks`` exactly when the rank maps are equal (O(1) for two
     identity maps, and for the one object a universe shares), to a tuple when it lists
-    the same ranks; its hash is the tuple's, computed once.  A deep copy (dynamo keeps a
-    guard's values that way) is the object itself: it is immutable.
+    the same ranks (O(size) the first time; the tuple found equal is remembered, so a
+    torch mesh compared again, as DTensor's caches do, costs O(1)); its hash is the
+    tuple's, computed once.  A deep copy (dynamo keeps a guard's values that way) is the
+    object itself: it is immutable.
 
     >>> from mesh import RankMap
     >>> FlatRanks(RankMap(4)) == (0, 1, 2, 3), hash(FlatRanks(RankMap(4))) == hash((0, 1, 2, 3))
@@ -34,11 +36,12 @@ class FlatRanks(Sequence[int]):
     (1099511627775, 2)
     """
 
-    __slots__ = ("_hash", "ranks")
+    __slots__ = ("_equal", "_hash", "ranks")
 
     def __init__(self, ranks: RankMap) -> None:
         self.ranks = ranks
         self._hash: int | None = None
+        self._equal: tuple[int, ...] | None = None  # the last tuple found equal
 
     def __len__(self) -> int:
         return self.ranks.size
@@ -64,7 +67,12 @@ class FlatRanks(Sequence[int]):
         if isinstance(other, FlatRanks):
             return self is other or self.ranks == other.ranks
         if isinstance(other, tuple):
-            return len(other) == self.ranks.size and tuple(self) == other
+            if other is self._equal:
+                return True
+            if len(other) != self.ranks.size or tuple(self) != other:
+                return False
+            self._equal = other
+            return True
         return NotImplemented
 
     def __hash__(self) -> int:
