@@ -216,7 +216,7 @@ def test_after_a_loss_torchs_reads_forget_the_ended_groups(world: TorchFakeBacke
     after = mesh.rebind(drop(mesh.view, [5], "dp"))
     assert mesh._pg_registry == {}
     with pytest.raises(RankLostError):
-        mesh._dim_group_names
+        _ = mesh._dim_group_names
     new_dp, kept_tp = after._dim_group_names
     assert kept_tp == tp_name and new_dp != dp_name
     assert after._get_root_mesh() is after and set(after._pg_registry) == {new_dp, kept_tp}

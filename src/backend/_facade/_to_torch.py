@@ -14,19 +14,34 @@ imported on first use only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .._core._errors import BackendConfigError, NotAMemberError
+from ._binding import Binding, Root
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
-    from ._device_mesh import DeviceMesh
-
 __all__ = ["to_torch"]
 
 
-def _torch_mesh(mesh: DeviceMesh[Any], root: TorchDeviceMesh | None) -> TorchDeviceMesh:
+class Mesh(Protocol):
+    """What a conversion reads of a facade mesh (``backend.DeviceMesh``)."""
+
+    @property
+    def binding(self) -> Binding[Any]: ...
+
+    @property
+    def _root(self) -> Root: ...
+
+    def _get_root_mesh(self) -> Mesh: ...
+
+    @property
+    def _flatten_mapping(self) -> Mapping[str, Any]: ...
+
+
+def _torch_mesh(mesh: Mesh, root: TorchDeviceMesh | None) -> TorchDeviceMesh:
     """A torch mesh with ``mesh``'s layout, names and rank over its universe's ranks."""
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
@@ -42,7 +57,7 @@ def _torch_mesh(mesh: DeviceMesh[Any], root: TorchDeviceMesh | None) -> TorchDev
                                  f"_rank_map=, _root_mesh=) constructor: {e}") from None
 
 
-def _groups(mesh: DeviceMesh[Any]) -> list[Any]:
+def _groups(mesh: Mesh) -> list[Any]:
     """The mesh's groups as torch process groups, created (or reused) by the backend in dim
     order; none on a rank outside the mesh (torch's meshes have no groups there)."""
     b = mesh.binding
@@ -52,7 +67,7 @@ def _groups(mesh: DeviceMesh[Any]) -> list[Any]:
         return []
 
 
-def to_torch(mesh: DeviceMesh[Any]) -> TorchDeviceMesh:
+def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     """See :meth:`backend.DeviceMesh.to_torch`."""
     b = mesh.binding
     key = (b.view, b.options, b.device_type, b.dim_names, mesh._root)
