@@ -127,9 +127,10 @@ class Blast(_Made):
     views: tuple[ViewBlast, ...]
 
     def __getitem__(self, name: str) -> ViewBlast:
-        for v in self.views:
-            if v.name == name:
-                return v
+        if isinstance(name, str):  # anything else (an array, a float) names no view
+            for v in self.views:
+                if v.name == name:
+                    return v
         raise UnknownDimError(f"no view {show(name)} in this blast; the views are "
                               f"{[v.name for v in self.views]!r}")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from layout import complement
+from layout import complement, show_error
 
 from .._core import (
     MAX_LISTED_RANKS,
@@ -237,10 +237,10 @@ def _derived(plan: Plan, world: MeshView, which: str) -> dict[str, MeshView]:
         out: object = plan(world)
     except MeshError as e:
         raise SurvivalError(f"the plan cannot be derived from the {which} {world!r}: "
-                            f"{type(e).__name__}: {e}") from e
+                            f"{show_error(e)}") from e
     except Exception as e:  # the plan is the caller's code
-        raise SurvivalError(f"the plan raised {type(e).__name__} on the {which} {world!r}: "
-                            f"{show(str(e))}") from e
+        raise SurvivalError(f"the plan raised {show_error(e)} on the {which} {world!r}"
+                            ) from e
     views = named_views(out, "the plan's result")
     for name, v in views:
         if v.ranks != world.ranks:
