@@ -199,6 +199,13 @@ def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
     survivors of ``failed``: ``drop=`` a dim of ``world`` (see :func:`~mesh.drop`), or
     ``spares=`` (see :func:`~mesh.substitute`); exactly one of the two.
 
+    Cost: the plan runs twice (on ``world`` and on the surviving world), and the survivors'
+    universe is listed once (at most ``limit`` ranks, refused before listing); the plan's
+    result is read up to :data:`~mesh.MAX_PLAN_DIMS` entries (a longer or never-ending
+    mapping is refused with :class:`~mesh.InvalidSizeError`).  Its queries:
+    :meth:`Survival.is_intact` O(ndim + group size), :meth:`Survival.group_counts` one array
+    comparison over both universes, :meth:`Survival.intact_groups` lists them.
+
     >>> from mesh import MeshView, survive
     >>> def plan(world):
     ...     return {"world": world, "dp_cp": world.flatten(("dp", "cp"), "dp_cp")}
