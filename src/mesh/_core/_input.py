@@ -122,9 +122,9 @@ def check_plan_dims(ndims: Iterable[int], what: str) -> None:
 
 def as_name(value: object, what: str = "a dim name") -> str:
     """A non-empty ``str``, else :class:`~mesh.InvalidNameError` naming the value."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not str.__len__(value):
         raise InvalidNameError(f"{what} must be a non-empty string, got {show(value)}")
-    return str(value)  # a plain str, also for str subclasses
+    return str.__str__(value)  # a plain str, also for str subclasses (whatever their __str__)
 
 
 def as_names(value: object, what: str = "names") -> tuple[str, ...]:

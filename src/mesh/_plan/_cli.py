@@ -25,7 +25,15 @@ from typing import Any
 
 from layout import show_error
 
-from .._core import MAX_PLAN_DIMS, MeshError, MeshView, check_plan_dims, items_of, show
+from .._core import (
+    MAX_PLAN_DIMS,
+    MeshError,
+    MeshView,
+    as_name,
+    check_plan_dims,
+    items_of,
+    show,
+)
 from .._draw import MAX_SVG_CELLS, svg
 from . import _args
 from ._compare import compare_placed
@@ -459,9 +467,9 @@ def _views(views: object, path: str, what: str) -> dict[str, MeshView]:
     out: dict[str, MeshView] = {}
     for name, view in items_of(views, f"{what} in {path!r}", "a mapping", limit=MAX_PLAN_DIMS):
         if not isinstance(name, str) or not isinstance(view, MeshView):
-            raise _Refused(f"{what} in {path!r} maps {name!r} to {_what(view)}; every entry "
-                           "must be a name (str) -> mesh.MeshView")
-        out[name] = view
+            raise _Refused(f"{what} in {path!r} maps {show(name)} to {_what(view)}; every "
+                           "entry must be a name (str) -> mesh.MeshView")
+        out[as_name(name, f"every view name in {what}")] = view
     check_plan_dims((v.ndim for v in out.values()), f"{what} in {path!r}")
     return out
 

@@ -196,10 +196,11 @@ def _named(views: object) -> dict[str, MeshView]:
     for name, view in items:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"view {name!r} must be a mesh.MeshView, got {show(view)}")
-        if "." in as_name(name, "a view name"):
+        key = as_name(name, "a view name")
+        if "." in key:
             raise InvalidNameError(f"a view name may not contain '.' (the report names dims "
-                                   f"view.dim), got {name!r}")
-        named[str(name)] = view
+                                   f"view.dim), got {key!r}")
+        named[key] = view
     check_plan_dims((v.ndim for v in named.values()), "explain's views")
     return named
 
