@@ -13,7 +13,7 @@ import reprlib
 __all__ = ["fmt_int", "show", "show_error"]
 
 _BIG = 10**40  # ints at least this large are abbreviated in messages and str()
-_MOST_MESSAGE = 2000  # characters of a foreign exception's message quoted in ours
+_MOST_MESSAGE = 1000  # characters of a foreign exception's message quoted in ours
 
 
 def fmt_int(x: int) -> str:
@@ -59,7 +59,7 @@ def show(value: object) -> str:
 def show_error(error: BaseException) -> str:
     """``Type: message`` of an exception raised by someone else's code (a plan, a program),
     for a message of ours: never failing (an exception whose ``__str__`` raises or returns
-    no ``str`` is named by its type and a note), and at most about 2,000 characters.
+    no ``str`` is named by its type and a note), and at most about 1,000 characters.
 
     >>> show_error(ZeroDivisionError("division by zero"))
     'ZeroDivisionError: division by zero'
