@@ -22,6 +22,11 @@ Cases (test each comes from; target):
   3,200,000-rank groups (``tests/test_mesh_topology.py``); 2 s.
 - ``listing refuse``: every huge listing of ``property_tests/test_mesh_fuzz.py`` raising
   ``TooManyRanksError`` (the slowest of them); 1 s.
+- ``hostile refuse``: every hostile input of ``tests/refusals.py`` refused (the ``meshlayout``
+  command in this process: ``--fail-host`` of 2**30-device hosts, ``--fail`` on 2**24 ranks,
+  ``/dev/zero`` and 1 GiB plan files, 4,000 and never-ending views; ``survive``, ``blast``,
+  ``explain`` and ``rebind`` given never-ending, oversized or unfitting input; the slowest of
+  them, issue 30); 2 s.
 The explain command at 2**20 ranks in a fresh process without torch (``tests/test_explain.py``
 once asserted < 3 s) is ``bench/explain.py``'s target (<= 1.5 s, interpreter start included).
 
@@ -40,6 +45,7 @@ import json
 import runpy
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -144,13 +150,22 @@ def _cases() -> dict[str, tuple[Callable[[], Callable[[], Any]], float]]:
     }
 
 
+def _refusals(folder: Path) -> list[Callable[[], None]]:
+    from refusals import CASES
+
+    return [make(folder) for name, make in CASES.items()
+            if name != "explain /dev/zero" or Path("/dev/zero").exists()]
+
+
 def _child(name: str) -> dict[str, float]:
-    if name == "listing refuse":  # every listing once; the slowest counts
-        seconds = []
-        for fn in _listings():
-            t = time.perf_counter()
-            fn()
-            seconds.append(time.perf_counter() - t)
+    if name in ("listing refuse", "hostile refuse"):  # every case once; the slowest counts
+        with tempfile.TemporaryDirectory() as folder:
+            calls = _listings() if name == "listing refuse" else _refusals(Path(folder))
+            seconds = []
+            for fn in calls:
+                t = time.perf_counter()
+                fn()
+                seconds.append(time.perf_counter() - t)
         return {"seconds": max(seconds)}
     fn = _cases()[name][0]()
     t = time.perf_counter()
@@ -170,6 +185,7 @@ def main() -> int:
     repeat = 1 if args.smoke else args.repeat
     targets = {name: target for name, (_, target) in _cases().items()}
     targets["listing refuse"] = 1.0
+    targets["hostile refuse"] = 2.0
     print(f"{'case':<24} {'ours s':>10} {'target s':>9} {'ours/target':>12}")
     failures = []
     for name, target in targets.items():

@@ -1,10 +1,13 @@
-"""A short tour of meshlayout: run ``python examples/demo.py``."""
+"""A short tour of meshlayout: run ``python examples/demo.py``.
+
+Needs no torch (the offline tools: ``layout`` and ``mesh``); the backend, which creates the
+groups, needs the torch extra (``pip install -e ".[torch]"``).
+"""
 
 from __future__ import annotations
 
-from backend import FakeBackend, bind
 from layout import CompositionError, Layout, complement, composition, logical_divide
-from mesh import MeshView, render
+from mesh import MeshView, blast, render, survive
 
 
 def main() -> None:
@@ -25,11 +28,21 @@ def main() -> None:
     print()
     print(render(mesh, 5))
     moe = MeshView.from_shape(8, ("world",)).unflatten("world", (2, 2, 2), ("dp", "ep", "ep_tp"))
-    fake = FakeBackend(world_size=8, rank=5)
     for view in (mesh, moe):
-        bound = bind(view, fake)
-        print(view, {d: bound.get_group(d).ranks for d in view.names})
-    print("groups created on rank 5:", [r.dim for r in fake.created], "(shared where equal)")
+        print(view, {d: view.group(5, d) for d in view.names})
+    shared = [(a, b) for a in mesh.names for b in moe.names if mesh.family(a) == moe.family(b)]
+    print("dims with the same groups (one communicator each):", shared)
+
+    def plan(world: MeshView) -> dict[str, MeshView]:
+        return {"mesh": world, "dp_cp": world.flatten(("dp", "cp"), "dp_cp")}
+
+    hit = blast(plan(mesh), [6])
+    print("rank 6 fails: broken groups per dim",
+          {f"{d.view}.{d.dim}": d.broken_groups for d in hit.entries})
+    after = survive(plan, mesh, [6], drop="tp")
+    print("dropping its tp slice leaves", dict(zip(after.world.names, after.world.shape)),
+          "over ranks", after.world.ranks.ranks, "; rank 5's cp group kept:",
+          after.is_intact("mesh", "cp", 5))
 
 
 if __name__ == "__main__":

@@ -745,6 +745,9 @@ SPECS: dict[str, Spec] = {
     "inner_product": Spec((_p("a", int_tuples), _p("b", int_tuples)), _o_pair_helper),
     "as_int": Spec((_p("value", ints), Param("what", st.just("'a size'"))), _o_as_int),
     "show": Spec((Param("value", junk),), _o_show),
+    "show_error": Spec((Param("error", st.one_of(junk, st.sampled_from((
+        "ValueError('bad')", "KeyError()", "HostileRepr()", "RuntimeError('y' * 10**5)",
+        "SystemExit(3)")))),), _o_show),
     "is_injective": Spec((_L,), _o_predicate(brute.injective)),
     "is_compact": Spec((_L,), _o_predicate(brute.compact)),
     "is_tractable": Spec((_L,), _o_predicate(None)),

@@ -195,3 +195,17 @@ def test_many_ranks_raising_the_same_error_make_one_line() -> None:
     assert len(report.errors) == 62
     lines = [line for line in str(report).splitlines() if "raised" in line]
     assert len(lines) == 1 and "ranks 2 to 63 (62 ranks)" in lines[0], lines
+
+
+def test_a_program_raising_an_unprintable_exception_is_a_finding() -> None:
+    """Before: ``str()`` of the program's exception raised again, out of ``check_spmd``."""
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no message")
+
+    def program(backend: FakeBackend) -> None:
+        raise Unprintable()
+
+    report = check_spmd(2, program)
+    assert not report.ok and len(report.errors) == 2
+    assert "Unprintable: <its message could not be read" in str(report)

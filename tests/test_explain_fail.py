@@ -299,3 +299,15 @@ def test_explain_fail_imports_no_torch() -> None:
             "main(['explain', '--world', '32', '--dims', 'dp=4,tp=8', '--fail', '13', "
             "'--spares', '32', '--rank', '9', '--format', 'json'])\n")
     run_without(code, ("torch", "backend"))
+
+
+def test_a_views_only_plan_gets_the_blast_of_a_world_too_large_for_ways(tmp_path: Path) -> None:
+    """--fail derives ways for worlds up to 2**20 ranks; the blast radius alone is
+    arithmetic, so a plan file with VIEWS only gets it at 2**24 ranks (README)."""
+    path = tmp_path / "plan.py"
+    path.write_text("from mesh import MeshView\n"
+                    "VIEWS = {'m': MeshView.from_shape((2**21, 8), ('dp', 'tp'))}\n")
+    data = as_json(str(path), "--fail", "13")
+    assert data["ways"] is None and data["failure"]["ranks"] == [13]
+    assert [(e["dim"], e["broken_groups"], e["stranded_ranks"]) for e in data["blast"]] == [
+        ("dp", 1, 2**21 - 1), ("tp", 1, 7)]

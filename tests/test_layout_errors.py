@@ -239,3 +239,29 @@ def test_is_injective_refuses_to_list_a_huge_domain_and_codomain() -> None:
     L = Layout((129, 129, 129), (1, 1 << 27, (1 << 27) + 1))
     with pytest.raises(UndecidableError, match=re.escape(str(L)) + r".*2146689 elements"):
         is_injective(L)
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+class _NotAStr(Exception):
+    def __str__(self) -> Any:
+        return 3
+
+
+@pytest.mark.parametrize(("error", "shown"), [
+    (ValueError("bad"), "ValueError: bad"),
+    (KeyError(), "KeyError"),
+    (_Unprintable(), "_Unprintable: <its message could not be read: its __str__ raised "
+                     "RuntimeError>"),
+    (_NotAStr(), "_NotAStr: <its message could not be read: its __str__ raised TypeError>"),
+    (RuntimeError("x" * 5000), "RuntimeError: " + "x" * 1000 + "... (5,000 characters)"),
+])
+def test_show_error_quotes_any_exception_without_failing(error: BaseException,
+                                                        shown: str) -> None:
+    """What the packages say about someone else's exception (a plan's, a program's)."""
+    from layout import show_error
+
+    assert show_error(error) == shown

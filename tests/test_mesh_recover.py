@@ -242,3 +242,32 @@ def test_a_blast_is_read_by_view_then_by_dim() -> None:
     view, tp = hit["world"], hit["world"]["tp"]
     assert isinstance(view, ViewBlast) and isinstance(tp, DimBlast)
     assert (view.name, view.broken_instances, tp.dim, tp.broken_groups) == ("world", 1, "tp", 1)
+
+
+class _Unprintable(Exception):
+    """An exception whose message cannot be read (its ``__str__`` raises)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def test_a_plan_raising_an_unprintable_exception_is_a_survival_error() -> None:
+    """Before: ``str()`` of the plan's exception raised again, untyped, out of ``survive``."""
+    def plan(world: MeshView) -> dict[str, MeshView]:
+        if not world.ranks.is_identity:
+            raise _Unprintable()
+        return {"w": world}
+
+    with pytest.raises(SurvivalError, match=r"raised _Unprintable: <its message could not be"):
+        survive(plan, DP_TP, [13], drop="dp")
+
+
+@pytest.mark.parametrize("key", ["np.array([])", "np.array(['world'])", "1.5", "None"])
+def test_a_blast_named_by_no_str_is_an_unknown_view(key: str) -> None:
+    """Before: ``Blast[np.array([])]`` compared the array with each name and raised NumPy's
+    ``ValueError``."""
+    import numpy as np
+
+    hit = blast({"world": DP_TP}, [13])
+    with pytest.raises(UnknownDimError, match="no view"):
+        hit[eval(key, {"np": np})]

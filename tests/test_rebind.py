@@ -1,4 +1,5 @@
-"""Rebinding after lost ranks, on the FakeBackend: which groups are kept, ended and made.
+"""Rebinding after lost ranks, on the FakeBackend: which groups are kept, ended and made, and
+what it costs (O(changed ranks + kept groups) over identity universes, never O(universe)).
 
 The views that go on are written out by hand here (NumPy rank tensors with the lost slices
 removed or spares put in); the Gloo tests (test_recover_gloo.py) run the same on processes.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from work_bound import bounded
 
 from backend import BackendConfigError, FakeBackend, RankLostError, bind, init_device_mesh
 from backend._core._base import Retired
@@ -116,3 +118,50 @@ def test_a_binding_does_not_pickle_but_its_mesh_does() -> None:
     with pytest.raises(BackendConfigError, match="pickle the DeviceMesh"):
         pickle.dumps(mesh.binding)
     assert pickle.loads(pickle.dumps(mesh)) == mesh
+
+
+def test_rebind_over_identity_universes_costs_the_changed_ranks_not_the_universe() -> None:
+    """A 2**20-rank world loses its last dp slice (8 ranks): rebind reads the 8, not the
+    2**20 (before: every rank of the universe was looked up, 5 s; and every lost rank
+    against every group, O(groups x lost)).  A bound on Python steps and memory, not on
+    seconds."""
+    n = 1 << 20
+    fb = FakeBackend(n, rank=5)
+    mesh = init_device_mesh("cpu", (n // 8, 8), mesh_dim_names=("dp", "tp"), backend=fb)
+    tp = mesh.get_group("tp")
+    mesh.get_group("dp")
+    with bounded(events=20_000, peak_bytes=1 << 20):
+        after = mesh.rebind(MeshView.from_shape((n // 8 - 1, 8), ("dp", "tp")))
+    assert fb.lost == frozenset(range(n - 8, n))
+    assert after.get_group("tp") is tp  # (0..7) lost no one: kept
+    assert after.get_group("dp").ranks == tuple(range(5, n - 8, 8))  # rebuilt without 2**20-3
+
+
+def test_many_lost_ranks_cost_what_they_number_not_what_they_meet() -> None:
+    """Half of 2**16 ranks lost, two cached groups: a few Python steps per lost rank (each
+    is read and checked once), and each group is checked by listing the shorter of its
+    members and the lost ranks (before: every lost rank was located in every group, some
+    hundred steps each)."""
+    n = 1 << 16
+    fb = FakeBackend(n, rank=1)
+    mesh = init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("dp", "tp"), backend=fb)
+    mesh.get_all_groups()
+    with bounded(events=8 * (n // 2), peak_bytes=16 << 20):
+        mesh.rebind(MeshView.from_shape((1, n // 2), ("dp", "tp")))
+    assert fb.lost == frozenset(range(n // 2, n))
+    assert [r.dim for r in fb.created] == ["tp"]  # dp (1, 1 + n/2) held a lost rank: ended
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ([[0, 1], [2, 3]], [[0, 1]]),                      # identity -> identity: [2, 4) lost
+    ([[0, 1], [2, 3]], [[3, 1]]),                      # identity -> explicit: the gaps
+    ([[3, 1], [0, 2]], [[3, 1]]),                      # explicit -> explicit
+    ([[3, 1], [0, 2], [5, 4]], [[0, 1, 2, 3]]),         # explicit -> identity: 4, 5 lost
+], ids=["id-id", "id-explicit", "explicit-explicit", "explicit-id"])
+def test_the_lost_ranks_are_those_the_new_universe_lacks(old: list[list[int]],
+                                                         new: list[list[int]]) -> None:
+    fb = FakeBackend(8, rank=1)
+    mesh = bind(MeshView.from_ranks(old, ("dp", "tp")), fb)
+    after = mesh.rebind(MeshView.from_ranks(new, ("dp", "tp")))
+    assert fb.lost == set(np.ravel(old).tolist()) - set(np.ravel(new).tolist())
+    assert after.get_coordinate() == MeshView.from_ranks(new, ("dp", "tp")).coordinate(1)

@@ -63,11 +63,29 @@ Public names:
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
-  :class:`RankLostError`).
+  :class:`RankLostError`, and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
+  which ``import backend`` raises without PyTorch installed).
+
+**Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (``pip install
+'meshlayout[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the ``meshlayout``
+command) do not.  Importing this package checks that torch is installed without importing
+it: :class:`FakeBackend` and :func:`check_spmd` still run without loading torch.
 """
 
+import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
+
+from ._core._errors import TorchMissingError
+
+if importlib.util.find_spec("torch") is None:  # found, not imported: torch loads on first use
+    raise TorchMissingError(
+        "the backend package (process groups, the DeviceMesh facade, check_spmd) needs "
+        "PyTorch, which is not installed: install meshlayout's torch extra, pip install "
+        "'meshlayout[torch]' (from a checkout: pip install -e '.[torch]'; on a machine without "
+        "a GPU, PyTorch's CPU wheel first: pip install torch --index-url "
+        "https://download.pytorch.org/whl/cpu). The offline tools need no torch: layout, mesh "
+        "and the meshlayout command.")
 
 from ._c10d._spec import GroupSpec, Plan
 from ._core import _registry
@@ -157,6 +175,7 @@ __all__ = [
     "ReentrantCreationError",
     "SpmdReport",
     "TorchFakeBackend",
+    "TorchMissingError",
     "bind",
     "check_spmd",
     "current_mesh",

@@ -34,7 +34,8 @@ Public names:
   :func:`product`, :func:`suffix_product`, :func:`shape_div`,
   :func:`inner_product`, the nesting limit :data:`MAX_DEPTH`, and the two helpers
   every package here uses at its door: :func:`as_int` (integer conversion) and
-  :func:`show` (a short, never-failing repr for messages);
+  :func:`show` (a short, never-failing repr for messages) with :func:`show_error` (the
+  same for an exception raised by someone else's code);
 - the errors: :class:`LayoutError` and its subclasses.
 
 Module map (for readers of the code), each importing only those listed before it:
@@ -88,7 +89,7 @@ from ._layout import (
     right_inverse,
     same_function,
 )
-from ._show import show
+from ._show import show, show_error
 from ._tiling import (
     blocked_product,
     raked_product,
@@ -106,7 +107,7 @@ __all__ = [
     "logical_divide", "zipped_divide", "tiled_divide",
     "logical_product", "zipped_product", "tiled_product", "blocked_product", "raked_product",
     "slice_and_offset", "crd2idx", "idx2crd", "flatten", "product", "suffix_product",
-    "shape_div", "inner_product", "as_int", "show",
+    "shape_div", "inner_product", "as_int", "show", "show_error",
     "is_injective", "is_compact", "is_tractable", "same_function",
     "LayoutError", "InvalidLayoutError", "LayoutTypeError", "LayoutIndexError",
     "CompositionError", "ComplementError", "InverseError", "UndecidableError",

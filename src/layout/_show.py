@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import reprlib
 
-__all__ = ["fmt_int", "show"]
+__all__ = ["fmt_int", "show", "show_error"]
 
 _BIG = 10**40  # ints at least this large are abbreviated in messages and str()
+_MOST_MESSAGE = 1000  # characters of a foreign exception's message quoted in ours
 
 
 def fmt_int(x: int) -> str:
@@ -53,3 +54,32 @@ def show(value: object) -> str:
         return _repr.repr(value)
     except Exception:  # a hostile __repr__: name the type instead
         return f"<{type(value).__name__} object>"
+
+
+def show_error(error: BaseException) -> str:
+    """``Type: message`` of an exception raised by someone else's code (a plan, a program),
+    for a message of ours: never failing (an exception whose ``__str__`` raises or returns
+    no ``str`` is named by its type and a note), and at most about 1,000 characters.
+
+    >>> show_error(ZeroDivisionError("division by zero"))
+    'ZeroDivisionError: division by zero'
+    >>> class Odd(Exception):
+    ...     def __str__(self):
+    ...         raise RuntimeError("no message")
+    >>> show_error(Odd())
+    'Odd: <its message could not be read: its __str__ raised RuntimeError>'
+    """
+    try:
+        kind = type(error).__name__
+        kind = kind if isinstance(kind, str) else "an exception"
+    except Exception:  # a hostile metaclass
+        kind = "an exception"
+    try:
+        text = str(error)
+        if not isinstance(text, str):
+            raise TypeError("__str__ returned no str")
+    except Exception as e:
+        text = f"<its message could not be read: its __str__ raised {type(e).__name__}>"
+    if len(text) > _MOST_MESSAGE:
+        text = f"{text[:_MOST_MESSAGE]}... ({len(text):,} characters)"
+    return f"{kind}: {text}" if text else kind

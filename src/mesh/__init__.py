@@ -49,7 +49,8 @@ ranks they strand, as a :class:`Blast` of :class:`ViewBlast` and :class:`DimBlas
 :func:`drop` and :func:`substitute` (a view without the failed ranks' slices, or with
 spares in their place) and :func:`survive` (a whole plan re-derived from the survivors, as
 a :class:`Survival`: which groups are intact and keep their communicators); the constants
-:data:`MAX_LISTED_RANKS` and :data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
+:data:`MAX_LISTED_RANKS`, :data:`MAX_PLAN_DIMS` (the most dims a plan's views hold) and
+:data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
 ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
 the errors (:class:`MeshError` and its subclasses, each documenting what raises it).
 """
@@ -57,6 +58,7 @@ the errors (:class:`MeshError` and its subclasses, each documenting what raises 
 from ._core import (
     FORMAT_VERSION,
     MAX_LISTED_RANKS,
+    MAX_PLAN_DIMS,
     Dim,
     DuplicateNameError,
     Family,
@@ -94,6 +96,7 @@ __all__ = [
     "Explanation",
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
+    "MAX_PLAN_DIMS",
     "MAX_SVG_CELLS",
     "Dim",
     "DuplicateNameError",

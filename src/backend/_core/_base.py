@@ -56,6 +56,8 @@ class CachedBackend(Generic[G]):
         self._universe_lock = threading.Lock()
         self._lost: frozenset[int] = frozenset()
         self._carried: dict[tuple[tuple[int, ...], GroupOptions], G] = {}
+        self._kept: list[tuple[GroupKey, G]] = []  # kept by retire, not yet in _carried
+        self._kept_lock = threading.Lock()
 
     @property
     def rank(self) -> int:
@@ -100,6 +102,8 @@ class CachedBackend(Generic[G]):
                 f"rank {self._rank}'s group along {view.names[k]!r} of {view!r} holds lost "
                 f"ranks (among {lost[:8]}{' ...' if len(lost) > 8 else ''}): it was ended; "
                 "ask the mesh rebind() returned")
+        if self._kept:  # the groups the last loss kept, by members (listed once, here)
+            self._carry_kept()
         if self._carried:  # after a loss: a kept group with these members serves the new view
             kept = self._carried.get((view.group(self._rank, k), opts))
             if kept is not None:
@@ -125,19 +129,30 @@ class CachedBackend(Generic[G]):
         rank not lost) first meet and tell each other which groups they saw fail
         (:meth:`diagnose`); those are ended too.  ``among=()``: this rank alone (it is not
         in the mesh that continues).  Returns how many groups were ended and kept.
+
+        Cost: reading ``lost`` (at most ``world_size + 1`` items), then per group this
+        backend holds, O(min(its size, len(lost))) look-ups; the kept groups' members are
+        listed on the next :meth:`get_group`, not here.  Never O(world).
         """
         gone = self._checked_ranks(lost)
         failed = self._failed_groups(gone, among)
         broken = [k for k, g in self._cache.snapshot()
                   if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
-        self._carried = {}  # what a previous loss kept may have broken now
+        self._carried, self._kept = {}, []  # what a previous loss kept may have broken now
         for universe in list(self._universes.values()):
             universe.forget()  # no mesh's memo hands out an ended group
         self._end_groups(self._cache.evict(broken), gone)
         self._lost = self._lost | gone
-        for key, group in self._cache.snapshot():
-            self._carried.setdefault((members(key.family, self._rank), key.options), group)
-        return Retired(ended=len(broken), kept=len(self._cache.snapshot()))
+        self._kept = self._cache.snapshot()
+        return Retired(ended=len(broken), kept=len(self._kept))
+
+    def _carry_kept(self) -> None:
+        """Index the groups the last :meth:`retire` kept by (members, options): after the
+        groups its ending carried (a shrunk group serves its members first)."""
+        with self._kept_lock:  # a concurrent request waits until every kept group is in
+            for key, group in self._kept:
+                self._carried.setdefault((members(key.family, self._rank), key.options), group)
+            self._kept = []
 
     def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
         try:  # never more than the world: a huge iterable is refused after world + 1 items

@@ -16,6 +16,7 @@ __all__ = [
     "PeerLostError",
     "RankLostError",
     "ReentrantCreationError",
+    "TorchMissingError",
 ]
 
 
@@ -83,3 +84,13 @@ class PeerLostError(BackendError):
 class RankLostError(BackendError, ValueError):
     """A group or a view holds a rank this backend was told is lost (``retire``,
     ``DeviceMesh.rebind``): ask the mesh ``rebind`` returned instead."""
+
+
+class TorchMissingError(BackendError, ModuleNotFoundError):
+    """``import backend`` without PyTorch installed: the message names the extra to install
+    (``meshlayout[torch]``).  A ``ModuleNotFoundError`` (``name == "torch"``), so ``import``
+    semantics hold (``except ImportError`` catches it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.name = "torch"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import attrs
 
 from layout import show
-from mesh import Dim, MeshView, UnknownDimError, concatenate, ordered, render
+from mesh import Dim, MeshView, RankMap, UnknownDimError, concatenate, ordered, render
 
 from .._core import _registry
 from .._core._errors import BackendConfigError, NotAMemberError, RankLostError
@@ -524,13 +524,26 @@ class DeviceMesh(Generic[G]):
         creation.  Every survivor must rebind before asking for new groups.  Dims keep
         their options by name; ``backend_override`` sets others.  The store must outlive
         the lost ranks (torchrun's agent store, or an external one), not live on one.
+
+        Cost: a view whose universe does not fit the backend's world is refused first, in
+        O(1).  Over identity universes (``RankMap.identity``, the regular case) the lost
+        ranks are found by arithmetic, so rebind costs O(changed ranks + kept groups):
+        the ranks lost now and before, plus, per group the backend holds, O(min(its
+        size, lost ranks)) (:meth:`~backend.FakeBackend.retire`); nothing is O(universe).
+        An explicit universe (what :func:`mesh.drop`, :func:`mesh.substitute` and
+        :func:`mesh.survive` return) is read once: O(its size), what building it cost.
         """
         if not isinstance(view, MeshView):
             raise BackendConfigError(f"rebind takes a mesh.MeshView, got {show(view)}")
-        _holds_no_lost(view, self.backend.lost)
+        backend = self.backend
+        if view.ranks.max_rank >= backend.world_size:  # before anything reads the universe
+            raise BackendConfigError(
+                f"rebind: a universe reaching rank {view.ranks.max_rank:,} ({view.ranks!r}) "
+                f"does not fit the {backend.world_size:,} ranks of this mesh's backend")
+        _holds_no_lost(view, backend.lost)
         goes_on = view.ranks.offset_of(self.get_rank()) is not None
-        among = sorted(view.ranks.ranks or range(view.ranks.size)) if goes_on else []
-        self.backend.retire(_lost(self.view, view) - {self.get_rank()}, among=among)
+        among: Sequence[int] = _ascending(view.ranks) if goes_on else []
+        backend.retire(_lost(self.view.ranks, view.ranks) - {self.get_rank()}, among=among)
         kept = {n: o for n, o in self.options.items() if n in view.names}
         given = normalize_overrides(view.names, backend_override)
         return over(view, self.backend, self.device_type, {**kept, **given}, named=True)
@@ -603,18 +616,38 @@ class DeviceMesh(Generic[G]):
 
 
 def _holds_no_lost(view: MeshView, lost: frozenset[int]) -> None:
-    """Refuse a view that holds a rank already lost (it cannot go on with a dead rank)."""
-    back = sorted(r for r in lost if view.ranks.offset_of(r) is not None)
+    """Refuse a view that holds a rank already lost (it cannot go on with a dead rank):
+    O(len(lost)) look-ups."""
+    size, explicit = view.ranks.size, view.ranks.ranks is not None
+    back = sorted(r for r in lost if (view.ranks.offset_of(r) is not None if explicit
+                                      else r < size))
     if back:
         raise RankLostError(f"{view!r} holds ranks already lost: {back[:8]}"
                             f"{' ...' if len(back) > 8 else ''}; rebind to a view without them "
                             "(mesh.drop, mesh.substitute or mesh.survive)")
 
 
-def _lost(old: MeshView, new: MeshView) -> set[int]:
-    """The ranks of ``old``'s universe that ``new``'s lacks."""
-    ranks = old.ranks.ranks or range(old.ranks.size)
-    return {r for r in ranks if new.ranks.offset_of(r) is None}
+def _lost(old: RankMap, new: RankMap) -> frozenset[int]:
+    """The ranks of ``old`` that ``new`` lacks: O(ranks lost) between identity universes,
+    else O(size of the explicit ones) (each read once)."""
+    if new.ranks is None:  # new is [0, n): what old holds at or past n is lost
+        if old.ranks is None:
+            return frozenset(range(new.size, old.size))
+        return frozenset([r for r in old.ranks if r >= new.size])
+    if old.ranks is not None:
+        return frozenset([r for r in old.ranks if new.offset_of(r) is None])
+    held = sorted(r for r in new.ranks if r < old.size)  # old is [0, n): the gaps are lost
+    gaps: list[int] = []
+    previous = -1
+    for r in [*held, old.size]:
+        gaps.extend(range(previous + 1, r))
+        previous = r
+    return frozenset(gaps)
+
+
+def _ascending(ranks: RankMap) -> Sequence[int]:
+    """A universe's ranks ascending: a ``range`` for an identity universe (no listing)."""
+    return range(ranks.size) if ranks.ranks is None else sorted(ranks.ranks)
 
 
 def _same_flattened(a: DeviceMesh[Any], b: DeviceMesh[Any]) -> bool:

@@ -37,7 +37,7 @@ from typing import Literal
 
 import attrs
 
-from layout import show
+from layout import show, show_error
 from mesh import MeshView
 
 from .._c10d._spec import GroupSpec, Plan
@@ -258,11 +258,11 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
         except _AwaitableProgram:
             raise
         except NotAMemberError as e:
-            errors.append((rank, len(recorder.requests), f"NotAMemberError: {e}"))
-        except Exception as e:
+            errors.append((rank, len(recorder.requests), show_error(e)))
+        except Exception as e:  # the program's own failure (its message may not print)
             where = traceback.extract_tb(e.__traceback__)[-1]
             errors.append((rank, len(recorder.requests),
-                           f"{type(e).__name__}: {e} ({where.filename}:{where.lineno})"))
+                           f"{show_error(e)} ({where.filename}:{where.lineno})"))
         orders.append(recorder.requests)
     return _match(world_size, orders, errors)
 

@@ -33,7 +33,18 @@ from ._errors import (
     UnknownDimError,
 )
 from ._family import Family
-from ._input import MAX_UNIVERSE, as_int, as_name, as_names, as_size, items_of, ordered, show
+from ._input import (
+    MAX_PLAN_DIMS,
+    MAX_UNIVERSE,
+    as_int,
+    as_name,
+    as_names,
+    as_size,
+    check_plan_dims,
+    items_of,
+    ordered,
+    show,
+)
 from ._listing import MAX_LISTED_RANKS, check_limit, numpy, py_offsets, rank_rows, rank_table
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
@@ -41,6 +52,7 @@ from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 __all__ = [
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
+    "MAX_PLAN_DIMS",
     "MAX_UNIVERSE",
     "Dim",
     "DuplicateNameError",
@@ -69,6 +81,7 @@ __all__ = [
     "as_names",
     "as_size",
     "check_limit",
+    "check_plan_dims",
     "concatenate",
     "numpy",
     "items_of",

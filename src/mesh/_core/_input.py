@@ -6,19 +6,29 @@ of the package sees plain ``int``, ``str`` and ``tuple`` values only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import layout
-from layout import show
+from layout import show, show_error
 
 from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError, TooManyRanksError
 
-__all__ = ["MAX_UNIVERSE", "as_int", "as_names", "as_size", "items_of", "ordered", "show"]
+__all__ = ["MAX_PLAN_DIMS", "MAX_UNIVERSE", "as_int", "as_names", "as_size", "check_plan_dims",
+           "items_of", "ordered", "show"]
 
 MAX_UNIVERSE = 1 << 63
 """The most ranks a universe may have, and the bound on every rank: ranks fit int64, as in
 torch, so every listing is int64 arithmetic and every serialized value is plain JSON."""
+
+MAX_PLAN_DIMS = 256
+"""The most dims a plan (named views: :func:`~mesh.explain`, :func:`~mesh.compare`,
+:func:`~mesh.blast`, :func:`~mesh.survive`) holds in all its views, so also the most views.
+A mapping of views is read up to one entry more than this (a never-ending one is refused,
+not followed), and a plan over the limit is refused before any work: an explanation lists,
+for every dim, the dims that share its communicators, which grows with the square of the
+plan's dims."""
 
 _UNORDERED = (set, frozenset, dict, str, bytes, bytearray)
 
@@ -78,24 +88,43 @@ def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
                         f"{show(value)} of type {kind}{why}")
 
 
-def items_of(value: object, what: str, expected: str) -> list[tuple[Any, Any]]:
+def items_of(value: object, what: str, expected: str, *, limit: int | None = None
+             ) -> list[tuple[Any, Any]]:
     """The (key, value) pairs of a mapping, read once; anything else, or a mapping that
-    fails to be read (a hostile ``__iter__`` or ``__len__``), is refused with
-    :class:`~mesh.MeshTypeError` saying what was ``expected``."""
-    if isinstance(value, Mapping):
-        try:
-            return list(value.items())
-        except Exception:
-            raise MeshTypeError(f"{what} could not be read as a mapping: {show(value)}"
-                                ) from None
-    raise MeshTypeError(f"{what} must be {expected}, got {show(value)}")
+    fails to be read (a hostile ``__iter__`` or ``__len__``, items that are no pairs), is
+    refused with :class:`~mesh.MeshTypeError` saying what was ``expected``.  With ``limit``,
+    at most ``limit + 1`` pairs are read, and a mapping with more is refused with
+    :class:`~mesh.InvalidSizeError` (a never-ending mapping ends there)."""
+    if not isinstance(value, Mapping):
+        raise MeshTypeError(f"{what} must be {expected}, got {show(value)}")
+    try:
+        items = list(itertools.islice(value.items(), None if limit is None else limit + 1))
+        pairs = [(k, v) for k, v in items]
+    except Exception as e:
+        raise MeshTypeError(f"{what} could not be read as a mapping ({show_error(e)}): "
+                            f"{show(value)}") from None
+    if limit is not None and len(pairs) > limit:
+        plan = f": a plan holds at most mesh.MAX_PLAN_DIMS = {MAX_PLAN_DIMS:,} dims in all " \
+            "its views" if limit == MAX_PLAN_DIMS else ""
+        raise InvalidSizeError(f"{what} has more than {limit:,} entries (it was not read "
+                               f"further){plan}")
+    return pairs
+
+
+def check_plan_dims(ndims: Iterable[int], what: str) -> None:
+    """Refuse a plan whose views (``ndims``: each one's ``ndim``) hold more than
+    :data:`MAX_PLAN_DIMS` dims in all (:class:`~mesh.InvalidSizeError`)."""
+    total = sum(ndims)
+    if total > MAX_PLAN_DIMS:
+        raise InvalidSizeError(f"{what}: {total:,} dims in all views, more than the "
+                               f"{MAX_PLAN_DIMS:,} a plan may hold (mesh.MAX_PLAN_DIMS)")
 
 
 def as_name(value: object, what: str = "a dim name") -> str:
     """A non-empty ``str``, else :class:`~mesh.InvalidNameError` naming the value."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not str.__len__(value):
         raise InvalidNameError(f"{what} must be a non-empty string, got {show(value)}")
-    return str(value)  # a plain str, also for str subclasses
+    return str.__str__(value)  # a plain str, also for str subclasses (whatever their __str__)
 
 
 def as_names(value: object, what: str = "names") -> tuple[str, ...]:

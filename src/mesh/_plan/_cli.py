@@ -2,7 +2,14 @@
 
 Imports only :mod:`mesh` and :mod:`layout` (never torch): a 2**20-rank plan is explained
 in about a second on a laptop.  Exit status: 0 on success, 1 when ``--expect-intra-host``
-finds a dim whose groups cross hosts, 2 for bad input (flags, plan file, views).
+finds a dim whose groups cross hosts, 2 for bad input (flags, plan file, views), 130 when
+interrupted (Ctrl-C, or a plan raising ``KeyboardInterrupt``).
+
+Bad input is refused before work proportional to it: a plan file is read up to
+:data:`MOST_PLAN_BYTES` (a device or a pipe that never ends is cut there), its ``VIEWS``
+up to :data:`~mesh.MAX_PLAN_DIMS` entries, failed ranks are counted before they are
+listed, and ``--fail`` derives ways only for worlds it can list
+(:data:`~mesh._plan._fail.MOST_WAYS_RANKS`).
 """
 
 from __future__ import annotations
@@ -10,12 +17,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import runpy
+import stat
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._core import MeshError, MeshView
+from layout import show_error
+
+from .._core import (
+    MAX_PLAN_DIMS,
+    MeshError,
+    MeshView,
+    as_name,
+    check_plan_dims,
+    items_of,
+    show,
+)
 from .._draw import MAX_SVG_CELLS, svg
 from . import _args
 from ._compare import compare_placed
@@ -29,6 +47,10 @@ __all__ = ["main"]
 
 _MIB = 1 << 20
 _MOST_DIGITS = 30  # a --dims size longer than this is refused before Python parses it
+MOST_PLAN_BYTES = 1 << 22
+"""The largest plan file read (4 MiB of Python: a plan defines views by their shapes, or
+loads a large rank list from a data file itself)."""
+_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a tool stopped by Ctrl-C
 
 _EPILOG = """\
 examples:
@@ -183,14 +205,20 @@ def _memory_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshlayout`` with ``argv`` (default: the process's arguments); the exit status:
-    0 done, 1 an ``--expect-intra-*`` check failed, 2 bad input, 141 the reader left."""
-    args = _parser().parse_args(argv)
+    0 done, 1 an ``--expect-intra-*`` check failed, 2 bad input, 130 interrupted, 141 the
+    reader left."""
+    try:
+        args = _parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return _interrupted("meshlayout")
     files = [args.plan] if args.command == "explain" else args.plans
     try:
         return _explain(args) if args.command == "explain" else _compare(args)
     except (_Refused, MeshError) as e:
-        print(f"meshlayout {args.command}: error: {e}", file=sys.stderr)
+        print(f"meshlayout {args.command}: error: {_text(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, or a plan file raising it: no traceback
+        return _interrupted(f"meshlayout {args.command}")
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -201,8 +229,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the plan's own objects (a VIEWS mapping, a MeshView or Topology subclass) raised
         which = f"the plan file {files[0]!r}" if len(files) == 1 else f"a plan file of {files!r}"
         print(f"meshlayout {args.command}: error: {which} defines objects that raised when "
-              f"read: {type(e).__name__}: {e}", file=sys.stderr)
+              f"read: {show_error(e)}", file=sys.stderr)
         return 2
+
+
+def _interrupted(who: str) -> int:
+    print(f"{who}: interrupted", file=sys.stderr)
+    return _INTERRUPTED
+
+
+def _text(error: BaseException) -> str:
+    """The message of one of our errors (or of a plan's subclass of one, whose ``__str__``
+    may raise)."""
+    text = show_error(error)
+    return text.split(": ", 1)[1] if ": " in text else text
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -219,9 +259,17 @@ def _explain(args: argparse.Namespace) -> int:
     failed = _crossings(args, found)
     placed = topology or Topology(found.to_dict()["world"], DEFAULT_DEVICES_PER_HOST)
     dead = _failed(args, placed)
-    outage = None if dead is None else failure(
-        views, placed, dead, hosts=args.fail_host or (), plan=plan, spares=args.spares,
-        rank=args.rank)
+    try:
+        outage = None if dead is None else failure(
+            views, placed, dead, hosts=args.fail_host or (), plan=plan, spares=args.spares,
+            rank=args.rank)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # only the plan's code raises these here: as at load time
+        what = f"exited (SystemExit: {_code(e)})" if isinstance(e, SystemExit) else \
+            f"raised {show_error(e)}"
+        raise _Refused(f"PLAN in the plan file {args.plan!r} {what} when re-derived from the "
+                       "survivors, instead of returning VIEWS") from None
     picture = None
     if args.svg is not None:
         picture = _write_svg(args, views, placed, dead or ())
@@ -329,7 +377,7 @@ def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: T
         with open(args.svg, "w", encoding="utf-8") as f:
             f.write(picture)
     except OSError as e:
-        raise _Refused(f"cannot write --svg {args.svg!r}: {e}") from None
+        raise _Refused(f"cannot write --svg {args.svg!r}: {e.strerror or e}") from None
     return name
 
 
@@ -339,34 +387,91 @@ WorldPlan = tuple[Callable[[MeshView], Mapping[str, MeshView]], MeshView]
 
 def _load(path: str) -> tuple[dict[str, MeshView], Topology | None, WorldPlan | None]:
     """VIEWS, TOPOLOGY and (PLAN, WORLD) of a plan file (VIEWS defaults to PLAN(WORLD))."""
-    saved = sys.argv
-    sys.argv = [path]  # the plan sees itself run, not meshlayout's flags
-    try:
-        ns = runpy.run_path(path, run_name="__meshlayout_plan__")
-    except OSError as e:
-        raise _Refused(f"cannot read the plan file {path!r}: {e}") from None
-    except SystemExit as e:
-        raise _Refused(f"the plan file {path!r} exited (SystemExit: {e.code!r}) instead of "
-                       "defining VIEWS") from None
-    except Exception as e:  # the plan's own code failed: say so, briefly
-        raise _Refused(f"the plan file {path!r} raised {type(e).__name__}: {e}") from None
-    finally:
-        sys.argv = saved
+    ns = _run(path, _source(path))
     plan = _world_plan(ns, path)
-    views = ns.get("VIEWS")
+    views = _views(ns.get("VIEWS"), path, "VIEWS")
     if plan is not None:
-        views = _derived(plan, views, path)
-    if not isinstance(views, Mapping) or not views:
+        views = _derived(plan, views if "VIEWS" in ns else None, path)
+    if not views:
         raise _Refused(f"the plan file {path!r} must define VIEWS, a non-empty dict of view "
-                       f"name -> mesh.MeshView; it defines {_what(views)}")
-    for name, view in views.items():
-        if not isinstance(name, str) or not isinstance(view, MeshView):
-            raise _Refused(f"VIEWS in {path!r} maps {name!r} to {_what(view)}; every entry "
-                           "must be a name (str) -> mesh.MeshView")
+                       f"name -> mesh.MeshView; it defines {_what(ns.get('VIEWS'))}")
     topology = ns.get("TOPOLOGY")
     if topology is not None and not isinstance(topology, Topology):
         raise _Refused(f"TOPOLOGY in {path!r} must be a mesh.Topology, got {_what(topology)}")
-    return dict(views), topology, plan
+    return views, topology, plan
+
+
+def _source(path: str) -> bytes:
+    """The plan file's bytes: at most :data:`MOST_PLAN_BYTES` (a larger regular file is
+    refused from its size, unread; a device or pipe is read one byte past the limit)."""
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > MOST_PLAN_BYTES:
+                raise _Refused(f"the plan file {path!r} has {info.st_size:,} bytes, more than "
+                               f"the {MOST_PLAN_BYTES:,} a plan file may have (a large rank list "
+                               "belongs in a data file the plan reads, e.g. "
+                               "MeshView.from_dict(json.load(...)))")
+            source = f.read(MOST_PLAN_BYTES + 1)
+    except OSError as e:
+        raise _Refused(f"cannot read the plan file {path!r}: {e.strerror or e}") from None
+    if len(source) > MOST_PLAN_BYTES:
+        raise _Refused(f"the plan file {path!r} goes on past {MOST_PLAN_BYTES:,} bytes, the "
+                       "most a plan file may have (is it a device or a pipe?)")
+    return source
+
+
+def _run(path: str, source: bytes) -> dict[str, Any]:
+    """Run a plan file's source as the module ``__meshlayout_plan__`` (as ``runpy`` would):
+    its globals.  The plan sees ``sys.argv == [path]``, not meshlayout's flags."""
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except Exception as e:  # a syntax error, null bytes, nesting too deep for the parser
+        raise _Refused(f"the plan file {path!r} is not Python: {show_error(e)}") from None
+    name = "__meshlayout_plan__"
+    module = types.ModuleType(name)
+    module.__file__ = path
+    saved_argv, saved_module = sys.argv, sys.modules.get(name)
+    sys.argv, sys.modules[name] = [path], module
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as e:
+        raise _Refused(f"the plan file {path!r} exited (SystemExit: {_code(e)}) instead of "
+                       "defining VIEWS") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the plan's own code failed: say so, briefly
+        raise _Refused(f"the plan file {path!r} raised {show_error(e)}") from None
+    finally:
+        sys.argv = saved_argv
+        if saved_module is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = saved_module
+    return module.__dict__
+
+
+def _code(e: SystemExit) -> str:
+    """A SystemExit's code, shown (it may be any object)."""
+    return show(e.code)
+
+
+def _views(views: object, path: str, what: str) -> dict[str, MeshView]:
+    """A plan's views read from ``VIEWS`` or ``PLAN(WORLD)``: at most
+    :data:`~mesh.MAX_PLAN_DIMS` entries and dims (empty: none defined)."""
+    if views is None:
+        return {}
+    if not isinstance(views, Mapping):
+        raise _Refused(f"the plan file {path!r} must define VIEWS, a non-empty dict of view "
+                       f"name -> mesh.MeshView; {what} is {_what(views)}")
+    out: dict[str, MeshView] = {}
+    for name, view in items_of(views, f"{what} in {path!r}", "a mapping", limit=MAX_PLAN_DIMS):
+        if not isinstance(name, str) or not isinstance(view, MeshView):
+            raise _Refused(f"{what} in {path!r} maps {show(name)} to {_what(view)}; every "
+                           "entry must be a name (str) -> mesh.MeshView")
+        out[as_name(name, f"every view name in {what}")] = view
+    check_plan_dims((v.ndim for v in out.values()), f"{what} in {path!r}")
+    return out
 
 
 def _world_plan(ns: dict[str, Any], path: str) -> WorldPlan | None:
@@ -381,17 +486,20 @@ def _world_plan(ns: dict[str, Any], path: str) -> WorldPlan | None:
     return fn, world
 
 
-def _derived(plan: WorldPlan, views: object, path: str) -> object:
+def _derived(plan: WorldPlan, views: dict[str, MeshView] | None, path: str
+             ) -> dict[str, MeshView]:
     """PLAN(WORLD), which VIEWS (if the file defines it) must equal."""
     try:
         made = plan[0](plan[1])
-    except (Exception, SystemExit) as e:  # the plan's own code failed: say so, briefly
-        raise _Refused(f"PLAN(WORLD) in {path!r} raised {type(e).__name__}: {e}") from None
-    if views is not None and (not isinstance(made, Mapping) or dict(views.items()
-                              if isinstance(views, Mapping) else ()) != dict(made)):
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # the plan's own code failed (or exited): say so, briefly
+        raise _Refused(f"PLAN(WORLD) in {path!r} raised {show_error(e)}") from None
+    derived = _views(made, path, "PLAN(WORLD)")
+    if views is not None and views != derived:
         raise _Refused(f"VIEWS in {path!r} differs from PLAN(WORLD): define VIEWS = "
                        "PLAN(WORLD), or leave VIEWS out")
-    return made
+    return derived
 
 
 def _what(x: Any) -> str:

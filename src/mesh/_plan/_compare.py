@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from .._core import (
+    MAX_PLAN_DIMS,
     DuplicateNameError,
     Family,
     InvalidMeshDataError,
@@ -26,6 +27,7 @@ from .._core import (
     UnknownDimError,
     as_int,
     as_name,
+    check_plan_dims,
     items_of,
     show,
 )
@@ -96,7 +98,9 @@ def compare(plans: Mapping[str, MeshView | Mapping[str, MeshView]],
     span of them.  ``traffic`` maps dim names to bytes per step per rank that dim's
     collective carries; each such row gets an estimated time (:class:`~mesh.Links`' ring
     all-reduce over the dim's slowest group, once per distinct communicator of that name),
-    the plans a total, and :attr:`Comparison.ranking` orders them by it.
+    the plans a total, and :attr:`Comparison.ranking` orders them by it.  The plans hold
+    at most :data:`~mesh.MAX_PLAN_DIMS` dims together (one row per dim name, one column
+    per plan): more are refused with :class:`~mesh.InvalidSizeError` before any work.
 
     >>> from mesh import MeshView, Topology, compare
     >>> inside = MeshView.from_shape((64, 8), ("dp", "tp"))        # tp groups: 8 in a row
@@ -126,6 +130,9 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
         links = Links()
     elif not isinstance(links, Links):
         raise MeshTypeError(f"links must be a mesh.Links or None, got {show(links)}")
+    check_plan_dims((v.ndim if isinstance(v, MeshView) else 1 for _, views, _ in plans
+                     for v in views.values()),  # rows x plans: bounded before any work
+                    "compare's plans, counted together")
     names = [name for name, _, _ in plans]
     if len(set(names)) < len(names):
         raise DuplicateNameError(f"plan names must be unique, got {names!r}")
@@ -156,7 +163,7 @@ def _plans(plans: object) -> dict[str, dict[str, MeshView]]:
     """``plans`` checked: a non-empty mapping of plan names to views or mappings of views."""
     expected = ("a non-empty mapping of plan names to a mesh.MeshView or a mapping of view "
                 "names to views")
-    items = items_of(plans, "compare's plans", expected)
+    items = items_of(plans, "compare's plans", expected, limit=MAX_PLAN_DIMS)
     if not items:
         raise MeshTypeError(f"compare takes {expected}, got {show(plans)}")
     out: dict[str, dict[str, MeshView]] = {}
@@ -165,7 +172,8 @@ def _plans(plans: object) -> dict[str, dict[str, MeshView]]:
         if isinstance(plan, MeshView):
             out[key] = {"mesh": plan}
         elif isinstance(plan, Mapping):
-            out[key] = dict(items_of(plan, f"plan {key!r}", "a mapping"))  # explain checks
+            out[key] = dict(items_of(plan, f"plan {key!r}", "a mapping",  # explain checks
+                                     limit=MAX_PLAN_DIMS))
         else:
             raise MeshTypeError(f"plan {key!r} must be a mesh.MeshView or a mapping of view "
                                 f"names to views, got {show(plan)}")

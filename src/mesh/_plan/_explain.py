@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .._core import (
+    MAX_PLAN_DIMS,
     Family,
     InvalidMeshDataError,
     InvalidNameError,
@@ -26,6 +27,7 @@ from .._core import (
     as_int,
     as_name,
     as_names,
+    check_plan_dims,
     items_of,
     show,
 )
@@ -142,7 +144,10 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     the most over ranks) and their memory by :class:`CommMemory`; with ``rank``, that
     rank's host, coordinates and groups.  Without a topology, ``world`` ranks (default:
     what the views reach) on hosts of :data:`DEFAULT_DEVICES_PER_HOST` devices are
-    assumed (and reported); with one, ``world`` must be None or its ``world_size``.
+    assumed (and reported); with one, ``world`` must be None or its ``world_size``.  A
+    plan holds at most :data:`~mesh.MAX_PLAN_DIMS` dims in all its views (every dim lists
+    the dims sharing its communicators): more are refused with
+    :class:`~mesh.InvalidSizeError` before any work.
 
     >>> from mesh import MeshView, Topology, explain
     >>> world = MeshView.from_shape(16, ("world",))
@@ -184,17 +189,19 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
 def _named(views: object) -> dict[str, MeshView]:
     """``views`` checked: a non-empty mapping of names (without '.') to views."""
     expected = "a non-empty mapping of names to mesh.MeshView"
-    items = items_of(views, "explain's views", expected)
+    items = items_of(views, "explain's views", expected, limit=MAX_PLAN_DIMS)
     if not items:
         raise MeshTypeError(f"explain takes {expected}, got {show(views)}")
     named: dict[str, MeshView] = {}
     for name, view in items:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"view {name!r} must be a mesh.MeshView, got {show(view)}")
-        if "." in as_name(name, "a view name"):
+        key = as_name(name, "a view name")
+        if "." in key:
             raise InvalidNameError(f"a view name may not contain '.' (the report names dims "
-                                   f"view.dim), got {name!r}")
-        named[str(name)] = view
+                                   f"view.dim), got {key!r}")
+        named[key] = view
+    check_plan_dims((v.ndim for v in named.values()), "explain's views")
     return named
 
 

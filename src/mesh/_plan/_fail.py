@@ -9,7 +9,9 @@ under each way to continue, with its intact and new groups).  Pure: no I/O; the 
 
 Only :func:`~mesh.survive` lists a universe (it builds the survivors' rank map), and
 :meth:`~mesh.Survival.group_counts` compares groups as arrays; the blast and every per-rank
-answer are O(ndim + |failed| × group size) arithmetic.
+answer are O(ndim + |failed| × group size) arithmetic.  What is listed is bounded before
+anything is: at most :data:`MOST_FAILED` failed ranks (counted per host, not listed, for
+``--fail-host``), and the ways only for worlds of at most :data:`MOST_WAYS_RANKS` ranks.
 """
 
 from __future__ import annotations
@@ -17,19 +19,39 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core import MeshView, SurvivalError
+from .._core import MeshView, SurvivalError, TooManyRanksError
 from .._recover import SHOWN, Blast, Plan, Survival, blast, survive
 from ._topology import Topology
 
-__all__ = ["failed_on", "failure"]
+__all__ = ["MOST_FAILED", "MOST_WAYS_RANKS", "failed_on", "failure"]
+
+MOST_FAILED = 1 << 16
+"""The most failed ranks ``--fail`` and ``--fail-host`` name together (``--fail`` lists at most
+as many): each is located in every view and dim."""
+MOST_WAYS_RANKS = 1 << 20
+"""The largest world whose ways to continue ``--fail`` derives: each way lists the surviving
+world, and intact groups are counted over it per view and dim (a 2**20-rank torchtitan plan
+with six ways takes a few seconds and about 150 MB)."""
 
 
 def failed_on(topology: Topology, ranks: Sequence[int], hosts: Sequence[int]) -> list[int]:
     """The failed ranks: ``ranks`` and every rank on one of ``hosts``, ascending and distinct
-    (each on the topology, else :class:`~mesh.TopologyError` naming the valid ones)."""
+    (each on the topology, else :class:`~mesh.TopologyError` naming the valid ones).  More
+    than :data:`MOST_FAILED` in all are refused (:class:`~mesh.TooManyRanksError`) from the
+    hosts' sizes, before any host's ranks are listed."""
     for r in ranks:
         topology.host(r)
-    return sorted({*ranks, *(r for h in hosts for r in topology.ranks_on(h))})
+    named = sorted(set(hosts))
+    for h in named:
+        topology.host_name(h)  # on the topology, or a TopologyError naming the valid hosts
+    on_hosts = sum(topology._count_on(h) for h in named)
+    if len(set(ranks)) + on_hosts > MOST_FAILED:
+        raise TooManyRanksError(
+            f"--fail and --fail-host name {len(set(ranks)) + on_hosts:,} failed ranks "
+            f"({on_hosts:,} on {len(named):,} host{'s' if len(named) != 1 else ''}), more than "
+            f"the {MOST_FAILED:,} a failure may have here; mesh.blast takes any number in "
+            "Python")
+    return sorted({*ranks, *(r for h in named for r in topology.ranks_on(h))})
 
 
 def failure(views: Mapping[str, MeshView], topology: Topology, failed: Sequence[int], *,
@@ -42,8 +64,16 @@ def failure(views: Mapping[str, MeshView], topology: Topology, failed: Sequence[
     they were derived).  Every dim of the world where a drop works gives a way (one where
     it does not gives an entry with its ``error``), and ``spares`` one more (refused
     spares raise :class:`~mesh.SurvivalError`: they are bad input).  ``rank`` adds, per
-    way, which of its groups are intact (kept) or new (rebuilt).
+    way, which of its groups are intact (kept) or new (rebuilt).  A world over
+    :data:`MOST_WAYS_RANKS` ranks is refused (:class:`~mesh.TooManyRanksError`) before
+    anything is computed.
     """
+    if plan is not None and plan[1].ranks.size > MOST_WAYS_RANKS:
+        raise TooManyRanksError(
+            f"the ways to continue would each list the surviving world, and the world has "
+            f"{plan[1].ranks.size:,} ranks, more than the {MOST_WAYS_RANKS:,} --fail derives "
+            "them for: for the blast radius alone, give a plan file with VIEWS only (no WORLD "
+            "and PLAN); mesh.survive(..., limit=) derives the ways in Python")
     hit = blast(dict(views), failed)
     ways = None if plan is None else _ways(plan, hit.failed, spares, rank)
     return {"failure": _failure_data(hit, topology, hosts, rank),

@@ -184,6 +184,21 @@ class Topology:
             return tuple(range(h * self.devices_per_host, (h + 1) * self.devices_per_host))
         return tuple([r for r, on in enumerate(self._hosts) if on == h])
 
+    def _count_on(self, host: int) -> int:
+        """How many ranks run on ``host`` (a valid host index): O(1), without listing them
+        (an explicit host list is counted once, for every host)."""
+        if self._hosts is None:
+            assert self.devices_per_host is not None
+            return self.devices_per_host
+        return self._host_sizes[host]
+
+    @functools.cached_property
+    def _host_sizes(self) -> tuple[int, ...]:
+        sizes = [0] * self.num_hosts
+        for h in self._hosts or ():
+            sizes[h] += 1
+        return tuple(sizes)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data describing the topology (not a serialization format)."""
         return {"world": self.world_size, "devices_per_host": self.devices_per_host,

@@ -127,9 +127,10 @@ class Blast(_Made):
     views: tuple[ViewBlast, ...]
 
     def __getitem__(self, name: str) -> ViewBlast:
-        for v in self.views:
-            if v.name == name:
-                return v
+        if isinstance(name, str):  # anything else (an array, a float) names no view
+            for v in self.views:
+                if v.name == name:
+                    return v
         raise UnknownDimError(f"no view {show(name)} in this blast; the views are "
                               f"{[v.name for v in self.views]!r}")
 
@@ -163,6 +164,10 @@ def blast(views: object, failed: object, *, limit: object = SHOWN) -> Blast:
 
     A rank outside every view's universe is refused (:class:`~mesh.RankNotInMeshError`);
     one outside some view's universe leaves that view alone.  ``limit`` bounds each listing.
+
+    Cost: O(ndim) arithmetic per failed rank, view and dim, plus the listings (at most
+    ``limit`` ranks each, and ``limit + len(failed)`` looked at for the stranded ranks); a
+    mapping of views is read up to :data:`~mesh.MAX_PLAN_DIMS` entries.
 
     >>> from mesh import MeshView, blast
     >>> hit = blast({"world": MeshView.from_shape((4, 8), ("dp", "tp"))}, [13])

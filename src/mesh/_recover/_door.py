@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from layout import Layout
 
 from .._core import (
+    MAX_PLAN_DIMS,
     MAX_UNIVERSE,
     InvalidRanksError,
     InvalidSizeError,
@@ -23,6 +24,7 @@ from .._core import (
     SurvivalError,
     as_int,
     as_name,
+    check_plan_dims,
     items_of,
     ordered,
     rank_rows,
@@ -40,12 +42,18 @@ def the_view(view: object, what: str) -> MeshView:
 
 
 def named_views(views: object, what: str) -> tuple[tuple[str, MeshView], ...]:
-    """One view (named ``"view"``) or a mapping of names to views, as ordered pairs."""
+    """One view (named ``"view"``) or a mapping of names to views, as ordered pairs: at most
+    :data:`~mesh.MAX_PLAN_DIMS` dims in all (a longer or never-ending mapping is refused
+    after that many entries, with :class:`~mesh.InvalidSizeError`)."""
     if isinstance(views, MeshView):
-        return (("view", views),)
-    items = items_of(views, what, "a MeshView or a mapping of names to MeshViews")
-    return tuple([(as_name(n, f"every view name in {what}"), the_view(v, f"view {show(n)}"))
-                  for n, v in items])
+        out: tuple[tuple[str, MeshView], ...] = (("view", views),)
+    else:
+        items = items_of(views, what, "a MeshView or a mapping of names to MeshViews",
+                         limit=MAX_PLAN_DIMS)
+        out = tuple([(as_name(n, f"every view name in {what}"),
+                      the_view(v, f"view {show(n)}")) for n, v in items])
+    check_plan_dims((v.ndim for _, v in out), what)
+    return out
 
 
 def count(limit: object, what: str = "limit") -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from layout import complement
+from layout import complement, show_error
 
 from .._core import (
     MAX_LISTED_RANKS,
@@ -199,6 +199,13 @@ def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
     survivors of ``failed``: ``drop=`` a dim of ``world`` (see :func:`~mesh.drop`), or
     ``spares=`` (see :func:`~mesh.substitute`); exactly one of the two.
 
+    Cost: the plan runs twice (on ``world`` and on the surviving world), and the survivors'
+    universe is listed once (at most ``limit`` ranks, refused before listing); the plan's
+    result is read up to :data:`~mesh.MAX_PLAN_DIMS` entries (a longer or never-ending
+    mapping is refused with :class:`~mesh.InvalidSizeError`).  Its queries:
+    :meth:`Survival.is_intact` O(ndim + group size), :meth:`Survival.group_counts` one array
+    comparison over both universes, :meth:`Survival.intact_groups` lists them.
+
     >>> from mesh import MeshView, survive
     >>> def plan(world):
     ...     return {"world": world, "dp_cp": world.flatten(("dp", "cp"), "dp_cp")}
@@ -237,10 +244,10 @@ def _derived(plan: Plan, world: MeshView, which: str) -> dict[str, MeshView]:
         out: object = plan(world)
     except MeshError as e:
         raise SurvivalError(f"the plan cannot be derived from the {which} {world!r}: "
-                            f"{type(e).__name__}: {e}") from e
+                            f"{show_error(e)}") from e
     except Exception as e:  # the plan is the caller's code
-        raise SurvivalError(f"the plan raised {type(e).__name__} on the {which} {world!r}: "
-                            f"{show(str(e))}") from e
+        raise SurvivalError(f"the plan raised {show_error(e)} on the {which} {world!r}"
+                            ) from e
     views = named_views(out, "the plan's result")
     for name, v in views:
         if v.ranks != world.ranks:

@@ -32,6 +32,10 @@ def drop(view: MeshView, failed: Sequence[int], dim: Dim, *,
     survivors, in the view's order.  Refused with :class:`~mesh.SurvivalError` when every
     slice holds a failed rank (the message names the dims where a drop would work).
 
+    Cost: O(ndim) per failed rank to find its slice, then the surviving universe is listed
+    once (an explicit rank map of the survivors: O(their number), refused above ``limit``
+    before anything is listed).
+
     >>> from mesh import MeshView, drop
     >>> world = MeshView.from_shape((4, 8), ("dp", "tp"))
     >>> survivors = drop(world, [13], "dp")
@@ -91,6 +95,9 @@ def substitute(view: MeshView, failed: Sequence[int], spares: Sequence[int], *,
     """``view`` with each failed rank replaced by a spare: the lowest failed rank by the
     first spare, and so on; same layout and names, so every group without a failed rank is
     unchanged.  Unused spares stay spare.
+
+    Cost: the new universe is listed once (O(its size), refused above ``limit`` before
+    anything is listed), plus O(1) per failed rank and spare.
 
     >>> from mesh import MeshView, substitute
     >>> world = MeshView.from_shape((2, 4), ("dp", "tp"))
