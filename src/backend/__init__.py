@@ -13,8 +13,9 @@ Module map (for readers of the code), bottom-up; a package imports only those be
 - ``_facade``: torch's ``DeviceMesh`` surface.  The binding value (``_binding``),
   :class:`DeviceMesh` (``_device_mesh``), its torch twin class (``_torch_facade``),
   ``to_torch`` (``_to_torch``), ``from_group``'s checks (``_adopt``), the entry points
-  :func:`init_device_mesh` and :func:`bind` (``_entry``) and :func:`check_spmd`
-  (``_spmd``).
+  :func:`init_device_mesh` and :func:`bind` (``_entry``).
+- ``_spmd``: :func:`check_spmd`, the offline check of a program, which models c10d creation
+  (beside ``_c10d``, below the facade).
 - this ``__init__``: the public names, and the plugs: it fills the core's slots with the
   wings (importing the c10d wing, and torch, on first use).
 
@@ -106,7 +107,7 @@ from ._core._protocol import Backend
 from ._facade._binding import Binding
 from ._facade._device_mesh import DeviceMesh, current_mesh
 from ._facade._entry import bind, init_device_mesh
-from ._facade._spmd import SpmdReport, check_spmd
+from ._spmd import SpmdReport, check_spmd
 
 if TYPE_CHECKING:
     from ._c10d._backends import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
