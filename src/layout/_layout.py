@@ -73,6 +73,14 @@ class Layout:
         """Convert and check at the door: every Layout that exists is valid."""
         self.__attrs_init__(*as_pair(shape, stride))
 
+    @classmethod
+    def _trusted(cls, shape: IntTuple, stride: IntTuple) -> Layout:
+        """A Layout from a shape and stride already known valid (no checks)."""
+        made = object.__new__(cls)  # attrs' frozen __attrs_init__, without its call overhead
+        object.__setattr__(made, "shape", shape)
+        object.__setattr__(made, "stride", stride)
+        return made
+
     def __reduce__(self) -> tuple[type[Layout], tuple[IntTuple, IntTuple]]:
         return Layout, (self.shape, self.stride)  # unpickling validates again
 
@@ -127,7 +135,7 @@ class Layout:
         shape, stride = self.shape, self.stride
         if type(key) is int and isinstance(shape, tuple) and isinstance(stride, tuple) \
                 and -len(shape) <= key < len(shape):
-            return _raw(shape[key], stride[key])  # the common case
+            return Layout._trusted(shape[key], stride[key])  # the common case
         modes = self._modes()
         if isinstance(key, slice):
             start, stop, step = (None if v is None else as_int(v, "a mode slice bound")
@@ -148,7 +156,7 @@ class Layout:
     def _modes(self) -> tuple[Layout, ...]:
         if isinstance(self.shape, int):
             return (self,)
-        return tuple([_raw(s, d) for s, d in modes(self.shape, self.stride)])
+        return tuple([Layout._trusted(s, d) for s, d in modes(self.shape, self.stride)])
 
     def __str__(self) -> str:
         return f"{fmt(self.shape)}:{fmt(self.stride)}"
@@ -217,18 +225,12 @@ T = TypeVar("T")
 
 # ---- building values ------------------------------------------------------------------------
 
-def _raw(shape: IntTuple, stride: IntTuple) -> Layout:
-    """A Layout from values already known to be valid (the internal fast path)."""
-    obj = object.__new__(Layout)
-    object.__setattr__(obj, "shape", shape)
-    object.__setattr__(obj, "stride", stride)
-    return obj
-
-
 def _from_flat(flat: _flat.Flat) -> Layout:
     """The Layout of flat modes: an int shape for one mode, a flat tuple otherwise."""
     shapes, strides = flat
-    return _raw(shapes[0], strides[0]) if len(shapes) == 1 else _raw(shapes, strides)
+    if len(shapes) == 1:
+        return Layout._trusted(shapes[0], strides[0])
+    return Layout._trusted(shapes, strides)
 
 
 def _nested(shape: IntTuple, stride: IntTuple) -> Layout:
@@ -236,7 +238,7 @@ def _nested(shape: IntTuple, stride: IntTuple) -> Layout:
     if _depth(shape) > MAX_DEPTH:
         raise InvalidLayoutError(f"the result {fmt(shape)}:{fmt(stride)} would be nested deeper "
                                  f"than MAX_DEPTH = {MAX_DEPTH}")
-    return _raw(shape, stride)
+    return Layout._trusted(shape, stride)
 
 
 def _depth(t: IntTuple) -> int:
@@ -291,7 +293,7 @@ def _as_layout(t: object, what: str) -> Layout:
     if n < 1:
         raise InvalidLayoutError(f"{what} {fmt_int(n)} is not a size: an int tiler n means "
                                  "n:1 and must be >= 1")
-    return _raw(n, 1)
+    return Layout._trusted(n, 1)
 
 
 def make_layout(*layouts: Layout) -> Layout:

@@ -17,7 +17,6 @@ from ._layout import (
     _by_mode,
     _check_layout,
     _nested,
-    _raw,
     coalesce,
     logical_divide,
     logical_product,
@@ -41,7 +40,7 @@ _Split = Callable[[Layout, Tiler], Layout]
 def _zipped(split: _Split, A: Layout, tiler: Tiler) -> Layout:
     """``split`` by mode, gathered into ``(firsts, seconds)`` of the two-mode results."""
     if tiler is None:
-        return make_layout(A, _raw(1, 0))
+        return make_layout(A, Layout(1, 0))
     if not isinstance(tiler, tuple):
         return split(A, tiler)
     lead, parts = _by_mode(A, tiler, "tiler", lambda m, t: _zipped(split, m, t))
@@ -90,7 +89,7 @@ def tiled_product(A: Layout, tiler: Tiler) -> Layout:
 
 
 def _pad(L: Layout, rank: int) -> Layout:
-    return make_layout(*([_raw(1, 0)] * (rank - L.rank)), *L)
+    return make_layout(*([Layout(1, 0)] * (rank - L.rank)), *L)
 
 
 def _interleave(block: Layout, layout: Layout, block_inner: bool) -> Layout:

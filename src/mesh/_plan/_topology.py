@@ -99,19 +99,22 @@ class Topology:
         of = tuple([index[_label(lab, i)] for i, lab in enumerate(labels)])
         names = tuple(index)
         n, k = len(of), len(index)
-        top = cls.__new__(cls)
         if n % k == 0 and of == tuple([r // (n // k) for r in range(n)]):
-            top.__attrs_init__(n, n // k, f, None, names)
-        else:
-            top.__attrs_init__(n, None, f, of, names)
-        return top
+            return cls._trusted(n, n // k, f, None, names)
+        return cls._trusted(n, None, f, of, names)
+
+    @classmethod
+    def _trusted(cls, world_size: int, devices_per_host: int | None, hosts_per_domain: int,
+                 hosts: tuple[int, ...] | None, names: tuple[str, ...] | None) -> Topology:
+        """A topology from fields already known valid (no checks)."""
+        made = cls.__new__(cls)
+        made.__attrs_init__(world_size, devices_per_host, hosts_per_domain, hosts, names)
+        return made
 
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
-        f = _per_domain(hosts_per_domain)
-        top = Topology.__new__(Topology)
-        top.__attrs_init__(self.world_size, self.devices_per_host, f, self._hosts, self._names)
-        return top
+        return Topology._trusted(self.world_size, self.devices_per_host,
+                                 _per_domain(hosts_per_domain), self._hosts, self._names)
 
     # ---- values ------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the constructors
