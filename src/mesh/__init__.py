@@ -81,6 +81,7 @@ from ._core import (
     TopologyError,
     UniverseMismatchError,
     UnknownDimError,
+    UnknownViewError,
     concatenate,
     ordered,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "UnknownViewError",
     "ViewBlast",
     "blast",
     "compare",

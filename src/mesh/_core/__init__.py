@@ -31,6 +31,7 @@ from ._errors import (
     TopologyError,
     UniverseMismatchError,
     UnknownDimError,
+    UnknownViewError,
 )
 from ._family import Family
 from ._input import (
@@ -76,6 +77,7 @@ __all__ = [
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "UnknownViewError",
     "as_int",
     "as_name",
     "as_names",

@@ -261,8 +261,8 @@ def _explain(args: argparse.Namespace) -> int:
     dead = _failed(args, placed)
     try:
         outage = None if dead is None else failure(
-            views, placed, dead, hosts=args.fail_host or (), plan=plan, spares=args.spares,
-            rank=args.rank)
+            views, placed, dead, hosts=args.fail_host or (), derived_from=plan,
+            spares=args.spares, rank=args.rank)
     except (Exception, KeyboardInterrupt):
         raise
     except BaseException as e:  # only the plan's code raises these here: as at load time
