@@ -55,9 +55,7 @@ def failed_on(topology: Topology, ranks: Sequence[int], hosts: Sequence[int]) ->
     for r in ranks:
         topology.host(r)
     named = sorted(set(hosts))
-    for h in named:
-        topology.host_name(h)  # on the topology, or a TopologyError naming the valid hosts
-    on_hosts = sum(topology._count_on(h) for h in named)
+    on_hosts = sum(topology.host_size(h) for h in named)  # each host checked there
     if len(set(ranks)) + on_hosts > MOST_FAILED:
         raise TooManyRanksError(
             f"--fail and --fail-host name {len(set(ranks)) + on_hosts:,} failed ranks "

@@ -187,13 +187,18 @@ class Topology:
             return tuple(range(h * self.devices_per_host, (h + 1) * self.devices_per_host))
         return tuple([r for r, on in enumerate(self._hosts) if on == h])
 
-    def _count_on(self, host: int) -> int:
-        """How many ranks run on ``host`` (a valid host index): O(1), without listing them
-        (an explicit host list is counted once, for every host)."""
+    def host_size(self, host: int) -> int:
+        """How many ranks run on host ``host``: O(1), without listing them (an explicit host
+        list is counted once, for every host).
+
+        >>> Topology.from_hosts(["a", "b", "b"]).host_size(1)
+        2
+        """
+        self.host_name(host)  # on the topology, or a TopologyError naming the valid hosts
         if self._hosts is None:
             assert self.devices_per_host is not None
             return self.devices_per_host
-        return self._host_sizes[host]
+        return self._host_sizes[as_int(host, "a host index")]
 
     @functools.cached_property
     def _host_sizes(self) -> tuple[int, ...]:
