@@ -28,7 +28,7 @@ from layout import Layout
 from .._core import MeshView
 
 __all__ = ["MEMBER", "OTHER", "RANK", "Instance", "Picked", "Sheet", "across_by_aspect",
-           "count", "neighbours", "pick", "ravel", "rows_of", "wrap"]
+           "n_shown", "neighbours", "pick", "ravel", "rows_of", "wrap"]
 
 RANK, MEMBER, OTHER = 0, 1, 2
 """A cell's mark: the rank drawn for, a member of one of its groups (same instance,
@@ -265,8 +265,12 @@ def _with_gaps(shown: list[int], n: int) -> Picked:
     return out
 
 
-def count(p: Picked) -> int:
-    """How many indices ``p`` shows."""
+def n_shown(p: Picked) -> int:
+    """How many indices ``p`` shows (its ellipses aside).
+
+    >>> n_shown([0, 1, None, 9])
+    3
+    """
     return sum([i is not None for i in p])
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["compare_report", "failure_report", "report"]
+__all__ = ["MIB", "compare_report", "failure_report", "report"]
 
-_MIB = 1 << 20
+MIB = 1 << 20
+"""Bytes in a MiB: the unit of the memory estimate's flags and of the reports."""
 
 
 def _mib(b: int) -> str:
-    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / _MIB:g} MiB"
+    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / MIB:g} MiB"
 
 
 def _abbrev(xs: list[int], most: int = 8) -> str:
