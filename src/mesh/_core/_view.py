@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 
@@ -39,6 +39,9 @@ from ._family import Family, family_of
 from ._input import UNORDERED, as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, rank_rows, rank_table
 from ._rankmap import RankMap
+
+if TYPE_CHECKING:
+    from typing_extensions import deprecated
 
 __all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
 
@@ -450,6 +453,10 @@ class MeshView:
                       for row in self._rows(self._complement, self.layout)])
 
     # ---- presentation ------------------------------------------------------------------
+    if TYPE_CHECKING:  # the package (mesh/__init__.py) puts this deprecated alias on the class
+        @deprecated("MeshView.render(rank) is deprecated; use mesh.render(view, rank)")
+        def render(self, rank: int | None = None, *, width: int = 120) -> str: ...
+
     def __repr__(self) -> str:
         dims = ", ".join(f"{n}={s}" for n, s in zip(self.names, self.shape))
         natural = make_layout(*(coalesce(m) for m in Layout(self.shape)))

@@ -1,7 +1,10 @@
-"""The text report of an explanation (``str(explain(...))``): tables per view, then cost.
+"""The text reports of the plan wing: an explanation's (:func:`report`, ``str(explain(...))``:
+tables per view, then cost), a comparison's (:func:`compare_report`) and a failure's
+(:func:`failure_report`, ``meshlayout explain --fail``).
 
-Reads only the plain data of :meth:`~mesh.Explanation.to_dict`, so the report and the
-JSON of ``meshlayout explain --format json`` cannot disagree.
+Each reads only the plain data the command prints with ``--format json``
+(:meth:`~mesh.Explanation.to_dict`, :meth:`~mesh.Comparison.to_dict`, the ``failure``,
+``blast`` and ``ways`` fields of ``--fail``), so the text and the JSON cannot disagree.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Re-deriving a whole plan from the survivors: :func:`survive` and its :class:`Survival`.
 
-Views do not record how they were derived, so the plan is a function of the world
-(``plan(world) -> {name: view}``, the way a torchtitan-style script builds its meshes): it
-is called on the old world and on the surviving one, and each new group is compared with
-the old group of the same view and dim holding the same rank.  A new group is *intact* when
-it is exactly an old group (same members, same order, so no failed rank): its communicator
-can be kept.
+Views do not record how they were derived, so :func:`survive` takes the plan's
+:data:`Derivation`, a function of the world (``plan(world) -> {name: view}``, the way a
+torchtitan-style script builds its meshes): it is called on the old world and on the
+surviving one, and each new group is compared with the old group of the same view and dim
+holding the same rank.  A new group is *intact* when it is exactly an old group (same
+members, same order, so no failed rank): its communicator can be kept.
 """
 
 from __future__ import annotations
