@@ -231,9 +231,7 @@ T = TypeVar("T")
 def _from_flat(flat: _flat.Flat) -> Layout:
     """The Layout of flat modes: an int shape for one mode, a flat tuple otherwise."""
     shapes, strides = flat
-    if len(shapes) == 1:
-        return Layout._trusted(shapes[0], strides[0])
-    return Layout._trusted(shapes, strides)
+    return Layout._trusted(*((shapes[0], strides[0]) if len(shapes) == 1 else flat))
 
 
 def within_depth(shape: IntTuple, stride: IntTuple) -> Layout:
