@@ -14,10 +14,20 @@ side), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail``
 ``_parser`` (its flags), ``_planfile`` (reading a plan file) and ``_cli`` (the command).
 """
 
+from collections.abc import Sequence
+
 from ._compare import COMPARE_SCHEMA, Comparison, compare
 from ._explain import DEFAULT_DEVICES_PER_HOST, SCHEMA, CommMemory, Explanation, explain
 from ._topology import Topology
 from ._traffic import Links
 
 __all__ = ["COMPARE_SCHEMA", "DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Comparison",
-           "Explanation", "Links", "Topology", "compare", "explain"]
+           "Explanation", "Links", "Topology", "compare", "explain", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``meshlayout`` command (``_cli.main``, imported only when run), for ``python -m
+    mesh``."""
+    from ._cli import main as run
+
+    return run(argv)

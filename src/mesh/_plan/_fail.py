@@ -1,13 +1,15 @@
 """What failed ranks do to a plan, as plain data: ``meshlayout explain --fail``.
 
-:func:`failure` puts the recovery wing's answers (:func:`~mesh.blast`,
+:func:`failure` puts the recovery wing's answers (those of :func:`~mesh.blast` and
 :func:`~mesh.survive`) into the JSON-able fields the command prints next to the
 explanation: ``failure`` (which ranks, on which hosts, the broken instances per view),
 ``blast`` (one entry per view and dim) and ``ways`` (the plan re-derived from the survivors
-under each way to continue, with its intact and new groups).  Pure: no I/O; the text is
+under each way to continue, with its intact and new groups).  It checks the failed ranks
+and the spares once, at the recovery wing's door, and asks the wing's trusting cores
+(``blast_of``, ``survived``) for every answer.  Pure: no I/O; the text is
 :func:`~mesh._plan._report.failure_report`'s.
 
-Only :func:`~mesh.survive` lists a universe (it builds the survivors' rank map), and
+Only the ways list a universe (each builds its survivors' rank map), and
 :meth:`~mesh.Survival.group_counts` compares groups as arrays; the blast and every per-rank
 answer are O(ndim + |failed| × group size) arithmetic.  What is listed is bounded before
 anything is: at most :data:`MOST_FAILED` failed ranks (counted per host, not listed, for
