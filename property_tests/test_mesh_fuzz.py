@@ -219,19 +219,23 @@ def _arg(param: str, where: str = "") -> st.SearchStrategy[str]:
 # ---- what is fuzzed -----------------------------------------------------------------------
 
 VIEW_METHODS = ("size", "dim_layout", "family", "index", "transpose", "rename", "flatten",
-                "unflatten", "coordinate", "local_rank", "group_offset", "group", "groups",
-                "instance", "instance_array", "instances", "to_dict", "from_dict", "from_shape",
-                "from_ranks")
+                "unflatten", "coordinate", "local_rank", "group_offset", "instance_offset",
+                "group", "groups", "instance", "instance_array", "instances", "to_dict",
+                "from_dict", "from_shape", "from_ranks")
 VIEW_PROPERTIES = ("shape", "ndim", "num_instances", "layout", "names", "ranks")
 RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from_dict")
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
-                    "with_domains", "ranks_on")
+                    "with_domains", "ranks_on", "host_size")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains")
 LINKS_METHODS = ("allreduce_seconds", "to_dict")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
+NOT_FUZZED = {"MeshView": {"render"}, "RankMap": {"gather", "array"}, "Topology": set()}
+"""Public methods outside the law: ``MeshView.render``, the deprecated alias of ``mesh.render``
+(fuzzed as that), and the rank map's methods for the package's wings, documented to trust
+their arguments (offsets already in range, a NumPy dtype name) and to check nothing."""
 LISTING = {"group", "groups", "instance", "instance_array", "instances"}
 TRANSFORMS = {"__getitem__", "transpose", "rename", "flatten", "unflatten"}
 
@@ -505,19 +509,20 @@ def test_error_classes_take_junk(name: str, args: list[str]) -> None:
 
 
 def test_every_public_name_is_fuzzed() -> None:
-    """Every public method and property of MeshView and RankMap is a fuzz target, and every
-    callable in ``mesh.__all__`` (but the two type aliases)."""
+    """Every public method and property of MeshView, RankMap and Topology is a fuzz target
+    (but those :data:`NOT_FUZZED` says why not), and every callable in ``mesh.__all__`` (but
+    the two type aliases)."""
     fuzzed = {o: {n for oo, n in TARGETS if oo == o}
               for o in ("MeshView", "RankMap", "Topology", "mesh")}
     for cls in (MeshView, RankMap, mesh.Topology):
-        public = {n for n in dir(cls) if not n.startswith("_")}
+        public = {n for n in dir(cls) if not n.startswith("_")} - NOT_FUZZED[cls.__name__]
         assert public <= fuzzed[cls.__name__], sorted(public - fuzzed[cls.__name__])
         call = {MeshView: {"__getitem__"}, RankMap: {"__call__"}}.get(cls, set())
         assert {"__init__", *call, "__eq__", "__hash__", "__repr__", "pickle",
                 "deepcopy"} <= fuzzed[cls.__name__]
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
             "CommMemory", "blast", "drop", "substitute", "survive"} <= fuzzed["mesh"]
-    assert "MeshError" in ERRORS and len(ERRORS) == 17, ERRORS
+    assert "MeshError" in ERRORS and len(ERRORS) == 18, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

@@ -126,3 +126,11 @@ def test_an_integer_flag_of_thousands_of_digits_exits_2(flags: list[str]) -> Non
     out = _explain(*flags)
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and "Exceeds the limit" not in out.stderr
+
+
+@pytest.mark.parametrize("size", ["²", "٣", "-2", "0x8", "2.0"])
+def test_a_dims_size_of_no_ascii_digits_exits_2_naming_it(size: str) -> None:
+    """Before: ``--dims dp=²`` passed ``str.isdigit`` and ``int("²")`` raised a traceback."""
+    out = _explain("--dims", f"dp={size},tp=4")
+    assert out.returncode == 2, out.stderr
+    assert f"got 'dp={size}'" in out.stderr and "Traceback" not in out.stderr

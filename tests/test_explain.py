@@ -16,6 +16,7 @@ from torch_free import run_without
 
 from layout import Layout
 from mesh import (
+    MAX_PLAN_DIMS,
     CommMemory,
     InvalidSizeError,
     MeshTypeError,
@@ -375,3 +376,19 @@ def test_a_large_explicit_plan_is_explained() -> None:
     view = MeshView.from_ranks(perm, ("pp", "dp", "tp"))
     data = explain({"m": view}, Topology(1 << 20, 8), rank=5).to_dict()
     assert data["communicators_per_rank"] == 3
+
+
+def test_a_plan_holds_at_most_max_plan_dims_dims() -> None:
+    """A plan of :data:`mesh.MAX_PLAN_DIMS` (256) dims is explained; one dim more is refused
+    before any work, naming the limit, whether it comes as one more view or one more dim."""
+    assert MAX_PLAN_DIMS == 256
+    line, square = MeshView.from_shape(8, ("w",)), MeshView.from_shape((2, 4), ("dp", "tp"))
+    full = {f"v{i}": line for i in range(MAX_PLAN_DIMS)}
+    data = explain(full).to_dict()
+    assert len(data["views"]) == 256 and len(data["views"][0]["dims"][0]["shared_with"]) == 255
+    with pytest.raises(InvalidSizeError, match=r"more than 256 entries.*MAX_PLAN_DIMS = 256"):
+        explain({**full, "one_more": line})
+    squares = {f"v{i}": square for i in range(MAX_PLAN_DIMS // 2)}
+    with pytest.raises(InvalidSizeError, match="257 dims in all views, more than the 256"):
+        explain({**squares, "one_more": line})
+

@@ -25,6 +25,7 @@ from layout import (
     LayoutIndexError,
     LayoutTypeError,
     UndecidableError,
+    as_int,
     blocked_product,
     coalesce,
     complement,
@@ -41,6 +42,21 @@ from layout import (
 )
 
 L24 = Layout((2, 4))
+
+
+def test_as_int_is_the_one_integer_door() -> None:
+    """Integer-likes become plain ints; bools, floats, strings and None are refused with a
+    ``LayoutTypeError`` naming the value, or with the error class the caller picks."""
+    import numpy as np
+
+    seven = as_int(np.int64(7), "a size")
+    assert seven == 7 and type(seven) is int
+    for bad, shown in ((True, "the bool True"), (2.0, "2.0 of type float"),
+                       ("3", "'3' of type str"), (None, "None of type NoneType")):
+        with pytest.raises(LayoutTypeError, match=re.escape(f"a size must be an int, got {shown}")):
+            as_int(bad, "a size")
+    with pytest.raises(LookupError, match="a rank must be an int"):
+        as_int(1.5, "a rank", error=LookupError)
 
 
 def test_the_hierarchy_subclasses_the_builtins() -> None:

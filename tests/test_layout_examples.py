@@ -16,6 +16,7 @@ import pytest
 
 from layout import (
     Layout,
+    Tiler,
     blocked_product,
     coalesce,
     complement,
@@ -167,6 +168,18 @@ def test_cute_doc_by_mode_composition_with_a_tiler() -> None:
     R = composition(a, (Layout(8, 2), Layout(3, 4)))
     assert R == Layout(((4, 2), 3), ((1, 26), 236))
     assert R == make_layout(composition(a[0], Layout(8, 2)), composition(a[1], Layout(3, 4)))
+
+
+@pytest.mark.parametrize(("tiler", "expected"), [
+    (Layout(3, 2), "3:2"),            # a layout: i -> A(2i)
+    (3, "3:1"),                       # an int n means n:1
+    (None, "(4,6):(6,1)"),            # None leaves A alone
+    ((2, 3), "(2,3):(6,1)"),          # by mode: 4:6 o 2:1 and 6:1 o 3:1
+    ((None, 3), "(4,3):(6,1)"),       # by mode, the outer mode left alone
+    ((3,), "(4,3):(6,1)"),            # a shorter tuple lines up with the trailing modes
+])
+def test_every_kind_of_tiler_composes(tiler: Tiler, expected: str) -> None:
+    assert str(composition(Layout((4, 6)), tiler)) == expected
 
 
 def test_cute_doc_by_mode_composition_with_a_shape() -> None:

@@ -34,6 +34,7 @@ from mesh import (
     UniverseMismatchError,
     UnknownDimError,
     concatenate,
+    ordered,
     render,
 )
 
@@ -327,3 +328,19 @@ def test_ranks_may_be_any_integer_type_but_not_bool() -> None:
     assert view.group(np.int64(3), "dp") == (1, 3)
     with pytest.raises(MeshTypeError, match="bool"):
         view.group(True, "dp")
+
+
+def test_ordered_is_the_door_for_sequences() -> None:
+    """Lists, tuples, ranges and 1-D arrays pass as tuples; a set, a dict, a string or an
+    iterator is refused naming the value (its order is not part of it), and a sequence past
+    ``limit`` before it is copied."""
+    import numpy as np
+
+    assert ordered([2, 4], "mesh_shape") == (2, 4) and ordered(range(3), "dims") == (0, 1, 2)
+    assert ordered(np.array([3, 1]), "ranks") == (3, 1)
+    for unordered in ({2, 4}, {"dp": 2}, "dp", iter([1, 2])):
+        with pytest.raises(MeshTypeError, match="mesh_shape must be an ordered sequence"):
+            ordered(unordered, "mesh_shape")
+    with pytest.raises(TooManyRanksError, match="ranks has 3 items, more than the 2"):
+        ordered([1, 2, 3], "ranks", limit=2)
+

@@ -22,6 +22,7 @@ from mesh import (
     SurvivalError,
     TooManyRanksError,
     UnknownDimError,
+    UnknownViewError,
     ViewBlast,
     blast,
     concatenate,
@@ -269,5 +270,26 @@ def test_a_blast_named_by_no_str_is_an_unknown_view(key: str) -> None:
     import numpy as np
 
     hit = blast({"world": DP_TP}, [13])
-    with pytest.raises(UnknownDimError, match="no view"):
+    with pytest.raises(UnknownViewError, match="no view"):
         hit[eval(key, {"np": np})]
+
+
+def test_an_unknown_view_is_an_unknown_view_error_naming_the_views() -> None:
+    """Blast and Survival name the views they hold; the error is a ``KeyError`` and, as
+    before it had its own class, an ``UnknownDimError``."""
+    hit = blast({"world": DP_TP}, [13])
+    after = survive(titan, TITAN, [5], drop="dp_replicate")
+    calls = [lambda: hit["dense"], lambda: hit.is_broken("dense", "tp", 0),
+             lambda: after.is_intact("moe", "tp", 0), lambda: after.group_counts("moe", "tp"),
+             lambda: after.intact_groups("moe", "tp"), lambda: after.new_groups("moe", "tp")]
+    for call in calls:
+        with pytest.raises(UnknownViewError, match=r"no view 'moe'|no view 'dense'") as e:
+            call()
+        assert isinstance(e.value, KeyError) and isinstance(e.value, UnknownDimError)
+        assert "'world'" in str(e.value)
+
+
+def test_an_unknown_dim_of_a_known_view_is_no_unknown_view() -> None:
+    with pytest.raises(UnknownDimError, match="'pp'") as e:
+        blast({"world": DP_TP}, [13])["world"]["pp"]
+    assert not isinstance(e.value, UnknownViewError)

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 import pytest
 from work_bound import bounded
 
-from mesh import MeshView, TooManyRanksError, render
+from mesh import MAX_LISTED_RANKS, MeshView, TooManyRanksError, render
 
 K = 1024
 N = K**4
@@ -54,6 +54,20 @@ def test_listing_the_universe_is_refused_by_default() -> None:
             view.groups("w")
         with pytest.raises(TooManyRanksError, match=r"group along 'w' would list 137,438,953,472"):
             view.group(5, "w")
+
+
+def test_the_default_limit_is_max_listed_ranks() -> None:
+    """One rank past :data:`mesh.MAX_LISTED_RANKS` (2**24) is refused without ``limit=``,
+    naming the default; the same listing is refused at once under any smaller limit."""
+    assert MAX_LISTED_RANKS == 2**24
+    one_past = MeshView.from_shape((MAX_LISTED_RANKS + 1, 1), ("w", "one"))
+    with _bounded():
+        with pytest.raises(TooManyRanksError, match=r"16,777,217 ranks, more than "
+                           r"limit=16,777,216.*mesh\.MAX_LISTED_RANKS = 16,777,216"):
+            one_past.groups("one")
+        with pytest.raises(TooManyRanksError, match="limit=3"):
+            one_past.groups("one", limit=3)
+    assert one_past.group(5, "one") == (5,)
 
 
 @pytest.fixture

@@ -85,6 +85,12 @@ def test_explicit_hosts_numbered_by_first_appearance() -> None:
     assert topo.hosts_per_group(view, "tp") == 2 and topo.hosts_per_group(view, "dp") == 1
 
 
+def test_a_host_size_counts_the_ranks_on_it_without_listing_them() -> None:
+    odd = Topology.from_hosts(["a", "b", "b", "a", "c"])
+    assert [odd.host_size(h) for h in range(3)] == [2, 2, 1]
+    assert Topology(2**40, 8).host_size(2**37 - 1) == 8
+
+
 def test_regular_explicit_hosts_equal_the_default_topology() -> None:
     assert Topology.from_hosts([0, 0, 1, 1, 2, 2]) == Topology(6, 2)
     assert hash(Topology.from_hosts(["x", "x"])) == hash(Topology(2, 2))
@@ -117,6 +123,8 @@ def test_a_view_over_a_sub_universe_fits_a_bigger_topology() -> None:
     (lambda: Topology(8, 2).host(8), TopologyError, "rank 8"),
     (lambda: Topology(8, 2).host(-1), TopologyError, "rank -1"),
     (lambda: Topology(8, 2).host_name(4), TopologyError, "host 4"),
+    (lambda: Topology.from_hosts(["a", "b"]).host_size(2), TopologyError, r"host 2 .*< 2"),
+    (lambda: Topology(8, 2).host_size(-1), TopologyError, "host -1"),
     (lambda: Topology(8, 2).hosts_per_group("tp", 0), MeshTypeError, "MeshView"),
     (lambda: Topology(8, 2).hosts_per_group(MeshView.from_shape(16), 0), TopologyError,
      "rank 15"),

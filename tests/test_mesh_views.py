@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout import Layout
-from mesh import MeshView, RankMap, concatenate, render
+from mesh import Dim, MeshView, RankMap, RankNotInMeshError, concatenate, render
 
 
 @pytest.fixture
@@ -56,6 +56,27 @@ def test_groups_list_every_group_once(mesh3: MeshView) -> None:
     assert set(mesh3.groups("dp")) == {(0, 4), (1, 5), (2, 6), (3, 7)}
     assert set(mesh3.groups("cp")) == {(0, 2), (1, 3), (4, 6), (5, 7)}
     assert all(len(mesh3.groups(d)) == 4 for d in mesh3.names)
+
+
+def test_an_instance_starts_at_its_instance_offset() -> None:
+    """``instance(rank)`` is ``ranks(instance_offset(rank) + layout(x))`` over the indices
+    ``x``; the offsets of the instances of ``view["dp", "tp"]`` of a (dp, cp, tp) = (2, 2, 2)
+    mesh over the explicit universe 7, 6, ..., 0 are 0 (cp=0) and 2 (cp=1)."""
+    world = MeshView(Layout((2, 2, 2)), ("dp", "cp", "tp"), RankMap.explicit(range(7, -1, -1)))
+    view = world["dp", "tp"]
+    assert [view.instance_offset(r) for r in range(8)] == [2, 2, 0, 0, 2, 2, 0, 0]
+    for r in range(8):
+        start = view.instance_offset(r)
+        flat = tuple(world.ranks(start + view.layout(x)) for x in range(view.size()))
+        assert flat == tuple(itertools.chain.from_iterable(view.instance(r)))  # type: ignore[arg-type]
+    with pytest.raises(RankNotInMeshError, match="rank 8"):
+        view.instance_offset(8)
+
+
+@pytest.mark.parametrize("dim", ["tp", 2, -1])
+def test_a_dim_is_named_or_indexed_from_either_end(mesh3: MeshView, dim: Dim) -> None:
+    assert mesh3.index(dim) == 2 and mesh3.size(dim) == 2
+    assert mesh3.group(5, dim) == (4, 5) and mesh3.local_rank(5, dim) == 1
 
 
 def test_a_full_view_has_one_instance(mesh3: MeshView) -> None:
@@ -437,6 +458,16 @@ def test_render_without_a_rank_marks_nothing() -> None:
     assert "[" not in grid and "(" not in grid
     bare = sorted(int(x) for x in re.findall(r"(?<![\[(\d=])(\d+)(?![\])\d])", grid))
     assert bare == [0, 2, 3, 7]
+
+
+def test_the_method_render_is_a_deprecated_alias_of_mesh_render(mesh3: MeshView) -> None:
+    """``MeshView.render`` moved to ``mesh.render(view, rank)`` without a word in the last
+    release: it works again for one release, warning with the new name."""
+    with pytest.warns(DeprecationWarning, match=re.escape("use mesh.render(view, rank)")):
+        text = mesh3.render(5, width=60)
+    assert text == render(mesh3, 5, width=60)
+    with pytest.warns(DeprecationWarning):
+        assert mesh3["tp"].render() == render(mesh3["tp"])
 
 
 def test_render_keeps_the_3d_picture(mesh3: MeshView) -> None:

@@ -1,27 +1,75 @@
-"""Every public name is shown in use: each name in a package's ``__all__`` appears in a test,
-a benchmark, an example or the README (an export nobody uses is a private name not yet made
-private)."""
+"""Every public name is shown in use: each name in a package's ``__all__`` is used in the code
+of a test, a benchmark, an example or a Python block of the README (an export nobody uses is
+a private name not yet made private).
+
+A use is a name in code, read from the syntax tree: a name, an attribute or an imported name
+(``from mesh import blast``, ``mesh.blast``).  A mention in a docstring, a comment, a string
+or the README's prose is no use; the README counts only inside its ``python`` (and ``py``)
+blocks, whose doctest examples are parsed as the code they are.
+"""
 
 from __future__ import annotations
 
+import ast
+import doctest
 import importlib
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = ("tests", "property_tests", "bench", "examples")
+_BLOCK = re.compile(r"^```(?:python|py)\n(.*?)^```", re.S | re.M)
 
 
-def _used_text() -> str:
-    files = [p for d in USERS for p in (ROOT / d).rglob("*.py")] + [ROOT / "README.md"]
-    return "\n".join(p.read_text() for p in files)
+def names_in(tree: ast.AST) -> set[str]:
+    """The names a syntax tree uses: names, attributes, and imported names (each dotted
+    part of ``import a.b``)."""
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.update(node.name.split("."))
+    return used
+
+
+def readme_code(text: str) -> list[str]:
+    """The code of the README's Python blocks: each doctest example's source, or a block
+    without ``>>>`` whole."""
+    code = []
+    for block in _BLOCK.findall(text):
+        if ">>>" in block:
+            code += [ex.source for ex in doctest.DocTestParser().get_examples(block)]
+        else:
+            code.append(block)
+    return code
+
+
+@cache
+def _used() -> frozenset[str]:
+    sources = [p.read_text() for d in USERS for p in sorted((ROOT / d).rglob("*.py"))]
+    sources += readme_code((ROOT / "README.md").read_text())
+    return frozenset().union(*(names_in(ast.parse(s)) for s in sources))
+
+
+def test_uses_are_read_from_code_not_prose() -> None:
+    """The reader itself: a docstring, a comment, a string or prose is no use."""
+    tree = ast.parse('"""blast is mentioned"""\n# so is drop\nx = "survive"\nmesh.render(v)\n'
+                     "from mesh import concatenate as join\nimport mesh.svg\n")
+    assert names_in(tree) == {"x", "mesh", "render", "v", "concatenate", "svg"}
+    readme = ("Use `blast` in prose.\n\n```python\n>>> from mesh import drop\n>>> drop\n"
+              "'survive'\n\n```\n\n```text\nexplain\n```\n\n```py\nsubstitute(1)\n```\n")
+    code = readme_code(readme)
+    assert code == ["from mesh import drop\n", "drop\n", "substitute(1)\n"]
 
 
 @pytest.mark.parametrize("package", ["layout", "mesh", "backend"])
 def test_every_exported_name_is_used_outside_the_package(package: str) -> None:
-    text = _used_text()
     exported = importlib.import_module(package).__all__
-    unused = [n for n in exported if not re.search(rf"\b{re.escape(n)}\b", text)]
+    unused = [n for n in exported if n not in _used()]
     assert unused == []

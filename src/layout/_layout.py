@@ -2,7 +2,7 @@
 
 Each public function checks its operands, flattens them and calls one helper of
 :mod:`layout._flat`, which holds the algebra; the by-mode forms (a tuple right
-operand) go through :func:`_by_mode`, the one loop over a layout's modes.
+operand) go through :func:`by_mode`, the one loop over a layout's modes.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from ._show import fmt_int, show
 __all__ = [
     "Layout",
     "Tiler",
+    "by_mode",
+    "check_layout",
+    "within_depth",
     "make_layout",
     "coalesce",
     "filter",
@@ -72,6 +75,14 @@ class Layout:
     def __init__(self, shape: object, stride: object = None) -> None:
         """Convert and check at the door: every Layout that exists is valid."""
         self.__attrs_init__(*as_pair(shape, stride))
+
+    @classmethod
+    def _trusted(cls, shape: IntTuple, stride: IntTuple) -> Layout:
+        """A Layout from a shape and stride already known valid (no checks)."""
+        made = object.__new__(cls)  # attrs' frozen __attrs_init__, without its call overhead
+        object.__setattr__(made, "shape", shape)
+        object.__setattr__(made, "stride", stride)
+        return made
 
     def __reduce__(self) -> tuple[type[Layout], tuple[IntTuple, IntTuple]]:
         return Layout, (self.shape, self.stride)  # unpickling validates again
@@ -127,7 +138,7 @@ class Layout:
         shape, stride = self.shape, self.stride
         if type(key) is int and isinstance(shape, tuple) and isinstance(stride, tuple) \
                 and -len(shape) <= key < len(shape):
-            return _raw(shape[key], stride[key])  # the common case
+            return Layout._trusted(shape[key], stride[key])  # the common case
         modes = self._modes()
         if isinstance(key, slice):
             start, stop, step = (None if v is None else as_int(v, "a mode slice bound")
@@ -148,7 +159,7 @@ class Layout:
     def _modes(self) -> tuple[Layout, ...]:
         if isinstance(self.shape, int):
             return (self,)
-        return tuple([_raw(s, d) for s, d in modes(self.shape, self.stride)])
+        return tuple([Layout._trusted(s, d) for s, d in modes(self.shape, self.stride)])
 
     def __str__(self) -> str:
         return f"{fmt(self.shape)}:{fmt(self.stride)}"
@@ -217,26 +228,19 @@ T = TypeVar("T")
 
 # ---- building values ------------------------------------------------------------------------
 
-def _raw(shape: IntTuple, stride: IntTuple) -> Layout:
-    """A Layout from values already known to be valid (the internal fast path)."""
-    obj = object.__new__(Layout)
-    object.__setattr__(obj, "shape", shape)
-    object.__setattr__(obj, "stride", stride)
-    return obj
-
-
 def _from_flat(flat: _flat.Flat) -> Layout:
     """The Layout of flat modes: an int shape for one mode, a flat tuple otherwise."""
     shapes, strides = flat
-    return _raw(shapes[0], strides[0]) if len(shapes) == 1 else _raw(shapes, strides)
+    return Layout._trusted(*((shapes[0], strides[0]) if len(shapes) == 1 else flat))
 
 
-def _nested(shape: IntTuple, stride: IntTuple) -> Layout:
-    """A Layout from valid modes whose nesting may have grown past the limit."""
+def within_depth(shape: IntTuple, stride: IntTuple) -> Layout:
+    """The Layout of valid modes whose nesting may have grown past the limit: refused
+    (:class:`~layout.InvalidLayoutError`) when deeper than :data:`~layout.MAX_DEPTH`."""
     if _depth(shape) > MAX_DEPTH:
         raise InvalidLayoutError(f"the result {fmt(shape)}:{fmt(stride)} would be nested deeper "
                                  f"than MAX_DEPTH = {MAX_DEPTH}")
-    return _raw(shape, stride)
+    return Layout._trusted(shape, stride)
 
 
 def _depth(t: IntTuple) -> int:
@@ -255,7 +259,8 @@ def _has_none(c: object) -> bool:
     return isinstance(c, tuple) and any([_has_none(x) for x in c])
 
 
-def _check_layout(x: object, what: str = "layout") -> Layout:
+def check_layout(x: object, what: str = "layout") -> Layout:
+    """``x`` if it is a Layout, else :class:`~layout.LayoutTypeError` naming ``what``."""
     if not isinstance(x, Layout):
         raise LayoutTypeError(f"{what} must be a Layout, got {show(x)} of type "
                               f"{type(x).__name__}")
@@ -266,7 +271,7 @@ def _flat_of(L: Layout) -> _flat.Flat:
     return flatten(L.shape), flatten(L.stride)
 
 
-def _by_mode(A: Layout, tiler: tuple[object, ...], what: str,
+def by_mode(A: Layout, tiler: tuple[object, ...], what: str,
              op: Callable[[Layout, Any], T]) -> tuple[list[Layout], list[T]]:
     """A by-mode right operand: ``op(mode, t)`` for each of A's trailing modes and ``t``.
 
@@ -291,7 +296,7 @@ def _as_layout(t: object, what: str) -> Layout:
     if n < 1:
         raise InvalidLayoutError(f"{what} {fmt_int(n)} is not a size: an int tiler n means "
                                  "n:1 and must be >= 1")
-    return _raw(n, 1)
+    return Layout._trusted(n, 1)
 
 
 def make_layout(*layouts: Layout) -> Layout:
@@ -303,8 +308,8 @@ def make_layout(*layouts: Layout) -> Layout:
     (2,(3,2)):(4,(2,1))
     """
     for L in layouts:
-        _check_layout(L, "every argument of make_layout")
-    return _nested(tuple([L.shape for L in layouts]), tuple([L.stride for L in layouts]))
+        check_layout(L, "every argument of make_layout")
+    return within_depth(tuple([L.shape for L in layouts]), tuple([L.stride for L in layouts]))
 
 
 # ---- coalesce and filter --------------------------------------------------------------------
@@ -325,9 +330,9 @@ def coalesce(layout: Layout, profile: object = None) -> Layout:
     >>> print(coalesce(Layout(((2, 3), (2, 2))), profile=(1,)))
     ((2,3),4):((12,4),1)
     """
-    _check_layout(layout)
+    check_layout(layout)
     if isinstance(profile, tuple):
-        lead, done = _by_mode(layout, profile, "profile", coalesce)
+        lead, done = by_mode(layout, profile, "profile", coalesce)
         return make_layout(*lead, *done)
     if profile is not None:
         as_int(profile, "a coalesce profile", "None, an int or a by-mode tuple")
@@ -342,7 +347,7 @@ def filter(layout: Layout) -> Layout:
     >>> print(filter(Layout((2, 3, 4), (0, 4, 1))))
     12:1
     """
-    _check_layout(layout)
+    check_layout(layout)
     keep = [(s, d) for s, d in zip(*_flat_of(layout)) if d != 0]
     return _from_flat(_flat.coalesce(tuple([s for s, _ in keep]), tuple([d for _, d in keep])))
 
@@ -381,18 +386,18 @@ def composition(A: Layout, B: Tiler) -> Layout:
     >>> print(composition(Layout((4, 6), (6, 1)), (2, 3)))
     (2,3):(6,1)
     """
-    _check_layout(A, "the left operand of composition")
+    check_layout(A, "the left operand of composition")
     if B is None:
         return A
     if isinstance(B, tuple):
-        lead, done = _by_mode(A, B, "tiler", composition)
+        lead, done = by_mode(A, B, "tiler", composition)
         return make_layout(*lead, *done)
     right = _as_layout(B, "the right operand of composition")
     try:
         shape, stride = _flat.compose(A.shape, A.stride, right.shape, right.stride)
     except CompositionError as e:
         raise CompositionError(f"composition {A} ∘ {right} is inadmissible: {e}") from None
-    return _nested(shape, stride)
+    return within_depth(shape, stride)
 
 
 # ---- complement and inverses ----------------------------------------------------------------
@@ -411,7 +416,7 @@ def complement(A: Layout, cotarget: int = 1) -> Layout:
     >>> print(complement(Layout((2, 2), (4, 1)), 16))
     (2,2):(8,2)
     """
-    _check_layout(A, "the layout to complement")
+    check_layout(A, "the layout to complement")
     m = as_int(cotarget, "the cotarget of complement")
     if m < 1:
         raise ComplementError(f"complement({A}, {fmt_int(m)}) is inadmissible: the cotarget "
@@ -433,7 +438,7 @@ def right_inverse(L: Layout) -> Layout:
     >>> print(right_inverse(Layout((4, 2), (1, 4))))
     (2,4):(1,2)
     """
-    _check_layout(L)
+    check_layout(L)
     return _from_flat(_flat.right_inverse(*_flat_of(L)))
 
 
@@ -447,7 +452,7 @@ def left_inverse(L: Layout) -> Layout:
     >>> [R(L(i)) for i in range(L.size)]
     [0, 1, 2, 3, 4, 5]
     """
-    _check_layout(L)
+    check_layout(L)
     try:
         return _from_flat(_flat.left_inverse(*_flat_of(L)))
     except InverseError as e:
@@ -467,11 +472,11 @@ def logical_divide(A: Layout, tiler: Tiler) -> Layout:
     >>> print(logical_divide(Layout(12), Layout(3, 2)))
     ((2,2),3):((6,1),2)
     """
-    _check_layout(A)
+    check_layout(A)
     if tiler is None:
         return A
     if isinstance(tiler, tuple):
-        lead, done = _by_mode(A, tiler, "tiler", logical_divide)
+        lead, done = by_mode(A, tiler, "tiler", logical_divide)
         return make_layout(*lead, *done)
     B = _as_layout(tiler, "a tiler")
     return composition(A, make_layout(complement(B, A.size), B))
@@ -486,11 +491,11 @@ def logical_product(A: Layout, tiler: Tiler) -> Layout:
     >>> print(logical_product(Layout((2, 2)), Layout(3)))
     (3,(2,2)):(4,(2,1))
     """
-    _check_layout(A)
+    check_layout(A)
     if tiler is None:
         return A
     if isinstance(tiler, tuple):
-        lead, done = _by_mode(A, tiler, "tiler", logical_product)
+        lead, done = by_mode(A, tiler, "tiler", logical_product)
         return make_layout(*lead, *done)
     B = _as_layout(tiler, "a tiler")
     return make_layout(composition(complement(A, A.size * B.cosize), B), A)
@@ -508,7 +513,7 @@ def is_tractable(layout: Layout) -> bool:
     >>> is_tractable(Layout((2, 2), (1, 2))), is_tractable(Layout((2, 2), (3, 1)))
     (True, False)
     """
-    _check_layout(layout)
+    check_layout(layout)
     return _flat.tractability_violation(_flat.sorted_modes(*_flat_of(layout))) is None
 
 
@@ -526,7 +531,7 @@ def is_injective(layout: Layout) -> bool:
     >>> is_injective(Layout((2**22, 3), (2, 3)))   # 2*3 == 3*2: a collision
     False
     """
-    _check_layout(layout)
+    check_layout(layout)
     return _flat.is_injective(*_flat_of(layout))
 
 
@@ -536,7 +541,7 @@ def is_compact(layout: Layout) -> bool:
     >>> is_compact(Layout((2, 3), (1, 2))), is_compact(Layout((2, 3), (1, 3)))
     (True, False)
     """
-    _check_layout(layout)
+    check_layout(layout)
     return _flat.is_compact(*_flat_of(layout))
 
 
@@ -549,6 +554,6 @@ def same_function(a: Layout, b: Layout) -> bool:
     >>> same_function(Layout((2, 2), (2, 1)), Layout(4, 1)), Layout((2, 2)) == Layout(4)
     (True, False)
     """
-    _check_layout(a)
-    _check_layout(b)
+    check_layout(a)
+    check_layout(b)
     return _flat.coalesce(*_flat_of(a)) == _flat.coalesce(*_flat_of(b))

@@ -14,14 +14,13 @@ from ._inttuple import Coord, IntTuple
 from ._layout import (
     Layout,
     Tiler,
-    _by_mode,
-    _check_layout,
-    _nested,
-    _raw,
+    by_mode,
+    check_layout,
     coalesce,
     logical_divide,
     logical_product,
     make_layout,
+    within_depth,
 )
 from ._show import show
 
@@ -41,10 +40,10 @@ _Split = Callable[[Layout, Tiler], Layout]
 def _zipped(split: _Split, A: Layout, tiler: Tiler) -> Layout:
     """``split`` by mode, gathered into ``(firsts, seconds)`` of the two-mode results."""
     if tiler is None:
-        return make_layout(A, _raw(1, 0))
+        return make_layout(A, Layout(1, 0))
     if not isinstance(tiler, tuple):
         return split(A, tiler)
-    lead, parts = _by_mode(A, tiler, "tiler", lambda m, t: _zipped(split, m, t))
+    lead, parts = by_mode(A, tiler, "tiler", lambda m, t: _zipped(split, m, t))
     return make_layout(make_layout(*lead, *(p[0] for p in parts)),
                        make_layout(*(p[1] for p in parts)))
 
@@ -55,7 +54,7 @@ def zipped_divide(A: Layout, tiler: Tiler) -> Layout:
     >>> print(zipped_divide(Layout((4, 6)), (2, 3)))
     ((2,2),(2,3)):((12,3),(6,1))
     """
-    _check_layout(A)
+    check_layout(A)
     return _zipped(logical_divide, A, tiler)
 
 
@@ -75,7 +74,7 @@ def zipped_product(A: Layout, tiler: Tiler) -> Layout:
     >>> print(zipped_product(Layout((2, 2)), (2, 2)))
     ((2,2),(2,2)):((1,2),(2,1))
     """
-    _check_layout(A)
+    check_layout(A)
     return _zipped(logical_product, A, tiler)
 
 
@@ -90,12 +89,12 @@ def tiled_product(A: Layout, tiler: Tiler) -> Layout:
 
 
 def _pad(L: Layout, rank: int) -> Layout:
-    return make_layout(*([_raw(1, 0)] * (rank - L.rank)), *L)
+    return make_layout(*([Layout(1, 0)] * (rank - L.rank)), *L)
 
 
 def _interleave(block: Layout, layout: Layout, block_inner: bool) -> Layout:
-    _check_layout(block, "the block")
-    _check_layout(layout)
+    check_layout(block, "the block")
+    check_layout(layout)
     r = max(block.rank, layout.rank)
     padded = _pad(block, r)
     reps = logical_product(padded, _pad(layout, r))[0]
@@ -145,7 +144,7 @@ def slice_and_offset(crd: Coord, layout: Layout) -> tuple[Layout, int]:
     >>> print(sub, off)
     (3,):(1,) 3
     """
-    _check_layout(layout)
+    check_layout(layout)
     c = as_coord(crd)
     offset = coord_offset(c, layout.shape, layout.stride)
-    return _nested(_slice(c, layout.shape), _slice(c, layout.stride)), offset
+    return within_depth(_slice(c, layout.shape), _slice(c, layout.stride)), offset

@@ -1,21 +1,22 @@
 """Immutable mesh views with named dims, computed from layouts, with no process group.
 
-Module map (for readers of the code): a value core and two wings above it, each a
+Module map (for readers of the code): a value core and three wings above it, each a
 private sub-package.  ``_core`` holds the values and everything they need
 (:class:`MeshView`, :class:`RankMap`, :class:`Family`, rank listing, the door checks,
-:func:`concatenate`, the errors) and imports no wing.  ``_plan`` places plans on
-machines (:class:`Topology`, :func:`explain` and its report, the ``meshlayout``
-command).  ``_draw`` draws one instance of a view (one panel model, ``_panels``, written
-as text by :func:`render` and as SVG by :func:`svg`).  The plan wing uses the drawing
-wing (the command's ``--svg``), never the reverse.  ``_recover`` (above the core only)
-answers what failed ranks break and which views go on (:func:`blast`, :func:`drop`,
-:func:`substitute`, :func:`survive`).  No import cycle anywhere.
+:func:`concatenate`, the errors) and imports no wing.  ``_draw`` draws one instance of a
+view (one panel model, ``_panels``, written as text by :func:`render` and as SVG by
+:func:`svg`).  ``_recover`` answers what failed ranks break and which views go on
+(:func:`blast`, :func:`drop`, :func:`substitute`, :func:`survive`).  ``_plan`` places
+plans on machines and reports on them (:class:`Topology`, :func:`explain`,
+:func:`compare`, what failed ranks do to a plan, the ``meshlayout`` command); it uses the
+drawing wing (the command's ``--svg``) and the recovery wing (its ``--fail``), and no
+wing uses it.  No import cycle anywhere.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
 offsets to global ranks (the *universe*).  A view stands for a family of
 submeshes (its instances); every per-rank query takes the rank as an argument
-and costs O(ndim + group size) arithmetic.
+and costs O(ndim) arithmetic, plus the ranks it lists (a group, an instance).
 
 >>> from mesh import MeshView
 >>> mesh = MeshView.from_shape((2, 2, 2), ("dp", "cp", "tp"))
@@ -23,19 +24,22 @@ and costs O(ndim + group size) arithmetic.
 (1, 3, 5, 7)
 
 Input is validated at the door: names, dims, sizes and rank lists must be ordered
-sequences (lists, tuples or 1-D arrays; a set is refused, since its order can differ
-between processes), integer-likes become ``int``, and every bad input raises a
+sequences (lists, tuples, ranges or 1-D arrays; a set is refused, since its order can
+differ between processes), integer-likes become ``int``, and every bad input raises a
 :class:`MeshError` subclass naming it.  Queries that list ranks (``groups``,
-``instances``, ``instance``, ``group``) refuse to list more than their
+``instances``, ``instance``, ``instance_array``, ``group``) refuse to list more than their
 ``limit`` argument (default :data:`MAX_LISTED_RANKS`) and compute the listing by
-array arithmetic over the layout (NumPy when installed, plain Python otherwise).
+array arithmetic over the layout (NumPy for large listings when it is installed, plain
+Python otherwise).
 The door check itself is public, :func:`ordered`, so the layers above refuse unordered
 input the same way.
 
 Public names: :class:`MeshView` (queries beyond torch's: ``dim_layout(dim)``;
 ``family(dim)``, the canonical :class:`Family` value of a dim's groups, equal across
 views exactly when the groups are, which backends key their caches on;
-``group_offset(rank, dim)``; ``index(dim)``; ``num_instances``; ``instance_array``),
+``group_offset(rank, dim)`` and ``instance_offset(rank)``; ``index(dim)``;
+``num_instances``; ``instance_array``; and, deprecated, ``render(rank)``, which is
+:func:`render`),
 :class:`RankMap`, :func:`concatenate`, :func:`render` (text) and :func:`svg` (a
 picture, up to :data:`MAX_SVG_CELLS` ranks); :class:`Topology` (hosts and
 fast domains: which groups cross hosts) and :func:`explain` (a plan's groups, host
@@ -54,6 +58,8 @@ a :class:`Survival`: which groups are intact and keep their communicators); the 
 ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
 the errors (:class:`MeshError` and its subclasses, each documenting what raises it).
 """
+
+import warnings
 
 from ._core import (
     FORMAT_VERSION,
@@ -81,6 +87,7 @@ from ._core import (
     TopologyError,
     UniverseMismatchError,
     UnknownDimError,
+    UnknownViewError,
     concatenate,
     ordered,
 )
@@ -123,6 +130,7 @@ __all__ = [
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "UnknownViewError",
     "ViewBlast",
     "blast",
     "compare",
@@ -135,3 +143,17 @@ __all__ = [
     "survive",
     "svg",
 ]
+
+
+def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str:
+    """Deprecated: ``mesh.render(view, rank)`` (the text picture of ``rank``'s instance).
+
+    Kept for one release; the value core does not import the drawing wing, so the package
+    puts this alias on the class (``_core/_view.py`` declares it for type checkers).
+    """
+    warnings.warn("MeshView.render(rank) is deprecated; use mesh.render(view, rank)",
+                  DeprecationWarning, stacklevel=2)
+    return render(self, rank, width=width)
+
+
+MeshView.render = _render  # type: ignore[method-assign]

@@ -1,5 +1,5 @@
 """``python -m mesh``: the ``meshlayout`` command (``python -m mesh explain --help``)."""
 
-from ._plan._cli import main
+from ._plan import main
 
 raise SystemExit(main())

@@ -1,15 +1,16 @@
 """The value core of :mod:`mesh`: views, rank maps and families, checked at the door.
 
-Imports :mod:`layout` and nothing else of this project; the wings (``mesh._plan``,
-``mesh._draw``) import it, never the reverse.  What the wings may use is listed in
-``__all__`` below: the values, the errors, the door checks and the rank listing.
+Imports :mod:`layout` and nothing else of this project; the wings (``mesh._draw``,
+``mesh._recover``, ``mesh._plan``) import it, never the reverse.  What the wings may use
+is listed in ``__all__`` below: the values, the errors, the limits, the door checks and
+the rank listing.
 
-Module map, lowest first: ``_errors`` (the :class:`MeshError` hierarchy), ``_input``
-(validation at the door: ints, sizes, names, ordered sequences), ``_rankmap``
-(:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
-``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
-canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
-(:func:`concatenate`).
+Module map, lowest first (each imports only modules listed before it): ``_errors`` (the
+:class:`MeshError` hierarchy), ``_input`` (validation at the door: ints, sizes, names,
+ordered sequences, mappings, the plan's dims limit), ``_rankmap`` (:class:`RankMap`),
+``_listing`` (ranks of a layout by array arithmetic, with a limit), ``_dims`` (the checks
+every view's dims pass), ``_family`` (:class:`Family`, the canonical value of a dim's
+groups), ``_view`` (:class:`MeshView`), ``_concat`` (:func:`concatenate`).
 """
 
 from ._concat import concatenate
@@ -31,6 +32,7 @@ from ._errors import (
     TopologyError,
     UniverseMismatchError,
     UnknownDimError,
+    UnknownViewError,
 )
 from ._family import Family
 from ._input import (
@@ -76,6 +78,7 @@ __all__ = [
     "TopologyError",
     "UniverseMismatchError",
     "UnknownDimError",
+    "UnknownViewError",
     "as_int",
     "as_name",
     "as_names",

@@ -47,9 +47,9 @@ def canonical_dims(layout: object, names: object, ranks: object
 
 
 def _check_tiling(canonical: Layout, names: tuple[str, ...], ranks: RankMap) -> None:
-    """Every dim moves, and the dims' instances tile the universe."""
+    """No dim repeats a rank, and the dims' instances tile the universe."""
     for name, m in zip(names, canonical):
-        if _moves(m):
+        if _repeats(m):
             raise OverlapError(f"dim {name!r} has the stride-0 layout {m}: it would repeat "
                                "ranks")
     if not is_tractable(canonical):
@@ -78,8 +78,12 @@ def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
-def _moves(mode: Layout) -> bool:
-    """Whether a mode has a stride-0 part of size > 1 (it would repeat ranks)."""
+def _repeats(mode: Layout) -> bool:
+    """Whether a mode has a stride-0 part of size > 1 (it would repeat ranks).
+
+    >>> _repeats(Layout((2, 2), (0, 1))), _repeats(Layout((1, 2), (0, 1)))
+    (True, False)
+    """
     return any([s > 1 and d == 0 for s, d in zip(flatten(mode.shape), flatten(mode.stride))])
 
 

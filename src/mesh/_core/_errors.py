@@ -11,6 +11,7 @@ __all__ = [
     "MeshError",
     "MeshTypeError",
     "UnknownDimError",
+    "UnknownViewError",
     "InvalidDimsError",
     "DuplicateNameError",
     "InvalidNameError",
@@ -48,6 +49,13 @@ class UnknownDimError(MeshError, KeyError, IndexError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownViewError(UnknownDimError):
+    """A view name a :class:`~mesh.Blast` (``blast[name]``, ``is_broken``) or a
+    :class:`~mesh.Survival` (``is_intact``, ``intact_groups``, ``new_groups``,
+    ``group_counts``) does not hold.  A ``KeyError``; also an :class:`UnknownDimError`,
+    what these raised before, so code catching that keeps working."""
 
 
 class InvalidDimsError(MeshError, ValueError, RuntimeError):

@@ -52,8 +52,8 @@ class Family:
         self.__attrs_init__(found.ranks, found.layout)
 
     @classmethod
-    def _of(cls, ranks: RankMap, layout: Layout) -> Family:
-        """A family already canonical (no checks: the view's fast path)."""
+    def _trusted(cls, ranks: RankMap, layout: Layout) -> Family:
+        """A family from a universe and a canonical dim layout already known valid (no checks)."""
         made = cls.__new__(cls)
         made.__attrs_init__(ranks, layout)
         return made
@@ -80,7 +80,7 @@ def family_of(ranks: RankMap, dim: Layout) -> Family:
     the universe ``ranks``."""
     mode = coalesce(dim)
     if ranks.is_identity:
-        return Family._of(ranks, mode)
+        return Family._trusted(ranks, mode)
     return _canonical(ranks, mode)
 
 
@@ -98,10 +98,10 @@ def _canonical(ranks: RankMap, mode: Layout) -> Family:
             except LayoutError:  # no complement in [0, n): not an identity family
                 same = False
             if same:
-                return Family._of(RankMap(n), e)
+                return Family._trusted(RankMap(n), e)
     groups.sort()
     laid = [r for g in groups for r in g]
-    return Family._of(RankMap(n, laid), coalesce(Layout(mode.size, 1)))
+    return Family._trusted(RankMap(n, laid), coalesce(Layout(mode.size, 1)))
 
 
 def _listed(ranks: RankMap, mode: Layout) -> list[tuple[int, ...]]:

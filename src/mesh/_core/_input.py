@@ -15,8 +15,8 @@ from layout import show, show_error
 
 from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError, TooManyRanksError
 
-__all__ = ["MAX_PLAN_DIMS", "MAX_UNIVERSE", "as_int", "as_names", "as_size", "check_plan_dims",
-           "items_of", "ordered", "show"]
+__all__ = ["MAX_PLAN_DIMS", "MAX_UNIVERSE", "UNORDERED", "as_int", "as_name", "as_names",
+           "as_size", "check_plan_dims", "items_of", "ordered", "show"]
 
 MAX_UNIVERSE = 1 << 63
 """The most ranks a universe may have, and the bound on every rank: ranks fit int64, as in
@@ -30,7 +30,9 @@ not followed), and a plan over the limit is refused before any work: an explanat
 for every dim, the dims that share its communicators, which grows with the square of the
 plan's dims."""
 
-_UNORDERED = (set, frozenset, dict, str, bytes, bytearray)
+UNORDERED = (set, frozenset, dict, str, bytes, bytearray)
+"""Collections whose order is not part of the value (or that are no sequence of items):
+refused where an order matters."""
 
 
 def as_int(value: object, what: str, expected: str = "an int", *,
@@ -65,7 +67,7 @@ def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
     if type(limit) is not int or limit < 0:
         raise MeshTypeError(f"limit must be an int >= 0, got {show(limit)}")
     if isinstance(value, (list, tuple, range)) or (
-            not isinstance(value, (_UNORDERED, type)) and hasattr(value, "tolist")
+            not isinstance(value, (UNORDERED, type)) and hasattr(value, "tolist")
             and getattr(value, "ndim", None) == 1):
         try:
             n = len(value)  # type: ignore[arg-type]

@@ -71,6 +71,10 @@ class RankMap:
     (3, 0)
     >>> RankMap.explicit([4, 0, 2]).offset_of(2), RankMap.identity(4).offset_of(9)
     (2, None)
+
+    For the package's wings (rank listings): :meth:`gather`, the ranks at offsets already
+    known to be in range (no checks), and :meth:`array`, an explicit map's ranks as a
+    NumPy array (built once per dtype).
     """
 
     size: int
@@ -130,7 +134,9 @@ class RankMap:
         """The explicit ranks as NumPy arrays by dtype name, built once each (for gathers)."""
         return {}
 
-    def _array(self, dtype: str) -> Any:
+    def array(self, dtype: str) -> Any:
+        """An explicit map's ranks as a NumPy array of ``dtype`` (built once per dtype, for
+        gathers; needs NumPy)."""
         found = self._arrays.get(dtype)
         if found is None:
             import numpy as np
@@ -152,14 +158,17 @@ class RankMap:
     def take(self, offsets: object) -> tuple[int, ...]:
         """The global ranks at each of ``offsets`` (an ordered sequence)."""
         offs = tuple([self._check(as_int(o, "an offset")) for o in ordered(offsets, "offsets")])
-        return self._take(offs)
+        return self.gather(offs)
 
-    def _take(self, offsets: Any) -> tuple[int, ...]:
-        """:meth:`take` of offsets already known to be in range (an iterable of ints)."""
+    def gather(self, offsets: Any) -> tuple[int, ...]:
+        """:meth:`take` of offsets already known to be in range (an iterable of ints; no
+        checks)."""
         if self.ranks is None:
             return tuple(offsets)
         rs = self.ranks
         return tuple([rs[o] for o in offsets])
+
+    _take = gather  # backend's facade still calls it by this name; goes when it calls gather
 
     def offset_of(self, rank: int) -> int | None:
         """The offset holding ``rank``, or ``None`` if ``rank`` is not in this map."""

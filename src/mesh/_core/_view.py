@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 
@@ -36,9 +36,12 @@ from ._errors import (
     UnknownDimError,
 )
 from ._family import Family, family_of
-from ._input import _UNORDERED, as_int, as_name, as_names, as_size, ordered, show
+from ._input import UNORDERED, as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, rank_rows, rank_table
 from ._rankmap import RankMap
+
+if TYPE_CHECKING:
+    from typing_extensions import deprecated
 
 __all__ = ["FORMAT_VERSION", "Dim", "MeshView", "Nested"]
 
@@ -71,6 +74,10 @@ class MeshView:
     ((1, 0, 1), (4, 5), (1, 5))
     >>> mesh["tp"].instances()
     ((0, 1), (2, 3), (4, 5), (6, 7))
+
+    For the package's wings (the drawing evaluates one instance cell by cell):
+    :meth:`instance_offset`, the first offset of a rank's instance, beside
+    :meth:`group_offset`, the first offset of its group.
     """
 
     layout: Layout
@@ -107,7 +114,7 @@ class MeshView:
         >>> MeshView.from_ranks([[0, 2], [1, 3]], ("dp", "tp")).group(1, "tp")
         (1, 3)
         """
-        if isinstance(ranks, _UNORDERED):
+        if isinstance(ranks, UNORDERED):
             raise MeshTypeError(f"a rank tensor must be nested lists or tuples (or an array), "
                                 f"got {show(ranks)}: its order is the mesh's order")
         if hasattr(ranks, "tolist") and not isinstance(ranks, (list, tuple, type)):
@@ -393,6 +400,14 @@ class MeshView:
         off, _, x = self._locate(rank)
         return off - self.layout[k](self._coords(x)[k])
 
+    def instance_offset(self, rank: int) -> int:
+        """The offset of the first member of ``rank``'s instance.
+
+        The instance is ``ranks(instance_offset + layout(x))`` for every index ``x``.
+        """
+        _, j, _ = self._locate(rank)
+        return self._complement(j)
+
     def group(self, rank: int, dim: Dim, *, limit: int = MAX_LISTED_RANKS) -> tuple[int, ...]:
         """The global ranks of ``rank``'s group along ``dim``, in coordinate order."""
         k = self.index(dim)
@@ -412,9 +427,9 @@ class MeshView:
 
     def instance(self, rank: int, *, limit: int = MAX_LISTED_RANKS) -> Nested:
         """The rank tensor of ``rank``'s instance (what torch's ``DeviceMesh.mesh`` is there)."""
-        _, j, _ = self._locate(rank)
+        start = self.instance_offset(rank)
         check_limit(self.size(), "instance()", limit)
-        return _nest(self._rows(Layout(1, 0), self.layout, self._complement(j))[0], self.shape)
+        return _nest(self._rows(Layout(1, 0), self.layout, start)[0], self.shape)
 
     def instance_array(self, rank: int, *, limit: int = MAX_LISTED_RANKS,
                        dtype: str = "int64") -> Any:
@@ -426,9 +441,9 @@ class MeshView:
         """
         if not isinstance(dtype, str) or dtype not in ("int64", "int32"):
             raise MeshTypeError(f"dtype must be 'int64' or 'int32', got {show(dtype)}")
-        _, j, _ = self._locate(rank)
+        start = self.instance_offset(rank)
         check_limit(self.size(), "instance_array()", limit)
-        rows = rank_table(self.ranks, Layout(1, 0), self.layout, self._complement(j), dtype)
+        rows = rank_table(self.ranks, Layout(1, 0), self.layout, start, dtype)
         return rows.reshape(self.shape)
 
     def instances(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[Nested, ...]:
@@ -438,6 +453,10 @@ class MeshView:
                       for row in self._rows(self._complement, self.layout)])
 
     # ---- presentation ------------------------------------------------------------------
+    if TYPE_CHECKING:  # the package (mesh/__init__.py) puts this deprecated alias on the class
+        @deprecated("MeshView.render(rank) is deprecated; use mesh.render(view, rank)")
+        def render(self, rank: int | None = None, *, width: int = 120) -> str: ...
+
     def __repr__(self) -> str:
         dims = ", ".join(f"{n}={s}" for n, s in zip(self.names, self.shape))
         natural = make_layout(*(coalesce(m) for m in Layout(self.shape)))

@@ -28,7 +28,7 @@ from layout import Layout
 from .._core import MeshView
 
 __all__ = ["MEMBER", "OTHER", "RANK", "Instance", "Picked", "Sheet", "across_by_aspect",
-           "count", "neighbours", "pick", "ravel", "rows_of", "wrap"]
+           "n_shown", "neighbours", "pick", "ravel", "rows_of", "wrap"]
 
 RANK, MEMBER, OTHER = 0, 1, 2
 """A cell's mark: the rank drawn for, a member of one of its groups (same instance,
@@ -44,9 +44,9 @@ class Instance:
     """One instance of a view, evaluated one coordinate at a time.
 
     The rank at coordinate ``c`` is ``ranks(base + V(c))`` with ``V`` the view's
-    layout and ``base = C(j)`` the first offset of instance ``j`` (``C`` the
-    complement; see ``MeshView._inverse``).  ``V(c)`` is the sum of each dim's
-    layout at its index, and each of those is computed once.
+    layout and ``base`` the first offset of the instance (``view.instance_offset``).
+    ``V(c)`` is the sum of each dim's layout at its index, and each of those is
+    computed once.
     """
 
     def __init__(self, view: MeshView, rank: int | None) -> None:
@@ -54,9 +54,8 @@ class Instance:
         self.rank = rank
         self.here: tuple[int, ...] | None = None  # the coordinate of rank
         self.base = 0  # instance 0 starts at offset 0
-        if rank is not None:
-            _, j, x = view._locate(rank)
-            self.base, self.here = view._complement(j), view._coords(x)
+        if rank is not None:  # a rank outside the universe: RankNotInMeshError, here
+            self.base, self.here = view.instance_offset(rank), view.coordinate(rank)
         self._modes: tuple[Layout, ...] = tuple(view.layout)
         self._steps: list[dict[int, int]] = [{} for _ in self._modes]
 
@@ -266,8 +265,12 @@ def _with_gaps(shown: list[int], n: int) -> Picked:
     return out
 
 
-def count(p: Picked) -> int:
-    """How many indices ``p`` shows."""
+def n_shown(p: Picked) -> int:
+    """How many indices ``p`` shows (its ellipses aside).
+
+    >>> n_shown([0, 1, None, 9])
+    3
+    """
     return sum([i is not None for i in p])
 
 

@@ -35,7 +35,7 @@ from .._core import (
 )
 from ._panels import MEMBER, Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
 
-__all__ = ["MAX_SVG_CELLS", "HostMap", "Outline", "svg"]
+__all__ = ["MAX_SVG_CELLS", "PALETTE", "HostMap", "Outline", "svg"]
 
 MAX_SVG_CELLS = 16384
 """Largest instance :func:`svg` draws by default (a 128 x 128 grid, about 5 MB of SVG);
@@ -517,28 +517,29 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
         lines.append(f"panels: one per ({', '.join(names[:-2])}), {across} to a row; in each, "
                      f"{names[-2]} goes down and {names[-1]} across")
     if k is not None:
-        lines.append(f"colours: {names[k]} groups ({_count_colours(keys, fills, 'group')} of "
+        lines.append(f"colours: {names[k]} groups ({_how_many(keys, 'group')} of "
                      f"{shape[k]} ranks{_repeat(keys, fills, 'groups')})")
     if hosts is not None:
-        count: dict[int, int] = {}
+        per_host: dict[int, int] = {}
         for h in hosts:
-            count[h] = count.get(h, 0) + 1
-        lo, hi = min(count.values()), max(count.values())
+            per_host[h] = per_host.get(h, 0) + 1
+        lo, hi = min(per_host.values()), max(per_host.values())
         each = f"{lo}" if lo == hi else f"{lo} to {hi}"
-        plural = "s" * (len(count) > 1)
+        plural = "s" * (len(per_host) > 1)
         if k is None:
-            lines.append(f"colours: hosts ({_count_colours(keys, fills, 'host')}"
+            lines.append(f"colours: hosts ({_how_many(keys, 'host')}"
                          f"{_repeat(keys, fills, 'hosts')})")
-        lines.append(f"thick lines: host boundaries ({len(count)} host{plural}, {each} ranks "
+        lines.append(f"thick lines: host boundaries ({len(per_host)} host{plural}, {each} ranks "
                      "of this picture on each)")
     if view.num_instances > 1:
         lines.append(f"one of {view.num_instances} instances of this view")
     return [(line, None) for line in lines]
 
 
-def _count_colours(keys: list[tuple[int, ...]], fills: list[str], noun: str) -> str:
-    groups = len(set(keys))
-    return f"{groups} {noun}{'s' * (groups > 1)}"
+def _how_many(keys: list[tuple[int, ...]], noun: str) -> str:
+    """``4 groups``: how many distinct keys (groups or hosts) the cells have."""
+    n = len(set(keys))
+    return f"{n} {noun}{'s' * (n > 1)}"
 
 
 def _repeat(keys: list[tuple[int, ...]], fills: list[str], nouns: str) -> str:

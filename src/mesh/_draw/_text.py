@@ -13,7 +13,7 @@ import math
 import textwrap
 
 from .._core import InvalidSizeError, MeshTypeError, MeshView, as_int, show
-from ._panels import Instance, Picked, Sheet, count, pick, ravel, rows_of, wrap
+from ._panels import Instance, Picked, Sheet, n_shown, pick, ravel, rows_of, wrap
 
 __all__ = ["MIN_WIDTH", "render"]
 
@@ -143,9 +143,9 @@ def _grid(inst: Instance, width: int) -> list[str]:
         rows = pick(shape[-2], None if here is None else here[-2], lambda p: len(p) <= _ROWS)
     n_panels = math.prod(shape[:-2])
     keep = None if here is None else ravel(here[:-2], shape[:-2])
-    panels = pick(n_panels, keep, lambda p: count(p) <= _PANELS)
+    panels = pick(n_panels, keep, lambda p: n_shown(p) <= _PANELS)
     sheet, items, pw = _panels(Sheet(inst, panels, rows), width)
-    if count(panels) < n_panels <= (width + len(_SEP)) // (pw + len(_SEP)):
+    if n_shown(panels) < n_panels <= (width + len(_SEP)) // (pw + len(_SEP)):
         sheet, items, pw = _panels(Sheet(inst, list(range(n_panels)), rows), width)  # all
     return _arrange(items, pw, width, sheet.space())
 

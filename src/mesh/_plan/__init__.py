@@ -1,16 +1,20 @@
 """The plan wing of :mod:`mesh`: where a plan's groups land on machines, and what they cost.
 
-Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the CLI's
-``--svg``) and the recovery wing (``mesh._recover``, for ``--fail``); none imports this wing.
+Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the command's
+``--svg``) and the recovery wing (``mesh._recover``, for ``--fail``); no other wing imports
+this one.
 
-Module map: ``_topology`` (:class:`Topology`: hosts, fast domains, which groups cross
-them), ``_explain`` (:func:`explain`, :class:`Explanation`, :class:`CommMemory`: the
-plan's data), ``_traffic`` (:class:`Links`: the α-β time estimate), ``_compare``
-(:func:`compare`, :class:`Comparison`: plans side by side), ``_fail`` (what failed ranks
-do to a plan: the data of ``explain --fail``), ``_report`` (the text reports of all
-three), ``_args`` and ``_cli`` (the ``meshlayout`` command's argument types and the
-command; not imported by ``import mesh``).
+Module map: ``_blocks`` (host-block arithmetic: the most hosts a group spans, from the dim
+layout alone), ``_topology`` (:class:`Topology`: hosts, fast domains, which groups cross
+them), ``_report`` (the text reports), ``_explain`` (:func:`explain`,
+:class:`Explanation`, :class:`CommMemory`: the plan's data), ``_traffic`` (:class:`Links`:
+the α-β time estimate), ``_compare`` (:func:`compare`, :class:`Comparison`: plans side by
+side), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail``), and the
+``meshlayout`` command, not imported by ``import mesh``: ``_args`` (its argument types),
+``_parser`` (its flags), ``_planfile`` (reading a plan file) and ``_cli`` (the command).
 """
+
+from collections.abc import Sequence
 
 from ._compare import COMPARE_SCHEMA, Comparison, compare
 from ._explain import DEFAULT_DEVICES_PER_HOST, SCHEMA, CommMemory, Explanation, explain
@@ -18,4 +22,12 @@ from ._topology import Topology
 from ._traffic import Links
 
 __all__ = ["COMPARE_SCHEMA", "DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Comparison",
-           "Explanation", "Links", "Topology", "compare", "explain"]
+           "Explanation", "Links", "Topology", "compare", "explain", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``meshlayout`` command (``_cli.main``, imported only when run), for ``python -m
+    mesh``."""
+    from ._cli import main as run
+
+    return run(argv)

@@ -9,9 +9,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MOST_LISTED", "bytes_per_dim", "indices", "mib", "number", "positive", "rank"]
+__all__ = ["MOST_LISTED", "Merged", "bytes_per_dim", "digits", "dim_list", "indices", "mib",
+           "number", "positive", "rank"]
 
-_MOST_DIGITS = 30  # an int flag longer than this is refused before Python parses it
+_MOST_DIGITS = 30  # the longest number a flag may write: refused before Python parses it
 _MOST_MIB = float(1 << 30)  # 1 PiB per buffer: far past any machine, far from overflow
 _MOST_NUMBER = 1e12  # Gb/s or µs: far past any link
 _MOST_BYTES = 1 << 60  # bytes per step: an exabyte
@@ -98,8 +99,12 @@ def bytes_per_dim(text: str) -> dict[str, int]:
     return out
 
 
-def _index(text: str) -> int | None:
-    """An int >= 0 written in at most 30 ASCII digits, else None."""
+def digits(text: str) -> int | None:
+    """An int >= 0 written in at most 30 ASCII digits (spaces around it aside), else None.
+
+    >>> digits(" 12 "), digits("²"), digits("-1")
+    (12, None, None)
+    """
     t = text.strip()
     return int(t) if _DIGITS.fullmatch(t) else None
 
@@ -116,7 +121,7 @@ def indices(noun: str) -> Callable[[str], tuple[int, ...]]:
         out: list[int] = []
         for item in text.split(","):
             first, dash, last = item.partition("-")
-            a, b = _index(first), _index(last if dash else first)
+            a, b = digits(first), digits(last if dash else first)
             if a is None or b is None or b < a or len(out) + b - a >= MOST_LISTED:
                 raise argparse.ArgumentTypeError(
                     f"takes {noun}s separated by commas, each an int >= 0 or a range A-B "

@@ -31,7 +31,7 @@ from .._core import (
     items_of,
     show,
 )
-from ._report import report
+from ._report import MIB, report
 from ._topology import Topology
 
 __all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain"]
@@ -42,7 +42,6 @@ SCHEMA = "meshlayout.explain/1"
 DEFAULT_DEVICES_PER_HOST = 8
 """Devices per host assumed when no topology is given (a common GPU node; reported)."""
 
-_MIB = 1 << 20
 _LISTED = 4096  # a --rank group lists its members in JSON up to this size (else null)
 
 
@@ -73,7 +72,7 @@ class CommMemory:
     """
 
     channels: int = attrs.field(default=16, converter=_as_count, validator=_at_least(1))
-    buffsize: int = attrs.field(default=4 * _MIB, converter=_as_count, validator=_at_least(1))
+    buffsize: int = attrs.field(default=4 * MIB, converter=_as_count, validator=_at_least(1))
     fixed: int = attrs.field(default=0, converter=_as_count, validator=_at_least(0))
 
     @property
@@ -167,9 +166,9 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     r = None if rank is None else as_int(rank, "rank")
     if r is not None:
         topology.host(r)  # on the topology, or a TopologyError naming it
-    plan = _Plan(named, topology)
-    out_views = [plan.view_data(vname) for vname in named]
-    comms = plan.communicators()
+    families = _Families(named, topology)
+    out_views = [families.view_data(vname) for vname in named]
+    comms = families.communicators()
     per_rank = _most_memberships(list(comms.values()))
     data: dict[str, Any] = {
         "schema": SCHEMA, **_machine(topology, assumed), "communicators_per_rank": per_rank,
@@ -177,9 +176,9 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
                    "buffsize": memory.buffsize, "fixed": memory.fixed,
                    "bytes_per_communicator": memory.per_communicator,
                    "bytes_per_rank": per_rank * memory.per_communicator},
-        "families": plan.families_data(), "views": out_views}
+        "families": families.families_data(), "views": out_views}
     if r is not None:
-        mine = [plan.ids[fam] for fam, universe in comms.items()
+        mine = [families.ids[fam] for fam, universe in comms.items()
                 if universe.offset_of(r) is not None]
         data["rank"] = _rank_data(named, topology, r)
         data["rank"]["communicators"] = {"count": len(mine), "families": mine}
@@ -233,8 +232,8 @@ def _machine(topology: Topology, assumed: bool) -> dict[str, Any]:
             "num_domains": topology.num_domains}
 
 
-class _Plan:
-    """Named views on a topology, their dims grouped by family: dims (of any views) whose
+class _Families:
+    """The dims of named views on a topology, grouped by family: dims (of any views) whose
     groups are the same ordered rank tuples share a family, and so one communicator.
     Families are numbered in order of their first dim."""
 

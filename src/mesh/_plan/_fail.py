@@ -1,13 +1,15 @@
 """What failed ranks do to a plan, as plain data: ``meshlayout explain --fail``.
 
-:func:`failure` puts the recovery wing's answers (:func:`~mesh.blast`,
+:func:`failure` puts the recovery wing's answers (those of :func:`~mesh.blast` and
 :func:`~mesh.survive`) into the JSON-able fields the command prints next to the
 explanation: ``failure`` (which ranks, on which hosts, the broken instances per view),
 ``blast`` (one entry per view and dim) and ``ways`` (the plan re-derived from the survivors
-under each way to continue, with its intact and new groups).  Pure: no I/O; the text is
+under each way to continue, with its intact and new groups).  It checks the failed ranks
+and the spares once, at the recovery wing's door, and asks the wing's trusting cores
+(``blast_of``, ``survived``) for every answer.  Pure: no I/O; the text is
 :func:`~mesh._plan._report.failure_report`'s.
 
-Only :func:`~mesh.survive` lists a universe (it builds the survivors' rank map), and
+Only the ways list a universe (each builds its survivors' rank map), and
 :meth:`~mesh.Survival.group_counts` compares groups as arrays; the blast and every per-rank
 answer are O(ndim + |failed| × group size) arithmetic.  What is listed is bounded before
 anything is: at most :data:`MOST_FAILED` failed ranks (counted per host, not listed, for
@@ -19,11 +21,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._core import MeshView, SurvivalError, TooManyRanksError
-from .._recover import SHOWN, Blast, Plan, Survival, blast, survive
+from .._core import MAX_LISTED_RANKS, MeshView, SurvivalError, TooManyRanksError
+from .._recover import (
+    SHOWN,
+    Blast,
+    Derivation,
+    Survival,
+    blast_of,
+    derived,
+    failed_ranks,
+    spare_ranks,
+    survived,
+)
 from ._topology import Topology
 
-__all__ = ["MOST_FAILED", "MOST_WAYS_RANKS", "failed_on", "failure"]
+__all__ = ["MOST_FAILED", "MOST_WAYS_RANKS", "DerivedFrom", "failed_on", "failure"]
+
+DerivedFrom = tuple[Derivation, MeshView]
+"""A plan file's PLAN and WORLD: the plan's views are ``PLAN(WORLD)``."""
 
 MOST_FAILED = 1 << 16
 """The most failed ranks ``--fail`` and ``--fail-host`` name together (``--fail`` lists at most
@@ -42,9 +57,7 @@ def failed_on(topology: Topology, ranks: Sequence[int], hosts: Sequence[int]) ->
     for r in ranks:
         topology.host(r)
     named = sorted(set(hosts))
-    for h in named:
-        topology.host_name(h)  # on the topology, or a TopologyError naming the valid hosts
-    on_hosts = sum(topology._count_on(h) for h in named)
+    on_hosts = sum(topology.host_size(h) for h in named)  # each host checked there
     if len(set(ranks)) + on_hosts > MOST_FAILED:
         raise TooManyRanksError(
             f"--fail and --fail-host name {len(set(ranks)) + on_hosts:,} failed ranks "
@@ -55,27 +68,30 @@ def failed_on(topology: Topology, ranks: Sequence[int], hosts: Sequence[int]) ->
 
 
 def failure(views: Mapping[str, MeshView], topology: Topology, failed: Sequence[int], *,
-            hosts: Sequence[int] = (), plan: tuple[Plan, MeshView] | None = None,
+            hosts: Sequence[int] = (), derived_from: DerivedFrom | None = None,
             spares: Sequence[int] | None = None, rank: int | None = None) -> dict[str, Any]:
     """The ``failure``, ``blast`` and ``ways`` fields of ``meshlayout explain --fail``.
 
-    ``plan`` is the plan as a function of its world and that world (what
-    :func:`~mesh.survive` takes); without it ``ways`` is None (views alone do not say how
-    they were derived).  Every dim of the world where a drop works gives a way (one where
-    it does not gives an entry with its ``error``), and ``spares`` one more (refused
-    spares raise :class:`~mesh.SurvivalError`: they are bad input).  ``rank`` adds, per
-    way, which of its groups are intact (kept) or new (rebuilt).  A world over
-    :data:`MOST_WAYS_RANKS` ranks is refused (:class:`~mesh.TooManyRanksError`) before
-    anything is computed.
+    ``views`` are the plan's views as the command checked them (at most
+    :data:`~mesh.MAX_PLAN_DIMS` dims), and with ``derived_from`` (the plan as a function of
+    its world, and that world: what :func:`~mesh.survive` takes) they are ``PLAN(WORLD)``;
+    without it ``ways`` is None (views alone do not say how they were derived).  The failed
+    ranks are checked once, and the spares once, then every answer comes from the recovery
+    wing's trusting cores.  Every dim of the world where a drop works gives a way (one where
+    it does not gives an entry with its ``error``), and ``spares`` one more (refused spares
+    raise :class:`~mesh.SurvivalError`: they are bad input).  ``rank`` adds, per way, which
+    of its groups are intact (kept) or new (rebuilt).  A world over :data:`MOST_WAYS_RANKS`
+    ranks is refused (:class:`~mesh.TooManyRanksError`) before anything is computed.
     """
-    if plan is not None and plan[1].ranks.size > MOST_WAYS_RANKS:
+    if derived_from is not None and derived_from[1].ranks.size > MOST_WAYS_RANKS:
         raise TooManyRanksError(
             f"the ways to continue would each list the surviving world, and the world has "
-            f"{plan[1].ranks.size:,} ranks, more than the {MOST_WAYS_RANKS:,} --fail derives "
-            "them for: for the blast radius alone, give a plan file with VIEWS only (no WORLD "
-            "and PLAN); mesh.survive(..., limit=) derives the ways in Python")
-    hit = blast(dict(views), failed)
-    ways = None if plan is None else _ways(plan, hit.failed, spares, rank)
+            f"{derived_from[1].ranks.size:,} ranks, more than the {MOST_WAYS_RANKS:,} --fail "
+            "derives them for: for the blast radius alone, give a plan file with VIEWS only "
+            "(no WORLD and PLAN); mesh.survive(..., limit=) derives the ways in Python")
+    dead = failed_ranks(failed, [v.ranks for v in views.values()])
+    hit = blast_of(tuple(views.items()), dead, SHOWN)
+    ways = None if derived_from is None else _ways(derived_from, dead, spares, rank)
     return {"failure": _failure_data(hit, topology, hosts, rank),
             "blast": [d.to_dict() for d in hit.entries], "ways": ways}
 
@@ -97,18 +113,26 @@ def _rank_blast(hit: Blast, rank: int) -> dict[str, Any]:
     return {"rank": rank, "failed": rank in hit.failed, "groups": groups}
 
 
-def _ways(plan: tuple[Plan, MeshView], failed: tuple[int, ...], spares: Sequence[int] | None,
+def _ways(derived_from: DerivedFrom, failed: tuple[int, ...], spares: Sequence[int] | None,
           rank: int | None) -> list[dict[str, Any]]:
-    """A drop along every dim of the world (or why not), then the spares if given."""
-    fn, world = plan
+    """A drop along every dim of the world (or why not), then the spares if given.
+    ``failed`` is checked: every view is over the world, so each failed rank is in it."""
+    fn, world = derived_from
+    try:
+        old = derived(fn, world, "world")
+    except SurvivalError as e:  # no way works: the plan does not derive from its world
+        if spares is not None:
+            raise
+        return [_refused(d, str(e)) for d in world.names]
     out = []
-    for d in world.names:
+    for k, d in enumerate(world.names):
         try:
-            out.append(_way(survive(fn, world, failed, drop=d), rank))
+            out.append(_way(survived(fn, world, old, failed, k, (), MAX_LISTED_RANKS), rank))
         except SurvivalError as e:
             out.append(_refused(d, str(e)))
     if spares is not None:
-        out.append(_way(survive(fn, world, failed, spares=spares), rank))
+        use = spare_ranks(spares, len(failed), world.ranks)
+        out.append(_way(survived(fn, world, old, failed, None, use, MAX_LISTED_RANKS), rank))
     return out
 
 

@@ -1,20 +1,24 @@
-"""The text report of an explanation (``str(explain(...))``): tables per view, then cost.
+"""The text reports of the plan wing: an explanation's (:func:`report`, ``str(explain(...))``:
+tables per view, then cost), a comparison's (:func:`compare_report`) and a failure's
+(:func:`failure_report`, ``meshlayout explain --fail``).
 
-Reads only the plain data of :meth:`~mesh.Explanation.to_dict`, so the report and the
-JSON of ``meshlayout explain --format json`` cannot disagree.
+Each reads only the plain data the command prints with ``--format json``
+(:meth:`~mesh.Explanation.to_dict`, :meth:`~mesh.Comparison.to_dict`, the ``failure``,
+``blast`` and ``ways`` fields of ``--fail``), so the text and the JSON cannot disagree.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["compare_report", "failure_report", "report"]
+__all__ = ["MIB", "compare_report", "failure_report", "report"]
 
-_MIB = 1 << 20
+MIB = 1 << 20
+"""Bytes in a MiB: the unit of the memory estimate's flags and of the reports."""
 
 
 def _mib(b: int) -> str:
-    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / _MIB:g} MiB"
+    return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / MIB:g} MiB"
 
 
 def _abbrev(xs: list[int], most: int = 8) -> str:

@@ -10,39 +10,22 @@ the first ``limit`` ranks of broken groups and of stranded ranks are ever listed
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
-from .._core import Dim, MeshTypeError, MeshView, RankMap, UnknownDimError, show
-from ._door import count, failed_ranks, named_views, row
+from .._core import Dim, MeshView, RankMap, UnknownViewError, show
+from ._door import as_limit, failed_ranks, named_views, row
+from ._made import Made
 
-__all__ = ["SHOWN", "Blast", "DimBlast", "ViewBlast", "blast"]
-
-_T = TypeVar("_T", bound="_Made")
+__all__ = ["SHOWN", "Blast", "DimBlast", "ViewBlast", "blast", "blast_of"]
 
 SHOWN = 64
 """The default ``limit`` of :func:`blast`: how many ranks each listing of a dim shows."""
 
 
-class _Made:
-    """Values made by :func:`blast` only: a direct call is refused (no unchecked value)."""
-
-    __slots__ = ()
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise MeshTypeError(f"{type(self).__name__} values are made by mesh.blast(views, "
-                            "failed), not constructed")
-
-    @classmethod
-    def _of(cls: type[_T], *fields: Any) -> _T:
-        made = cls.__new__(cls)
-        made.__attrs_init__(*fields)  # type: ignore[attr-defined]
-        return made
-
-
 @attrs.frozen(init=False)
-class DimBlast(_Made):
+class DimBlast(Made):
     """What failed ranks do to one dim of one view.
 
     ``broken_leaders`` are the leaders of every group that lost a member, in the order of
@@ -59,6 +42,8 @@ class DimBlast(_Made):
     stranded_ranks: int
     first_broken_groups: tuple[tuple[int, ...], ...]
     first_stranded_ranks: tuple[int, ...]
+
+    MADE_BY = "mesh.blast(views, failed)"
 
     @property
     def broken_groups(self) -> int:
@@ -84,7 +69,7 @@ class DimBlast(_Made):
 
 
 @attrs.frozen(init=False)
-class ViewBlast(_Made):
+class ViewBlast(Made):
     """What failed ranks do to one view: its broken instances and, per dim, a
     :class:`DimBlast` (``view_blast[dim]``, by name or index)."""
 
@@ -92,6 +77,8 @@ class ViewBlast(_Made):
     view: MeshView
     broken_instance_leaders: tuple[int, ...]
     dims: tuple[DimBlast, ...]
+
+    MADE_BY = "mesh.blast(views, failed)"
 
     @property
     def instances(self) -> int:
@@ -115,23 +102,25 @@ class ViewBlast(_Made):
         """The view's entry: instance counts and the first ``limit`` broken ones' leaders."""
         return {"view": self.name, "instances": self.instances,
                 "broken_instances": self.broken_instances,
-                "first_broken_instances": list(self.broken_instance_leaders[:count(limit)])}
+                "first_broken_instances": list(self.broken_instance_leaders[:as_limit(limit)])}
 
 
 @attrs.frozen(init=False)
-class Blast(_Made):
+class Blast(Made):
     """The blast radius of ``failed`` ranks over named views: ``blast[name]`` is a
     :class:`ViewBlast`, ``blast[name][dim]`` a :class:`DimBlast`."""
 
     failed: tuple[int, ...]
     views: tuple[ViewBlast, ...]
 
+    MADE_BY = "mesh.blast(views, failed)"
+
     def __getitem__(self, name: str) -> ViewBlast:
         if isinstance(name, str):  # anything else (an array, a float) names no view
             for v in self.views:
                 if v.name == name:
                     return v
-        raise UnknownDimError(f"no view {show(name)} in this blast; the views are "
+        raise UnknownViewError(f"no view {show(name)} in this blast; the views are "
                               f"{[v.name for v in self.views]!r}")
 
     def is_broken(self, view: str, dim: Dim, rank: int) -> bool:
@@ -177,9 +166,16 @@ def blast(views: object, failed: object, *, limit: object = SHOWN) -> Blast:
     (7, True)
     """
     named = named_views(views, "blast's views")
-    lim = count(limit)
-    dead = failed_ranks(failed, [v.ranks for _, v in named])
-    return Blast._of(dead, tuple([_view_blast(n, v, dead, lim) for n, v in named]))
+    lim = as_limit(limit)
+    return blast_of(named, failed_ranks(failed, [v.ranks for _, v in named]), lim)
+
+
+def blast_of(named: tuple[tuple[str, MeshView], ...], failed: tuple[int, ...],
+             limit: int) -> Blast:
+    """:func:`blast` of input already checked (no checks): ``named`` views (at most
+    :data:`~mesh.MAX_PLAN_DIMS` dims), ``failed`` ascending and distinct, each in some
+    view's universe, ``limit >= 0``."""
+    return Blast._trusted(failed, tuple([_view_blast(n, v, failed, limit) for n, v in named]))
 
 
 def _view_blast(name: str, view: MeshView, failed: tuple[int, ...], limit: int) -> ViewBlast:
@@ -187,7 +183,7 @@ def _view_blast(name: str, view: MeshView, failed: tuple[int, ...], limit: int) 
     whole = view.flatten(name="instance")  # its groups are the view's instances
     starts = sorted({whole.group_offset(r, 0) for r in mine})
     dims = tuple([_dim_blast(name, view, k, mine, limit) for k in range(view.ndim)])
-    return ViewBlast._of(name, view, view.ranks.take(starts), dims)
+    return ViewBlast._trusted(name, view, view.ranks.take(starts), dims)
 
 
 def _dim_blast(name: str, view: MeshView, k: int, failed: tuple[int, ...],
@@ -196,9 +192,9 @@ def _dim_blast(name: str, view: MeshView, k: int, failed: tuple[int, ...],
     starts = sorted({view.group_offset(r, k) for r in failed})
     shown = tuple([tuple(row(view.ranks, mode, s)) for s in starts[:limit // size]])
     stranded = _stranded(view.ranks, view, k, starts, frozenset(failed), limit)
-    return DimBlast._of(name, view.names[k], size, view.ranks.size // size,
-                        view.ranks.take(starts), len(starts) * size - len(failed), shown,
-                        stranded)
+    return DimBlast._trusted(name, view.names[k], size, view.ranks.size // size,
+                             view.ranks.take(starts), len(starts) * size - len(failed), shown,
+                             stranded)
 
 
 def _stranded(ranks: RankMap, view: MeshView, k: int, starts: list[int],

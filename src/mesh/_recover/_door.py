@@ -1,5 +1,12 @@
 """The recovery wing's door: views, failed ranks, spare ranks and limits, checked.
 
+Each public function of the wing (:func:`~mesh.blast`, :func:`~mesh.drop`,
+:func:`~mesh.substitute`, :func:`~mesh.survive`) checks its input here once, then calls a
+core that trusts it (``blast_of``, ``dropped``, ``substituted``, ``survived``), as
+``layout._door`` sits over ``layout._inttuple``; the plan wing's ``explain --fail`` checks
+the failed set and the spares here once and calls the cores for every way.  Two helpers
+read ranks of data already checked: :func:`offset` and :func:`row`.
+
 Failed ranks are a *set* in meaning (the answer does not depend on their order, nor on a
 rank reported twice), so they are returned ascending and distinct: two processes that
 detected the same failures in different orders compute the same survivors.  Spares keep
@@ -31,7 +38,8 @@ from .._core import (
     show,
 )
 
-__all__ = ["count", "failed_ranks", "named_views", "offset", "row", "spare_ranks", "the_view"]
+__all__ = ["as_limit", "failed_ranks", "named_views", "offset", "row", "spare_ranks",
+           "the_view"]
 
 
 def the_view(view: object, what: str) -> MeshView:
@@ -56,7 +64,7 @@ def named_views(views: object, what: str) -> tuple[tuple[str, MeshView], ...]:
     return out
 
 
-def count(limit: object, what: str = "limit") -> int:
+def as_limit(limit: object, what: str = "limit") -> int:
     """A listing bound: an int >= 0."""
     n = as_int(limit, what)
     if n < 0:

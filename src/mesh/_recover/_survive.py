@@ -1,11 +1,11 @@
 """Re-deriving a whole plan from the survivors: :func:`survive` and its :class:`Survival`.
 
-Views do not record how they were derived, so the plan is a function of the world
-(``plan(world) -> {name: view}``, the way a torchtitan-style script builds its meshes): it
-is called on the old world and on the surviving one, and each new group is compared with
-the old group of the same view and dim holding the same rank.  A new group is *intact* when
-it is exactly an old group (same members, same order, so no failed rank): its communicator
-can be kept.
+Views do not record how they were derived, so :func:`survive` takes the plan's
+:data:`Derivation`, a function of the world (``plan(world) -> {name: view}``, the way a
+torchtitan-style script builds its meshes): it is called on the old world and on the
+surviving one, and each new group is compared with the old group of the same view and dim
+holding the same rank.  A new group is *intact* when it is exactly an old group (same
+members, same order, so no failed rank): its communicator can be kept.
 """
 
 from __future__ import annotations
@@ -26,20 +26,22 @@ from .._core import (
     MeshTypeError,
     MeshView,
     SurvivalError,
-    UnknownDimError,
+    UnknownViewError,
     check_limit,
     numpy,
     rank_table,
     show,
 )
-from . import _ways
-from ._blast import Blast, blast
-from ._door import count, failed_ranks, named_views, spare_ranks, the_view
+from ._blast import SHOWN, Blast, blast_of
+from ._door import as_limit, failed_ranks, named_views, spare_ranks, the_view
+from ._made import Made
+from ._ways import dropped, substituted
 
-__all__ = ["Plan", "Survival", "survive"]
+__all__ = ["Derivation", "Survival", "derived", "survive", "survived"]
 
-Plan = Callable[[MeshView], Mapping[str, MeshView]]
-"""A plan: the named views a program derives from its world view."""
+Derivation = Callable[[MeshView], Mapping[str, MeshView]]
+"""How a program derives its named views (its plan) from its world view: what
+:func:`survive` calls on the old world and on the surviving one."""
 
 Groups = tuple[tuple[int, ...], ...]
 
@@ -49,7 +51,7 @@ def _frozen(views: Mapping[str, MeshView]) -> Mapping[str, MeshView]:
 
 
 @attrs.frozen(init=False, hash=False)
-class Survival:
+class Survival(Made):
     """A plan re-derived from the survivors of ``failed`` ranks (made by :func:`survive`).
 
     ``world`` and ``views`` are the surviving world and plan; ``old_world`` and
@@ -64,34 +66,23 @@ class Survival:
     spares: tuple[int, ...]
     old_world: MeshView
     world: MeshView
-    old_views: Mapping[str, MeshView]
-    views: Mapping[str, MeshView]
+    old_views: Mapping[str, MeshView] = attrs.field(converter=_frozen)
+    views: Mapping[str, MeshView] = attrs.field(converter=_frozen)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise MeshTypeError("Survival values are made by mesh.survive(plan, world, failed, "
-                            "...), not constructed")
-
-    @classmethod
-    def _of(cls, failed: tuple[int, ...], dropped: str | None, spares: tuple[int, ...],
-            old_world: MeshView, world: MeshView, old_views: Mapping[str, MeshView],
-            views: Mapping[str, MeshView]) -> Survival:
-        made = cls.__new__(cls)
-        made.__attrs_init__(failed, dropped, spares, old_world, world, _frozen(old_views),
-                            _frozen(views))
-        return made
+    MADE_BY = "mesh.survive(plan, world, failed, ...)"
 
     def __hash__(self) -> int:
         return hash((self.failed, self.dropped, self.spares, self.world,
                      tuple(self.views.items())))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Survival._of, (self.failed, self.dropped, self.spares, self.old_world,
+        return Survival._trusted, (self.failed, self.dropped, self.spares, self.old_world,
                               self.world, dict(self.old_views), dict(self.views))
 
     def _pair(self, view: str, dim: Dim) -> tuple[MeshView, MeshView, int]:
         """(old view, new view, dim index) of a view name and dim (same names in both)."""
         if not isinstance(view, str) or view not in self.views:
-            raise UnknownDimError(f"no view {show(view)} in this plan; the views are "
+            raise UnknownViewError(f"no view {show(view)} in this plan; the views are "
                                   f"{list(self.views)!r}")
         new = self.views[view]
         return self.old_views[view], new, new.index(dim)
@@ -120,7 +111,7 @@ class Survival:
 
     def _split(self, view: str, dim: Dim, limit: int) -> tuple[Groups, Groups]:
         old, new, k = self._pair(view, dim)
-        lim = count(limit)
+        lim = as_limit(limit)
         before = set(old.groups(k, limit=lim))
         after = new.groups(k, limit=lim)
         return (tuple([g for g in after if g in before]),
@@ -139,15 +130,16 @@ class Survival:
         if np is None:
             listed = self._split(view, dim, limit)
             return len(listed[0]), len(listed[1])
+        lim = as_limit(limit)
         for v in (old, new):
-            check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", count(limit))
+            check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", lim)
         same = _same_rows(np, _table(old, k), _table(new, k), dense=old.ranks.is_identity)
         return same, total - same
 
     @functools.cached_property
     def blast(self) -> Blast:
         """The blast radius of the failed ranks over the old plan."""
-        return blast(self.old_views, self.failed)
+        return blast_of(tuple(self.old_views.items()), self.failed, SHOWN)
 
     def to_dict(self, *, limit: int = MAX_LISTED_RANKS) -> dict[str, Any]:
         """Plain JSON-able data: the failure, the way to continue, the surviving world and
@@ -192,7 +184,7 @@ def _same_rows(np: Any, before: Any, after: Any, *, dense: bool) -> int:
     return int((held & (rows == after).all(axis=1)).sum())
 
 
-def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
+def survive(plan: Derivation, world: MeshView, failed: Sequence[int], *,
             drop: Dim | None = None, spares: Sequence[int] | None = None,
             limit: int = MAX_LISTED_RANKS) -> Survival:
     """Re-derive ``plan`` (a function of a world view returning named views) from the
@@ -224,22 +216,35 @@ def survive(plan: Plan, world: MeshView, failed: Sequence[int], *,
         raise SurvivalError(f"survive takes exactly one way to continue: drop=<a dim of "
                             f"{list(w.names)!r}> or spares=[...]; got drop={show(drop)}, "
                             f"spares={show(spares)}")
-    old = _derived(plan, w, "world")
+    old = derived(plan, w, "world")
     dead = failed_ranks(failed, (w.ranks,))
-    used: tuple[int, ...] = ()
     if drop is not None:
-        new_world = _ways.drop(w, dead, drop, limit=limit)
+        return survived(plan, w, old, dead, w.index(drop), (), as_limit(limit))
+    return survived(plan, w, old, dead, None, spare_ranks(spares, len(dead), w.ranks),
+                    as_limit(limit))
+
+
+def survived(plan: Derivation, world: MeshView, old: dict[str, MeshView],
+             failed: tuple[int, ...], drop: int | None, spares: tuple[int, ...],
+             limit: int) -> Survival:
+    """:func:`survive` of input already checked (no checks): ``old`` is
+    ``derived(plan, world, ...)``, ``failed`` ascending and distinct, each in ``world``'s
+    universe; ``drop`` a dim index of ``world``, or None to substitute ``spares`` (one per
+    failed rank, distinct, outside the universe); ``limit >= 0``.  A way that is
+    impossible raises :class:`~mesh.SurvivalError`."""
+    if drop is not None:
+        new_world = dropped(world, failed, drop, limit)
     else:
-        new_world = _ways.substitute(w, dead, spares or (), limit=limit)
-        used = spare_ranks(spares, len(dead), w.ranks)
-    new = _derived(plan, new_world, "surviving world")
+        new_world = substituted(world, failed, spares, limit)
+    new = derived(plan, new_world, "surviving world")
     _same_shape(old, new)
-    dropped = None if drop is None else w.names[w.index(drop)]
-    return Survival._of(dead, dropped, used, w, new_world, old, new)
+    name = None if drop is None else world.names[drop]
+    return Survival._trusted(failed, name, spares, world, new_world, old, new)
 
 
-def _derived(plan: Plan, world: MeshView, which: str) -> dict[str, MeshView]:
-    """The plan's views of ``world``, each over its universe; any failure a SurvivalError."""
+def derived(plan: Derivation, world: MeshView, which: str) -> dict[str, MeshView]:
+    """The plan's views of ``world`` (the ``which`` world), each over its universe, checked
+    (at most :data:`~mesh.MAX_PLAN_DIMS` dims); any failure a SurvivalError."""
     try:
         out: object = plan(world)
     except MeshError as e:

@@ -18,9 +18,9 @@ from .._core import (
     SurvivalError,
     check_limit,
 )
-from ._door import count, failed_ranks, offset, row, spare_ranks, the_view
+from ._door import as_limit, failed_ranks, offset, row, spare_ranks, the_view
 
-__all__ = ["drop", "substitute"]
+__all__ = ["drop", "dropped", "substitute", "substituted"]
 
 
 def drop(view: MeshView, failed: Sequence[int], dim: Dim, *,
@@ -42,15 +42,22 @@ def drop(view: MeshView, failed: Sequence[int], dim: Dim, *,
     >>> survivors.shape, survivors.group(16, "tp"), survivors.group(1, "dp")
     ((3, 8), (16, 17, 18, 19, 20, 21, 22, 23), (1, 17, 25))
     """
-    v = _one_instance(the_view(view, "drop's view"), "drop")
+    v = the_view(view, "drop's view")
     k = v.index(dim)
-    dead = failed_ranks(failed, (v.ranks,))
-    gone = sorted({_coordinate(v, r)[k] for r in dead})
+    return dropped(v, failed_ranks(failed, (v.ranks,)), k, as_limit(limit))
+
+
+def dropped(v: MeshView, failed: tuple[int, ...], k: int, limit: int) -> MeshView:
+    """:func:`drop` of input already checked (no checks): ``failed`` ascending and
+    distinct, each in ``v``'s universe, ``k`` a dim index of ``v``, ``limit >= 0``.  A view
+    of several instances, or a dim whose every slice holds a failed rank, is refused with
+    :class:`~mesh.SurvivalError` (the way is impossible)."""
+    _one_instance(v, "drop")
+    gone = sorted({_coordinate(v, r)[k] for r in failed})
     if len(gone) == v.shape[k]:
-        raise SurvivalError(_nothing_left(v, k, dead))
+        raise SurvivalError(_nothing_left(v, k, failed))
     slice_size = v.size() // v.shape[k]
-    check_limit((v.shape[k] - len(gone)) * slice_size, "drop's surviving universe",
-                count(limit))
+    check_limit((v.shape[k] - len(gone)) * slice_size, "drop's surviving universe", limit)
     return _without(v, k, gone)
 
 
@@ -81,13 +88,12 @@ def _nothing_left(v: MeshView, k: int, dead: tuple[int, ...]) -> str:
             f"rank (failed: {list(dead[:16])}); dims where a drop leaves survivors: {fine!r}")
 
 
-def _one_instance(v: MeshView, what: str) -> MeshView:
+def _one_instance(v: MeshView, what: str) -> None:
     if v.num_instances != 1:
         raise SurvivalError(
             f"{what} needs a view with one instance (a whole world), but {v!r} stands for "
             f"{v.num_instances} instances of its universe {v.ranks!r}: {what} along a dim of "
             "the world view, and derive this view from it again (mesh.survive does both)")
-    return v
 
 
 def substitute(view: MeshView, failed: Sequence[int], spares: Sequence[int], *,
@@ -107,8 +113,16 @@ def substitute(view: MeshView, failed: Sequence[int], spares: Sequence[int], *,
     v = the_view(view, "substitute's view")
     dead = failed_ranks(failed, (v.ranks,))
     use = spare_ranks(spares, len(dead), v.ranks)
-    check_limit(v.ranks.size, "substitute's new universe", count(limit))
+    return substituted(v, dead, use, as_limit(limit))
+
+
+def substituted(v: MeshView, failed: tuple[int, ...], spares: tuple[int, ...],
+                limit: int) -> MeshView:
+    """:func:`substitute` of input already checked (no checks): ``failed`` ascending and
+    distinct, each in ``v``'s universe; ``spares`` one per failed rank, distinct, outside
+    it; ``limit >= 0``."""
+    check_limit(v.ranks.size, "substitute's new universe", limit)
     table = row(v.ranks, Layout(v.ranks.size), 0)  # by array arithmetic: a refusal is quick
-    for r, s in zip(dead, use):
+    for r, s in zip(failed, spares):
         table[offset(v.ranks, r)] = s
     return MeshView(v.layout, v.names, RankMap.explicit(table))

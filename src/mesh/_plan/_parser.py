@@ -1,0 +1,163 @@
+"""The ``meshlayout`` command's flags: the parser of ``explain`` and ``compare``.
+
+Each flag's text becomes a value through an argument type of ``_args``; what the flags
+mean together (a plan, a machine, a failure) is the command's (``_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from . import _args
+from ._explain import DEFAULT_DEVICES_PER_HOST
+from ._report import MIB
+from ._traffic import Links
+
+__all__ = ["parser"]
+
+_EPILOG = """\
+examples:
+  meshlayout explain --world 1024 --devices-per-host 8 --dims pp=4,dp=8,cp=4,tp=8 --rank 5
+  meshlayout explain examples/torchtitan_plan.py --format json
+  meshlayout explain plan.py --expect-intra-host tp,ep      (exit 1 if tp or ep crosses hosts)
+  meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
+  meshlayout explain --world 32 --dims dp=4,tp=8 --fail 13 --spares 32 --rank 9
+
+A plan file is Python that meshlayout runs (like a config.py: explain only plans you
+trust) and that defines VIEWS, a dict of view name -> mesh.MeshView, and
+optionally TOPOLOGY, a mesh.Topology; with WORLD (a mesh.MeshView) and PLAN (a
+function WORLD -> VIEWS), --fail also re-derives the plan from the survivors.
+--devices-per-host (with --world) replaces TOPOLOGY's hosts, --hosts-per-domain
+regroups them, and --dims replaces VIEWS with one view. Exit status: 0 done, 1 an
+--expect-intra-* check failed, 2 bad input.
+"""
+
+_COMPARE_EPILOG = """\
+examples:
+  meshlayout compare --world 512 --dims dp=64,tp=8 --dims tp=8,dp=64 --traffic tp=1GiB,dp=256MiB
+  meshlayout compare plan_a.py plan_b.py --format json
+
+Each plan is explained on its own (its own TOPOLOGY, which the machine flags replace for
+every plan), so each plan's communicators and memory are its own. The time estimate is a
+first-order alpha-beta model of a ring all-reduce per dim: 2 (g - 1) / g * bytes /
+bandwidth + 2 (g - 1) * latency, over inter-host links when a group leaves one host (or
+fast domain). Exit status: 0 done, 2 bad input.
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``meshlayout`` command's parser: ``explain`` and ``compare`` and their flags."""
+    top = argparse.ArgumentParser(
+        prog="meshlayout", description="Device-mesh bookkeeping, offline: see a plan before "
+        "launching it.")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser(
+        "explain", help="explain a plan: groups, host crossings, shared communicators, cost",
+        description="Explain a plan: for every dim of every view its size, layout, number of "
+        "groups, the most hosts a group spans, whether it stays inside a host, and which dims "
+        "of other views share its communicators; then communicators per rank and their "
+        "estimated memory.", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _plan_arguments(p)
+    _machine_arguments(p)
+    _output_arguments(p)
+    _failure_arguments(p)
+    _memory_arguments(p)
+    c = sub.add_parser(
+        "compare", help="compare plans side by side: host crossings, cost, estimated time",
+        description="Compare plans side by side, each explained on its own: per dim name its "
+        "size, the most hosts a group spans and whether it stays inside a host, and with "
+        "--traffic an estimated communication time per step; per plan its communicators per "
+        "rank, their memory and the total time. The better value of each row is marked *.",
+        epilog=_COMPARE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("plans", nargs="*", metavar="PLAN", help="Python files defining VIEWS (and "
+                   "TOPOLOGY), each a plan named by its file name")
+    c.add_argument("--dims", metavar="NAME=SIZE,...", action="append", default=[],
+                   help="one more plan: one mesh over the world, e.g. tp=8,dp=64 (repeatable; "
+                   "the plan is named by this text)")
+    _machine_arguments(c)
+    c.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (schema in the README)")
+    _memory_arguments(c)
+    _traffic_arguments(c)
+    return top
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    """What to explain: a plan file, or one mesh from flags."""
+    p.add_argument("plan", nargs="?", help="a Python file defining VIEWS (and TOPOLOGY)")
+    p.add_argument("--dims", metavar="NAME=SIZE,...",
+                   help="one mesh over the world, e.g. pp=4,dp=8,cp=4,tp=8 (replaces VIEWS)")
+    p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
+
+
+def _machine_arguments(p: argparse.ArgumentParser) -> None:
+    """The machine the plans run on, and one rank."""
+    p.add_argument("--world", type=_args.positive, help="the number of ranks (default: what "
+                   "the views reach, or the product of --dims)")
+    p.add_argument("--devices-per-host", type=_args.positive, metavar="N",
+                   help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
+    p.add_argument("--hosts-per-domain", type=_args.positive, metavar="N",
+                   help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
+    p.add_argument("--rank", type=_args.rank,
+                   help="also show this rank's host, coordinates, groups")
+
+
+def _traffic_arguments(p: argparse.ArgumentParser) -> None:
+    """The traffic per dim and the links' parameters (:class:`~mesh.Links`)."""
+    d = Links()
+    p.add_argument("--traffic", type=_args.bytes_per_dim, action=_args.Merged,
+                   metavar="DIM=BYTES,...",
+                   help="bytes per step per rank each dim's collective carries, e.g. "
+                   "tp=1GiB,dp=256MiB (units B, KB, MB, GB, KiB, MiB, GiB, ...; may be given "
+                   "again for other dims): adds an estimated time per step and ranks the "
+                   "plans by it")
+    for flag, default, unit, zero, what in (
+            ("--intra-host-gbps", d.intra_host_gbps, "Gb/s", False, "bandwidth inside a host"),
+            ("--inter-host-gbps", d.inter_host_gbps, "Gb/s", False, "bandwidth between hosts"),
+            ("--intra-host-latency-us", d.intra_host_latency_us, "µs", True,
+             "latency per step inside a host"),
+            ("--inter-host-latency-us", d.inter_host_latency_us, "µs", True,
+             "latency per step between hosts")):
+        p.add_argument(flag, type=_args.number(unit, zero=zero), default=default,
+                       metavar="GBPS" if zero is False else "US",
+                       help=f"time estimate: {what}, {unit} (default {default:g})")
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    """How to answer: the report's format, checks that set the exit status, a picture."""
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (schema in the README)")
+    p.add_argument("--expect-intra-host", metavar="DIM,...", type=_args.dim_list,
+                   help="exit 1 naming each of these dims (NAME, or VIEW.NAME for one view's) "
+                   "whose groups cross hosts")
+    p.add_argument("--expect-intra-domain", metavar="DIM,...", type=_args.dim_list,
+                   help="the same for fast domains (--hosts-per-domain)")
+    p.add_argument("--svg", metavar="FILE", help="also write an SVG picture of one view")
+    p.add_argument("--view", metavar="NAME", help="the view --svg draws (default: the first)")
+    p.add_argument("--color-by", metavar="DIM", help="colour --svg cells by their group along "
+                   "this dim (default: by host)")
+
+
+def _failure_arguments(p: argparse.ArgumentParser) -> None:
+    """Failed ranks: their blast radius, the ways to continue, the groups to rebuild."""
+    p.add_argument("--fail", type=_args.indices("rank"), metavar="RANKS",
+                   help="failed ranks, e.g. 13 or 8-15,24: reports the groups they break per "
+                   "view and dim, the plan re-derived from the survivors under each way to "
+                   "continue, and which groups keep their communicators")
+    p.add_argument("--fail-host", type=_args.indices("host"), metavar="HOSTS",
+                   help="failed hosts (indices on the topology), e.g. 3 or 0-1: every rank on "
+                   "them fails (with --fail: both)")
+    p.add_argument("--spares", type=_args.indices("rank"), metavar="RANKS",
+                   help="spare ranks outside the world, one per failed rank in order (the "
+                   "lowest failed rank gets the first): adds the way that substitutes them")
+
+
+def _memory_arguments(p: argparse.ArgumentParser) -> None:
+    """The memory estimate's parameters (:class:`~mesh.CommMemory`)."""
+    p.add_argument("--channels", type=_args.positive, default=16,
+                   help="memory estimate: channels per communicator (default 16)")
+    p.add_argument("--buffsize-mib", type=_args.mib(1 / MIB), default=4.0,
+                   help="memory estimate: buffer per channel and direction, MiB (default 4, "
+                   "NCCL_BUFFSIZE)")
+    p.add_argument("--fixed-mib", type=_args.mib(0.0), default=0.0,
+                   help="memory estimate: fixed cost per communicator, MiB (default 0)")
