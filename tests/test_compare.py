@@ -290,3 +290,13 @@ def test_an_expectation_naming_a_dim_twice_exits_2(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["explain", "--dims", "dp=64,tp=8", "--expect-intra-host", "tp,tp"])
     assert e.value.code == 2 and "each once" in capsys.readouterr().err
+
+
+def test_a_traffic_key_too_large_to_print_is_a_typed_refusal() -> None:
+    """Found by the fuzz: an int key past Python's 4,300-digit repr limit raised ValueError
+    while its message was being written."""
+    from mesh import MeshError, MeshView, Topology, compare
+
+    view = MeshView.from_shape((2, 4), ("dp", "tp"))
+    with pytest.raises(MeshError, match="traffic dim name must be a non-empty string"):
+        compare({"a": view}, Topology(8, 4), traffic={10 ** 5000: 1})

@@ -186,11 +186,12 @@ def _traffic(traffic: object) -> dict[str, int]:
         return {}
     out = {}
     for dim, nbytes in items_of(traffic, "traffic", "a mapping of dim names to bytes per step"):
-        b = as_int(nbytes, f"traffic[{dim!r}]", "an int (bytes per step per rank)")
+        name = as_name(dim, "a traffic dim name")  # first: a key of any kind is named safely
+        b = as_int(nbytes, f"traffic[{name!r}]", "an int (bytes per step per rank)")
         if not 0 <= b < 1 << 63:
-            raise InvalidSizeError(f"traffic[{dim!r}] must be bytes in [0, 2**63), got "
+            raise InvalidSizeError(f"traffic[{name!r}] must be bytes in [0, 2**63), got "
                                    f"{show(b)}")
-        out[as_name(dim, "a traffic dim name")] = b
+        out[name] = b
     return out
 
 
