@@ -209,3 +209,14 @@ def test_a_program_raising_an_unprintable_exception_is_a_finding() -> None:
     report = check_spmd(2, program)
     assert not report.ok and len(report.errors) == 2
     assert "Unprintable: <its message could not be read" in str(report)
+
+
+def test_a_backend_that_is_no_name_is_a_typed_refusal() -> None:
+    """Found by the fuzz: a NumPy array as ``backend=`` raised NumPy's ValueError (its
+    truth value is ambiguous) where the check compared it with the names."""
+    import numpy as np
+
+    from backend import BackendConfigError
+
+    with pytest.raises(BackendConfigError, match="backend must be one of"):
+        check_spmd(1, int, backend=np.array([0, 1]))

@@ -283,7 +283,7 @@ def _check_arguments(world_size: object, program: object, backend: object,
             "runs the program once per rank); pass limit= to check a larger world")
     if not callable(program):
         raise BackendConfigError(f"program must be callable, got {show(program)}")
-    if backend not in _KINDS:
+    if not isinstance(backend, str) or backend not in _KINDS:
         raise BackendConfigError(
             f"backend must be one of {', '.join(map(repr, _KINDS))}, got {show(backend)}")
 
