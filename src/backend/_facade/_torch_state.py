@@ -54,7 +54,7 @@ class FlatRanks(Sequence[int]):
 
     def __getitem__(self, i: int | slice) -> int | tuple[int, ...]:
         if isinstance(i, slice):
-            return self.ranks._take(range(*i.indices(self.ranks.size)))
+            return self.ranks.take(range(*i.indices(self.ranks.size)))
         n = self.ranks.size
         if not -n <= i < n:
             raise IndexError(f"rank map index {i} out of range for {n} ranks")

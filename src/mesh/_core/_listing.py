@@ -86,8 +86,10 @@ def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str
         if count > _PYTHON_MOST:
             raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
                                     f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
-        return [ranks.gather(py_offsets(i_shapes, i_strides, r))
-                for r in py_offsets(s_shapes, s_strides, base)]
+        rs = ranks.ranks
+        return [tuple(offs) if rs is None else tuple([rs[o] for o in offs])
+                for offs in (py_offsets(i_shapes, i_strides, r)
+                             for r in py_offsets(s_shapes, s_strides, base))]
     kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
     try:
         if ranks.ranks is not None:  # the layout's strides are strides into the rank array

@@ -58,6 +58,9 @@ def _repeated(rs: tuple[int, ...]) -> int | None:
     return None
 
 
+_DTYPES = ("int32", "int64")
+
+
 @attrs.frozen(init=False, hash=False, repr=False)
 class RankMap:
     """An injective map from offsets ``[0, size)`` to global ranks.
@@ -72,9 +75,8 @@ class RankMap:
     >>> RankMap.explicit([4, 0, 2]).offset_of(2), RankMap.identity(4).offset_of(9)
     (2, None)
 
-    For the package's wings (rank listings): :meth:`gather`, the ranks at offsets already
-    known to be in range (no checks), and :meth:`array`, an explicit map's ranks as a
-    NumPy array (built once per dtype).
+    Listings read the public :attr:`ranks` and :meth:`array`, an explicit map's ranks as
+    a NumPy array (built once per dtype).
     """
 
     size: int
@@ -134,14 +136,25 @@ class RankMap:
         """The explicit ranks as NumPy arrays by dtype name, built once each (for gathers)."""
         return {}
 
-    def array(self, dtype: str) -> Any:
-        """An explicit map's ranks as a NumPy array of ``dtype`` (built once per dtype, for
-        gathers; needs NumPy)."""
+    def array(self, dtype: str = "int64") -> Any:
+        """An explicit map's ranks as a read-only NumPy array of ``dtype`` (``"int32"`` or
+        ``"int64"``), built once per dtype: what listings gather from (needs NumPy).
+
+        >>> RankMap.explicit([4, 0, 2]).array("int32").tolist()
+        [4, 0, 2]
+        """
+        if dtype not in _DTYPES or self.ranks is None:
+            raise InvalidRanksError(
+                f"array() lists an explicit map's ranks as one of {_DTYPES}, got dtype "
+                f"{show(dtype)} for {self!r}" if self.ranks is not None else
+                f"array() lists an explicit map's ranks; {self!r} is the identity")
         found = self._arrays.get(dtype)
         if found is None:
             import numpy as np
 
-            found = self._arrays[dtype] = np.asarray(self.ranks, dtype=dtype)
+            found = np.asarray(self.ranks, dtype=dtype)
+            found.flags.writeable = False
+            self._arrays[dtype] = found
         return found
 
     def _check(self, offset: int) -> int:
@@ -158,17 +171,7 @@ class RankMap:
     def take(self, offsets: object) -> tuple[int, ...]:
         """The global ranks at each of ``offsets`` (an ordered sequence)."""
         offs = tuple([self._check(as_int(o, "an offset")) for o in ordered(offsets, "offsets")])
-        return self.gather(offs)
-
-    def gather(self, offsets: Any) -> tuple[int, ...]:
-        """:meth:`take` of offsets already known to be in range (an iterable of ints; no
-        checks)."""
-        if self.ranks is None:
-            return tuple(offsets)
-        rs = self.ranks
-        return tuple([rs[o] for o in offsets])
-
-    _take = gather  # backend's facade still calls it by this name; goes when it calls gather
+        return offs if self.ranks is None else tuple([self.ranks[o] for o in offs])
 
     def offset_of(self, rank: int) -> int | None:
         """The offset holding ``rank``, or ``None`` if ``rank`` is not in this map."""
