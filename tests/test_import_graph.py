@@ -181,6 +181,30 @@ def test_a_core_imports_nothing_of_its_package_outside_itself(package: str) -> N
             assert outside == [], f"{module} imports {outside}"
 
 
+@pytest.mark.parametrize("package", ["mesh", "backend"])
+def test_another_sub_package_only_through_its_init(package: str) -> None:
+    """A module reaches a sub-package it is not in through that sub-package's ``__init__``
+    (its face: the names it lists in ``__all__``), never into one of its modules."""
+    graph = _graph(package)
+    subs = {_subpackage(m, package) for m in graph} - {package}
+    assert subs, f"{package} has no sub-packages"
+    for module, targets in graph.items():
+        here = _subpackage(module, package)
+        deep = sorted(t for t in targets
+                      if (there := _subpackage(t, package)) in subs and there != here
+                      and t != there)
+        assert deep == [], f"{module} reaches into {deep}"
+    for sub in subs:  # every face says what it offers
+        face = SRC / sub.replace(".", "/") / "__init__.py"
+        assert "__all__" in face.read_text(), f"{sub} has no __all__"
+
+
+def test_the_face_check_sees_a_deep_import() -> None:
+    names = _imports("from .._core._errors import BackendError\nfrom .._core import Backend\n",
+                     "backend._facade")
+    assert "backend._core._errors" in names and "backend._core" in names
+
+
 def test_the_cycle_check_sees_function_local_imports_and_reports_the_path() -> None:
     graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": set()}
     assert _cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]

@@ -77,7 +77,7 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._core._errors import TorchMissingError
+from ._core import TorchMissingError
 
 if importlib.util.find_spec("torch") is None:  # found, not imported: torch loads on first use
     raise TorchMissingError(
@@ -88,29 +88,29 @@ if importlib.util.find_spec("torch") is None:  # found, not imported: torch load
         "https://download.pytorch.org/whl/cpu). The offline tools need no torch: layout, mesh "
         "and the meshlayout command.")
 
-from ._c10d._spec import GroupSpec, Plan
-from ._core import _registry
-from ._core._cache import CreationRecord, GroupKey
-from ._core._errors import (
+from ._c10d import GroupSpec, Plan
+from ._core import (
+    Backend,
     BackendConfigError,
     BackendError,
+    CreationRecord,
+    FakeBackend,
+    FakeGroup,
     GroupCreationError,
+    GroupKey,
+    GroupOptions,
     MembersMissingError,
     NotAMemberError,
     PeerLostError,
     RankLostError,
     ReentrantCreationError,
+    plug,
 )
-from ._core._fake import FakeBackend, FakeGroup
-from ._core._options import GroupOptions
-from ._core._protocol import Backend
-from ._facade._binding import Binding
-from ._facade._device_mesh import DeviceMesh, current_mesh
-from ._facade._entry import bind, init_device_mesh
+from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh
 from ._spmd import SpmdReport, check_spmd
 
 if TYPE_CHECKING:
-    from ._c10d._backends import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
+    from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
 
 _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend")
 
@@ -118,9 +118,9 @@ _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBacken
 def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
-        from ._c10d import _backends
+        from . import _c10d
 
-        return getattr(_backends, name)
+        return getattr(_c10d, name)
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
 
@@ -131,26 +131,27 @@ def _process_default(device_type: str, current: Any) -> Any:
     # backend stands, without importing torch.
     if current is not None and "torch.distributed" not in sys.modules:
         return current
-    from ._c10d._backends import process_default
+    from ._c10d import process_default
 
     return process_default(device_type, current)
 
 
 def _torch_fake(world_size: int, rank: int) -> Any:
-    from ._c10d._backends import torch_fake
+    from ._c10d import torch_fake
 
     return torch_fake(world_size, rank)
 
 
 def _torch_facade() -> type:
-    from ._facade._torch_facade import TorchFacadeMesh
+    from . import _facade
 
-    return TorchFacadeMesh
+    found: type = _facade.TorchFacadeMesh
+    return found
 
 
-_registry.plug("process_default", _process_default)
-_registry.plug("torch_fake", _torch_fake)
-_registry.plug("torch_facade", _torch_facade)
+plug("process_default", _process_default)
+plug("torch_fake", _torch_fake)
+plug("torch_facade", _torch_facade)
 
 __all__ = [
     "Backend",

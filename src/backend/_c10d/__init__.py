@@ -1,0 +1,30 @@
+"""Creating torch process groups, over the core: what the rooms above may use.
+
+- :class:`GroupSpec` and its :class:`Plan`: one group request as a value (torch-free);
+- the c10d backends, loaded (with torch) on first use: :class:`C10dBackend`,
+  :class:`GlooBackend`, :class:`NcclBackend`, :class:`TorchFakeBackend`, and the two
+  factories the package's ``__init__`` plugs into the core, :func:`process_default` and
+  :func:`torch_fake`.
+
+Inside: ``_spec`` (the request), ``_rendezvous`` (the creation barrier in the store),
+``_torch_groups`` (torch's creation and teardown), ``_backends`` (the backends).
+"""
+
+from typing import Any
+
+from ._spec import GroupSpec, Plan
+
+_TORCH = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
+          "torch_fake")
+
+
+def __getattr__(name: str) -> Any:
+    # The backends import torch.distributed: load them on first use.
+    if name in _TORCH:
+        from . import _backends
+
+        return getattr(_backends, name)
+    raise AttributeError(f"module 'backend._c10d' has no attribute {name!r}")
+
+
+__all__ = ["GroupSpec", "Plan", *_TORCH]

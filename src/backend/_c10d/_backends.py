@@ -17,12 +17,16 @@ import torch.distributed as dist
 from layout import show
 from mesh import Dim, MeshView
 
-from .._core import _registry
-from .._core._base import CachedBackend
-from .._core._cache import CreationRecord
-from .._core._errors import BackendConfigError, PeerLostError
-from .._core._fake import FakeBackend
-from .._core._options import GroupOptions, as_options
+from .._core import (
+    BackendConfigError,
+    CachedBackend,
+    CreationRecord,
+    FakeBackend,
+    GroupOptions,
+    PeerLostError,
+    as_options,
+    register,
+)
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec
 from ._torch_groups import create_torch_group, destroy_groups, shrink_group, start_fake_world
@@ -103,7 +107,7 @@ class C10dBackend(CachedBackend[Any]):
                                           world_size=self.world_size, heartbeat=heartbeat)
         _LIVE.add(self)
         for device_type in self.device_types:
-            _registry.register(device_type, self)
+            register(device_type, self)
 
     @classmethod
     def from_env(cls: type[B], *, timeout: timedelta | None = None,

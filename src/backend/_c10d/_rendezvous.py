@@ -66,7 +66,7 @@ from typing import Any
 
 import attrs
 
-from .._core._errors import MembersMissingError
+from .._core import MembersMissingError
 
 __all__ = ["Peer", "Rendezvous", "beat_period", "next_deadline"]
 

@@ -26,9 +26,7 @@ import attrs
 from layout import Layout, coalesce, flatten
 from mesh import Dim, Family, MeshView, RankMap
 
-from .._core._cache import GroupKey
-from .._core._members import family_view, members
-from .._core._options import GroupOptions
+from .._core import GroupKey, GroupOptions, family_view, members
 
 __all__ = ["GroupSpec", "Plan", "plan_creation"]
 

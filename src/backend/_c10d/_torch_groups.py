@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .._core._errors import BackendConfigError, GroupCreationError, MembersMissingError
+from .._core import BackendConfigError, GroupCreationError, MembersMissingError
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec, Plan
 

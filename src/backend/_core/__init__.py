@@ -1,0 +1,74 @@
+"""The torch-free core of ``backend``: the contract the rooms above it (``_c10d``, ``_spmd``,
+``_facade``) build on, and all they may use of it.
+
+- **What a backend is:** :class:`Backend` (the protocol the facade binds to) and
+  :class:`CachedBackend`, the base every backend shares (rank checks, the group cache,
+  universes, losing ranks: :meth:`~CachedBackend.retire` returns :class:`Retired`);
+  :class:`Universe`, a backend's state for one rank map.
+- **A group request:** :class:`GroupOptions` (and the forms torch's ``backend_override``
+  takes, :data:`Override`, normalized by :func:`as_options`, :func:`dim_options` and
+  :func:`normalize_overrides`); the cache's :class:`GroupKey` and :class:`CreationRecord`;
+  a family's group as this rank sees it: :func:`family_view`, :func:`members`,
+  :func:`holds_any`.
+- **The value backend:** :class:`FakeBackend` and its :class:`FakeGroup`.
+- **The process's backend per device type** and the plug slots the package's ``__init__``
+  fills with the wings: :func:`register`, :func:`process_backend`, :func:`overriding`,
+  :func:`plug`, :func:`plugged`.
+- **Errors:** :class:`BackendError` and its subclasses.
+
+A backend author reads this list, then ``_base`` (the one class to subclass) and
+``_protocol``.
+"""
+
+from ._base import CachedBackend, Retired
+from ._cache import CreationRecord, GroupKey
+from ._errors import (
+    BackendConfigError,
+    BackendError,
+    GroupCreationError,
+    MembersMissingError,
+    NotAMemberError,
+    PeerLostError,
+    RankLostError,
+    ReentrantCreationError,
+    TorchMissingError,
+)
+from ._fake import FakeBackend, FakeGroup
+from ._members import family_view, holds_any, members
+from ._options import GroupOptions, Override, as_options, dim_options, normalize_overrides
+from ._protocol import Backend
+from ._registry import overriding, plug, plugged, process_backend, register
+from ._universe import Universe
+
+__all__ = [
+    "Backend",
+    "BackendConfigError",
+    "BackendError",
+    "CachedBackend",
+    "CreationRecord",
+    "FakeBackend",
+    "FakeGroup",
+    "GroupCreationError",
+    "GroupKey",
+    "GroupOptions",
+    "MembersMissingError",
+    "NotAMemberError",
+    "Override",
+    "PeerLostError",
+    "RankLostError",
+    "ReentrantCreationError",
+    "Retired",
+    "TorchMissingError",
+    "Universe",
+    "as_options",
+    "dim_options",
+    "family_view",
+    "holds_any",
+    "members",
+    "normalize_overrides",
+    "overriding",
+    "plug",
+    "plugged",
+    "process_backend",
+    "register",
+]

@@ -1,0 +1,31 @@
+"""torch's ``DeviceMesh`` surface, over the core (and, for torch meshes, the c10d backends
+through the core's plugs): what the package's ``__init__`` uses.
+
+- :class:`DeviceMesh` (a :class:`Binding` plus memos) and :func:`current_mesh`;
+- the entry points :func:`init_device_mesh` and :func:`bind`;
+- :class:`TorchFacadeMesh`, the mesh that is also torch's ``DeviceMesh``, loaded (with
+  torch) on first use.
+
+Inside: ``_binding`` (the value; what meshes of one root share), ``_device_mesh``,
+``_adopt`` (``from_group``'s checks), ``_entry``, ``_to_torch`` (``to_torch``),
+``_torch_state`` (a universe's torch-side values) and ``_torch_facade``.
+"""
+
+from typing import Any
+
+from ._binding import Binding
+from ._device_mesh import DeviceMesh, current_mesh
+from ._entry import bind, init_device_mesh
+
+
+def __getattr__(name: str) -> Any:
+    # The torch subclass imports torch.distributed: load it on first use.
+    if name == "TorchFacadeMesh":
+        from ._torch_facade import TorchFacadeMesh
+
+        return TorchFacadeMesh
+    raise AttributeError(f"module 'backend._facade' has no attribute {name!r}")
+
+
+__all__ = ["Binding", "DeviceMesh", "TorchFacadeMesh", "bind", "current_mesh",
+           "init_device_mesh"]

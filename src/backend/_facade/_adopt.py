@@ -8,7 +8,7 @@ from typing import Any
 from layout import show
 from mesh import MeshView
 
-from .._core._errors import BackendConfigError
+from .._core import BackendConfigError
 
 __all__ = ["check_groups", "from_group_view", "group_ranks"]
 

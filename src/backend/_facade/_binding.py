@@ -11,9 +11,7 @@ import attrs
 from layout import show
 from mesh import MeshView
 
-from .._core._errors import BackendConfigError
-from .._core._options import GroupOptions
-from .._core._protocol import Backend
+from .._core import Backend, BackendConfigError, GroupOptions
 
 __all__ = ["Binding", "Root", "check_device_type"]
 

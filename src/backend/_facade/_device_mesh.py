@@ -13,10 +13,20 @@ import attrs
 from layout import show
 from mesh import Dim, MeshView, RankMap, UnknownDimError, concatenate, ordered, render
 
-from .._core import _registry
-from .._core._errors import BackendConfigError, NotAMemberError, RankLostError
-from .._core._options import GroupOptions, Override, as_options, dim_options, normalize_overrides
-from .._core._protocol import Backend
+from .._core import (
+    Backend,
+    BackendConfigError,
+    GroupOptions,
+    NotAMemberError,
+    Override,
+    RankLostError,
+    as_options,
+    dim_options,
+    normalize_overrides,
+    plugged,
+    process_backend,
+    register,
+)
 from ._adopt import check_groups, from_group_view
 from ._binding import Binding, Root, check_device_type
 from ._to_torch import to_torch
@@ -659,7 +669,7 @@ def _same_flattened(a: DeviceMesh[Any], b: DeviceMesh[Any]) -> bool:
 def made(binding: Binding[G], root: Root | None = None) -> DeviceMesh[G]:
     """The mesh of ``binding`` (of ``root``, else a root of its own): torch's ``DeviceMesh``
     too where the backend's groups are torch process groups (the ``torch_facade`` plug)."""
-    cls: type[DeviceMesh[G]] = _registry.plugged("torch_facade")() \
+    cls: type[DeviceMesh[G]] = plugged("torch_facade")() \
         if binding.backend.torch_groups else DeviceMesh
     mesh: DeviceMesh[G] = object.__new__(cls)
     mesh._set(binding, root)
@@ -672,10 +682,10 @@ def over(view: MeshView, backend: Backend[G] | None, device_type: str,
     ``device_type`` if None), which becomes the process's backend for ``device_type``:
     what every entry point (constructor, ``init_device_mesh``, ``bind``, ``from_group``)
     makes."""
-    b = _registry.process_backend(device_type) if backend is None else _a_backend(backend)
+    b = process_backend(device_type) if backend is None else _a_backend(backend)
     mesh = made(Binding.of(view, b, device_type, dim_options(view.names, backend_override),
                            named=named))
-    _registry.register(device_type, b)
+    register(device_type, b)
     return mesh
 
 
@@ -712,7 +722,7 @@ def _process_backend(fields: dict[str, Any]) -> Backend[Any]:
     """This process's backend for the pickled mesh's device type, or a typed error."""
     device_type = fields["device_type"]
     try:
-        backend: Backend[Any] = _registry.process_backend(device_type)
+        backend: Backend[Any] = process_backend(device_type)
     except Exception as e:
         raise BackendConfigError(
             f"unpickling a DeviceMesh ({fields['view']!r}) binds it to this process's backend "

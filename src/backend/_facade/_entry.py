@@ -9,9 +9,7 @@ from typing import Any, TypeVar, overload
 from layout import show
 from mesh import MeshView, ordered
 
-from .._core._errors import BackendConfigError
-from .._core._options import Override
-from .._core._protocol import Backend
+from .._core import Backend, BackendConfigError, Override
 from ._binding import check_device_type
 from ._device_mesh import DeviceMesh, over
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from .._core._errors import BackendConfigError, NotAMemberError
+from .._core import BackendConfigError, NotAMemberError
 from ._binding import Binding, Root
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from typing import Any, Generic, TypeVar, overload
 import torch
 from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
-from .._core._options import Override, as_options
+from .._core import Override, as_options
 from ._device_mesh import DeviceMesh
 from ._torch_state import FlatRanks, torch_layout, universe_ranks
 

@@ -40,11 +40,15 @@ import attrs
 from layout import show, show_error
 from mesh import MeshView
 
-from .._c10d._spec import GroupSpec, Plan
-from .._core import _registry
-from .._core._errors import BackendConfigError, NotAMemberError
-from .._core._fake import FakeBackend, FakeGroup
-from .._core._options import GroupOptions
+from .._c10d import GroupSpec, Plan
+from .._core import (
+    BackendConfigError,
+    FakeBackend,
+    FakeGroup,
+    GroupOptions,
+    NotAMemberError,
+    overriding,
+)
 
 __all__ = ["MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
 
@@ -246,7 +250,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     for rank in range(world_size):
         recorder = _Recorder(world_size, rank, backend)
         try:
-            with _registry.overriding(recorder, recorder.device_types.add):
+            with overriding(recorder, recorder.device_types.add):
                 result = program(recorder)
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
