@@ -106,6 +106,7 @@ from ._core import (
     ReentrantCreationError,
     plug,
 )
+from ._deprecated import MOVED, moved
 from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh
 from ._spmd import SpmdReport, check_spmd
 
@@ -121,6 +122,10 @@ def __getattr__(name: str) -> object:
         from . import _c10d
 
         return getattr(_c10d, name)
+    if name in MOVED:
+        new, value = MOVED[name]
+        moved(f"backend.{name}", new)
+        return value
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import warnings
 import weakref
 from collections.abc import Sequence
 from datetime import timedelta
@@ -153,6 +154,14 @@ class C10dBackend(CachedBackend[Any]):
     def torch_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """The same as :meth:`get_group`: c10d groups are torch process groups."""
         return self.get_group(view, dim, as_options(options))
+
+    def explain(self, error: BaseException, group: Any) -> BaseException:
+        """Deprecated (the name moved in the last release; it goes in the next): use
+        :meth:`diagnose`."""
+        warnings.warn("C10dBackend.explain(error, group) is deprecated and goes in the next "
+                      "release: use C10dBackend.diagnose(error, group)", DeprecationWarning,
+                      stacklevel=2)
+        return self.diagnose(error, group)
 
     def diagnose(self, error: BaseException, group: Any) -> BaseException:
         """What a failed collective on ``group`` means: a :class:`~backend.PeerLostError`
