@@ -30,7 +30,6 @@ from torch.distributed.device_mesh import init_device_mesh as torch_init_device_
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from backend import DeviceMesh, RankLostError, TorchFakeBackend, init_device_mesh
-from backend._facade import _device_mesh
 
 MEMBERS = sorted(get_opaque_obj_info(TorchDeviceMesh).members)  # type: ignore[union-attr]
 
@@ -129,8 +128,9 @@ def test_a_compiled_step_neither_rebuilds_a_mesh_nor_asks_the_backend_again(
     it is a memo hit; ``_dim_group_names`` is read once, then it is a plain attribute."""
     mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
     made, asked = [], []
-    real_made, real_get = _device_mesh.made, type(world).get_group
-    monkeypatch.setattr(_device_mesh, "made", lambda *a: made.append(a) or real_made(*a))
+    real_made, real_get = DeviceMesh._trusted, type(world).get_group
+    monkeypatch.setattr(DeviceMesh, "_trusted",
+                        classmethod(lambda cls, *a: made.append(a) or real_made(*a)))
     monkeypatch.setattr(type(world), "get_group",
                         lambda self, *a, **k: asked.append(a) or real_get(self, *a, **k))
     step = _compiled(lambda x, m: funcol.all_reduce(x * m["tp"].size(), "sum", (m, 1)))

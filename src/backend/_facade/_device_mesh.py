@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
-__all__ = ["DeviceMesh", "current_mesh", "made", "over"]
+__all__ = ["DeviceMesh", "current_mesh", "over"]
 
 _PLAIN = (str, int, type(None))
 """Key types the per-mesh caches are looked up with directly: a float or a bool equal to an
@@ -102,7 +102,7 @@ class DeviceMesh(Generic[G]):
         """torch's constructor: a mesh over the explicit rank tensor ``mesh``, bound to
         ``backend`` or to the process's backend for ``device_type``.
 
-        The whole mesh is made here, where its class is chosen (see :func:`made`).
+        The whole mesh is made here, where its class is chosen (see :meth:`_trusted`).
         """
         check_device_type(device_type)
         names = None if mesh_dim_names is None else ordered(mesh_dim_names, "mesh_dim_names")
@@ -126,17 +126,25 @@ class DeviceMesh(Generic[G]):
                  backend: Backend[G] | None = None) -> None:
         """The signature of torch's constructor; the mesh is complete after ``__new__``."""
 
-    def _set(self, binding: Binding[G], root: Root | None) -> None:
-        """Fill a new mesh from its binding (the only place a mesh's slots are set)."""
+    @classmethod
+    def _trusted(cls, binding: Binding[G], root: Root | None = None) -> DeviceMesh[G]:
+        """The mesh of ``binding``, already known valid (no checks: a binding is valid by
+        construction), of ``root``, else a root of its own: torch's ``DeviceMesh`` too
+        where the backend's groups are torch process groups (the ``torch_facade`` plug).
+        The one place a mesh is made and its slots set."""
+        kind: type[DeviceMesh[G]] = plugged("torch_facade")() \
+            if binding.backend.torch_groups else DeviceMesh
+        mesh: DeviceMesh[G] = object.__new__(kind)
         view, n = binding.view, binding.view.ndim
-        self._binding = binding
-        self._root = Root(self) if root is None else root
-        self._coordinate = view.coordinate(binding.backend.rank)
-        self._index = {**{i: i for i in range(n)}, **{i - n: i for i in range(n)}}
+        mesh._binding = binding
+        mesh._root = Root(mesh) if root is None else root
+        mesh._coordinate = view.coordinate(binding.backend.rank)
+        mesh._index = {**{i: i for i in range(n)}, **{i - n: i for i in range(n)}}
         if binding.named:
-            self._index.update({name: i for i, name in enumerate(view.names)})
-        self._groups = {}
-        self._slices = {}
+            mesh._index.update({name: i for i, name in enumerate(view.names)})
+        mesh._groups = {}
+        mesh._slices = {}
+        return mesh
 
     # ---- what the mesh is ----------------------------------------------------------------
     @property
@@ -354,7 +362,7 @@ class DeviceMesh(Generic[G]):
     # ---- transforms ----------------------------------------------------------------------
     def _with(self, view: MeshView, options: Mapping[str, GroupOptions]) -> DeviceMesh[G]:
         """A mesh of this root over ``view`` (what every transform returns)."""
-        return made(self._binding.over(view, options), self._root)
+        return DeviceMesh._trusted(self._binding.over(view, options), self._root)
 
     def __getitem__(self, key: str | Sequence[str]) -> DeviceMesh[G]:
         """The mesh of the selected dims, by name (a str, or a tuple or list of names).
@@ -666,16 +674,6 @@ def _same_flattened(a: DeviceMesh[Any], b: DeviceMesh[Any]) -> bool:
         a.binding.options == b.binding.options and a.device_type == b.device_type
 
 
-def made(binding: Binding[G], root: Root | None = None) -> DeviceMesh[G]:
-    """The mesh of ``binding`` (of ``root``, else a root of its own): torch's ``DeviceMesh``
-    too where the backend's groups are torch process groups (the ``torch_facade`` plug)."""
-    cls: type[DeviceMesh[G]] = plugged("torch_facade")() \
-        if binding.backend.torch_groups else DeviceMesh
-    mesh: DeviceMesh[G] = object.__new__(cls)
-    mesh._set(binding, root)
-    return mesh
-
-
 def over(view: MeshView, backend: Backend[G] | None, device_type: str,
          backend_override: Mapping[Any, Override] | None, *, named: bool) -> DeviceMesh[G]:
     """A new root mesh over ``view``, bound to ``backend`` (the process's backend for
@@ -683,8 +681,9 @@ def over(view: MeshView, backend: Backend[G] | None, device_type: str,
     what every entry point (constructor, ``init_device_mesh``, ``bind``, ``from_group``)
     makes."""
     b = process_backend(device_type) if backend is None else _a_backend(backend)
-    mesh = made(Binding.of(view, b, device_type, dim_options(view.names, backend_override),
-                           named=named))
+    binding = Binding.of(view, b, device_type, dim_options(view.names, backend_override),
+                         named=named)
+    mesh = DeviceMesh._trusted(binding)
     register(device_type, b)
     return mesh
 
@@ -710,11 +709,12 @@ def _rebind(fields: dict[str, Any], root: DeviceMesh[Any] | None = None,
     """Unpickling: the binding's ``fields`` bound to this process's backend, under ``root``
     (itself unpickled first), or as a root with its ``flattened`` meshes."""
     if root is not None:
-        return made(Binding(backend=root.backend, **fields), root._root)
+        return DeviceMesh._trusted(Binding(backend=root.backend, **fields), root._root)
     backend = _process_backend(fields)
-    mesh = made(Binding(backend=backend, **fields))
+    mesh = DeviceMesh._trusted(Binding(backend=backend, **fields))
     for name, flat in (flattened or {}).items():
-        mesh._root.flattened[name] = made(Binding(backend=backend, **flat), mesh._root)
+        flat_mesh = DeviceMesh._trusted(Binding(backend=backend, **flat), mesh._root)
+        mesh._root.flattened[name] = flat_mesh
     return mesh
 
 
