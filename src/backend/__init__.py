@@ -1,21 +1,25 @@
 """Binding mesh views to communication: lazy, cached, shared process groups.
 
-Module map (for readers of the code), bottom-up; a package imports only those below it:
+Module map (for readers of the code), bottom-up; a package imports only those below it,
+and another sub-package only through its ``__init__``, whose ``__all__`` is what it offers:
 
-- ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), group options
-  (``_options``), the group cache and its records (``_cache``), the errors (``_errors``),
-  the shared backend base (``_base``), :class:`FakeBackend` (``_fake``), per-universe
+- ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), the shared backend
+  base (``_base``), group options (``_options``), the group cache and its records
+  (``_cache``), the errors (``_errors``), :class:`FakeBackend` (``_fake``), per-universe
   state (``_universe``), a family's groups as this rank sees them (``_members``) and the
   process's backend per device type with the plug slots the wings fill (``_registry``).
-- ``_c10d``: creating torch process groups.  The c10d backends (``_backends``), one group
-  request as a value (:class:`GroupSpec`, ``_spec``), the creation barrier in the store
-  (``_rendezvous``) and torch group creation and teardown (``_torch_groups``).
-- ``_facade``: torch's ``DeviceMesh`` surface.  The binding value (``_binding``),
-  :class:`DeviceMesh` (``_device_mesh``), its torch twin class (``_torch_facade``),
+- ``_c10d``: creating torch process groups.  One group request as a value
+  (:class:`GroupSpec`, ``_spec``), the creation barrier in the store (``_rendezvous``),
+  torch group creation and teardown (``_torch_groups``) and the c10d backends
+  (``_backends``, loaded with torch on first use).
+- ``_spmd``: :func:`check_spmd`, the offline check of a program, which models c10d
+  creation (beside ``_c10d``, below the facade).
+- ``_facade``: torch's ``DeviceMesh`` surface.  The binding value and what meshes of one
+  root share (``_binding``), :class:`DeviceMesh` (``_device_mesh``), its torch subclass
+  (``_torch_facade``) and the universe's torch-side values it reads (``_torch_state``),
   ``to_torch`` (``_to_torch``), ``from_group``'s checks (``_adopt``), the entry points
   :func:`init_device_mesh` and :func:`bind` (``_entry``).
-- ``_spmd``: :func:`check_spmd`, the offline check of a program, which models c10d creation
-  (beside ``_c10d``, below the facade).
+- ``_deprecated``: names the last release moved, working for this one with a warning.
 - this ``__init__``: the public names, and the plugs: it fills the core's slots with the
   wings (importing the c10d wing, and torch, on first use).
 
