@@ -1,11 +1,26 @@
 """The offline check of a parallel program (``check_spmd``): it runs the program once per
-rank on a recording backend and models what the job's c10d creation will do with its
-requests.  Above the core and beside ``_c10d`` (whose :class:`~backend.GroupSpec` it reuses);
-it imports nothing of the facade.
+rank on a recording backend and models what the job's creation, collectives, lifecycle and
+machine will do with it.  Above the core and beside ``_c10d`` (whose :class:`~backend.
+GroupSpec` it reuses); it imports nothing of the facade, and torch only for programs run
+with ``torch=True``.
 
-- ``_check``: :func:`check_spmd`, its recorder and :class:`SpmdReport`.
+- ``_check``: :func:`check_spmd`, the orchestration;
+- ``_recording``: what a run records (events, :class:`GroupRef`), and :class:`SpmdBackend`,
+  the torch-free recorder with torch.distributed's vocabulary;
+- ``_torch``: recording torch-level programs on torch's fake process group;
+- ``_run``: one rank's run, bounded (time limit, threads, async programs);
+- ``_creation``: the creation model (splits, hidden parent-wide splits, cache hits);
+- ``_collectives``: the collective matcher's model (calls, p2p pairs, all_to_all sizes);
+- ``_lifecycle``: after a failure (abort vs destroy, shrink, ended groups, revokes);
+- ``_topology``: ranks per host, NVLS slots, communicators per rank;
+- ``_matcher``: the replay every model lowers to;
+- ``_reduce``: checking fewer ranks (``classes=``);
+- ``_report``: :class:`SpmdReport`, :class:`Finding` and the words.
 """
 
-from ._check import MAX_CHECKED_RANKS, SpmdReport, check_spmd
+from ._check import MAX_CHECKED_RANKS, check_spmd
+from ._recording import SpmdBackend
+from ._report import FINDING_KINDS, Finding, SpmdReport
 
-__all__ = ["MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
+__all__ = ["FINDING_KINDS", "MAX_CHECKED_RANKS", "Finding", "SpmdBackend", "SpmdReport",
+           "check_spmd"]

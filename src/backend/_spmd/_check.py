@@ -1,229 +1,80 @@
-"""``check_spmd``: run a program once per rank on a recording fake backend, and check
-offline that every group it asks for can be created (no torch, no processes).
+"""``check_spmd``: run a program once per rank on a recording backend, and check offline that
+the job it describes can run: every group can be created, every call is matched by the
+other members of its group, and the creation, lifecycle and topology contracts of the
+backend being modelled hold.
 
-At run time (see :mod:`backend._c10d._rendezvous`) a group is created when all its members have
-asked for it, each rank asking for its groups one after another.  The check replays that:
-each rank's program runs to completion on a :class:`_Recorder` (a :class:`FakeBackend`
-that logs every group request with the group's members), then the requests are matched
-up: a group completes once every member has reached it in its own order.  What cannot
-complete is reported:
-
-- groups some members never ask for (a skipped dim; the members are named);
-- sets of ranks whose orders wait on each other (each waits for a group another has not
-  reached: asked in different orders);
-- programs that raised (e.g. a rank asking for a group of a view it is not in without
-  checking ``mesh.get_coordinate()``), with the call that raised.
-
-Dims that reuse the default group (the whole world in natural order, default options)
-need no rendezvous and are not matched, as at run time.
-
-What is matched is what the job will run (``backend=``): Gloo creates each group among its
-members only; NCCL with a device-bound default group (what ``NcclBackend.from_env()``
-makes) creates a family of ascending groups with one ``split_group`` over the whole world,
-so every rank must reach that split in the same order.  ``"auto"`` (the default) models
-NCCL when the program binds a ``"cuda"`` mesh and Gloo otherwise.  During the check the
-recorder is also the process's backend for every device type, so a program that builds
-its meshes without ``backend=`` is checked too.
+The parts: ``_recording`` (what a run records, the torch-free recorder), ``_torch`` (the
+same for torch-level programs on torch's fake process group), ``_run`` (one rank's run,
+bounded), ``_creation`` / ``_collectives`` / ``_lifecycle`` (the models, each lowering its
+events to steps of the replay), ``_matcher`` (the replay), ``_topology`` (classes 5 and
+6), ``_reduce`` (fewer ranks run), ``_report`` (the findings and their words).
 """
 
 from __future__ import annotations
 
-import inspect
-import re
-import traceback
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
-import attrs
+from layout import show
+from mesh import Topology
 
-from layout import show, show_error
-from mesh import MeshView
-
-from .._c10d import GroupSpec, Plan
-from .._core import (
-    BackendConfigError,
-    FakeBackend,
-    FakeGroup,
-    GroupOptions,
-    NotAMemberError,
-    overriding,
-)
+from .._core import BackendConfigError
+from ._collectives import CallLowering, call_findings, wait_words
+from ._creation import CreationLowering, creation_findings
+from ._lifecycle import Lifecycle
+from ._matcher import Meet, Outcome, Step, replay
+from ._recording import Call, Create, Kind, SpmdBackend, TorchCreate, Trace, WaitWork
+from ._reduce import Underivable, check_derivable, derive, plan_classes, same
+from ._report import Finding, SpmdReport
+from ._run import refuse_async, run_rank
+from ._topology import topology_findings
 
 __all__ = ["MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
 
-Program = Callable[[FakeBackend], object]
-Kind = Literal["auto", "gloo", "nccl"]
+Program = Callable[[Any], object]
 _KINDS = ("auto", "gloo", "nccl")
 MAX_CHECKED_RANKS = 1 << 17
 """The largest world ``check_spmd`` runs a program for unless given a larger ``limit``
 (it runs the program once per rank: about a millisecond per rank for a torchtitan plan)."""
 
 
-@attrs.frozen
-class _Request:
-    """One group a rank asked for, in its order (by its barrier, as the job meets)."""
-
-    group: str  # the barrier's name (GroupSpec.barrier)
-    dim: str
-    members: Sequence[int]  # who meets there: the group, or range(world) for a split
-    split: bool
-
-
-class _Recorder(FakeBackend):
-    """A FakeBackend that logs every group it creates (once per family, as the real
-    backends create) as the job would meet for it."""
-
-    def __init__(self, world_size: int, rank: int, kind: Kind) -> None:
-        super().__init__(world_size, rank)
-        self.requests: list[_Request] = []
-        self.kind = kind
-        self.device_types: set[str] = set()
-
-    def _splits(self) -> bool:
-        return self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.device_types)
-
-    def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:
-        group = super()._create(view, dim, options)
-        spec = GroupSpec.of(view, dim, options, rank=self.rank, world_size=self.world_size,
-                            can_split=self._splits())
-        if spec.plan is not Plan.DEFAULT:
-            self.requests.append(_Request(spec.barrier, spec.dim, spec.barrier_members(),
-                                          spec.plan is Plan.SPLIT))
-        return group
-
-
-Members = tuple[int, ...]
-
-
-@attrs.frozen
-class SpmdReport:
-    """What :func:`check_spmd` found; ``ok`` is True when every group can be created.
-
-    ``never_created``: ``(dim, members, ranks that never ask)`` per incomplete group;
-    ``waiting``: sets of ranks whose orders wait on each other, each rank with the group
-    it is stuck at ``(rank, dim, members)``; ``blocked``: the other stuck ranks ``(rank,
-    dim, members, the ranks it waits for)``, stuck behind the above; ``errors``: ``(rank,
-    call index, message)`` per program that raised.  ``members`` is ``()`` for a split
-    over the whole world (NCCL).  ``str()`` reads as a report, summarized by pattern
-    ("the even ranks ...") so that it stays short at any world size.
-    """
-
-    world_size: int
-    groups: int
-    never_created: tuple[tuple[str, Members, Members], ...]
-    waiting: tuple[tuple[tuple[int, str, Members], ...], ...]
-    blocked: tuple[tuple[int, str, Members, Members], ...]
-    errors: tuple[tuple[int, int, str], ...]
-
-    @property
-    def ok(self) -> bool:
-        """Whether every group every rank asks for can be created, and no program raised."""
-        return not (self.never_created or self.waiting or self.blocked or self.errors)
-
-    def __str__(self) -> str:
-        head = (f"check_spmd over {self.world_size} ranks: {self.groups} groups asked for; "
-                + ("every one can be created" if self.ok else "problems found"))
-        lines = [head]
-        for dim, members, absent in self.never_created[:_MOST]:
-            lines.append(f"- {_group(dim, members)} is never asked for by "
-                         f"{_who(absent, self.world_size)} (a skipped dim: its other members "
-                         "would wait until their timeout)")
-        lines += _more(len(self.never_created), "groups some member never asks for")
-        lines += [self._cycle(c) for c in self.waiting[:_MOST]]
-        lines += _more(len(self.waiting), "sets of ranks waiting on each other")
-        if self.blocked:
-            shown = "; ".join(f"rank {r} at {_group(d, m)} (waiting for {_ranks(w)})"
-                              for r, d, m, w in self.blocked[:_MOST])
-            more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
-            lines.append(f"- stuck behind those: {shown}{more}")
-        same: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
-        for rank, call, message in self.errors:  # alike but for the rank's own number
-            same[(call, re.sub(rf"\brank {rank}\b", "rank #", message))].append((rank, message))
-        for (call, _), raised in list(same.items())[:_MOST]:
-            ranks = tuple(r for r, _ in raised)
-            whose = (f"rank {ranks[0]}'s program" if len(ranks) == 1 else
-                     f"the programs of {_who(ranks, self.world_size)}")
-            shown = "" if len(ranks) == 1 else f" (rank {ranks[0]}'s words; the others' alike)"
-            lines.append(f"- {whose} raised at group request {call}: {raised[0][1]}{shown}")
-        lines += _more(len(same), "distinct errors")
-        if not self.ok:
-            lines.append("Remedies: ask for the same groups in the same order on every "
-                         "rank (mesh.materialize() creates a mesh's groups in dim order); "
-                         "guard requests on views a rank is not in with "
-                         "mesh.get_coordinate() is not None.")
-        return "\n".join(lines)
-
-    def _cycle(self, cycle: tuple[tuple[int, str, Members], ...]) -> str:
-        if len(cycle) <= _MOST:
-            waits = "; ".join(f"rank {r} waits at {_group(d, m)}" for r, d, m in cycle)
-            return (f"- ranks {_ranks(tuple(r for r, _, _ in cycle))} asked for groups in "
-                    f"different orders and wait on each other: {waits}")
-        at: dict[tuple[str, Members], list[int]] = defaultdict(list)
-        for r, d, m in cycle:
-            at[(d, m)].append(r)
-        waits = "; ".join(f"{_who(tuple(ranks), self.world_size)} wait at {_group(d, m)}"
-                          for (d, m), ranks in list(at.items())[:4])
-        if len(at) > 4:
-            waits += f"; and {len(at) - 4} more groups"
-        return (f"- {len(cycle)} ranks asked for groups in different orders and wait on each "
-                f"other: {waits}")
-
-
-_MOST = 8  # entries of one kind written out in a report
-
-
-def _more(count: int, what: str) -> list[str]:
-    return [f"- and {count - _MOST} more {what}"] if count > _MOST else []
-
-
-def _group(dim: str, members: Members) -> str:
-    if not members:
-        return f"the split of dim {dim!r} over the world"
-    return f"the {dim!r} group {_ranks(members)}"
-
-
-def _ranks(ranks: Members, most: int = _MOST) -> str:
-    shown = ", ".join(map(str, ranks[:most]))
-    return f"({shown}{', ...' if len(ranks) > most else ''})" if len(ranks) != 1 \
-        else f"{ranks[0]}"
-
-
-def _who(ranks: Members, world: int) -> str:
-    """Ranks in words: one, a few, or their pattern ("the even ranks (0, 2, 4, ..., 1022;
-    512 ranks)").
-
-    >>> _who((3,), 8), _who(tuple(range(1, 1024, 2)), 1024)
-    ('rank 3', 'the odd ranks (1, 3, 5, ..., 1023; 512 ranks)')
-    """
-    n = len(ranks)
-    if n == 1:
-        return f"rank {ranks[0]}"
-    if n <= _MOST:
-        return f"ranks {_ranks(ranks)}"
-    step = ranks[1] - ranks[0]
-    shown = f"{ranks[0]}, {ranks[1]}, {ranks[2]}, ..., {ranks[-1]}; {n} ranks"
-    if any(b - a != step for a, b in zip(ranks, ranks[1:])):
-        return f"{n} ranks ({', '.join(map(str, ranks[:6]))}, ...)"
-    if step == 2 and ranks[0] in (0, 1) and ranks[-1] >= world - 2:
-        return f"the {('even', 'odd')[ranks[0]]} ranks ({shown})"
-    if step == 1:
-        return f"ranks {ranks[0]} to {ranks[-1]} ({n} ranks)"
-    return f"every {step}th rank from {ranks[0]} ({shown})"
-
-
 def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
-               limit: int = MAX_CHECKED_RANKS) -> SpmdReport:
-    """Run ``program(backend)`` for every rank of ``world_size`` and check its groups offline.
+               limit: int = MAX_CHECKED_RANKS, torch: bool = False,
+               topology: Topology | None = None, communicators: int | None = None,
+               nvls_slots: int = 128, nvls_per_communicator: int = 10,
+               classes: Callable[[int], Hashable] | None = None, verify: int = 1,
+               rank_timeout: float = 10.0) -> SpmdReport:
+    """Run ``program(backend)`` for every rank of ``world_size`` and check offline that the
+    job can run: its groups, the calls on them, and the contracts of the backend.
 
-    ``program`` takes a :class:`~backend.FakeBackend` for one rank (pass it on as
-    ``init_device_mesh(..., backend=backend)``; meshes made without ``backend=`` bind
-    to it too) and asks for groups as the real job would.  ``backend`` is the kind of
-    creation to model: ``"gloo"`` (each group among its members), ``"nccl"`` (a family
-    of ascending groups covering the world is one ``split_group``, collective over the
-    world, as ``NcclBackend.from_env()`` creates it) or ``"auto"`` (NCCL if the program
-    binds a ``"cuda"`` mesh, else Gloo).  Worlds over ``limit`` ranks are refused (the
-    program runs once per rank).  Needs no torch and no processes.
+    ``program`` takes the backend of one rank (pass it on as ``init_device_mesh(...,
+    backend=backend)``; meshes made without ``backend=`` bind to it too).  Without
+    ``torch``, that is a :class:`~backend.SpmdBackend` (no torch), whose methods
+    (``all_reduce``, ``send``, ...) describe the calls a step makes; with ``torch=True``,
+    a torch fake backend (:class:`~backend.TorchFakeBackend`): the program's own
+    ``torch.distributed`` calls, functional collectives, DTensor redistributes and
+    FSDP2/TP hooks are recorded, one rank at a time in torch's fake world.
+
+    What is checked, for the backend being modelled (``backend``: ``"gloo"``, ``"nccl"``
+    as ``NcclBackend.from_env()`` runs it, or ``"auto"``: NCCL if the program binds a
+    ``"cuda"`` mesh): that every group can be created (no member skips it, no orders that
+    wait on each other; NCCL splits a family over the world), that every member of a group
+    issues the same calls on it (op, shape, dtype, reduce op, root) and every send meets
+    its recv, that no rank holds a family's group already where its peers create it, that
+    no group is created by a subset where torch makes the creation collective over the
+    world, the lifecycle after a failure (abort, not destroy; shrink from inside; no use of
+    ended groups; revokes awaited), and with a ``topology``: no NCCL communicator with
+    unequal ranks per host, NVLS multicast groups per NVLink domain within
+    ``nvls_slots`` (at ``nvls_per_communicator`` each), and at most ``communicators`` per
+    rank when that budget is given.
+
+    ``classes`` (a function of the rank) lets the check run fewer ranks: ranks of one class
+    must run the same program relative to their groups; one rank per class runs, plus
+    ``verify`` more per class whose runs are compared with their derivation, and the check
+    falls back to every rank when they differ or a run cannot be derived (the report's
+    notes say which).  Each rank's program must finish within ``rank_timeout`` seconds
+    (a finding, and the check stops there).  Worlds over ``limit`` ranks are refused.
 
     >>> from backend import GroupOptions, init_device_mesh
     >>> def program(backend):
@@ -244,39 +95,186 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
       the 'all' group (0, 1, 2, 3) (waiting for 0)
     Remedies: ...
     """
-    _check_arguments(world_size, program, backend, limit)
-    orders: list[list[_Request]] = []
-    errors: list[tuple[int, int, str]] = []
-    for rank in range(world_size):
-        recorder = _Recorder(world_size, rank, backend)
+    _check_arguments(world_size, program, backend, limit, torch, topology, communicators,
+                     nvls_slots, nvls_per_communicator, classes, verify, rank_timeout)
+    refuse_async(program)
+    make: Callable[[int, int], Any]
+    if torch:
+        from ._torch import TorchSession
+
+        session: Any = TorchSession(backend)
+        make = session.make
+    else:
+        session = None
+        make = lambda w, r: SpmdBackend(w, r, backend)  # noqa: E731
+    traces: list[Trace | None] = [None] * world_size
+    notes: list[str] = []
+
+    def run(rank: int) -> Trace:
+        recorder = make(world_size, rank)
         try:
-            with overriding(recorder, recorder.device_types.add):
-                result = program(recorder)
-            if inspect.isawaitable(result):
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise _AwaitableProgram(
-                    "check_spmd runs the program synchronously, but it returned an awaitable "
-                    f"({show(result)}); pass a function that runs it, e.g. "
-                    "lambda backend: asyncio.run(program(backend))")
-        except _AwaitableProgram:
-            raise
-        except NotAMemberError as e:
-            errors.append((rank, len(recorder.requests), show_error(e)))
-        except Exception as e:  # the program's own failure (its message may not print)
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            errors.append((rank, len(recorder.requests),
-                           f"{show_error(e)} ({where.filename}:{where.lineno})"))
-        orders.append(recorder.requests)
-    return _match(world_size, orders, errors)
+            run_rank(program, recorder, rank_timeout,
+                     (lambda: session.around(recorder)) if session is not None else None)
+        finally:
+            if session is not None:
+                session.end(recorder)
+        traces[rank] = recorder.trace
+        return recorder.trace
+
+    ran = 0
+    if classes is not None:
+        ran = _reduced(world_size, classes, verify, traces, run, notes)
+    for rank in range(world_size):
+        if traces[rank] is None:
+            ran += 1
+            if run(rank).timed_out is not None:
+                notes.append(f"the check stopped after rank {rank}'s program ran past its "
+                             f"{rank_timeout:g} s limit: ranks {rank + 1} and up did not run")
+                break
+    done = [t for t in traces if t is not None]
+    if any(t.timed_out is not None for t in done):
+        return _stopped(world_size, done, ran, notes)
+    return analyse(world_size, [t for t in traces if t is not None], backend,
+                   topology=topology, budget=communicators, slots=nvls_slots,
+                   per_comm=nvls_per_communicator, ran=ran, notes=notes)
 
 
-class _AwaitableProgram(BackendConfigError):
-    """The program returned an awaitable: it was not run (a misuse, not a finding)."""
+def _reduced(world: int, classes: Callable[[int], Hashable], verify: int,
+             traces: list[Trace | None], run: Callable[[int], Trace], notes: list[str]) -> int:
+    """Run each class's representative and verifiers; derive the other ranks, or leave them
+    to run (a note says why).  Returns how many ranks ran."""
+    members, chosen = plan_classes(world, classes, verify)
+    for r in chosen:
+        if run(r).timed_out is not None:
+            return len([t for t in traces if t is not None])
+    reason = None
+    try:
+        for ranks in members.values():
+            rep = traces[ranks[0]]
+            assert rep is not None
+            check_derivable(rep)
+            for r in ranks[1:]:
+                found = traces[r]
+                if found is not None:
+                    reason = same(found, derive(rep, r))
+                    if reason:
+                        break
+            if reason:
+                break
+    except Underivable as e:
+        reason = str(e)
+    if reason is not None:
+        notes.append(f"ran every rank: classes= could not stand for them ({reason})")
+        return len(chosen)
+    for ranks in members.values():
+        rep = traces[ranks[0]]
+        assert rep is not None
+        for r in ranks[1:]:
+            if traces[r] is None:
+                traces[r] = derive(rep, r)
+    notes.append(f"ran {len(chosen)} of {world} ranks: {len(members)} classes, each run once "
+                 f"and checked on {min(verify, world)} more of its ranks; the others derived")
+    return len(chosen)
 
 
-def _check_arguments(world_size: object, program: object, backend: object,
-                     limit: object) -> None:
+def _stopped(world: int, traces: list[Trace], ran: int, notes: list[str]) -> SpmdReport:
+    found = [Finding("timeout", f"rank {t.rank}'s program ran past its {t.timed_out:g} s time "
+                     "limit (a loop, or a wait for something that never comes: a check runs "
+                     "each rank alone, so nothing a peer sends arrives)",
+                     "timeout", (t.rank,)) for t in traces if t.timed_out is not None]
+    errors = tuple((t.rank, t.error_at, t.error) for t in traces if t.error is not None)
+    return SpmdReport(world, 0, (), (), (), errors, tuple(found), 0, ran, tuple(notes))
+
+
+def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topology | None,
+            budget: int | None, slots: int, per_comm: int, ran: int | None = None,
+            notes: Sequence[str] = ()) -> SpmdReport:
+    """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
+    nccl = kind == "nccl" or (kind == "auto" and any("cuda" in t.device_types for t in traces))
+    meets: dict[Hashable, Meet] = {}
+    steps: list[list[Step]] = []
+    findings: list[Finding] = []
+    to_all: list[Any] = []
+    for t in traces:
+        life = Lifecycle(t.rank, nccl, meets)
+        creating = CreationLowering(world, nccl, meets)
+        calling = CallLowering(t.rank, meets, to_all)
+        mine: list[Step] = []
+        for i, e in enumerate(t.events):
+            if isinstance(e, (Create, TorchCreate)):
+                mine.append(creating.step(e, i, findings))
+            elif isinstance(e, Call):
+                if life.breaks(e, findings):
+                    continue
+                mine.append(calling.step(e, i))
+            elif isinstance(e, WaitWork):
+                mine.append(calling.step(e, i))
+            else:
+                step = life.see(e, i, findings)
+                if step is not None:
+                    mine.append(step)
+        steps.append(mine)
+        findings += _run_findings(t)
+    outcome = replay(steps, meets)
+    never, more = creation_findings(outcome, meets, traces, world)
+    findings += more + call_findings(outcome, meets, traces, to_all, world)
+    findings += topology_findings(traces, world, topology, nccl, budget=budget, slots=slots,
+                                  per_comm=per_comm)
+    waiting, blocked, words = _waits(outcome, meets, traces)
+    errors = tuple((t.rank, t.error_at, t.error) for t in traces if t.error is not None)
+    creates = {e.barrier for t in traces for e in t.events if isinstance(e, Create)}
+    calls = sum(isinstance(e, Call) for t in traces for e in t.events)
+    unique = tuple(dict.fromkeys(findings))  # the same finding from every member: once
+    return SpmdReport(world, len(creates), tuple(never), waiting, blocked, errors, unique,
+                      calls, world if ran is None else ran, tuple(notes), words)
+
+
+def _run_findings(t: Trace) -> list[Finding]:
+    found = []
+    for line, what in t.foreign[:1]:
+        found.append(Finding("foreign", f"rank {t.rank} calls a collective on {what} "
+                                        f"({line})", f"foreign {line}", (t.rank,)))
+    if len(t.threads) > 1:
+        found.append(Finding("threads", f"rank {t.rank}'s calls come from {len(t.threads)} "
+                                        "threads: their order is not the same from run to run, "
+                                        "so members may issue them in different orders",
+                             "threads", (t.rank,)))
+    if t.left_threads:
+        found.append(Finding("threads", f"rank {t.rank}'s program returned with "
+                                        f"{t.left_threads} thread(s) it started still running: "
+                                        "their calls are not checked (join them)",
+                             "left threads", (t.rank,)))
+    return found
+
+
+def _waits(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequence[Trace]
+           ) -> tuple[Any, Any, tuple[tuple[int, str], ...]]:
+    words: dict[int, str] = {}
+
+    def where(r: int) -> tuple[str, tuple[int, ...]]:
+        step = outcome.stuck[r]
+        said = wait_words(step, traces[r])
+        if said is not None:
+            words[r] = said
+        for key in step.keys:
+            info = meets[key].info
+            if isinstance(info, Create):
+                return info.dim, (() if info.split else tuple(info.members))
+            if isinstance(info, Call):
+                return info.group.label, tuple(info.group.members)
+            if isinstance(info, TorchCreate):
+                return info.what, tuple(range(len(traces)))
+        return "?", ()
+
+    waiting = tuple(tuple((r, *where(r)) for r in sorted(c)) for c in outcome.cycles)
+    blocked = tuple((r, *where(r), tuple(sorted(outcome.waits[r]))) for r in outcome.blocked)
+    return waiting, blocked, tuple(sorted(words.items()))
+
+
+def _check_arguments(world_size: object, program: object, backend: object, limit: object,
+                     torch: object, topology: object, communicators: object, slots: object,
+                     per_comm: object, classes: object, verify: object,
+                     rank_timeout: object) -> None:
     if type(limit) is not int or limit < 1:
         raise BackendConfigError(f"limit must be a positive int, got {show(limit)}")
     if type(world_size) is not int or world_size < 1:
@@ -290,110 +288,24 @@ def _check_arguments(world_size: object, program: object, backend: object,
     if not isinstance(backend, str) or backend not in _KINDS:
         raise BackendConfigError(
             f"backend must be one of {', '.join(map(repr, _KINDS))}, got {show(backend)}")
+    if type(torch) is not bool:
+        raise BackendConfigError(f"torch must be True or False, got {show(torch)}")
+    if topology is not None:
+        if not isinstance(topology, Topology):
+            raise BackendConfigError(f"topology must be a mesh.Topology, got {show(topology)}")
+        if topology.world_size != world_size:
+            raise BackendConfigError(f"the topology places {topology.world_size} ranks, but the "
+                                     f"world has {world_size}")
+    for name, value, least in (("communicators", communicators, 1), ("nvls_slots", slots, 1),
+                               ("nvls_per_communicator", per_comm, 1), ("verify", verify, 0)):
+        if value is None and name == "communicators":
+            continue
+        if type(value) is not int or value < least:
+            raise BackendConfigError(f"{name} must be an int >= {least}, got {show(value)}")
+    if classes is not None and not callable(classes):
+        raise BackendConfigError(f"classes must be a function of the rank, got {show(classes)}")
+    if not isinstance(rank_timeout, (int, float)) or isinstance(rank_timeout, bool) or \
+            not math.isfinite(rank_timeout) or rank_timeout <= 0:
+        raise BackendConfigError(f"rank_timeout must be a positive number of seconds, got "
+                                 f"{show(rank_timeout)}")
 
-
-def _match(world_size: int, orders: list[list[_Request]],
-           errors: list[tuple[int, int, str]]) -> SpmdReport:
-    """Replay the rendezvous: a group completes when every member is at it."""
-    at = [0] * world_size  # each rank's next request
-    arrived: dict[str, set[int]] = defaultdict(set)
-    ready: list[str] = []
-
-    def reach(rank: int) -> None:
-        if at[rank] < len(orders[rank]):
-            req = orders[rank][at[rank]]
-            arrived[req.group].add(rank)
-            if len(arrived[req.group]) == len(req.members):
-                ready.append(req.group)
-
-    for rank in range(world_size):
-        reach(rank)
-    done = 0
-    while ready:
-        group = ready.pop()
-        for rank in list(arrived.pop(group)):
-            at[rank] += 1
-            reach(rank)
-        done += 1
-    stuck = {r: orders[r][at[r]] for r in range(world_size) if at[r] < len(orders[r])}
-    ahead = {r: {q.group for q in orders[r][at[r]:]} for r in stuck}  # what each will ask
-    never: dict[str, tuple[str, Members, set[int]]] = {}
-    waits: dict[int, set[int]] = {}
-    for rank, req in stuck.items():
-        missing = set(req.members) - arrived[req.group]
-        skips = {m for m in missing if req.group not in ahead.get(m, ())}
-        if skips:
-            never.setdefault(req.group, (req.dim, _shown(req), set()))[2].update(skips)
-        waits[rank] = missing - skips  # they will ask, but wait elsewhere first
-    cycles = list(_cycles(waits))
-    in_cycle = set().union(*cycles) if cycles else set()
-    blocked = tuple((r, stuck[r].dim, _shown(stuck[r]), tuple(sorted(waits[r])))
-                    for r in sorted(stuck) if r not in in_cycle and waits[r])
-    return SpmdReport(
-        world_size, len({q.group for o in orders for q in o}),
-        tuple((d, m, tuple(sorted(a))) for d, m, a in never.values()),
-        tuple(tuple((r, stuck[r].dim, _shown(stuck[r])) for r in sorted(c)) for c in cycles),
-        blocked, tuple(errors))
-
-
-def _shown(req: _Request) -> Members:
-    return () if req.split else tuple(req.members)
-
-
-def _cycles(waits: dict[int, set[int]]) -> Iterator[set[int]]:
-    """The strongly connected sets of the wait-for graph that wait on each other."""
-    tarjan = _Tarjan(waits)
-    for v in sorted(waits):
-        if v not in tarjan.index:
-            tarjan.visit(v)
-    return iter(tarjan.found)
-
-
-class _Tarjan:
-    """Tarjan's strongly connected components of ``edges``, iteratively (deep enough for 1M
-    ranks); ``found`` keeps the components that are cycles (more than one node, or a node
-    waiting on itself)."""
-
-    def __init__(self, edges: dict[int, set[int]]) -> None:
-        self.edges = edges
-        self.index: dict[int, int] = {}
-        self.low: dict[int, int] = {}
-        self.stack: list[int] = []
-        self.on: set[int] = set()
-        self.found: list[set[int]] = []
-
-    def visit(self, v: int) -> None:
-        work = [(v, self._enter(v))]
-        while work:
-            node, successors = work[-1]
-            nxt = next(successors, None)
-            if nxt is None:
-                work.pop()
-                self._leave(node, work[-1][0] if work else None)
-            elif nxt not in self.index:
-                work.append((nxt, self._enter(nxt)))
-            elif nxt in self.on:
-                self.low[node] = min(self.low[node], self.index[nxt])
-
-    def _enter(self, v: int) -> Iterator[int]:
-        self.index[v] = self.low[v] = len(self.index)
-        self.stack.append(v)
-        self.on.add(v)
-        return iter(sorted(self.edges.get(v, ())))
-
-    def _leave(self, node: int, parent: int | None) -> None:
-        if parent is not None:
-            self.low[parent] = min(self.low[parent], self.low[node])
-        if self.low[node] == self.index[node]:
-            component = self._pop_component(node)
-            if len(component) > 1 or node in self.edges.get(node, ()):
-                self.found.append(component)
-
-    def _pop_component(self, root: int) -> set[int]:
-        component: set[int] = set()
-        while True:
-            w = self.stack.pop()
-            self.on.discard(w)
-            component.add(w)
-            if w == root:
-                return component

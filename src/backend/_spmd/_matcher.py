@@ -1,0 +1,268 @@
+"""The replay: every rank's steps, matched across ranks as the real job would meet them.
+
+A rank's run is lowered (``_creation``, ``_collectives``, ``_lifecycle``) to a list of
+:class:`Step`\\ s.  A step offers one or more meeting *keys* (a group creation, the n-th
+collective on a communicator, the n-th send from one rank to another on it, ...); a key
+completes when every participant has offered it, in its own order.  A blocking step waits
+until all its keys complete; a non-blocking one (``isend``, a batch of p2p ops) offers its
+keys and goes on, and they must complete before the program ends.  Each offer carries a
+signature (the op, shape, dtype, reduce op, root): participants of one key that offer
+different signatures *desync* the key's channel (the sequence of calls on that
+communicator, or between that pair): the first such key is reported with every side, and
+later keys of the channel no longer wait (what follows a desync is its consequence).
+
+What cannot complete is classified as the old creation check did, for every kind of key:
+participants that never offer a key (it is not among their remaining steps), sets of ranks
+whose steps wait on each other (a wait-for cycle, Tarjan), and ranks stuck behind those.
+
+Cost: O(total offers) for the replay (each offer touches its key once), plus, for what is
+stuck at the end, O(remaining steps) of the ranks that are waited for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+import attrs
+
+__all__ = ["Meet", "Mismatch", "Outcome", "Step", "replay"]
+
+
+@attrs.frozen(slots=True)
+class Step:
+    """One step of a rank: the keys it offers, a signature per key, whether it waits for
+    them, and the index of the event it lowers (in the rank's trace)."""
+
+    keys: tuple[Hashable, ...]
+    sigs: tuple[Hashable, ...]
+    blocking: bool
+    event: int
+
+
+@attrs.frozen(slots=True)
+class Meet:
+    """A key's participants (the ranks that must offer it), its channel (keys of one
+    channel are successive calls on one communicator; None for a creation) and, for the
+    words of a report, the first event that offered it."""
+
+    participants: Sequence[int]
+    channel: Hashable | None = None
+    info: Any = None  # what the lowering keeps for words: the first event offering it
+
+
+@attrs.define
+class Mismatch:
+    """A key whose participants offered different signatures: ``arrivals`` lists each
+    offer ``(rank, signature, event index)`` in the order they came."""
+
+    key: Hashable
+    channel: Hashable | None
+    arrivals: list[tuple[int, Hashable, int]]
+    ranks: set[int]
+
+
+@attrs.define
+class Outcome:
+    """What the replay ended with.
+
+    ``stuck``: rank -> the step it waits at; ``missing``: an incomplete key -> the
+    participants that never offer it; ``waits``: a stuck rank -> the ranks it waits for
+    that will offer its keys later (but are stuck elsewhere first); ``cycles``: sets of
+    ranks that wait on each other; ``blocked``: the other stuck ranks that wait for
+    someone; ``open``: every incomplete key -> the ranks that offered it.
+    """
+
+    completed: int
+    mismatches: list[Mismatch]
+    stuck: dict[int, Step]
+    open: dict[Hashable, set[int]]
+    missing: dict[Hashable, set[int]]
+    waits: dict[int, set[int]]
+    cycles: list[set[int]]
+    blocked: list[int]
+
+
+def replay(steps: Sequence[Sequence[Step]], meets: dict[Hashable, Meet]) -> Outcome:
+    """Match every rank's ``steps`` (rank ``r``'s at ``steps[r]``) over ``meets``."""
+    world = len(steps)
+    pos = [0] * world
+    offers: dict[Hashable, list[tuple[int, Hashable, int]]] = {}
+    offered: dict[Hashable, set[int]] = {}
+    done: set[Hashable] = set()
+    waiters: dict[Hashable, list[int]] = defaultdict(list)
+    pending: list[set[Hashable] | None] = [None] * world
+    desynced: set[Hashable] = set()
+    open_in: dict[Hashable, set[Hashable]] = defaultdict(set)  # channel -> its open keys
+    mismatched: dict[Hashable, Mismatch] = {}
+    queue: deque[int] = deque(range(world))
+    completed = 0
+
+    def complete(key: Hashable) -> None:
+        nonlocal completed
+        completed += 1
+        done.add(key)
+        offers.pop(key, None)
+        offered.pop(key, None)
+        channel = meets[key].channel
+        if channel is not None:
+            open_in[channel].discard(key)
+        for r in waiters.pop(key, ()):
+            left = pending[r]
+            if left is None:
+                continue
+            left.discard(key)
+            if not left:
+                pending[r] = None
+                pos[r] += 1
+                queue.append(r)
+
+    def run(r: int) -> None:
+        mine = steps[r]
+        while pos[r] < len(mine):
+            step = mine[pos[r]]
+            wait: set[Hashable] | None = None
+            for key, sig in zip(step.keys, step.sigs):
+                wrong = mismatched.get(key)
+                if wrong is not None:  # every side of a desync is reported
+                    if r not in wrong.ranks:
+                        wrong.ranks.add(r)
+                        wrong.arrivals.append((r, sig, step.event))
+                    continue
+                if key in done:
+                    continue
+                meet = meets[key]
+                channel = meet.channel
+                if channel is not None and channel in desynced:
+                    continue
+                got = offered.get(key)
+                if got is None:
+                    got = offered[key] = set()
+                    offers[key] = []
+                    if channel is not None:
+                        open_in[channel].add(key)
+                if r not in got:
+                    got.add(r)
+                    these = offers[key]
+                    these.append((r, sig, step.event))
+                    if sig != these[0][1]:
+                        mismatched[key] = Mismatch(key, channel, list(these), set(got))
+                        if channel is not None:
+                            desynced.add(channel)
+                            for k in list(open_in[channel]):
+                                complete(k)
+                        else:
+                            complete(key)
+                        continue
+                    if len(got) == len(meet.participants):
+                        complete(key)
+                        continue
+                if wait is None:
+                    wait = set()
+                wait.add(key)
+            if step.blocking and wait:
+                pending[r] = wait
+                for key in wait:
+                    waiters[key].append(r)
+                return
+            pos[r] += 1
+
+    while queue:
+        r = queue.popleft()
+        if pending[r] is None:
+            run(r)
+    return _classify(steps, meets, pos, pending, offered, completed, list(mismatched.values()))
+
+
+def _classify(steps: Sequence[Sequence[Step]], meets: dict[Hashable, Meet], pos: list[int],
+              pending: list[set[Hashable] | None], offered: dict[Hashable, set[int]],
+              completed: int, mismatches: list[Mismatch]) -> Outcome:
+    """Who waits for whom at the end: never (a key not among a participant's remaining
+    steps) or later (it is, but the participant is stuck elsewhere first)."""
+    ahead: dict[int, set[Hashable]] = {}
+
+    def will_offer(rank: int, key: Hashable) -> bool:
+        keys = ahead.get(rank)
+        if keys is None:
+            keys = ahead[rank] = {k for s in steps[rank][pos[rank]:] for k in s.keys}
+        return key in keys
+
+    missing: dict[Hashable, set[int]] = {}
+    later: dict[Hashable, set[int]] = {}
+    for key, got in offered.items():
+        absent = [m for m in meets[key].participants if m not in got]
+        never = {m for m in absent if not will_offer(m, key)}
+        if never:
+            missing[key] = never
+        later[key] = set(absent) - never
+    stuck = {r: steps[r][pos[r]] for r, p in enumerate(pending) if p is not None}
+    waits = {r: set().union(*(later.get(k, set()) for k in pending[r] or ())) for r in stuck}
+    cycles = list(_cycles(waits))
+    in_cycle = set().union(*cycles) if cycles else set()
+    blocked = [r for r in sorted(stuck) if r not in in_cycle and waits[r]]
+    return Outcome(completed, mismatches, stuck, dict(offered), missing, waits, cycles, blocked)
+
+
+def _cycles(waits: dict[int, set[int]]) -> Iterator[set[int]]:
+    """The strongly connected sets of the wait-for graph that wait on each other."""
+    tarjan = _Tarjan(waits)
+    for v in sorted(waits):
+        if v not in tarjan.index:
+            tarjan.visit(v)
+    return iter(tarjan.found)
+
+
+class _Tarjan:
+    """Tarjan's strongly connected components of ``edges``, iteratively (deep enough for 1M
+    ranks); ``found`` keeps the components that are cycles (more than one node, or a node
+    waiting on itself)."""
+
+    def __init__(self, edges: dict[int, set[int]]) -> None:
+        self.edges = edges
+        self.index: dict[int, int] = {}
+        self.low: dict[int, int] = {}
+        self.stack: list[int] = []
+        self.on: set[int] = set()
+        self.found: list[set[int]] = []
+
+    def visit(self, v: int) -> None:
+        work = [(v, self._enter(v))]
+        while work:
+            node, successors = work[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                work.pop()
+                self._leave(node, work[-1][0] if work else None)
+            elif nxt not in self.index:
+                work.append((nxt, self._enter(nxt)))
+            elif nxt in self.on:
+                self.low[node] = min(self.low[node], self.index[nxt])
+
+    def _enter(self, v: int) -> Iterator[int]:
+        self.index[v] = self.low[v] = len(self.index)
+        self.stack.append(v)
+        self.on.add(v)
+        return iter(sorted(self.edges.get(v, ())))
+
+    def _leave(self, node: int, parent: int | None) -> None:
+        if parent is not None:
+            self.low[parent] = min(self.low[parent], self.low[node])
+        if self.low[node] == self.index[node]:
+            component = self._pop_component(node)
+            if len(component) > 1 or node in self.edges.get(node, ()):
+                self.found.append(component)
+
+    def _pop_component(self, root: int) -> set[int]:
+        component: set[int] = set()
+        while True:
+            w = self.stack.pop()
+            self.on.discard(w)
+            component.add(w)
+            if w == root:
+                return component
+
+
+def first(items: Any) -> Any:
+    """The first item of an iterable (for sets)."""
+    return next(iter(items))

@@ -1,0 +1,708 @@
+"""What ``check_spmd`` records of one rank's run: the events (group requests, collective and
+point-to-point calls, lifecycle calls) in program order, as values, and the torch-free
+recording backend a program runs on.
+
+A group is named in a call by a :class:`GroupRef`: its ``key`` is equal on every member
+(the name the real job gives the communicator, with its members), so calls of different
+ranks on one communicator meet; ``spec`` (a :class:`~backend.GroupSpec`) is kept where the
+group was made from a view, so that another rank's group of the same family can be
+derived (``_reduce``).  Every call keeps its source line: the first frame outside torch and
+meshlayout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, Literal
+
+import attrs
+
+import layout
+import mesh as _mesh_package
+from layout import show
+from mesh import Dim, MeshView
+
+from .._c10d import GroupSpec, Plan
+from .._core import (
+    BackendConfigError,
+    FakeBackend,
+    FakeGroup,
+    GroupOptions,
+    Retired,
+    as_options,
+)
+
+__all__ = ["Abort", "Call", "Create", "Destroy", "Event", "GroupRef", "Hit", "Kind",
+           "Recording", "Retire", "Revoke", "Shrink", "SpmdBackend", "TorchCreate", "Trace",
+           "WaitRevoke", "WaitWork", "site"]
+
+Kind = Literal["auto", "gloo", "nccl"]
+_BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
+           for p in (layout, _mesh_package)), _BACKEND + os.sep)
+_SKIPPED_FILES = {threading.__file__}
+
+
+def _library_dirs() -> tuple[str, ...]:
+    torch = sys.modules.get("torch")
+    found = getattr(torch, "__file__", None)
+    extra = (os.path.dirname(os.path.abspath(found)) + os.sep,) if found else ()
+    return _OURS + extra
+
+
+def site(depth: int = 2) -> str:
+    """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
+    the threading module: the program's line that made the call."""
+    dirs = _library_dirs()
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(dirs) and name not in _SKIPPED_FILES:
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+def _program_reads(depth: int) -> bool:
+    """Whether the frame ``depth`` up is the program's own (or the facade's ``get_rank`` on
+    the program's behalf): a raw read of the rank, not a coordinate computation."""
+    frame = sys._getframe(depth)
+    name = frame.f_code.co_filename
+    if not name.startswith(_library_dirs()):
+        return True
+    return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
+
+
+@attrs.frozen(eq=False, repr=False)
+class GroupRef:
+    """A communicator a call runs on, as one rank sees it.
+
+    ``key`` is equal on every member of the same communicator (the real job's name for it
+    and its members); ``label`` names it in words (the dim, or torch's group name);
+    ``members`` are the global ranks in group order; ``spec`` is the request it came from
+    when a view made it (None for the world group and for groups torch code made).
+    """
+
+    key: Hashable
+    label: str
+    members: Any  # tuple[int, ...] | range
+    spec: GroupSpec | None = None
+    world: bool = False
+
+    def index(self, rank: int) -> int | None:
+        """``rank``'s place in the group, or None when it is not a member."""
+        members = self.members
+        if isinstance(members, range):
+            return rank - members.start if rank in members else None
+        try:
+            return members.index(rank)  # type: ignore[no-any-return]
+        except ValueError:
+            return None
+
+    def describe(self) -> str:
+        """The group in words (its members shortened past eight)."""
+        if self.world:
+            return f"the world group {_short(self.members)}"
+        return f"the {self.label!r} group {_short(self.members)}"
+
+    def __repr__(self) -> str:
+        return f"GroupRef({self.describe()})"
+
+
+def _short(members: Sequence[int]) -> str:
+    n = len(members)
+    if n == 1:
+        return f"({members[0]},)"
+    if n <= 8:
+        return f"({', '.join(map(str, members))})"
+    return f"({', '.join(map(str, members[:6]))}, ..., {members[-1]}; {n} ranks)"
+
+
+def world_ref(world_size: int) -> GroupRef:
+    """The default group."""
+    return GroupRef(("world", world_size), "world", range(world_size), None, True)
+
+
+def spec_ref(spec: GroupSpec) -> GroupRef:
+    """The group a request made (the world group where the request reuses it)."""
+    if spec.plan is Plan.DEFAULT:
+        return world_ref(spec.world_size)
+    members = spec.members
+    if members == tuple(range(spec.world_size)):
+        members = range(spec.world_size)  # type: ignore[assignment]
+    return GroupRef(spec.name, spec.options.group_desc or spec.dim, members, spec)
+
+
+# ---- events -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Create:
+    """A group creation this rank takes part in (its barrier, as the job meets), as the
+    modelled backend creates it: ``split`` when one ``split_group`` over the world makes
+    the family; ``hidden`` when torch would split the device-bound default group for a
+    group the program creates among its members only (NCCL, :mod:`._creation`)."""
+
+    barrier: str
+    dim: str
+    members: Any  # who meets there: the group, or range(world) for a split
+    split: bool
+    hidden: bool
+    group: GroupRef
+    line: str
+
+
+@attrs.frozen
+class Hit:
+    """A request this rank answered from a group it already held though it never created
+    that family itself: adopted (``from_group``) or kept across a ``rebind``.  Where its
+    peers create the family, they wait for this rank (:mod:`._creation`)."""
+
+    barrier: str
+    dim: str
+    members: Any
+    split: bool
+    source: str
+    group: GroupRef
+    line: str
+
+
+@attrs.frozen
+class TorchCreate:
+    """A group torch code created itself: ``dist.new_group(ranks, use_local_synchronization=
+    local)`` or ``dist.split_group(split_ranks)`` (``ranks`` then lists the splits)."""
+
+    what: Literal["new_group", "split_group"]
+    ranks: tuple[Any, ...]
+    local: bool
+    name: str
+    line: str
+
+
+@attrs.frozen
+class Call:
+    """One collective or point-to-point call on ``group``.
+
+    ``shapes`` holds one shape per tensor; ``root`` (broadcast, reduce, gather, scatter) and
+    ``peer`` (send, recv) are places in the group; ``splits`` (all_to_all with sizes) the
+    input and output split sizes.  ``post`` marks a call that does not wait (``isend``,
+    ``irecv``, a batch of p2p ops): it must still be matched before the program ends.
+    """
+
+    op: str
+    group: GroupRef
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    line: str
+    reduce_op: str | None = None
+    root: int | None = None
+    peer: int | None = None
+    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    post: bool = False
+    batch: int = 0
+
+    @property
+    def p2p(self) -> bool:
+        return self.op in ("send", "recv")
+
+    def signature(self) -> tuple[Any, ...]:
+        """What every member must agree on (p2p: what the pair must agree on)."""
+        if self.p2p:
+            return (self.shapes, self.dtype)
+        if self.op == "all_to_all":  # uneven sizes differ by rank: the rows must agree
+            return (self.op, tuple(s[1:] for s in self.shapes), self.dtype,
+                    self.splits is None and self.shapes)
+        return (self.op, self.shapes, self.dtype, self.reduce_op, self.root)
+
+    def describe(self) -> str:
+        """``all_reduce (16, 16) float32 sum``; roots and peers by global rank."""
+        shapes = ", ".join(_shape(s) for s in self.shapes) or "()"
+        text = f"{self.op} {shapes} {self.dtype}"
+        if self.reduce_op:
+            text += f" {self.reduce_op}"
+        if self.root is not None:
+            text += f" root {self.group.members[self.root]}"
+        if self.peer is not None:
+            text += f" {'to' if self.op == 'send' else 'from'} {self.group.members[self.peer]}"
+        if self.splits is not None:
+            text += f" splits in {list(self.splits[0])} out {list(self.splits[1])}"
+        return text
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+
+
+@attrs.frozen
+class WaitWork:
+    """The program waits for the non-blocking calls ``calls`` (their event indices)."""
+
+    calls: tuple[int, ...]
+    line: str
+
+
+@attrs.frozen
+class Retire:
+    """``retire``/``rebind``: ``lost`` ranks are gone; ``ended`` the groups it ended."""
+
+    lost: frozenset[int]
+    ended: tuple[GroupRef, ...]
+    line: str
+
+
+@attrs.frozen
+class Destroy:
+    """The program destroys ``group`` (``destroy_process_group``; NCCL: a finalize that
+    waits for its peers)."""
+
+    group: GroupRef
+    line: str
+
+
+@attrs.frozen
+class Abort:
+    """The program aborts ``group`` (never waits for peers)."""
+
+    group: GroupRef
+    line: str
+
+
+@attrs.frozen
+class Shrink:
+    """``shrink_group(exclude, group)``: collective among the members not excluded."""
+
+    group: GroupRef
+    exclude: tuple[int, ...]
+    made: GroupRef | None
+    line: str
+
+
+@attrs.frozen
+class Revoke:
+    """A revoke of ``group`` (``ncclCommRevoke``); ``wait=False`` returns before it ends."""
+
+    group: GroupRef
+    wait: bool
+    line: str
+
+
+@attrs.frozen
+class WaitRevoke:
+    """The program waits for the revoke of ``group`` to end."""
+
+    group: GroupRef
+    line: str
+
+
+Event = Create | Hit | TorchCreate | Call | WaitWork | Retire | Destroy | Abort | Shrink | \
+    Revoke | WaitRevoke
+
+
+@attrs.define
+class Trace:
+    """One rank's run: its events in order, and how the run ended."""
+
+    rank: int
+    events: list[Event] = attrs.Factory(list)
+    error: str | None = None  # the program raised (its error, with where)
+    error_at: int = 0  # how many group requests came before the error
+    timed_out: float | None = None  # the time limit it ran past
+    raw_rank: bool = False  # the program read its global rank itself
+    threads: set[int] = attrs.Factory(set)  # threads that made calls
+    left_threads: int = 0  # threads still running after the program returned
+    foreign: list[tuple[str, str]] = attrs.Factory(list)  # (line, what) calls on others' groups
+    device_types: set[str] = attrs.Factory(set)
+    underivable: str | None = None  # why another rank's run cannot be derived from this one
+
+    @property
+    def requests(self) -> int:
+        return sum(isinstance(e, (Create, Hit)) for e in self.events)
+
+
+# ---- the recording part every recorder shares ---------------------------------------------
+
+
+class Recording:
+    """Recording of group requests and lifecycle calls, mixed into a backend class
+    (:class:`SpmdBackend` here, a torch fake backend in ``_torch``).
+
+    ``kind`` is the backend being modelled; ``trace`` collects the events.
+    """
+
+    trace: Trace
+    kind: Kind
+    _refs: dict[int, tuple[Any, GroupRef]]
+    _known: set[Any]
+    _adopted: set[int]
+    _closed: bool
+    _quiet: int
+
+    def _start_recording(self, kind: Kind) -> None:
+        self.kind = kind
+        self.trace = Trace(self._rank)  # type: ignore[attr-defined]
+        self._refs = {}  # id(group) -> (group, ref): the groups this rank holds
+        self._known = set()  # the (family, options) this rank created or was answered
+        self._adopted = set()  # id() of the groups adopted (from_group)
+        self._closed = False
+        self._quiet = 0  # > 0 while our own backend code creates (torch calls not recorded)
+
+    @property
+    def rank(self) -> int:
+        """This process's global rank (a read by the program itself is noted: the check
+        cannot then derive another rank's run from this one)."""
+        if not self.trace.raw_rank and _program_reads(2):
+            self.trace.raw_rank = True
+        return self._rank  # type: ignore[attr-defined, no-any-return]
+
+    def splits(self) -> bool:
+        """Whether the modelled backend makes a family covering the world with one
+        ``split_group``: NCCL with a device-bound default group (``NcclBackend.from_env``),
+        while no rank is lost (then new groups are made among the survivors)."""
+        nccl = self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.trace.device_types)
+        return nccl and not self.lost  # type: ignore[attr-defined]
+
+    def nccl(self) -> bool:
+        return self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.trace.device_types)
+
+    def told(self, device_type: str) -> None:
+        self.trace.device_types.add(device_type)
+
+    def _spec(self, view: MeshView, dim: int, options: GroupOptions) -> GroupSpec:
+        return GroupSpec.of(view, dim, options, rank=self._rank,  # type: ignore[attr-defined]
+                            world_size=self._world_size,  # type: ignore[attr-defined]
+                            can_split=self.splits())
+
+    def _note_create(self, view: MeshView, dim: int, options: GroupOptions, group: Any) -> None:
+        self._known.add((view.family(dim), options))
+        spec = self._spec(view, dim, options)
+        ref = spec_ref(spec)
+        self._refs[id(group)] = (group, ref)
+        if spec.plan is Plan.DEFAULT:
+            return
+        split = spec.plan is Plan.SPLIT
+        hidden = not split and self.nccl()  # members only, on a device-bound NCCL world
+        self.trace.events.append(Create(spec.barrier, spec.dim, spec.barrier_members(), split,
+                                        hidden, ref, site(3)))
+
+    def _note_hit(self, view: MeshView, dim: int, options: GroupOptions, group: Any,
+                  source: str) -> None:
+        spec = self._spec(view, dim, options)
+        if spec.plan is Plan.DEFAULT:
+            return
+        known = self._refs.get(id(group))
+        ref = known[1] if known is not None else spec_ref(spec)
+        self.trace.events.append(Hit(spec.barrier, spec.dim, spec.barrier_members(),
+                                     spec.plan is Plan.SPLIT, source, ref, site(3)))
+
+    def get_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
+        """As the backend answers; a request answered from a group this rank did not create
+        for the family (adopted, or kept across a rebind) is recorded as a cache hit."""
+        group = super().get_group(view, dim, options)  # type: ignore[misc]
+        k = view.index(dim)
+        opts = as_options(options)
+        key = (view.family(k), opts)
+        if key not in self._known:  # no creation answered it: a group held already
+            self._known.add(key)
+            source = ("adopted with from_group" if id(group) in self._adopted
+                      else "kept across a rebind")
+            self._note_hit(view, k, opts, group, source)
+        return group
+
+    def adopt(self, view: MeshView, dim: Dim, options: GroupOptions, group: Any) -> Any:
+        """As the backend adopts (``from_group``); noted, so that a later request answered
+        by it is recorded as a cache hit."""
+        self._adopted.add(id(group))
+        return super().adopt(view, dim, options, group)  # type: ignore[misc]
+
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+        """As the backend retires; recorded with the groups it ended."""
+        before = {id(g): g for _, g in self._cache.snapshot()}  # type: ignore[attr-defined]
+        gone = frozenset(self._checked_ranks(lost))  # type: ignore[attr-defined]
+        done: Retired = super().retire(gone, among=among)  # type: ignore[misc]
+        after = {id(g) for _, g in self._cache.snapshot()}  # type: ignore[attr-defined]
+        ended = tuple(self.ref(g) for i, g in before.items() if i not in after)
+        self.trace.events.append(Retire(gone, ended, site(2)))
+        return done
+
+    def ref(self, group: Any) -> GroupRef:
+        """The :class:`GroupRef` of a group this rank holds (refined by subclasses)."""
+        known = self._refs.get(id(group))
+        if known is None:
+            raise BackendConfigError(f"{show(group)} is not a group of this rank's backend")
+        return known[1]
+
+
+class SpmdBackend(Recording, FakeBackend):
+    """The backend a program runs on under :func:`~backend.check_spmd` (no torch): a
+    :class:`~backend.FakeBackend` that records, besides every group request, the calls a
+    training step makes on its groups, in ``torch.distributed``'s words.
+
+    A call takes its tensor as a shape (an int or a tuple of ints, with ``dtype=``, default
+    ``"float32"``) or as anything with ``.shape`` and ``.dtype`` (a torch tensor, a NumPy
+    array); ``group`` is a group of this backend (``mesh.get_group(dim)``), None for the
+    world; ``src``/``dst`` are global ranks, as in torch.  Nothing is sent: the calls are
+    matched offline, across ranks, by :func:`~backend.check_spmd`.
+
+    >>> from backend import check_spmd, init_device_mesh
+    >>> def step(backend):
+    ...     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=backend)
+    ...     backend.all_reduce((1024,), group=mesh.get_group("dp"))
+    ...     backend.broadcast((8, 8), src=mesh.mesh[0, 0].item(), group=None)
+    >>> check_spmd(4, step).ok
+    True
+    """
+
+    def __init__(self, world_size: int, rank: int, kind: Kind = "auto") -> None:
+        super().__init__(world_size, rank)
+        self._start_recording(kind)
+        self._batch = 0
+
+    def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:
+        group = super()._create(view, dim, options)
+        self._note_create(view, dim, options, group)
+        return group
+
+    def ref(self, group: Any) -> GroupRef:
+        """The :class:`GroupRef` of ``group`` (None: the world); a group of another backend
+        (or not this rank's) raises, after the call is noted as a foreign one."""
+        if group is None:
+            return world_ref(self._world_size)
+        known = self._refs.get(id(group))
+        if known is not None:
+            return known[1]
+        if isinstance(group, FakeGroup) and group.member == self._rank:
+            # adopted by from_group or made elsewhere for this rank: named by its members
+            members = group.ranks
+            ref = GroupRef(("adopted", group.name, members), group.name, members)
+            self._refs[id(group)] = (group, ref)
+            return ref
+        what = (f"{show(group)} (rank {group.member}'s group, not rank {self._rank}'s)"
+                if isinstance(group, FakeGroup) else show(group))
+        self.trace.foreign.append((site(3), what))
+        raise BackendConfigError(
+            f"rank {self._rank} called a collective on {what}, which is not a group of its "
+            "backend (pass mesh.get_group(dim) of a mesh bound to this backend, or None for "
+            "the world)")
+
+    # ---- the calls ------------------------------------------------------------------------
+    def _record(self, op: str, tensors: Sequence[Any], group: Any, *, dtype: str | None,
+                reduce_op: Any = None, root: int | None = None, peer: int | None = None,
+                splits: tuple[Sequence[int], Sequence[int]] | None = None,
+                post: bool = False) -> int:
+        if self._closed:
+            raise BackendConfigError(
+                f"rank {self._rank}'s program has ended under check_spmd: this call comes from "
+                "a thread it left running (join the threads a step starts)")
+        ref = self.ref(group)
+        me = ref.index(self._rank)
+        if me is None:
+            self.trace.foreign.append((site(3), f"{ref.describe()} (rank {self._rank} is not "
+                                                "in it)"))
+            raise BackendConfigError(f"rank {self._rank} is not in {ref.describe()}")
+        shapes, dt = [], None
+        for t in tensors:
+            shape, d = _tensor(t, dtype)
+            shapes.append(shape)
+            dt = dt or d
+        call = Call(op, ref, tuple(shapes), dt or "float32", site(3),
+                    None if reduce_op is None else _reduce_name(reduce_op),
+                    None if root is None else self._place(ref, root, "src/dst"),
+                    None if peer is None else self._place(ref, peer, "peer", me),
+                    None if splits is None else (_sizes(splits[0], ref), _sizes(splits[1], ref)),
+                    post, self._batch)
+        self.trace.threads.add(threading.get_ident())
+        self.trace.events.append(call)
+        return len(self.trace.events) - 1
+
+    def _place(self, ref: GroupRef, rank: object, what: str, me: int | None = None) -> int:
+        if type(rank) is not int:
+            raise BackendConfigError(f"{what} must be a global rank (an int), got {show(rank)}")
+        place = ref.index(rank)
+        if place is None:
+            raise BackendConfigError(f"{what} {rank} is not in {ref.describe()}")
+        if me is not None and place == me:
+            raise BackendConfigError(f"rank {self._rank} cannot send to or receive from itself")
+        return place
+
+    def all_reduce(self, tensor: Any, op: Any = "sum", group: Any = None, *,
+                   dtype: str | None = None) -> None:
+        """``dist.all_reduce``."""
+        self._record("all_reduce", [tensor], group, dtype=dtype, reduce_op=op)
+
+    def broadcast(self, tensor: Any, src: int, group: Any = None, *,
+                  dtype: str | None = None) -> None:
+        """``dist.broadcast`` from global rank ``src``."""
+        self._record("broadcast", [tensor], group, dtype=dtype, root=src)
+
+    def reduce(self, tensor: Any, dst: int, op: Any = "sum", group: Any = None, *,
+               dtype: str | None = None) -> None:
+        """``dist.reduce`` to global rank ``dst``."""
+        self._record("reduce", [tensor], group, dtype=dtype, reduce_op=op, root=dst)
+
+    def all_gather(self, tensor: Any, group: Any = None, *, dtype: str | None = None) -> None:
+        """``dist.all_gather_into_tensor`` of this rank's ``tensor`` (the input)."""
+        self._record("all_gather", [tensor], group, dtype=dtype)
+
+    def reduce_scatter(self, tensor: Any, op: Any = "sum", group: Any = None, *,
+                       dtype: str | None = None) -> None:
+        """``dist.reduce_scatter_tensor`` into this rank's ``tensor`` (the output)."""
+        self._record("reduce_scatter", [tensor], group, dtype=dtype, reduce_op=op)
+
+    def all_to_all(self, tensor: Any, group: Any = None, *, dtype: str | None = None,
+                   input_splits: Sequence[int] | None = None,
+                   output_splits: Sequence[int] | None = None) -> None:
+        """``dist.all_to_all_single`` of ``tensor`` (the input), with split sizes per
+        member when uneven (each member's input split for ``j`` must be ``j``'s output
+        split for it)."""
+        if (input_splits is None) != (output_splits is None):
+            raise BackendConfigError("all_to_all takes both input_splits and output_splits, "
+                                     "or neither")
+        splits = None if input_splits is None or output_splits is None else \
+            (input_splits, output_splits)
+        self._record("all_to_all", [tensor], group, dtype=dtype, splits=splits)
+
+    def gather(self, tensor: Any, dst: int, group: Any = None, *,
+               dtype: str | None = None) -> None:
+        """``dist.gather`` of this rank's ``tensor`` to global rank ``dst``."""
+        self._record("gather", [tensor], group, dtype=dtype, root=dst)
+
+    def scatter(self, tensor: Any, src: int, group: Any = None, *,
+                dtype: str | None = None) -> None:
+        """``dist.scatter`` from global rank ``src`` into this rank's ``tensor``."""
+        self._record("scatter", [tensor], group, dtype=dtype, root=src)
+
+    def barrier(self, group: Any = None) -> None:
+        """``dist.barrier``."""
+        self._record("barrier", [], group, dtype="none")
+
+    def send(self, tensor: Any, dst: int, group: Any = None, *, dtype: str | None = None
+             ) -> None:
+        """``dist.send`` to global rank ``dst`` (waits for the matching ``recv``)."""
+        self._record("send", [tensor], group, dtype=dtype, peer=dst)
+
+    def recv(self, tensor: Any, src: int, group: Any = None, *, dtype: str | None = None
+             ) -> None:
+        """``dist.recv`` from global rank ``src`` (waits for the matching ``send``)."""
+        self._record("recv", [tensor], group, dtype=dtype, peer=src)
+
+    def isend(self, tensor: Any, dst: int, group: Any = None, *, dtype: str | None = None
+              ) -> Work:
+        """``dist.isend``: returns at once; ``.wait()`` on the result waits for the match."""
+        return Work(self, self._record("send", [tensor], group, dtype=dtype, peer=dst,
+                                       post=True))
+
+    def irecv(self, tensor: Any, src: int, group: Any = None, *, dtype: str | None = None
+              ) -> Work:
+        """``dist.irecv``: returns at once; ``.wait()`` on the result waits for the match."""
+        return Work(self, self._record("recv", [tensor], group, dtype=dtype, peer=src,
+                                       post=True))
+
+    def batch_isend_irecv(self, ops: Sequence[tuple[str, Any, int]], group: Any = None, *,
+                          dtype: str | None = None) -> Work:
+        """``dist.batch_isend_irecv``: ``ops`` are ``("send" | "recv", tensor, peer)``, issued
+        together (one NCCL group: they do not wait on each other); ``.wait()`` on the
+        result waits for all of them."""
+        self._batch += 1
+        done = []
+        for op in ops:
+            if not (isinstance(op, tuple) and len(op) == 3 and op[0] in ("send", "recv")):
+                raise BackendConfigError(f"batch_isend_irecv takes (\"send\" | \"recv\", tensor, "
+                                         f"peer) triples, got {show(op)}")
+            done.append(self._record(op[0], [op[1]], group, dtype=dtype, peer=op[2], post=True))
+        return Work(self, *done)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def destroy_process_group(self, group: Any) -> None:
+        """``dist.destroy_process_group(group)`` (on NCCL a finalize: waits for its peers)."""
+        self.trace.events.append(Destroy(self.ref(group), site(2)))
+
+    def abort_process_group(self, group: Any) -> None:
+        """``dist._abort_process_group(group)`` (never waits for peers)."""
+        self.trace.events.append(Abort(self.ref(group), site(2)))
+
+    def shrink_group(self, ranks_to_exclude: Sequence[int], group: Any = None) -> FakeGroup:
+        """``dist.shrink_group(ranks_to_exclude, group)``: collective among the members not
+        excluded; returns the shrunk group (the members left, in group order)."""
+        ref = self.ref(group)
+        exclude = tuple(sorted({int(r) for r in ranks_to_exclude}))
+        keep = [r for r in ref.members if r not in exclude]
+        made_ref = None
+        made = None
+        if self._rank in keep and keep:
+            view = MeshView.from_ranks(keep, ("shrunk",))
+            made = FakeGroup.of(view, "shrunk", self._rank, f"{ref.label}-shrunk")
+            made_ref = GroupRef(("shrunk", ref.key, exclude), f"{ref.label} shrunk",
+                                tuple(keep))
+            self._refs[id(made)] = (made, made_ref)
+        self.trace.events.append(Shrink(ref, exclude, made_ref, site(2)))
+        return made  # type: ignore[return-value]
+
+    def revoke_process_group(self, group: Any, *, wait: bool = True) -> None:
+        """A revoke of ``group`` (``ncclCommRevoke``: stops its work, keeps it as a parent
+        for a shrink); ``wait=False`` returns before the revoke ends: wait with
+        :meth:`wait_revoked` before the next call on the group."""
+        self.trace.events.append(Revoke(self.ref(group), bool(wait), site(2)))
+
+    def wait_revoked(self, group: Any) -> None:
+        """Wait until the revoke of ``group`` has ended."""
+        self.trace.events.append(WaitRevoke(self.ref(group), site(2)))
+
+
+class Work:
+    """What ``isend``/``irecv``/``batch_isend_irecv`` return: ``wait()`` waits for the
+    matching calls of the peers."""
+
+    def __init__(self, backend: SpmdBackend, *calls: int) -> None:
+        self._backend = backend
+        self._calls = calls
+
+    def wait(self) -> bool:
+        """Wait for the calls (recorded: the match must come before the program goes on)."""
+        self._backend.trace.events.append(WaitWork(self._calls, site(2)))
+        return True
+
+    def is_completed(self) -> bool:
+        return False
+
+
+def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
+    """(shape, dtype) of a call's tensor argument."""
+    if type(t) is int:
+        t = (t,)
+    if isinstance(t, (tuple, list)):
+        if not all(type(s) is int and s >= 0 for s in t):
+            raise BackendConfigError(f"a tensor is given as a shape of ints >= 0, or as an "
+                                     f"object with .shape and .dtype; got {show(t)}")
+        return tuple(t), _dtype(dtype or "float32")
+    shape = getattr(t, "shape", None)
+    found = getattr(t, "dtype", None)
+    if shape is None or found is None:
+        raise BackendConfigError(f"a tensor is given as a shape (a tuple of ints) or as an "
+                                 f"object with .shape and .dtype; got {show(t)}")
+    return tuple(int(s) for s in shape), _dtype(dtype or found)
+
+
+def _dtype(dtype: Any) -> str:
+    text = str(dtype)
+    return text[len("torch."):] if text.startswith("torch.") else text
+
+
+def _reduce_name(op: Any) -> str:
+    text = str(getattr(op, "name", op)).lower()
+    return text.rpartition(".")[2]
+
+
+def _sizes(sizes: Sequence[int], ref: GroupRef) -> tuple[int, ...]:
+    out = tuple(sizes)
+    if len(out) != len(ref.members) or not all(type(s) is int and s >= 0 for s in out):
+        raise BackendConfigError(f"all_to_all splits must be {len(ref.members)} sizes (one per "
+                                 f"member of {ref.describe()}), got {show(sizes)}")
+    return out
+
+
+def recorder_factory(kind: Kind) -> Callable[[int, int], SpmdBackend]:
+    """Makes the torch-free recorder of each rank."""
+    return lambda world, rank: SpmdBackend(world, rank, kind)

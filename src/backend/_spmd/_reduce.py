@@ -1,0 +1,159 @@
+"""Checking fewer ranks: one run per class of ranks, the others derived.
+
+``classes(rank)`` names the ranks that run the same program *relative to their groups*:
+two ranks of one class ask for the same families of groups in the same order and issue
+the same calls on them (same ops, shapes, dtypes, reduce ops, and roots and peers as
+places in the group).  Then a rank's run is its class representative's with every group
+replaced by the rank's own group of the same family (:func:`derive`): nothing else of a
+run depends on which rank made it.  ``classes`` is the program's coordinate dependence,
+e.g. ``lambda r: plan.coordinate(r)[0]`` for a step that differs only by pipeline stage.
+
+This is exact for a program that satisfies the declaration, and no weaker than the full
+check for one that does not, *if* the declaration is checked.  It can be checked only by
+running; what the check does:
+
+- runs, per class, its smallest rank and ``verify`` more (its largest, then ranks spread
+  between), and compares each verifying run with its derivation event by event;
+- derives only what is derivable: groups made from views (their family and options are
+  recorded); a run that reads its raw rank itself (``backend.rank``, ``mesh.get_rank()``,
+  ``dist.get_rank()``), calls on groups torch code made from rank lists, cache hits,
+  lifecycle calls (a rebind, a shrink, ...), a raise, a time-out, threads or foreign
+  groups make it underivable;
+
+and falls back to running every rank when a verifying run differs or a representative is
+underivable.  So a program whose trace depends on something else than its class at a rank
+that is neither a representative nor a verifier (``if rank == 517``) escapes it: the
+reduction is sound for the programs the declaration describes, and checked, not proven,
+for the others.  The default (no ``classes``) runs every rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import attrs
+
+from layout import show
+
+from .._c10d import GroupSpec
+from .._core import BackendConfigError
+from ._recording import Call, Create, Event, GroupRef, TorchCreate, Trace, WaitWork, spec_ref
+
+__all__ = ["Underivable", "check_derivable", "derive", "plan_classes", "representatives",
+           "same"]
+
+
+class Underivable(Exception):
+    """A run from which another rank's cannot be derived (the reason in words)."""
+
+
+def plan_classes(world: int, classes: Callable[[int], Hashable], verify: int
+                 ) -> tuple[dict[Hashable, list[int]], list[int]]:
+    """(class -> its ranks, the ranks to run): per class its smallest rank and ``verify``
+    more spread over it (its largest first)."""
+    members: dict[Hashable, list[int]] = {}
+    for r in range(world):
+        try:
+            key = classes(r)
+            hash(key)
+        except Exception as e:
+            raise BackendConfigError(f"classes({r}) must return a hashable class of rank {r}; it "
+                                     f"raised {type(e).__name__}: {e}") from None
+        members.setdefault(key, []).append(r)
+    run = []
+    for ranks in members.values():
+        run.append(ranks[0])
+        extra = min(verify, len(ranks) - 1)
+        if extra:
+            step = (len(ranks) - 1) / extra
+            run += sorted({ranks[len(ranks) - 1 - round(i * step)] for i in range(extra)})
+    return members, sorted(set(run))
+
+
+def check_derivable(trace: Trace) -> None:
+    """Raise :class:`Underivable` saying why another rank's run cannot be derived."""
+    if trace.error is not None or trace.timed_out is not None:
+        raise Underivable(f"rank {trace.rank}'s program raised or timed out")
+    if trace.raw_rank:
+        raise Underivable(f"rank {trace.rank}'s program reads its raw rank")
+    if trace.foreign or trace.left_threads or len(trace.threads) > 1:
+        raise Underivable(f"rank {trace.rank}'s program calls on groups it does not own or "
+                          "from several threads")
+    for e in trace.events:
+        if isinstance(e, Create):
+            continue
+        if isinstance(e, Call):
+            if not (e.group.world or e.group.spec is not None):
+                raise Underivable(f"rank {trace.rank} calls {e.op} on {e.group.describe()}, "
+                                  f"made by torch code from a rank list ({e.line})")
+            continue
+        if isinstance(e, WaitWork):
+            continue
+        if isinstance(e, TorchCreate) and not e.local:
+            continue
+        raise Underivable(f"rank {trace.rank}'s run holds a {type(e).__name__.lower()} "
+                          f"({getattr(e, 'line', '?')}), which is not derived")
+
+
+def derive(trace: Trace, rank: int) -> Trace:
+    """``rank``'s run from ``trace`` (of a rank of its class): each group replaced by
+    ``rank``'s group of the same family (checked derivable first)."""
+    memo: dict[int, GroupRef] = {}
+
+    def moved(ref: GroupRef) -> GroupRef:
+        if ref.world:
+            return ref
+        found = memo.get(id(ref))
+        if found is None:
+            spec = ref.spec
+            assert spec is not None
+            found = memo[id(ref)] = spec_ref(attrs.evolve(spec, rank=rank))
+        return found
+
+    events: list[Event] = []
+    for e in trace.events:
+        if isinstance(e, Create):
+            g = moved(e.group)
+            spec: GroupSpec = g.spec  # type: ignore[assignment]
+            events.append(attrs.evolve(e, barrier=spec.barrier, members=spec.barrier_members(),
+                                       group=g))
+        elif isinstance(e, Call):
+            events.append(attrs.evolve(e, group=moved(e.group)))
+        else:
+            events.append(e)
+    return Trace(rank, events, device_types=set(trace.device_types))
+
+
+def same(real: Trace, derived: Trace) -> str | None:
+    """None when ``real`` is ``derived`` event by event; else the first difference in words."""
+    for i, (a, b) in enumerate(zip(real.events, derived.events)):
+        if _print(a) != _print(b):
+            return (f"rank {real.rank}'s event {i} is {_words(a)} where its class "
+                    f"representative's derivation gives {_words(b)}")
+    if len(real.events) != len(derived.events):
+        return (f"rank {real.rank} makes {len(real.events)} calls and requests where its class "
+                f"representative's derivation makes {len(derived.events)}")
+    return None
+
+
+def _print(e: Event) -> tuple[Any, ...]:
+    if isinstance(e, Create):
+        return ("create", e.barrier, e.split, e.hidden)
+    if isinstance(e, Call):
+        return ("call", e.op, e.group.key, e.signature(), e.peer, e.splits, e.post, e.line)
+    return (type(e).__name__, show(e))
+
+
+def _words(e: Event) -> str:
+    if isinstance(e, Call):
+        return f"{e.describe()} on {e.group.describe()} ({e.line})"
+    if isinstance(e, Create):
+        return f"a request for {e.group.describe()} ({e.line})"
+    return show(e)
+
+
+def representatives(members: dict[Hashable, list[int]]) -> dict[int, int]:
+    """Each rank's representative (its class's smallest rank)."""
+    return {r: ranks[0] for ranks in members.values() for r in ranks}
+

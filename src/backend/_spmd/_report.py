@@ -1,0 +1,240 @@
+"""What :func:`~backend.check_spmd` found, as data (:class:`SpmdReport`, :class:`Finding`) and
+as a report that stays short at any world size: ranks are summarized by pattern ("the odd
+ranks ..."), and findings alike but for their group are written once, with a count."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = ["FINDING_KINDS", "Finding", "SpmdReport", "group_words", "ranks_words", "verb",
+           "who"]
+
+Members = tuple[int, ...]
+
+FINDING_KINDS = {
+    "desync": "members of a group issue different calls (op, shape, dtype, reduce op, root)",
+    "unmatched": "a call some members never issue (fewer calls; a send without its recv)",
+    "splits": "all_to_all split sizes that do not pair up",
+    "cache_hit": "a rank holds a family's group already and skips the creation its peers enter",
+    "hidden_split": "a group created by a subset where the creation is collective over the world",
+    "lifecycle": "after a failure: destroy instead of abort, a shrink from outside, a group "
+                 "used after it was ended, a revoke not awaited",
+    "uneven_hosts": "a communicator with unequal ranks per host (NCCL)",
+    "nvls": "more NVLS multicast groups in an NVLink domain than its NVSwitch has slots",
+    "budget": "more communicators per rank than the stated budget",
+    "foreign": "a call on a group the rank does not own, or is not in",
+    "threads": "calls from several threads, or threads left running",
+    "timeout": "a program that ran past its per-rank time limit",
+}
+"""Every :attr:`Finding.kind`, with what it means."""
+
+_MOST = 8  # entries of one kind written out in a report
+
+
+@attrs.frozen
+class Finding:
+    """One problem ``check_spmd`` found beyond the creation order.
+
+    ``kind`` is one of :data:`FINDING_KINDS`; ``text`` says it for one group (naming the
+    ranks, the calls and their source lines); ``pattern`` is the same finding with the
+    group left out, so that findings alike but for their group are written once;
+    ``ranks`` are the ranks at fault (summarized by pattern in the report).
+    """
+
+    kind: str
+    text: str
+    pattern: str
+    ranks: Members = ()
+
+
+@attrs.frozen
+class SpmdReport:
+    """What :func:`check_spmd` found; ``ok`` is True when every group can be created, every
+    call is matched by its peers, and no model found a problem.
+
+    ``never_created``: ``(dim, members, ranks that never ask)`` per incomplete group;
+    ``waiting``: sets of ranks whose orders wait on each other, each rank with the group
+    it is stuck at ``(rank, dim, members)`` (a creation, or a call on that group);
+    ``blocked``: the other stuck ranks ``(rank, dim, members, the ranks it waits for)``,
+    stuck behind the above; ``errors``: ``(rank, group requests before, message)`` per
+    program that raised; ``findings``: every other problem (:class:`Finding`: calls that
+    do not match, creation and lifecycle contracts, topology); ``calls``: how many
+    collective and p2p calls were recorded; ``ran``: on how many ranks the program ran
+    (fewer than the world when ``classes=`` let the check derive the others); ``notes``:
+    how the check ran.  ``members`` is ``()`` for a split over the whole world (NCCL).
+    ``str()`` reads as a report, summarized by pattern ("the even ranks ...") so that it
+    stays short at any world size.
+    """
+
+    world_size: int
+    groups: int
+    never_created: tuple[tuple[str, Members, Members], ...]
+    waiting: tuple[tuple[tuple[int, str, Members], ...], ...]
+    blocked: tuple[tuple[int, str, Members, Members], ...]
+    errors: tuple[tuple[int, int, str], ...]
+    findings: tuple[Finding, ...] = ()
+    calls: int = 0
+    ran: int | None = None
+    notes: tuple[str, ...] = ()
+    wait_words: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether every group can be created, every call matches, no program raised and no
+        model found a problem."""
+        return not (self.never_created or self.waiting or self.blocked or self.errors
+                    or self.findings)
+
+    def kinds(self) -> set[str]:
+        """The kinds of the findings (``"desync"``, ``"cache_hit"``, ...)."""
+        return {f.kind for f in self.findings}
+
+    def __str__(self) -> str:
+        if self.calls:
+            fine = "every group can be created and every call matches"
+            head = (f"check_spmd over {self.world_size} ranks: {self.groups} groups asked for, "
+                    f"{self.calls} calls on them; ")
+        else:
+            fine = "every one can be created"
+            head = f"check_spmd over {self.world_size} ranks: {self.groups} groups asked for; "
+        lines = [head + (fine if self.ok else "problems found")]
+        lines += [f"({note})" for note in self.notes]
+        for dim, members, absent in self.never_created[:_MOST]:
+            lines.append(f"- {group_words(dim, members)} is never asked for by "
+                         f"{who(absent, self.world_size)} (a skipped dim: its other members "
+                         "would wait until their timeout)")
+        lines += _more(len(self.never_created), "groups some member never asks for")
+        words = dict(self.wait_words)
+        lines += [self._cycle(c, words) for c in self.waiting[:_MOST]]
+        lines += _more(len(self.waiting), "sets of ranks waiting on each other")
+        if self.blocked:
+            shown = "; ".join(f"rank {r} {words.get(r, 'at ' + group_words(d, m))} (waiting "
+                              f"for {ranks_words(w)})" for r, d, m, w in self.blocked[:_MOST])
+            more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
+            lines.append(f"- stuck behind those: {shown}{more}")
+        lines += self._findings()
+        lines += self._errors()
+        lines += self._remedies()
+        return "\n".join(lines)
+
+    def _findings(self) -> list[str]:
+        alike: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+        for f in self.findings:
+            alike[(f.kind, f.pattern)].append(f)
+        lines = []
+        for (_kind, _), found in list(alike.items())[:2 * _MOST]:
+            line = f"- {found[0].text}"
+            if len(found) > 1:
+                ranks = tuple(sorted({r for f in found for r in f.ranks}))
+                line += (f"; alike in {len(found) - 1} more groups"
+                         + (f" (at fault: {who(ranks, self.world_size)})" if ranks else ""))
+            lines.append(line)
+        lines += _more(len(alike), "kinds of findings", 2 * _MOST)
+        return lines
+
+    def _errors(self) -> list[str]:
+        same: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+        for rank, call, message in self.errors:  # alike but for the rank's own number
+            same[(call, re.sub(rf"\brank {rank}\b", "rank #", message))].append((rank, message))
+        lines = []
+        for (call, _), raised in list(same.items())[:_MOST]:
+            ranks = tuple(r for r, _ in raised)
+            whose = (f"rank {ranks[0]}'s program" if len(ranks) == 1 else
+                     f"the programs of {who(ranks, self.world_size)}")
+            shown = "" if len(ranks) == 1 else f" (rank {ranks[0]}'s words; the others' alike)"
+            lines.append(f"- {whose} raised at group request {call}: {raised[0][1]}{shown}")
+        lines += _more(len(same), "distinct errors")
+        return lines
+
+    def _remedies(self) -> list[str]:
+        if self.ok:
+            return []
+        out = []
+        words = dict(self.wait_words)
+        stuck = [r for c in self.waiting for r, _, _ in c] + [r for r, *_ in self.blocked]
+        creation = bool(self.never_created or self.errors) or any(r not in words for r in stuck)
+        if creation:
+            out.append("Remedies: ask for the same groups in the same order on every rank "
+                       "(mesh.materialize() creates a mesh's groups in dim order); guard "
+                       "requests on views a rank is not in with mesh.get_coordinate() is not "
+                       "None.")
+        if {"desync", "unmatched", "splits"} & self.kinds() or any(r in words for r in stuck):
+            out.append("Remedies for calls: every member of a group must issue the same calls "
+                       "(op, shape, dtype, reduce op, root) in the same order, and every send "
+                       "needs its recv; batch p2p that goes both ways (batch_isend_irecv).")
+        return out
+
+    def _cycle(self, cycle: tuple[tuple[int, str, Members], ...], words: dict[int, str]) -> str:
+        def at(r: int, d: str, m: Members) -> str:
+            return words.get(r, f"at {group_words(d, m)}")
+
+        kind = ("asked for groups in different orders" if not words else
+                "issue their calls and requests in orders")
+        if len(cycle) <= _MOST:
+            waits = "; ".join(f"rank {r} waits {at(r, d, m)}" for r, d, m in cycle)
+            return (f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} {kind} that wait "
+                    f"on each other: {waits}" if words else
+                    f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} asked for groups in "
+                    f"different orders and wait on each other: {waits}")
+        same: dict[str, list[int]] = defaultdict(list)
+        for r, d, m in cycle:
+            same[at(r, d, m)].append(r)
+        waits = "; ".join(f"{who(tuple(ranks), self.world_size)} wait {place}"
+                          for place, ranks in list(same.items())[:4])
+        if len(same) > 4:
+            waits += f"; and {len(same) - 4} more groups"
+        if not words:
+            return (f"- {len(cycle)} ranks asked for groups in different orders and wait on "
+                    f"each other: {waits}")
+        return f"- {len(cycle)} ranks {kind} that wait on each other: {waits}"
+
+
+def _more(count: int, what: str, most: int = _MOST) -> list[str]:
+    return [f"- and {count - most} more {what}"] if count > most else []
+
+
+def group_words(dim: str, members: Members) -> str:
+    """A group in words (a split over the world when ``members`` is empty)."""
+    if not members:
+        return f"the split of dim {dim!r} over the world"
+    return f"the {dim!r} group {ranks_words(members)}"
+
+
+def ranks_words(ranks: Sequence[int], most: int = _MOST) -> str:
+    """``(1, 5)``; one rank as itself; long lists cut after ``most``."""
+    shown = ", ".join(map(str, ranks[:most]))
+    return f"({shown}{', ...' if len(ranks) > most else ''})" if len(ranks) != 1 \
+        else f"{ranks[0]}"
+
+
+def verb(ranks: Sequence[int], one: str, many: str) -> str:
+    """``one`` for a single rank, else ``many`` ("issues" / "issue")."""
+    return one if len(ranks) == 1 else many
+
+
+def who(ranks: Sequence[int], world: int) -> str:
+    """Ranks in words: one, a few, or their pattern ("the even ranks (0, 2, 4, ..., 1022;
+    512 ranks)").
+
+    >>> who((3,), 8), who(tuple(range(1, 1024, 2)), 1024)
+    ('rank 3', 'the odd ranks (1, 3, 5, ..., 1023; 512 ranks)')
+    """
+    ranks = tuple(ranks)
+    n = len(ranks)
+    if n == 1:
+        return f"rank {ranks[0]}"
+    if n <= _MOST:
+        return f"ranks {ranks_words(ranks)}"
+    step = ranks[1] - ranks[0]
+    shown = f"{ranks[0]}, {ranks[1]}, {ranks[2]}, ..., {ranks[-1]}; {n} ranks"
+    if any(b - a != step for a, b in zip(ranks, ranks[1:])):
+        return f"{n} ranks ({', '.join(map(str, ranks[:6]))}, ...)"
+    if step == 2 and ranks[0] in (0, 1) and ranks[-1] >= world - 2:
+        return f"the {('even', 'odd')[ranks[0]]} ranks ({shown})"
+    if step == 1:
+        return f"ranks {ranks[0]} to {ranks[-1]} ({n} ranks)"
+    return f"every {step}th rank from {ranks[0]} ({shown})"
