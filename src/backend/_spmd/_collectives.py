@@ -46,6 +46,7 @@ class CallLowering:
             return Step(keys, (None,) * len(keys), True, index)
         group = event.group
         if event.p2p:
+            assert event.peer is not None
             peer = group.members[event.peer]
             src, dst = (self.rank, peer) if event.op == "send" else (peer, self.rank)
             channel: Hashable = ("p2p", group.key, src, dst)
@@ -97,9 +98,15 @@ def call_findings(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequenc
             f"{verb(gone, 'issues', 'issue')} its {_nth(n)} call ({info.describe()}, "
             f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
             f"{verb(offered, 'it waits', 'they wait')} ({_fewer(traces, gone, info)})",
-            f"never {info.group.label} {info.op} {info.line}", gone))
+            f"never {'pg ' if _torch_made(info) else ''}{info.group.label} {info.op} "
+            f"{info.line}", gone))
     found += _splits(to_all, world)
     return found
+
+
+def _torch_made(call: Call) -> bool:
+    key = call.group.key
+    return isinstance(key, tuple) and key[0] == "pg"
 
 
 def _fewer(traces: Sequence[Trace], gone: tuple[int, ...], info: Call) -> str:

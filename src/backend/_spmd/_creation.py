@@ -30,7 +30,7 @@ from collections.abc import Hashable, Sequence
 
 from ._matcher import Meet, Outcome, Step
 from ._recording import Create, Hit, TorchCreate, Trace
-from ._report import Finding, group_words, who
+from ._report import Finding, group_words, verb, who
 
 __all__ = ["CreationLowering", "creation_findings"]
 
@@ -192,6 +192,7 @@ def _cache_hit(held: Hit, rank: int, entered: set[int], world: int) -> Finding:
         "cache_hit",
         f"rank {rank} already holds its {held.dim!r} group {tuple(held.group.members)} "
         f"({held.source}, asked at {held.line}) and skips {where}, which "
-        f"{who(peers, world)} enter: they wait for it. Make every rank reach the family "
+        f"{who(peers, world)} {verb(peers, 'enters: it waits', 'enter: they wait')} for it. "
+        "Make every rank reach the family "
         "the same way (adopt on every rank, or on none)",
         f"cache hit {held.dim} {held.source} {held.line}", (rank,))

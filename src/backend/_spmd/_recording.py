@@ -43,7 +43,7 @@ Kind = Literal["auto", "gloo", "nccl"]
 _BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
            for p in (layout, _mesh_package)), _BACKEND + os.sep)
-_SKIPPED_FILES = {threading.__file__}
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -53,44 +53,67 @@ def _library_dirs() -> tuple[str, ...]:
     return _OURS + extra
 
 
+def _stdlib(name: str) -> bool:
+    return name.startswith(_STDLIB) and "site-packages" not in name
+
+
 def site(depth: int = 2) -> str:
     """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
-    the threading module: the program's line that made the call."""
+    the standard library: the program's line that made the call."""
     dirs = _library_dirs()
     frame = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(dirs) and name not in _SKIPPED_FILES:
+        if not name.startswith(dirs) and not _stdlib(name):
             return f"{os.path.basename(name)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return "?"
 
 
 def _program_reads(depth: int) -> bool:
-    """Whether the frame ``depth`` up is the program's own (or the facade's ``get_rank`` on
-    the program's behalf): a raw read of the rank, not a coordinate computation."""
+    """Whether the first frame ``depth`` up outside the standard library is the program's
+    own (or the facade's ``get_rank`` on the program's behalf): a raw read of the rank,
+    not a coordinate computation."""
     frame = sys._getframe(depth)
+    while frame.f_back is not None and _stdlib(frame.f_code.co_filename):
+        frame = frame.f_back
     name = frame.f_code.co_filename
     if not name.startswith(_library_dirs()):
         return True
     return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
 
 
-@attrs.frozen(eq=False, repr=False)
 class GroupRef:
     """A communicator a call runs on, as one rank sees it.
 
-    ``key`` is equal on every member of the same communicator (the real job's name for it
-    and its members); ``label`` names it in words (the dim, or torch's group name);
-    ``members`` are the global ranks in group order; ``spec`` is the request it came from
-    when a view made it (None for the world group and for groups torch code made).
+    ``key`` is equal on every member of the same communicator (for a group made from a
+    view: its family, options and place in the family; for one torch code made: its
+    torch name and members); ``label`` names it in words (the dim, or torch's group
+    name); ``members`` are the global ranks in group order (listed on first use);
+    ``spec`` is the request it came from when a view made it (None for the world group
+    and for groups torch code made).
     """
 
-    key: Hashable
-    label: str
-    members: Any  # tuple[int, ...] | range
-    spec: GroupSpec | None = None
-    world: bool = False
+    __slots__ = ("_members", "key", "label", "spec", "world")
+
+    def __init__(self, key: Hashable, label: str, members: Sequence[int] | None = None,
+                 spec: GroupSpec | None = None, world: bool = False) -> None:
+        self.key = key
+        self.label = label
+        self._members = members
+        self.spec = spec
+        self.world = world
+
+    @property
+    def members(self) -> Sequence[int]:
+        """The global ranks in group order (a range for the whole world in order)."""
+        if self._members is None:
+            assert self.spec is not None
+            found: Sequence[int] = self.spec.members
+            if len(found) == self.spec.world_size and found == tuple(range(len(found))):
+                found = range(len(found))
+            self._members = found
+        return self._members
 
     def index(self, rank: int) -> int | None:
         """``rank``'s place in the group, or None when it is not a member."""
@@ -98,7 +121,7 @@ class GroupRef:
         if isinstance(members, range):
             return rank - members.start if rank in members else None
         try:
-            return members.index(rank)  # type: ignore[no-any-return]
+            return members.index(rank)
         except ValueError:
             return None
 
@@ -126,14 +149,15 @@ def world_ref(world_size: int) -> GroupRef:
     return GroupRef(("world", world_size), "world", range(world_size), None, True)
 
 
-def spec_ref(spec: GroupSpec) -> GroupRef:
-    """The group a request made (the world group where the request reuses it)."""
+def spec_ref(spec: GroupSpec, offset: int, identity: str | None = None) -> GroupRef:
+    """The group a request made, whose first member is at ``offset`` of the universe (the
+    world group where the request reuses it).  Its key is the family's identity (universe,
+    layout, options: ``GroupSpec.identity``, given when known) and the offset, as text
+    (hashed once)."""
     if spec.plan is Plan.DEFAULT:
         return world_ref(spec.world_size)
-    members = spec.members
-    if members == tuple(range(spec.world_size)):
-        members = range(spec.world_size)  # type: ignore[assignment]
-    return GroupRef(spec.name, spec.options.group_desc or spec.dim, members, spec)
+    key = f"{identity if identity is not None else spec.identity}@{offset}"
+    return GroupRef(key, spec.options.group_desc or spec.dim, None, spec)
 
 
 # ---- events -----------------------------------------------------------------------------
@@ -311,7 +335,7 @@ class Trace:
     error_at: int = 0  # how many group requests came before the error
     timed_out: float | None = None  # the time limit it ran past
     raw_rank: bool = False  # the program read its global rank itself
-    threads: set[int] = attrs.Factory(set)  # threads that made calls
+    threads: set[threading.Thread] = attrs.Factory(set)  # the threads that made calls
     left_threads: int = 0  # threads still running after the program returned
     foreign: list[tuple[str, str]] = attrs.Factory(list)  # (line, what) calls on others' groups
     device_types: set[str] = attrs.Factory(set)
@@ -334,6 +358,8 @@ class Recording:
 
     trace: Trace
     kind: Kind
+    _rank: int
+    _world_size: int
     _refs: dict[int, tuple[Any, GroupRef]]
     _known: set[Any]
     _adopted: set[int]
@@ -342,7 +368,7 @@ class Recording:
 
     def _start_recording(self, kind: Kind) -> None:
         self.kind = kind
-        self.trace = Trace(self._rank)  # type: ignore[attr-defined]
+        self.trace = Trace(self._rank)
         self._refs = {}  # id(group) -> (group, ref): the groups this rank holds
         self._known = set()  # the (family, options) this rank created or was answered
         self._adopted = set()  # id() of the groups adopted (from_group)
@@ -355,7 +381,7 @@ class Recording:
         cannot then derive another rank's run from this one)."""
         if not self.trace.raw_rank and _program_reads(2):
             self.trace.raw_rank = True
-        return self._rank  # type: ignore[attr-defined, no-any-return]
+        return self._rank
 
     def splits(self) -> bool:
         """Whether the modelled backend makes a family covering the world with one
@@ -370,15 +396,18 @@ class Recording:
     def told(self, device_type: str) -> None:
         self.trace.device_types.add(device_type)
 
+    def note_thread(self) -> None:
+        """Note the thread making a call (kept, so that threads are told apart)."""
+        self.trace.threads.add(threading.current_thread())
+
     def _spec(self, view: MeshView, dim: int, options: GroupOptions) -> GroupSpec:
-        return GroupSpec.of(view, dim, options, rank=self._rank,  # type: ignore[attr-defined]
-                            world_size=self._world_size,  # type: ignore[attr-defined]
+        return GroupSpec.of(view, dim, options, rank=self._rank, world_size=self._world_size,
                             can_split=self.splits())
 
     def _note_create(self, view: MeshView, dim: int, options: GroupOptions, group: Any) -> None:
         self._known.add((view.family(dim), options))
         spec = self._spec(view, dim, options)
-        ref = spec_ref(spec)
+        ref = spec_ref(spec, view.group_offset(self._rank, dim))
         self._refs[id(group)] = (group, ref)
         if spec.plan is Plan.DEFAULT:
             return
@@ -393,7 +422,8 @@ class Recording:
         if spec.plan is Plan.DEFAULT:
             return
         known = self._refs.get(id(group))
-        ref = known[1] if known is not None else spec_ref(spec)
+        ref = known[1] if known is not None else spec_ref(spec, view.group_offset(self._rank,
+                                                                                  dim))
         self.trace.events.append(Hit(spec.barrier, spec.dim, spec.barrier_members(),
                                      spec.plan is Plan.SPLIT, source, ref, site(3)))
 
@@ -481,7 +511,7 @@ class SpmdBackend(Recording, FakeBackend):
             return ref
         what = (f"{show(group)} (rank {group.member}'s group, not rank {self._rank}'s)"
                 if isinstance(group, FakeGroup) else show(group))
-        self.trace.foreign.append((site(3), what))
+        self.trace.foreign.append((site(3), f"calls a collective on {what}"))
         raise BackendConfigError(
             f"rank {self._rank} called a collective on {what}, which is not a group of its "
             "backend (pass mesh.get_group(dim) of a mesh bound to this backend, or None for "
@@ -499,8 +529,8 @@ class SpmdBackend(Recording, FakeBackend):
         ref = self.ref(group)
         me = ref.index(self._rank)
         if me is None:
-            self.trace.foreign.append((site(3), f"{ref.describe()} (rank {self._rank} is not "
-                                                "in it)"))
+            self.trace.foreign.append((site(3), f"calls {op} on {ref.describe()}, which it is "
+                                                "not in"))
             raise BackendConfigError(f"rank {self._rank} is not in {ref.describe()}")
         shapes, dt = [], None
         for t in tensors:
@@ -513,7 +543,7 @@ class SpmdBackend(Recording, FakeBackend):
                     None if peer is None else self._place(ref, peer, "peer", me),
                     None if splits is None else (_sizes(splits[0], ref), _sizes(splits[1], ref)),
                     post, self._batch)
-        self.trace.threads.add(threading.get_ident())
+        self.note_thread()
         self.trace.events.append(call)
         return len(self.trace.events) - 1
 

@@ -12,8 +12,10 @@ This is exact for a program that satisfies the declaration, and no weaker than t
 check for one that does not, *if* the declaration is checked.  It can be checked only by
 running; what the check does:
 
-- runs, per class, its smallest rank and ``verify`` more (its largest, then ranks spread
-  between), and compares each verifying run with its derivation event by event;
+- runs, per class, its smallest rank, then its *group neighbours* in the class (every
+  member of its groups of up to 8 ranks, the members at places 1, 2, 4, ... and the last
+  of larger ones: each coordinate varied one at a time), and compares each of those runs
+  with its derivation event by event;
 - derives only what is derivable: groups made from views (their family and options are
   recorded); a run that reads its raw rank itself (``backend.rank``, ``mesh.get_rank()``,
   ``dist.get_rank()``), calls on groups torch code made from rank lists, cache hits,
@@ -37,21 +39,18 @@ import attrs
 from layout import show
 
 from .._c10d import GroupSpec
-from .._core import BackendConfigError
+from .._core import BackendConfigError, family_view
 from ._recording import Call, Create, Event, GroupRef, TorchCreate, Trace, WaitWork, spec_ref
 
-__all__ = ["Underivable", "check_derivable", "derive", "plan_classes", "representatives",
-           "same"]
+__all__ = ["Underivable", "check_derivable", "derive", "plan_classes", "same", "verifiers"]
 
 
 class Underivable(Exception):
     """A run from which another rank's cannot be derived (the reason in words)."""
 
 
-def plan_classes(world: int, classes: Callable[[int], Hashable], verify: int
-                 ) -> tuple[dict[Hashable, list[int]], list[int]]:
-    """(class -> its ranks, the ranks to run): per class its smallest rank and ``verify``
-    more spread over it (its largest first)."""
+def plan_classes(world: int, classes: Callable[[int], Hashable]) -> dict[Hashable, list[int]]:
+    """Class -> its ranks, ascending (the first is the class's representative)."""
     members: dict[Hashable, list[int]] = {}
     for r in range(world):
         try:
@@ -61,14 +60,31 @@ def plan_classes(world: int, classes: Callable[[int], Hashable], verify: int
             raise BackendConfigError(f"classes({r}) must return a hashable class of rank {r}; it "
                                      f"raised {type(e).__name__}: {e}") from None
         members.setdefault(key, []).append(r)
-    run = []
-    for ranks in members.values():
-        run.append(ranks[0])
-        extra = min(verify, len(ranks) - 1)
-        if extra:
-            step = (len(ranks) - 1) / extra
-            run += sorted({ranks[len(ranks) - 1 - round(i * step)] for i in range(extra)})
-    return members, sorted(set(run))
+    return members
+
+
+def verifiers(rep: Trace, same_class: set[int], most: int = 8) -> list[int]:
+    """The ranks that verify a representative: its group neighbours in its class.  From each
+    group it used, the members at places 1 .. size - 1 for a group of up to ``most``
+    ranks, else at places 1, 2, 4, 8, ... and the last: so every coordinate of the
+    representative's small dims, and the powers of two of its large ones, are varied one
+    at a time."""
+    seen: set[Hashable] = set()
+    found: set[int] = set()
+    for e in rep.events:
+        group = e.group if isinstance(e, (Create, Call)) else None
+        if group is None or group.key in seen:
+            continue
+        seen.add(group.key)
+        members = group.members
+        places = range(1, len(members)) if len(members) <= most else sorted(
+            {1 << k for k in range(len(members).bit_length()) if 1 << k < len(members)}
+            | {len(members) - 1})
+        for place in places:
+            r = members[place]
+            if r in same_class and r != rep.rank:
+                found.add(r)
+    return sorted(found)
 
 
 def check_derivable(trace: Trace) -> None:
@@ -108,7 +124,9 @@ def derive(trace: Trace, rank: int) -> Trace:
         if found is None:
             spec = ref.spec
             assert spec is not None
-            found = memo[id(ref)] = spec_ref(attrs.evolve(spec, rank=rank))
+            moved_spec = attrs.evolve(spec, rank=rank)
+            found = memo[id(ref)] = spec_ref(moved_spec, _offset(spec.family, rank),
+                                             spec.identity)
         return found
 
     events: list[Event] = []
@@ -116,13 +134,30 @@ def derive(trace: Trace, rank: int) -> Trace:
         if isinstance(e, Create):
             g = moved(e.group)
             spec: GroupSpec = g.spec  # type: ignore[assignment]
-            events.append(attrs.evolve(e, barrier=spec.barrier, members=spec.barrier_members(),
-                                       group=g))
+            if e.split:  # one barrier and the whole world: the same on every rank
+                events.append(attrs.evolve(e, group=g))
+            else:
+                events.append(attrs.evolve(e, barrier=spec.barrier,
+                                           members=spec.barrier_members(), group=g))
         elif isinstance(e, Call):
             events.append(attrs.evolve(e, group=moved(e.group)))
         else:
             events.append(e)
     return Trace(rank, events, device_types=set(trace.device_types))
+
+
+_VIEWS: dict[Any, Any] = {}
+
+
+def _offset(family: Any, rank: int) -> int:
+    """The offset of the first member of ``rank``'s group in ``family``."""
+    view = _VIEWS.get(family)
+    if view is None:
+        if len(_VIEWS) > 4096:
+            _VIEWS.clear()
+        view = _VIEWS[family] = family_view(family)
+    offset: int = view.group_offset(rank, 0)
+    return offset
 
 
 def same(real: Trace, derived: Trace) -> str | None:
@@ -151,9 +186,3 @@ def _words(e: Event) -> str:
     if isinstance(e, Create):
         return f"a request for {e.group.describe()} ({e.line})"
     return show(e)
-
-
-def representatives(members: dict[Hashable, list[int]]) -> dict[int, int]:
-    """Each rank's representative (its class's smallest rank)."""
-    return {r: ranks[0] for ranks in members.values() for r in ranks}
-

@@ -127,11 +127,12 @@ class SpmdReport:
             alike[(f.kind, f.pattern)].append(f)
         lines = []
         for (_kind, _), found in list(alike.items())[:2 * _MOST]:
+            found.sort(key=lambda f: f.ranks)
             line = f"- {found[0].text}"
             if len(found) > 1:
                 ranks = tuple(sorted({r for f in found for r in f.ranks}))
-                line += (f"; alike in {len(found) - 1} more groups"
-                         + (f" (at fault: {who(ranks, self.world_size)})" if ranks else ""))
+                line += (f"; and {len(found) - 1} more alike"
+                         + (f" (in all: {who(ranks, self.world_size)})" if ranks else ""))
             lines.append(line)
         lines += _more(len(alike), "kinds of findings", 2 * _MOST)
         return lines

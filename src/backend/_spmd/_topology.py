@@ -27,7 +27,7 @@ from typing import Any
 from mesh import Topology
 
 from ._recording import Call, Create, Hit, Shrink, TorchCreate, Trace
-from ._report import Finding, who
+from ._report import Finding, verb, who
 
 __all__ = ["communicators", "topology_findings"]
 
@@ -71,7 +71,8 @@ def topology_findings(traces: Sequence[Trace], world: int, topology: Topology | 
         ranks = tuple(sorted(over))
         found.append(Finding(
             "budget",
-            f"{who(ranks, world)} hold(s) up to {most} communicators, over the budget of "
+            f"{who(ranks, world)} {verb(ranks, 'holds', 'hold')} up to {most} communicators, "
+            f"over the budget of "
             f"{budget} per rank (each costs GPU memory and, on NVSwitch, NVLS slots): share "
             "groups between views (same family, same options) or drop unused dims",
             "budget", ranks))
@@ -123,4 +124,4 @@ def _uneven(label: str, members: Sequence[int], hosts: Counter[int], topology: A
         "at init with unequal ranks per host (NVIDIA/nccl #2385; NCCL_NVLS_ENABLE=0 avoids "
         "it): keep the same number of its ranks on every host, e.g. drop a whole host's "
         "slice after a failure",
-        f"uneven {label} {split}", tuple(members)[:1])
+        f"uneven {label} {sorted(hosts.values())}", tuple(members)[:1])

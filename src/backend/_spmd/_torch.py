@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -73,6 +72,7 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
         self._start_recording(kind)
         self._by_name: dict[str, GroupRef] = {}
         self._post = 0
+        self._blocking = 0
         self._batch = 0
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> Any:
@@ -126,15 +126,15 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
             return
         ref = self.ref(group)
         if ref.index(self._rank) is None:
-            self.trace.foreign.append((site(3), f"{op} on {ref.describe()}, which rank "
-                                                f"{self._rank} is not in"))
+            self.trace.foreign.append((site(3), f"calls {op} on {ref.describe()}, which it is "
+                                                "not in"))
             return
         shapes = tuple(tuple(int(s) for s in t.shape) for t in tensors)
         dtype = _dtype(tensors[0].dtype) if tensors else "none"
         if splits is not None and not (splits[0] or splits[1]):
             splits = None  # even
-        self.trace.threads.add(threading.get_ident())
-        post = post or self._post > 0
+        self.note_thread()
+        post = post or (self._post > 0 and not self._blocking)
         self.trace.events.append(Call(
             op, ref, shapes, dtype, site(3),
             None if reduce_op is None else _reduce(reduce_op), root, peer,
@@ -315,6 +315,15 @@ class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]
 def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
     originals = {name: getattr(c10d, name) for name in _PATCHED}
 
+    def blocking(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            recorder._blocking += 1
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                recorder._blocking -= 1
+        return call
+
     def nonblocking(name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             recorder._post += 1
@@ -384,9 +393,8 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
 
     def warn_not_in_group(op_name: Any) -> Any:
         if not recorder._quiet:
-            recorder.trace.foreign.append((site(2), f"{op_name} on a group rank "
-                                                    f"{recorder._rank} is not in (torch skips "
-                                                    "the call)"))
+            recorder.trace.foreign.append((site(2), f"calls {op_name} on a group it is not in "
+                                                    "(torch skips the call)"))
         return originals["_warn_not_in_group"](op_name)
 
     def objects(name: str) -> Callable[..., Any]:
@@ -402,6 +410,7 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
         return call
 
     out: dict[str, Callable[..., Any]] = {
+        "send": blocking("send"), "recv": blocking("recv"),
         "isend": nonblocking("isend"), "irecv": nonblocking("irecv"),
         "batch_isend_irecv": nonblocking("batch_isend_irecv"),
         "new_group": new_group, "split_group": split_group,
@@ -417,7 +426,7 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
 
 _OBJECTS = ("all_gather_object", "broadcast_object_list", "gather_object",
             "scatter_object_list", "send_object_list", "recv_object_list")
-_PATCHED = ("isend", "irecv", "batch_isend_irecv", "new_group", "split_group",
+_PATCHED = ("send", "recv", "isend", "irecv", "batch_isend_irecv", "new_group", "split_group",
             "destroy_process_group", "_abort_process_group", "shrink_group", "get_rank",
             "_warn_not_in_group", *_OBJECTS)
 
