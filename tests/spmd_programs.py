@@ -292,7 +292,7 @@ def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None
             b.all_gather((256, 64), group=cp)
         if stage < last:
             b.send((8, 512), pp.ranks[stage + 1], group=pp)
-    for m in range(micro):
+    for _m in range(micro):
         if stage < last:
             b.recv((8, 512), pp.ranks[stage + 1], group=pp)
         for _layer in range(layers):
