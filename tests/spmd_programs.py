@@ -44,6 +44,7 @@ class Generated:
     check: dict[str, Any]
     calls: int  # collective and p2p calls per rank (about)
     words: str  # the plan in words, for a failure's message
+    planted: list[int] = attrs.Factory(list)  # the call the planted bug changed, once run
 
 
 def degrees(rng: random.Random, world: int) -> dict[str, int]:
@@ -82,6 +83,7 @@ def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
     micro = rng.randint(1, 3)
     seed_calls = rng.getrandbits(32)
     bug_rank, bug_call = rng.randrange(world), rng.randrange(calls)
+    planted: list[int] = []
     words = (f"seed {seed}: world {world} {sizes} order {order} kind {kind} device {device} "
              f"torch {torch_level} flattens {flattens} tagged {tagged} eager {eager} "
              f"calls {calls} p2p {p2p} batched {batched}")
@@ -121,6 +123,7 @@ def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
             if plant and i >= bug_call and size > 1 and mesh.get_rank() == bug_rank:
                 op, shape = "all_reduce", (shape[0] + 1, shape[1])  # the planted desync
                 bug_done.append(i)
+                planted.append(i)
             if op == "all_to_all":
                 matrix = [[crng.randint(1, 3) for _ in range(size)] for _ in range(size)]
                 me = m.get_local_rank(d)
@@ -154,7 +157,7 @@ def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
         check["topology"] = Topology(world, min(world, rng.choice([2, 4, 8])))
         check["nvls_slots"] = 10**6  # resources are the corpus's: here, validity only
     per_rank = calls + (2 * micro * 2 if p2p else 0)
-    return Generated(seed, world, run, check, per_rank, words)
+    return Generated(seed, world, run, check, per_rank, words, planted)
 
 
 def _ascending(view: Any, dim: str) -> bool:

@@ -63,8 +63,10 @@ Public names:
 - options: :class:`GroupOptions`; what a backend's ``created`` lists:
   :class:`CreationRecord` with its :class:`GroupKey`; one group request described once:
   :class:`GroupSpec` (its family, members, :class:`Plan`, torch name and barrier);
-- the offline check of a program's group requests: :func:`check_spmd` and its
-  :class:`SpmdReport`;
+- the offline check of a program (its group requests, the calls on its groups, the
+  backend's creation, lifecycle and machine contracts): :func:`check_spmd`, its
+  :class:`SpmdReport` of :class:`Finding` values (kinds: :data:`FINDING_KINDS`), and
+  :class:`SpmdBackend`, the torch-free backend a program runs on under it;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
@@ -112,7 +114,7 @@ from ._core import (
 )
 from ._deprecated import MOVED, moved
 from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh
-from ._spmd import SpmdReport, check_spmd
+from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
 
 if TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
@@ -171,7 +173,9 @@ __all__ = [
     "CreationRecord",
     "DeviceMesh",
     "FakeBackend",
+    "FINDING_KINDS",
     "FakeGroup",
+    "Finding",
     "GlooBackend",
     "GroupCreationError",
     "GroupKey",
@@ -184,6 +188,7 @@ __all__ = [
     "Plan",
     "RankLostError",
     "ReentrantCreationError",
+    "SpmdBackend",
     "SpmdReport",
     "TorchFakeBackend",
     "TorchMissingError",

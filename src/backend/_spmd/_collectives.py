@@ -127,8 +127,11 @@ def _desync(wrong: Mismatch, meets: dict[Hashable, Meet], traces: Sequence[Trace
     first = meets[wrong.key].info
     assert isinstance(first, Call)
     n = wrong.key[-1] + 1  # type: ignore[index]
-    words = [f"{who(tuple(sorted(r for r, _ in side)), world)} {side[0][1].describe()} "
-             f"({side[0][1].line})" for side in sides.values()]
+    ordered = sorted(sides.values(), key=lambda side: min(r for r, _ in side))
+    for side in ordered:
+        side.sort(key=lambda rc: rc[0])
+    words = [f"{who(tuple(r for r, _ in side), world)} {side[0][1].describe()} "
+             f"({side[0][1].line})" for side in ordered]
     odd = tuple(sorted(r for r, _ in min(sides.values(), key=len)))
     pattern = "desync " + " | ".join(sorted(
         f"{c.op} {c.shapes} {c.dtype} {c.reduce_op} {c.line}" for c in

@@ -142,7 +142,8 @@ def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequen
         sides[sig].append((rank, index))
     words = []
     sizes: list[tuple[int, tuple[int, ...]]] = []
-    for side in sides.values():
+    for side in sorted(sides.values(), key=min):
+        side.sort()
         rank, index = side[0]
         event = traces[rank].events[index]
         assert isinstance(event, TorchCreate)
