@@ -26,7 +26,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mesh_fuzz import Junk, junk
 
-from backend import BackendError, FakeBackend, check_spmd, init_device_mesh
+from backend import (
+    FINDING_KINDS,
+    BackendError,
+    FakeBackend,
+    Finding,
+    SpmdBackend,
+    check_spmd,
+    init_device_mesh,
+)
 from mesh import MeshError
 
 _LAW = (BackendError, MeshError)
@@ -91,6 +99,86 @@ def test_check_spmd_returns_a_report_or_refuses_its_arguments(world: str, progra
     if program in ("raises", "takes nothing"):
         assert report.errors
 
+
+
+_KEYWORDS = ("limit", "torch", "topology", "communicators", "nvls_slots",
+             "nvls_per_communicator", "classes", "rank_timeout")
+
+
+@settings(max_examples=80)
+@given(keyword=st.sampled_from(_KEYWORDS), value=junk)
+def test_check_spmd_refuses_junk_options_with_a_typed_error(keyword: str, value: str) -> None:
+    """THE LAW for ``check_spmd``'s options (issue 27): a report, or a ``BackendError``."""
+    plan = eval(_PROGRAMS["a plan"], {"init_device_mesh": init_device_mesh})
+    try:
+        report = check_spmd(4, plan, **{keyword: Junk(value).build()}, rank_timeout=2.0) \
+            if keyword != "rank_timeout" else check_spmd(4, plan, rank_timeout=Junk(value).build())
+    except _LAW:
+        return
+    assert isinstance(report.ok, bool) and isinstance(str(report), str)
+
+
+@settings(max_examples=60)
+@given(srcs=st.lists(st.one_of(junk, st.integers(-2, 9).map(str)), max_size=3))
+def test_spmd_backend_is_made_or_refused_with_a_typed_error(srcs: list[str]) -> None:
+    """THE LAW for ``SpmdBackend(world_size, rank, kind)`` (issue 27)."""
+    args = [Junk(s).build() for s in srcs]
+    try:
+        inspect.signature(SpmdBackend).bind(*args)
+    except TypeError:
+        return
+    try:
+        SpmdBackend(*args)
+    except _LAW:
+        pass
+
+
+_CALLS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+          "gather", "scatter", "send", "recv", "isend", "irecv", "barrier", "batch_isend_irecv",
+          "destroy_process_group", "abort_process_group", "revoke_process_group",
+          "wait_revoked", "shrink_group", "ref", "told")
+
+
+@pytest.mark.parametrize("name", _CALLS)
+@settings(max_examples=40)
+@given(srcs=st.lists(st.one_of(junk, st.integers(-2, 9).map(str)), max_size=3),
+       dtype=st.one_of(st.none(), junk))
+def test_every_spmd_backend_call_records_or_raises_a_typed_error(name: str, srcs: list[str],
+                                                                  dtype: str | None) -> None:
+    """THE LAW for the calls a program makes on its ``SpmdBackend`` (issue 27): junk shapes,
+    groups, peers, ops and dtypes are recorded or refused with a typed error."""
+    backend = SpmdBackend(4, 1)
+    method = getattr(backend, name)
+    args = [Junk(s).build() for s in srcs]
+    kwargs = {} if dtype is None or "dtype" not in inspect.signature(method).parameters \
+        else {"dtype": Junk(dtype).build()}
+    try:
+        inspect.signature(method).bind(*args, **kwargs)
+    except TypeError:
+        return
+    try:
+        method(*args, **kwargs)
+    except _LAW:
+        pass
+
+
+@settings(max_examples=60)
+@given(srcs=st.lists(st.one_of(junk, st.sampled_from(["'desync'", "'text'", "(1, 2)"])),
+                     max_size=4))
+def test_a_finding_is_made_or_refused_with_a_typed_error(srcs: list[str]) -> None:
+    """THE LAW for ``Finding(kind, text, pattern, ranks)`` (issue 27): made only of a kind of
+    ``FINDING_KINDS``, strings and a tuple of ranks."""
+    args = [Junk(s).build() for s in srcs]
+    try:
+        inspect.signature(Finding).bind(*args)
+    except TypeError:
+        return
+    try:
+        finding = Finding(*args)
+    except _LAW:
+        return
+    assert finding.kind in FINDING_KINDS and isinstance(finding.text, str)
+    assert all(isinstance(r, int) for r in finding.ranks)
 
 # ---- the command, in a subprocess --------------------------------------------------------------
 _FLAGS = ("--world", "--devices-per-host", "--hosts-per-domain", "--dims", "--name", "--rank",

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import inspect
 import signal
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -24,7 +26,14 @@ import pytest
 from spmd_corpus import CASES, verdict
 from spmd_programs import program, titan_step
 
-from backend import BackendConfigError, SpmdBackend, check_spmd, init_device_mesh
+from backend import (
+    FINDING_KINDS,
+    BackendConfigError,
+    Finding,
+    SpmdBackend,
+    check_spmd,
+    init_device_mesh,
+)
 from mesh import Topology
 
 
@@ -50,12 +59,22 @@ def test_each_corpus_program_gets_its_verdict(case: Any) -> None:
     assert verdict(report) == case.expect, str(report)
     assert report.ok == (not case.expect)
     assert len(str(report)) < 4000
+    for finding in report.findings:
+        assert isinstance(finding, Finding) and finding.kind in FINDING_KINDS
+        assert finding.text in str(report) or "more alike" in str(report)
 
 
 def test_the_corpus_covers_every_class_with_a_fixed_twin() -> None:
     classes = {c.cls for c in CASES if c.expect}
     assert classes >= {1, 2, 3, 4, 5, 6}
     assert sum(not c.expect for c in CASES) >= 8  # valid twins
+
+
+def test_every_kind_of_finding_is_met_in_the_corpus() -> None:
+    expected = set().union(*(c.expect for c in CASES)) - {"never_created", "deadlock", "error"}
+    assert expected == set(FINDING_KINDS)
+    with pytest.raises(TypeError):
+        FINDING_KINDS["mine"] = "a kind of my own"  # type: ignore[index]
 
 
 # ---- the words of the reports -------------------------------------------------------------
@@ -271,6 +290,45 @@ def test_a_check_run_off_the_main_thread_stops_a_loop_too() -> None:
     t.start()
     t.join(10)
     assert not t.is_alive() and out[0].kinds() == {"timeout"}
+
+
+_TRACED_AFTER = """
+import sys, threading
+from backend import check_spmd
+
+def loop(backend):
+    while True:
+        pass
+
+out = []
+t = threading.Thread(target=lambda: out.append(check_spmd(2, loop, rank_timeout=0.2)))
+t.start()
+t.join(20)
+events = []
+
+def trace(frame, event, arg):
+    events.append(event)
+    return trace
+
+def traced():
+    return 1
+
+sys.settrace(trace)
+traced()
+sys.settrace(None)
+print(sorted(out[0].kinds()), "call" in events)
+"""
+
+
+def test_code_traced_after_a_check_off_the_main_thread_still_runs() -> None:
+    """The watchdog that stopped the loop leaves nothing pending: on CPython 3.11, clearing a
+    thread's asynchronous exception (``PyThreadState_SetAsyncExc(id, NULL)``) left the eval
+    breaker set, and the next function run under ``sys.settrace`` (coverage, a debugger,
+    ``tests/work_bound.py``) looped for ever.  In a subprocess, so that a regression fails
+    by its timeout instead of hanging the suite."""
+    out = subprocess.run([sys.executable, "-c", _TRACED_AFTER], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.stdout.strip() == "['timeout'] True", out.stdout + out.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("kwargs", "words"), [

@@ -394,6 +394,11 @@ class Recording:
         return self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.trace.device_types)
 
     def told(self, device_type: str) -> None:
+        """Hear that a mesh of this ``device_type`` (``"cpu"``, ``"cuda"``, ...) is bound to
+        this backend (``"auto"`` models NCCL once a ``"cuda"`` mesh is)."""
+        if not isinstance(device_type, str):
+            raise BackendConfigError(f"device_type must be a str such as 'cpu' or 'cuda', got "
+                                     f"{show(device_type)}")
         self.trace.device_types.add(device_type)
 
     def note_thread(self) -> None:
@@ -635,6 +640,9 @@ class SpmdBackend(Recording, FakeBackend):
         """``dist.batch_isend_irecv``: ``ops`` are ``("send" | "recv", tensor, peer)``, issued
         together (one NCCL group: they do not wait on each other); ``.wait()`` on the
         result waits for all of them."""
+        if not isinstance(ops, (list, tuple)):
+            raise BackendConfigError(f"batch_isend_irecv takes a list of (\"send\" | \"recv\", "
+                                     f"tensor, peer) triples, got {show(ops)}")
         self._batch += 1
         done = []
         for op in ops:
@@ -656,8 +664,12 @@ class SpmdBackend(Recording, FakeBackend):
     def shrink_group(self, ranks_to_exclude: Sequence[int], group: Any = None) -> FakeGroup:
         """``dist.shrink_group(ranks_to_exclude, group)``: collective among the members not
         excluded; returns the shrunk group (the members left, in group order)."""
+        if not (isinstance(ranks_to_exclude, (list, tuple))
+                and all(type(r) is int for r in ranks_to_exclude)):
+            raise BackendConfigError(f"shrink_group takes the global ranks to exclude as a list "
+                                     f"of ints, got {show(ranks_to_exclude)}")
         ref = self.ref(group)
-        exclude = tuple(sorted({int(r) for r in ranks_to_exclude}))
+        exclude = tuple(sorted(set(ranks_to_exclude)))
         keep = [r for r in ref.members if r not in exclude]
         made_ref = None
         made = None
@@ -712,17 +724,36 @@ def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
     if shape is None or found is None:
         raise BackendConfigError(f"a tensor is given as a shape (a tuple of ints) or as an "
                                  f"object with .shape and .dtype; got {show(t)}")
-    return tuple(int(s) for s in shape), _dtype(dtype or found)
+    try:
+        dims = tuple(int(s) for s in shape)
+    except (TypeError, ValueError, OverflowError):
+        raise BackendConfigError(f"a tensor's .shape must be ints, got {show(shape)}") from None
+    return dims, _dtype(dtype or found)
 
 
 def _dtype(dtype: Any) -> str:
+    """A dtype's name: a str (``"float32"``) or a torch or NumPy dtype (anything with an
+    ``itemsize``)."""
+    if not isinstance(dtype, str) and not hasattr(dtype, "itemsize"):
+        raise BackendConfigError(f"dtype must be a name such as 'float32' or a torch or NumPy "
+                                 f"dtype, got {show(dtype)}")
     text = str(dtype)
     return text[len("torch."):] if text.startswith("torch.") else text
 
 
+REDUCE_OPS = ("sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum")
+"""The reduce ops of ``torch.distributed.ReduceOp``, as a program names them (any case)."""
+
+
 def _reduce_name(op: Any) -> str:
-    text = str(getattr(op, "name", op)).lower()
-    return text.rpartition(".")[2]
+    """The name of a reduce op: one of :data:`REDUCE_OPS` (any case), or an enum value of
+    one (``dist.ReduceOp.SUM``)."""
+    name = op if isinstance(op, str) else getattr(op, "name", None)
+    text = name.lower().rpartition(".")[2] if isinstance(name, str) else None
+    if text not in REDUCE_OPS:
+        raise BackendConfigError(f"op must be one of {', '.join(REDUCE_OPS)} (or a "
+                                 f"dist.ReduceOp), got {show(op)}")
+    return text
 
 
 def _sizes(sizes: Sequence[int], ref: GroupRef) -> tuple[int, ...]:

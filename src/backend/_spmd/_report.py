@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import attrs
+
+from layout import show
+
+from .._core import BackendConfigError
 
 __all__ = ["FINDING_KINDS", "Finding", "SpmdReport", "group_words", "ranks_words", "verb",
            "who"]
 
 Members = tuple[int, ...]
 
-FINDING_KINDS = {
+FINDING_KINDS: Mapping[str, str] = MappingProxyType({
     "desync": "members of a group issue different calls (op, shape, dtype, reduce op, root)",
     "unmatched": "a call some members never issue (fewer calls; a send without its recv)",
     "splits": "all_to_all split sizes that do not pair up",
@@ -29,8 +34,8 @@ FINDING_KINDS = {
     "foreign": "a call on a group the rank does not own, or is not in",
     "threads": "calls from several threads, or threads left running",
     "timeout": "a program that ran past its per-rank time limit",
-}
-"""Every :attr:`Finding.kind`, with what it means."""
+})
+"""Every :attr:`Finding.kind`, with what it means (read-only)."""
 
 _MOST = 8  # entries of one kind written out in a report
 
@@ -45,10 +50,29 @@ class Finding:
     ``ranks`` are the ranks at fault (summarized by pattern in the report).
     """
 
-    kind: str
-    text: str
-    pattern: str
-    ranks: Members = ()
+    kind: str = attrs.field()
+    text: str = attrs.field()
+    pattern: str = attrs.field()
+    ranks: Members = attrs.field(default=())
+
+    @kind.validator
+    def _check_kind(self, _: object, kind: object) -> None:
+        if not (isinstance(kind, str) and kind in FINDING_KINDS):
+            raise BackendConfigError(f"a Finding's kind must be one of "
+                                     f"{', '.join(FINDING_KINDS)}, got {show(kind)}")
+
+    @text.validator
+    @pattern.validator
+    def _check_words(self, attribute: attrs.Attribute[str], words: object) -> None:
+        if not isinstance(words, str):
+            raise BackendConfigError(f"a Finding's {attribute.name} must be a str, got "
+                                     f"{show(words)}")
+
+    @ranks.validator
+    def _check_ranks(self, _: object, ranks: object) -> None:
+        if not (isinstance(ranks, tuple) and all(type(r) is int and r >= 0 for r in ranks)):
+            raise BackendConfigError(f"a Finding's ranks must be a tuple of ranks (ints >= 0), "
+                                     f"got {show(ranks)}")
 
 
 @attrs.frozen

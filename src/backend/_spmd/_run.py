@@ -145,6 +145,25 @@ def _watchdog(limit: float) -> Iterator[None]:
     try:
         yield
     finally:
-        stop.set()
-        watcher.join()
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)  # none left
+        _stop_watching(stop, watcher)
+
+
+def _stop_watching(stop: threading.Event, watcher: threading.Thread) -> None:
+    """Stop the watchdog and take the ``RankTimeout`` it may have left pending here.
+
+    A pending one is delivered at the next Python call (here, ``_pending``), never cleared
+    with ``PyThreadState_SetAsyncExc(thread, NULL)``: on CPython 3.11 that leaves the
+    interpreter's eval breaker set, and any code run under ``sys.settrace`` afterwards (a
+    coverage tool, a debugger) loops for ever on its first traced call."""
+    while True:
+        try:
+            stop.set()
+            watcher.join()
+            _pending()
+            return
+        except RankTimeout:
+            continue  # delivered: once the watchdog has ended, no other can come
+
+
+def _pending() -> None:
+    """A Python call: the interpreter delivers a pending asynchronous exception on entry."""

@@ -1,0 +1,162 @@
+"""``check_spmd`` (issue 27) on a torchtitan-like step: how its cost grows with the ranks and
+with the calls per rank, what the ``classes=`` reduction saves, and (``--valid N``) the run of
+N random valid programs that must give 0 false positives.
+
+Workload: ``titan_step`` of ``tests/spmd_programs.py`` on the torch-free recorder: torchtitan's
+meshes (pp, dp_replicate, dp_shard, cp, tp) = (4, 2, N/64, 2, 4) with ``fsdp`` and ``loss``
+flattened, then per microbatch and layer an FSDP all-gather, a TP all-reduce and a CP
+all-gather forward, the reverse backward with an FSDP reduce-scatter, the pipeline's p2p
+chain, a dp_replicate and a loss all-reduce: 56 calls per rank at 4 layers (12 per layer).
+Each check runs in this process, timed once (``time.perf_counter``), the whole
+``check_spmd`` call: the program run once per rank and the replay of every model.
+
+Anchors and targets:
+
+- at 1,024 ranks the full check takes <= 30 s (the issue's target, 2 cores);
+- the cost per rank-call (seconds / (ranks * calls per rank)) at the largest world is within
+  3x of the smallest (the check grows linearly with ranks), and likewise from the fewest
+  layers to the most (linearly with calls);
+- ``classes=`` (one class per pipeline stage) against the full check at the same world: the
+  same report, on fewer ranks run; its speedup is printed (measured, no target: the replay
+  still covers every rank);
+- the planted desync (the ranks at tp coordinate 1 all-reduce a wrong shape once) is found:
+  one desync per tp group, by the full check and by the reduced one (which must fall back);
+- ``--valid N``: N random valid programs (``tests/spmd_programs.py``, worlds of 8 to 128,
+  a tenth at the torch level) give 0 false positives, and N/10 of them with a planted
+  desync are all flagged (0 false negatives).
+
+Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)
+      python bench/check_spmd.py --valid 10000  (the 10^4 random programs; about an hour)
+      python bench/check_spmd.py --smoke        (64 and 128 ranks, 20 programs; never fails
+                                                 on targets)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _common import verdict
+from spmd_programs import TITAN, main, program, titan_step
+
+from backend import check_spmd
+
+TARGET_1024 = 30.0
+GROWTH = 3.0
+
+
+def _timed(world: int, prog: Any, **kw: Any) -> tuple[float, Any]:
+    t = time.perf_counter()
+    report = check_spmd(world, prog, **kw)
+    return time.perf_counter() - t, report
+
+
+def _stage(world: int) -> Any:
+    per_stage = world // TITAN["pp"]
+    return lambda rank: rank // per_stage
+
+
+def ranks_growth(worlds: list[int], failures: list[str]) -> None:
+    print("growth with ranks (4 layers, 2 microbatches)")
+    print(f"{'ranks':>7} {'calls/rank':>10} {'groups':>7} {'ours s':>8} {'µs per rank-call':>17}")
+    per: list[float] = []
+    for world in worlds:
+        seconds, report = _timed(world, titan_step)
+        if not report.ok:
+            failures.append(f"titan_step at {world} ranks is not ok:\n{report}")
+        calls = report.calls // world
+        per.append(seconds / report.calls)
+        print(f"{world:>7} {calls:>10} {report.groups:>7} {seconds:>8.3f} "
+              f"{per[-1] * 1e6:>17.2f}", flush=True)
+        if world == 1024 and seconds > TARGET_1024:
+            failures.append(f"check_spmd at 1,024 ranks took {seconds:.1f} s > {TARGET_1024} s")
+    if per[-1] > GROWTH * per[0]:
+        failures.append(f"cost per rank-call grew {per[-1] / per[0]:.1f}x from {worlds[0]} to "
+                        f"{worlds[-1]} ranks (> {GROWTH}x: not linear)")
+
+
+def calls_growth(world: int, layers: list[int], failures: list[str]) -> None:
+    print(f"\ngrowth with calls ({world} ranks)")
+    print(f"{'layers':>7} {'calls/rank':>10} {'ours s':>8} {'µs per rank-call':>17}")
+    per: list[float] = []
+    for n in layers:
+        seconds, report = _timed(world, functools.partial(titan_step, layers=n))
+        per.append(seconds / report.calls)
+        print(f"{n:>7} {report.calls // world:>10} {seconds:>8.3f} {per[-1] * 1e6:>17.2f}",
+              flush=True)
+    if per[-1] > GROWTH * per[0]:
+        failures.append(f"cost per rank-call grew {per[-1] / per[0]:.1f}x from {layers[0]} to "
+                        f"{layers[-1]} layers (> {GROWTH}x: not linear)")
+
+
+def reduction(world: int, failures: list[str]) -> None:
+    print(f"\nclasses= (one class per pipeline stage) vs every rank, {world} ranks")
+    print(f"{'program':>8} {'side':>6} {'ran':>6} {'ours s':>8} {'findings':>8} {'speedup':>8}")
+    for name, prog in (("valid", titan_step), ("planted", functools.partial(titan_step, bug=1))):
+        full_s, full = _timed(world, prog)
+        red_s, red = _timed(world, prog, classes=_stage(world))
+        for side, seconds, report in (("all", full_s, full), ("ours", red_s, red)):
+            speed = f"{full_s / red_s:.2f}x" if side == "ours" else ""
+            print(f"{name:>8} {side:>6} {report.ran:>6} {seconds:>8.3f} "
+                  f"{len(report.findings):>8} {speed:>8}", flush=True)
+        if (red.ok, red.findings, red.never_created) != (full.ok, full.findings,
+                                                         full.never_created):
+            failures.append(f"classes= gave another report than the full check ({name})")
+        if name == "valid" and not red.ran < world // 2:
+            failures.append(f"classes= ran {red.ran} of {world} ranks on the valid step")
+        if name == "planted":
+            tp_groups = world // TITAN["tp"]
+            for side, report in (("full", full), ("classes=", red)):
+                kinds = [f.kind for f in report.findings]
+                if kinds != ["desync"] * tp_groups:
+                    failures.append(f"the planted desync: the {side} check found {kinds[:3]}"
+                                    f"... ({len(kinds)}), not {tp_groups} desyncs")
+
+
+def random_programs(count: int, failures: list[str]) -> None:
+    print(f"\n{count} random valid programs (tests/spmd_programs.py, worlds of 8 to 128)")
+    if main(count) != 0:
+        failures.append(f"false positives among {count} random valid programs")
+    planted_count = max(1, count // 10)
+    t0, missed, planted = time.perf_counter(), 0, 0
+    for seed in range(count, count + planted_count):
+        g = program(seed, max_world=128, plant=True)
+        report = check_spmd(g.world, g.program, **g.check)
+        planted += bool(g.planted)
+        if g.planted and "desync" not in report.kinds():
+            missed += 1
+            print(f"FALSE NEGATIVE {g.words}\n{report}", flush=True)
+    print(f"{planted_count} programs with a planted desync ({planted} where it could be planted: "
+          f"a call on a group of 2 or more): {missed} missed in {time.perf_counter() - t0:.0f} s")
+    if missed:
+        failures.append(f"{missed} planted desyncs missed")
+
+
+def run(args: argparse.Namespace) -> int:
+    warnings.filterwarnings("ignore")
+    failures: list[str] = []
+    if args.valid:
+        random_programs(args.valid, failures)
+        return verdict(failures, smoke=False)
+    worlds = [64, 128] if args.smoke else [64, 128, 256, 512, 1024]
+    ranks_growth(worlds, failures)
+    calls_growth(64 if args.smoke else 256, [1, 2] if args.smoke else [1, 2, 4, 8, 16], failures)
+    reduction(128 if args.smoke else 1024, failures)
+    if args.smoke:
+        random_programs(20, failures)
+    return verdict(failures, smoke=args.smoke)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="smallest sizes; never fails")
+    parser.add_argument("--valid", type=int, default=0, metavar="N",
+                        help="check N random valid programs (and N/10 planted ones) only")
+    sys.exit(run(parser.parse_args()))
