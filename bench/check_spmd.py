@@ -27,6 +27,7 @@ Anchors and targets:
 
 Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)
       python bench/check_spmd.py --valid 10000  (the 10^4 random programs; about an hour)
+      python bench/check_spmd.py --planted 1000 (1,000 planted programs only)
       python bench/check_spmd.py --smoke        (64 and 128 ranks, 20 programs; never fails
                                                  on targets)
 """
@@ -124,9 +125,12 @@ def random_programs(count: int, failures: list[str]) -> None:
     print(f"\n{count} random valid programs (tests/spmd_programs.py, worlds of 8 to 128)")
     if main(count) != 0:
         failures.append(f"false positives among {count} random valid programs")
-    planted_count = max(1, count // 10)
+    planted_programs(max(1, count // 10), count, failures)
+
+
+def planted_programs(planted_count: int, start: int, failures: list[str]) -> None:
     t0, missed, planted = time.perf_counter(), 0, 0
-    for seed in range(count, count + planted_count):
+    for seed in range(start, start + planted_count):
         g = program(seed, max_world=128, plant=True)
         report = check_spmd(g.world, g.program, **g.check)
         planted += bool(g.planted)
@@ -142,8 +146,11 @@ def random_programs(count: int, failures: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore")
     failures: list[str] = []
-    if args.valid:
-        random_programs(args.valid, failures)
+    if args.valid or args.planted:
+        if args.valid:
+            random_programs(args.valid, failures)
+        else:
+            planted_programs(args.planted, 10**6, failures)
         return verdict(failures, smoke=False)
     worlds = [64, 128] if args.smoke else [64, 128, 256, 512, 1024]
     ranks_growth(worlds, failures)
@@ -159,4 +166,6 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="smallest sizes; never fails")
     parser.add_argument("--valid", type=int, default=0, metavar="N",
                         help="check N random valid programs (and N/10 planted ones) only")
+    parser.add_argument("--planted", type=int, default=0, metavar="N",
+                        help="check N random programs with a planted desync only")
     sys.exit(run(parser.parse_args()))

@@ -122,15 +122,19 @@ def test_check_spmd_refuses_junk_options_with_a_typed_error(keyword: str, value:
 @given(srcs=st.lists(st.one_of(junk, st.integers(-2, 9).map(str)), max_size=3))
 def test_spmd_backend_is_made_or_refused_with_a_typed_error(srcs: list[str]) -> None:
     """THE LAW for ``SpmdBackend(world_size, rank, kind)`` (issue 27)."""
-    args = [Junk(s).build() for s in srcs]
+    _made_or_refused(SpmdBackend, [Junk(s).build() for s in srcs])
+
+
+def _made_or_refused(fn: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+    """``fn(*args, **kwargs)``, or None where Python's binding or the law refuses it."""
     try:
-        inspect.signature(SpmdBackend).bind(*args)
+        inspect.signature(fn).bind(*args, **(kwargs or {}))
     except TypeError:
-        return
+        return None  # Python's own binding, outside the law
     try:
-        SpmdBackend(*args)
+        return fn(*args, **(kwargs or {}))
     except _LAW:
-        pass
+        return None
 
 
 _CALLS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
@@ -152,14 +156,7 @@ def test_every_spmd_backend_call_records_or_raises_a_typed_error(name: str, srcs
     args = [Junk(s).build() for s in srcs]
     kwargs = {} if dtype is None or "dtype" not in inspect.signature(method).parameters \
         else {"dtype": Junk(dtype).build()}
-    try:
-        inspect.signature(method).bind(*args, **kwargs)
-    except TypeError:
-        return
-    try:
-        method(*args, **kwargs)
-    except _LAW:
-        pass
+    _made_or_refused(method, args, kwargs)
 
 
 @settings(max_examples=60)
@@ -168,17 +165,11 @@ def test_every_spmd_backend_call_records_or_raises_a_typed_error(name: str, srcs
 def test_a_finding_is_made_or_refused_with_a_typed_error(srcs: list[str]) -> None:
     """THE LAW for ``Finding(kind, text, pattern, ranks)`` (issue 27): made only of a kind of
     ``FINDING_KINDS``, strings and a tuple of ranks."""
-    args = [Junk(s).build() for s in srcs]
-    try:
-        inspect.signature(Finding).bind(*args)
-    except TypeError:
-        return
-    try:
-        finding = Finding(*args)
-    except _LAW:
-        return
-    assert finding.kind in FINDING_KINDS and isinstance(finding.text, str)
-    assert all(isinstance(r, int) for r in finding.ranks)
+    finding = _made_or_refused(Finding, [Junk(s).build() for s in srcs])
+    if finding is not None:
+        assert finding.kind in FINDING_KINDS and isinstance(finding.text, str)
+        assert all(isinstance(r, int) for r in finding.ranks)
+
 
 # ---- the command, in a subprocess --------------------------------------------------------------
 _FLAGS = ("--world", "--devices-per-host", "--hosts-per-domain", "--dims", "--name", "--rank",
