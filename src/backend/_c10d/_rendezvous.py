@@ -385,6 +385,14 @@ class Rendezvous:
         self._helper = _Helper()
 
     # ---- connections and records ------------------------------------------------------------
+    def warm(self, connections: int) -> None:
+        """Open ``connections`` barrier connections now (into the store's pool), so that the
+        first creations do not (see :class:`Lease`: opening one may stall for seconds)."""
+        held = [lease(self._root) for _ in range(connections)]
+        for h in held:
+            if h is not None:
+                h.release()
+
     def _store(self) -> Any:
         """This thread's connection: a clone of the default store's (a :class:`Lease`, kept
         while the thread lives), so that a blocking wait holds up nothing else of the
