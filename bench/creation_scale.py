@@ -630,7 +630,7 @@ def main() -> int:
     most_keys = {r["keys_max"] for r in rows2}
     widest = {r["widest"] for r in rows2}
     print(f"target: at every W a member makes at most {TARGET_CALLS} calls (2 if it passes "
-          f"within the grace period, 3 as the committer, 4-5 if it waits past it) touching "
+          f"within the grace period, 3 as the committer, 4 if it waits past it) touching "
           f"one key each: most calls by W {sorted(most_calls)}, most keys {sorted(most_keys)}, "
           f"widest call {sorted(widest)}")
     if max(most_calls) > TARGET_CALLS or max(most_keys) > TARGET_CALLS or max(widest) > 1:

@@ -36,12 +36,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import random
 import sys
 import tempfile
 import time
-import traceback
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -52,6 +50,7 @@ sys.path.insert(0, str(TESTS))
 
 import creation_soak_worker as worker  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from _common import forked_worker  # noqa: E402
 
 _FORKS = multiprocessing.get_context("forkserver")
 _FORKS.set_forkserver_preload(["torch.distributed", "mesh", "backend",
@@ -79,17 +78,9 @@ def draw(rng: random.Random) -> dict[str, str]:
 
 def _child(rank: int, world: int, port: int, cfg: dict[str, str], out: str) -> None:
     """One worker, in a process the fork server made (torch already imported there)."""
-    os.environ.update({f"SOAK_{k}": v for k, v in cfg.items()}, RANK=str(rank),
-                      WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    code = 0
-    try:
-        worker.main(out)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    forked_worker(worker.main, out, {**{f"SOAK_{k}": v for k, v in cfg.items()},
+                                     "RANK": str(rank), "WORLD_SIZE": str(world),
+                                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
 
 
 def run_world(world: int, cfg: dict[str, str], bound_s: float

@@ -35,6 +35,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from fault_gloo_worker import _works
 from gloo_launch import write_report
 
 DIMS = ("dp", "cp", "tp")
@@ -98,12 +99,7 @@ def _all_reduce(group: Any, rank: int) -> Any:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor([float(rank)])
-    try:
-        dist.all_reduce(t, group=group)
-        return int(t.item())
-    except Exception as e:
-        return f"{type(e).__name__}: {e}"[:300]
+    return _works(dist, torch, group, rank)
 
 
 def _ask(mesh: Any, dim: str) -> tuple[Any, dict[str, Any]]:

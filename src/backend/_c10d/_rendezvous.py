@@ -742,7 +742,8 @@ class Rendezvous:
         lost_after = self.lost_after if self._period else None
         peers = {m: snap.peer(a, m, now, lost_after) for m in a.members if m not in arrived}
         if taken > len(arrived):  # some hold a ticket without a record (yet)
-            holders = [m for m, p in peers.items() if p.state not in ("busy", "creating")]
+            holders = [m for m, p in peers.items()  # not those whose record says more
+                       if p.state not in ("busy", "creating", "interrupted", "gone")]
             for m in holders:
                 peers[m] = Peer("arriving", seen.setdefault(m, now))
             snap.ticketless = max(0, len(holders) - (taken - len(arrived)))
