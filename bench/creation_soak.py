@@ -4,12 +4,13 @@ Each trial forks a world of workers (``tests/creation_soak_worker.py``, torch im
 here) around a store this process hosts, as torchrun's agent does.  Four kinds of run:
 
 - random trials (default) on 8 processes, a (dp, cp, tp) = (2, 2, 2) mesh: each draws the
-  threads per process that ask the three groups (1, 2 or 3; opposite start orders on odd
-  ranks), start delays, a fault or none (a rank SIGKILLed, or interrupted by SIGINT, at a
-  step of one of its requests: before or after its ticket, after its commit, after its
-  wake-up, as torch's creation starts, or while it waits) and, for fault-free trials, 0-2
-  re-creations (shutdown, a new backend, the same groups again);
-- ``--threads N``: N runs of 8 processes asking dp, cp and tp at once from 3 threads in
+  threads per process that ask three groups (dp, tp and all 8 flattened; 1, 2 or 3
+  threads; opposite start orders on odd ranks), start delays, a fault or none (a rank
+  SIGKILLed, or interrupted by SIGINT, at a step of one of its requests: before or after
+  its ticket, after its commit, after its wake-up, as torch's creation starts, or while it
+  waits) and, for fault-free trials, 0-2 re-creations (shutdown, a new backend, the same
+  groups again);
+- ``--threads N``: N runs of 8 processes asking dp, tp and all 8 at once from 3 threads in
   opposite orders on odd ranks;
 - ``--recreate N --world W``: N cycles, in one world of W processes, of a new backend
   creating the same two groups (a pair and the world, tagged), all-reducing, shutting down;
@@ -238,7 +239,7 @@ def thread_runs(runs: int) -> bool:
     start = time.monotonic()
     for i in range(runs):
         cfg = {"MODE": "random", "SEED": str(i), "THREADS": "3", "FAULT": "none",
-               "CYCLES": "0", "TIMEOUT_S": str(TIMEOUT_S)}
+               "CYCLES": "0", "TIMEOUT_S": str(TIMEOUT_S), "START_S": "0.02"}
         codes, reports = run_world(8, cfg, 4 * TIMEOUT_S + 30)
         outcome, _ = judge_random(cfg, codes, reports)
         outcomes[outcome.split(":")[0]] += 1

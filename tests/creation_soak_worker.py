@@ -3,8 +3,9 @@
 The store lives in the launching process (as torchrun's agent's does), so it outlives any
 worker and a backend's ``shutdown()`` keeps it.  Configured by the environment (``SOAK_*``):
 
-- ``MODE=random``: a (dp, cp, tp) = (2, 2, 2) mesh over 8 ranks; each rank asks its three
-  groups from ``THREADS`` threads (1: dp, cp, tp in order; 2: dp, cp | tp; 3: one each),
+- ``MODE=random``: a (dp, cp, tp) = (2, 2, 2) mesh over 8 ranks; each rank asks three
+  groups, dp, tp and "all" (the whole mesh flattened, tagged: two ranks share two groups),
+  from ``THREADS`` threads (1: dp, tp, all in order; 2: dp, tp | all; 3: one each),
   the threads started in opposite orders on odd ranks, after a random delay.  With
   ``FAULT=kill`` or ``interrupt``, rank ``VICTIM`` is SIGKILLed or gets a SIGINT (its main
   thread asks the faulty group) at ``STEP`` of its request of ``FAULT_DIM``:
@@ -38,7 +39,7 @@ from typing import Any
 from fault_gloo_worker import _works
 from gloo_launch import write_report
 
-DIMS = ("dp", "cp", "tp")
+DIMS = ("dp", "tp", "all")  # pairs (i, i ^ 4), pairs (i, i ^ 1), and all 8 (tagged)
 PARTS = {1: [[0, 1, 2]], 2: [[0, 1], [2]], 3: [[0], [1], [2]]}
 
 
@@ -91,8 +92,7 @@ def _step(step: str) -> Any:
 
 
 def _group_sum(rank: int, dim: str) -> int:
-    bit = {"dp": 4, "cp": 2, "tp": 1}[dim]
-    return rank + (rank ^ bit)
+    return sum(_members(rank, dim))
 
 
 def _all_reduce(group: Any, rank: int) -> Any:
@@ -165,33 +165,41 @@ def _random(rank: int, world: int, out: str, store: Any) -> None:
     report: dict[str, Any] = {"rank": rank, "cycles": []}
     for cycle in range(1 + int(env("CYCLES", "0"))):
         backend = GlooBackend(timeout=timeout, heartbeat=float(env("HEARTBEAT_S", "1")))
-        mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=DIMS, backend=backend,
-                                backend_override={d: opts for d in DIMS})
+        mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"),
+                                backend=backend, backend_override={"dp": opts, "tp": opts})
+        meshes = {"dp": mesh, "tp": mesh,
+                  "all": mesh._flatten("all", GroupOptions(tag="all", timeout=timeout))}
         got: dict[str, Any] = {}
         groups: dict[str, Any] = {}
         faulty = cycle == 0 and fault != "none" and rank == victim
 
         def part(dims: list[int], delay: float, main: bool, got: dict[str, Any],
-                 groups: dict[str, Any], mesh: Any = mesh, backend: Any = backend,
-                 faulty: bool = faulty) -> None:
-            time.sleep(delay)
-            for d in dims:
-                dim = DIMS[d]
-                time.sleep(rng.uniform(0.0, 0.05))
-                timer = None
-                if faulty and main and dim == env("FAULT_DIM"):
-                    timer = _fault(backend, fault, env("STEP"), float(env("FAULT_AT", "0.5")))
+                 groups: dict[str, Any], meshes: dict[str, Any] = meshes,
+                 backend: Any = backend, faulty: bool = faulty) -> None:
+            try:
+                time.sleep(delay)
+                for d in dims:
+                    dim = DIMS[d]
+                    time.sleep(rng.uniform(0.0, 0.05))
+                    timer = None
+                    if faulty and main and dim == env("FAULT_DIM"):
+                        timer = _fault(backend, fault, env("STEP"),
+                                       float(env("FAULT_AT", "0.5")))
+                        if timer is not None:
+                            timer.start()
+                    groups[dim], got[dim] = _ask(meshes[dim], dim)
                     if timer is not None:
-                        timer.start()
-                groups[dim], got[dim] = _ask(mesh, dim)
-                if got[dim].get("error") == "KeyboardInterrupt":
-                    return  # a Ctrl-C ends the program: it asks nothing more
+                        timer.cancel()  # it came too late: no fault
+                    if got[dim].get("error") == "KeyboardInterrupt":
+                        return  # a Ctrl-C ends the program: it asks nothing more
+            except KeyboardInterrupt:  # it landed between two requests: the same
+                report["between"] = True
 
         parts = PARTS[threads]
-        delays = [0.03 * i for i in range(len(parts))]
+        delays = sorted(rng.uniform(0.0, 0.02) for _ in parts)  # in order: even ranks
         if rank % 2:
-            delays.reverse()
-        start = rng.uniform(0.0, 0.2) if cycle == 0 else 0.0
+            delays.reverse()  # the opposite order: odd ranks
+        start = rng.uniform(0.0, float(env("START_S", "0.2"))) if cycle == 0 else 0.0
         workers = [threading.Thread(target=part, args=(p, start + d, False, got, groups))
                    for p, d in zip(parts[1:], delays[1:])]
         for w in workers:
@@ -209,15 +217,17 @@ def _random(rank: int, world: int, out: str, store: Any) -> None:
         report["cycles"].append(got)
         write_report(out, rank, report)
         _gather(store, f"soak/summed/{cycle}", alive)  # nobody leaves a collective early
-        if any(g.get("error") == "KeyboardInterrupt" for g in got.values()):
+        if report.get("between") or any(g.get("error") == "KeyboardInterrupt" for g in
+                                        got.values()):
             return
         if cycle < int(env("CYCLES", "0")):
             backend.shutdown()
 
 
-def _members(rank: int, dim: str) -> tuple[int, int]:
-    bit = {"dp": 4, "cp": 2, "tp": 1}[dim]
-    return (rank, rank ^ bit)
+def _members(rank: int, dim: str) -> tuple[int, ...]:
+    if dim == "all":
+        return tuple(range(8))
+    return (rank, rank ^ {"dp": 4, "tp": 1}[dim])
 
 
 def _cycles(rank: int, world: int, out: str, mode: str, store: Any) -> None:

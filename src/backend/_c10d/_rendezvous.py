@@ -802,12 +802,15 @@ class Rendezvous:
                                    doing={m: text for m, (text, _) in doing.items()})
 
     # ---- liveness after a failure -------------------------------------------------------------
-    def silent(self, ranks: Sequence[int]) -> dict[int, float | None]:
+    def silent(self, ranks: Sequence[int], *, passed: tuple[str, int] | None = None
+               ) -> dict[int, float | None]:
         """The ranks that do not beat within about two periods while this rank waits (it
         beats meanwhile, so peers handling the same failure see it too), with how long since
         their last beat (None: never).  A rank beats only inside a creation or this call,
-        so one that is alive but doing neither counts as silent.  Inside a creation, this
-        rank's record keeps saying which one (a peer's retry waits for it)."""
+        so one that is alive but doing neither counts as silent, except, with ``passed`` (a
+        barrier and round), one whose record says it left that round uninterrupted: its
+        own creation of the group failed, and it is alive.  Inside a creation, this rank's
+        record keeps saying which one (a peer's retry waits for it)."""
         with self._lock:
             base = self._active.get(threading.get_ident())
         self._publish({**(base or {"group": None, "since": self._clock()}), "explaining": True})
@@ -818,6 +821,8 @@ class Rendezvous:
             while quiet and time.monotonic() < end:
                 time.sleep(0.1)
                 quiet = {r for r in quiet if (self._record(r) or {}).get("beat") == first[r]}
+            if passed is not None:
+                quiet = {r for r in quiet if not _left_alive(self._record(r) or {}, *passed)}
         finally:
             if base is None:
                 self._quiet()
@@ -840,6 +845,12 @@ class Rendezvous:
             if "interrupted" in rec:
                 out[r] = str(rec["interrupted"])
         return out
+
+
+def _left_alive(rec: Mapping[str, Any], name: str, k: int) -> bool:
+    """Whether record ``rec`` says its rank left round ``k`` of ``name`` uninterrupted."""
+    return rec.get("group") == name and int(rec.get("round", -1)) == k and "left" in rec \
+        and "interrupted" not in rec and "lost" not in rec
 
 
 def _doing(peer: Peer, rec: Mapping[str, Any], now: float) -> str:

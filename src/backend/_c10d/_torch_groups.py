@@ -48,10 +48,14 @@ def create_torch_group(spec: GroupSpec, rendezvous: Rendezvous | None = None) ->
                              dim=spec.dim, desc=spec.describe(), shown=spec.members) as k:
             start = time.monotonic()
             try:
-                return _create(spec, torch_name(spec.name, k))
-            except Exception as e:
-                waited = time.monotonic() - start > timeout.total_seconds() / 2
-                raise _after_meeting(spec, rendezvous, e, waited) from e
+                return _watched(spec, torch_name(spec.name, k), rendezvous, (spec.barrier, k),
+                                timeout.total_seconds())
+            except MembersMissingError:
+                raise
+            except Exception as e:  # a failure after a second or more: who stopped?  (Gloo
+                # gives up on a member that died after it published its address in ~3 s)
+                waited = time.monotonic() - start > min(timeout.total_seconds() / 2, 1.0)
+                raise _after_meeting(spec, rendezvous, e, waited, (spec.barrier, k)) from e
     except GroupCreationError:
         raise
     except Exception as e:
@@ -75,29 +79,74 @@ def _create(spec: GroupSpec, name: str) -> Any:
                               sort_ranks=False)
 
 
+def _watched(spec: GroupSpec, name: str, rendezvous: Rendezvous, passed: tuple[str, int],
+             timeout_s: float) -> Any:
+    """Torch's creation of ``spec``'s group, watched: past its timeout, while torch still
+    has not returned (Gloo retries connecting to a member that died after it published its
+    address, for several timeouts), a member that stopped beating fails the creation here,
+    named (torch's creation goes on in its thread and its result is dropped).  In the main
+    thread a Ctrl-C acts at once too.  Without beats there is nothing to watch."""
+    if not rendezvous.beating:
+        return _create(spec, name)
+    box: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def create() -> None:
+        try:
+            box.append((True, _create(spec, name)))
+        except BaseException as e:  # handed to the caller
+            box.append((False, e))
+        done.set()
+
+    threading.Thread(target=create, daemon=True, name=f"meshlayout-create-{name}").start()
+    end = time.monotonic() + timeout_s
+    while not done.wait(max(0.0, end - time.monotonic())):
+        members = [r for r in spec.barrier_members() if r != spec.rank]
+        lost = rendezvous.silent(members, passed=passed) if len(members) <= 4096 else {}
+        if lost and not done.is_set():
+            raise _named_lost(spec, rendezvous, lost, "torch's creation is still waiting for "
+                              f"it after {time.monotonic() - end + timeout_s:.1f} s")
+        end = time.monotonic() + rendezvous.explain_s
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
+
+
 def _after_meeting(spec: GroupSpec, rendezvous: Rendezvous, error: Exception,
-                   waited: bool) -> Exception:
+                   waited: bool, passed: tuple[str, int]) -> Exception:
     """Torch's creation failed after the members met.  If it failed after waiting (for
     peers that did not come to torch's own rendezvous), name the members that stopped
     answering (a :class:`~backend.MembersMissingError`); a quick failure is this rank's
     own, and is reported as torch's."""
     members = [r for r in spec.barrier_members() if r != spec.rank]
     try:
-        lost = rendezvous.silent(members) if waited and len(members) <= 4096 else {}
-        stopped = rendezvous.interrupted(list(lost))
+        lost = rendezvous.silent(members, passed=passed) if waited and len(members) <= 4096 \
+            else {}
+        if lost:
+            return _named_lost(spec, rendezvous, lost, f"torch said: {type(error).__name__}: "
+                               f"{error}")
     except Exception:  # the store itself is gone (it lives on rank 0)
-        lost, stopped = {}, {}
-    if not lost:
-        return GroupCreationError(
-            f"rank {spec.rank} could not create {spec.describe()} after its members met at "
-            f"the barrier: torch's {spec.plan.value} failed: {type(error).__name__}: {error}")
+        pass
+    return GroupCreationError(
+        f"rank {spec.rank} could not create {spec.describe()} after its members met at "
+        f"the barrier: torch's {spec.plan.value} failed: {type(error).__name__}: {error}")
+
+
+def _named_lost(spec: GroupSpec, rendezvous: Rendezvous, lost: dict[int, float | None],
+                said: str) -> MembersMissingError:
+    """The failure of a creation whose members met, naming those that stopped answering."""
+    try:
+        stopped = rendezvous.interrupted(list(lost))
+    except Exception:
+        stopped = {}
     who = "; ".join(f"rank {r} " + (f"was interrupted ({stopped[r]})" if r in stopped else
                                      "never answered" if s is None else
                                      f"has not answered for {s:.1f} s") for r, s in lost.items())
     return MembersMissingError(
         f"rank {spec.rank} could not create {spec.describe()}: its members met, then {who} "
         "(it likely exited or hung) while torch created the group. Likely cause: a member "
-        f"exited or stopped answering. Torch said: {type(error).__name__}: {error}",
+        f"exited or stopped answering. ({said})",
         rank=spec.rank, dim=spec.dim, ranks=spec.members, missing=tuple(lost),
         doing={r: "stopped answering while creating the group" for r in lost})
 
