@@ -81,8 +81,9 @@ until that creation's timeout) or fails naming who did not come.
   :data:`SLACK_S`; between its commit and its wake-up, as a committer that stopped, at the
   deadline plus :data:`SLACK_S` (its peers fail rather than enter torch's creation without
   it); after the wake-up, or after its ticket when the others then fill the round (its
-  ticket counts: the round goes), inside torch's creation, by torch's failure at the
-  timeout and the liveness check that follows (two beats and half a second).  One
+  ticket counts: the round goes), inside torch's creation, at the timeout and the liveness
+  check that follows (two beats and half a second; the creation is watched, see
+  ``_torch_groups._watched``, as Gloo may retry a dead member for several timeouts).  One
   interrupted while it waits closes its round at once.
 - *Cost*: on the success path a member makes 2 store calls (its ticket, the ``get`` of the
   wake-up, which carries the decision) and the committer 3 (its ticket, the commit, the

@@ -52,9 +52,11 @@ def create_torch_group(spec: GroupSpec, rendezvous: Rendezvous | None = None) ->
                                 timeout.total_seconds())
             except MembersMissingError:
                 raise
-            except Exception as e:  # a failure after a second or more: who stopped?  (Gloo
-                # gives up on a member that died after it published its address in ~3 s)
-                waited = time.monotonic() - start > min(timeout.total_seconds() / 2, 1.0)
+            except Exception as e:  # a failure after a second or more, or one connecting
+                # to a member (Gloo is refused by one that died after it published its
+                # address, at once or in ~3 s): who stopped?
+                waited = time.monotonic() - start > min(timeout.total_seconds() / 2, 1.0) or \
+                    _peer_failure(e)
                 raise _after_meeting(spec, rendezvous, e, waited, (spec.barrier, k)) from e
     except GroupCreationError:
         raise
@@ -113,12 +115,20 @@ def _watched(spec: GroupSpec, name: str, rendezvous: Rendezvous, passed: tuple[s
     raise value
 
 
+def _peer_failure(error: Exception) -> bool:
+    """Whether torch's creation failed reaching a member (a refused or timed-out connection,
+    a store wait for a member's address), not in this process."""
+    text = f"{type(error).__name__}: {error}".lower()
+    return type(error).__name__ in ("DistStoreError", "DistNetworkError") or \
+        "connect" in text or "timed out" in text or "timeout" in text
+
+
 def _after_meeting(spec: GroupSpec, rendezvous: Rendezvous, error: Exception,
                    waited: bool, passed: tuple[str, int]) -> Exception:
-    """Torch's creation failed after the members met.  If it failed after waiting (for
-    peers that did not come to torch's own rendezvous), name the members that stopped
-    answering (a :class:`~backend.MembersMissingError`); a quick failure is this rank's
-    own, and is reported as torch's."""
+    """Torch's creation failed after the members met.  If it failed after waiting, or
+    reaching a member (``waited``), name the members that stopped answering (a
+    :class:`~backend.MembersMissingError`); a quick failure of its own is this rank's, and
+    is reported as torch's."""
     members = [r for r in spec.barrier_members() if r != spec.rank]
     try:
         lost = rendezvous.silent(members, passed=passed) if waited and len(members) <= 4096 \
