@@ -19,7 +19,7 @@ from ._errors import RankLostError
 from ._members import holds_any, members
 from ._options import GroupOptions
 
-__all__ = ["Loss"]
+__all__ = ["Loss", "Members"]
 
 G = TypeVar("G")
 
