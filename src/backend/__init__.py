@@ -14,8 +14,10 @@ and another sub-package only through its ``__init__``, whose ``__all__`` is what
   over ``_rounds``, ``_store``, ``_liveness`` and ``_diagnosis``), torch group creation and
   teardown (``_torch_groups``), losing ranks (``_loss``: diagnose, agree, end, shrink) and
   the c10d backends (``_backends``, loaded with torch on first use).
-- ``_spmd``: :func:`check_spmd`, the offline check of a program, which models c10d
-  creation (beside ``_c10d``, below the facade).
+- ``_spmd``: :func:`check_spmd`, the offline check of a program: it runs the program per
+  rank on a recorder (:class:`SpmdBackend`, or torch's fake world) and models c10d
+  creation, the calls on the groups, the lifecycle after a failure and the machine's
+  limits (beside ``_c10d``, below the facade; its modules are listed in its ``__init__``).
 - ``_facade``: torch's ``DeviceMesh`` surface.  The binding value and what meshes of one
   root share (``_binding``), :class:`DeviceMesh` (``_device_mesh``), its torch subclass
   (``_torch_facade``) and the universe's torch-side values it reads (``_torch_state``),

@@ -37,7 +37,8 @@ from .._core import (
 
 __all__ = ["Abort", "Call", "Create", "Destroy", "Event", "GroupRef", "Hit", "Kind",
            "Recording", "Retire", "Revoke", "Shrink", "SpmdBackend", "TorchCreate", "Trace",
-           "WaitRevoke", "WaitWork", "site"]
+           "WaitRevoke", "WaitWork", "library_dirs", "program_reads", "site", "spec_ref",
+           "world_ref"]
 
 Kind = Literal["auto", "gloo", "nccl"]
 _BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,7 +47,7 @@ _OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
-def _library_dirs() -> tuple[str, ...]:
+def library_dirs() -> tuple[str, ...]:
     torch = sys.modules.get("torch")
     found = getattr(torch, "__file__", None)
     extra = (os.path.dirname(os.path.abspath(found)) + os.sep,) if found else ()
@@ -60,7 +61,7 @@ def _stdlib(name: str) -> bool:
 def site(depth: int = 2) -> str:
     """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
     the standard library: the program's line that made the call."""
-    dirs = _library_dirs()
+    dirs = library_dirs()
     frame = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
@@ -70,7 +71,7 @@ def site(depth: int = 2) -> str:
     return "?"
 
 
-def _program_reads(depth: int) -> bool:
+def program_reads(depth: int) -> bool:
     """Whether the first frame ``depth`` up outside the standard library is the program's
     own (or the facade's ``get_rank`` on the program's behalf): a raw read of the rank,
     not a coordinate computation."""
@@ -78,7 +79,7 @@ def _program_reads(depth: int) -> bool:
     while frame.f_back is not None and _stdlib(frame.f_code.co_filename):
         frame = frame.f_back
     name = frame.f_code.co_filename
-    if not name.startswith(_library_dirs()):
+    if not name.startswith(library_dirs()):
         return True
     return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
 
@@ -379,7 +380,7 @@ class Recording:
     def rank(self) -> int:
         """This process's global rank (a read by the program itself is noted: the check
         cannot then derive another rank's run from this one)."""
-        if not self.trace.raw_rank and _program_reads(2):
+        if not self.trace.raw_rank and program_reads(2):
             self.trace.raw_rank = True
         return self._rank
 

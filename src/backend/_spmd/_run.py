@@ -26,7 +26,7 @@ from typing import Any
 from layout import show, show_error
 
 from .._core import BackendConfigError, NotAMemberError, overriding
-from ._recording import Recording, _library_dirs
+from ._recording import Recording, library_dirs
 
 __all__ = ["AwaitableProgram", "RankTimeout", "refuse_async", "run_rank"]
 
@@ -85,7 +85,7 @@ def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float
 def _where(error: BaseException) -> str:
     """``file:line`` of the last frame of the program's own in the error's traceback."""
     frames = traceback.extract_tb(error.__traceback__)
-    dirs = _library_dirs()
+    dirs = library_dirs()
     mine = [f for f in frames if not os.path.abspath(f.filename).startswith(dirs)]
     where = (mine or frames)[-1] if frames else None
     return f"{where.filename}:{where.lineno}" if where is not None else "?"

@@ -52,7 +52,7 @@ from ._recording import (
     Recording,
     Shrink,
     TorchCreate,
-    _program_reads,
+    program_reads,
     site,
     world_ref,
 )
@@ -387,7 +387,7 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
         return made
 
     def get_rank(*args: Any, **kwargs: Any) -> Any:
-        if not recorder.trace.raw_rank and _program_reads(2):
+        if not recorder.trace.raw_rank and program_reads(2):
             recorder.trace.raw_rank = True
         return originals["get_rank"](*args, **kwargs)
 
