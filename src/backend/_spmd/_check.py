@@ -171,9 +171,10 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
     for ranks in members.values():
         first = traces[ranks[0]]
         assert first is not None
+        shared: dict[Hashable, tuple[str, Sequence[int]]] = {}
         for r in ranks[1:]:
             if traces[r] is None:
-                traces[r] = derive(first, r)
+                traces[r] = derive(first, r, shared)
     notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
                  "its group neighbours, each compared with its derivation; the others derived")
     return ran

@@ -123,6 +123,8 @@ class Lifecycle:
     def breaks(self, call: Call, found: list[Finding]) -> bool:
         """Whether ``call`` breaks the contract (reported; it then does not wait)."""
         g = call.group
+        if not (self.ended or self.revoked or self.lost):
+            return False  # nothing has ended: the common case, checked without words
         what = f"calls {call.op} on {g.describe()} ({call.line})"
         if g.key in self.ended:
             found.append(self._finding(f"{what}, which was {self.ended[g.key]}: ask the mesh "

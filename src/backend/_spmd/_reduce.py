@@ -31,7 +31,7 @@ for the others.  The default (no ``classes``) runs every rank.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -112,10 +112,14 @@ def check_derivable(trace: Trace) -> None:
                           f"({getattr(e, 'line', '?')}), which is not derived")
 
 
-def derive(trace: Trace, rank: int) -> Trace:
+def derive(trace: Trace, rank: int,
+           shared: dict[Hashable, tuple[str, Sequence[int]]] | None = None) -> Trace:
     """``rank``'s run from ``trace`` (of a rank of its class): each group replaced by
-    ``rank``'s group of the same family (checked derivable first)."""
+    ``rank``'s group of the same family (checked derivable first).  ``shared`` keeps, across
+    the ranks derived from one ``trace``, each group's barrier and members by the group's
+    key (its family's identity and its offset): the same for every rank of the group."""
     memo: dict[int, GroupRef] = {}
+    groups = {} if shared is None else shared
 
     def moved(ref: GroupRef) -> GroupRef:
         if ref.world:
@@ -137,8 +141,10 @@ def derive(trace: Trace, rank: int) -> Trace:
             if e.split:  # one barrier and the whole world: the same on every rank
                 events.append(attrs.evolve(e, group=g))
             else:
-                events.append(attrs.evolve(e, barrier=spec.barrier,
-                                           members=spec.barrier_members(), group=g))
+                met = groups.get(g.key)
+                if met is None:
+                    met = groups[g.key] = (spec.barrier, spec.barrier_members())
+                events.append(attrs.evolve(e, barrier=met[0], members=met[1], group=g))
         elif isinstance(e, Call):
             events.append(attrs.evolve(e, group=moved(e.group)))
         else:
