@@ -107,7 +107,11 @@ _RANK_MAPS = ("RankMap(4)", "RankMap(1)", "RankMap.explicit([3, 1, 0, 2])", "Ran
               "RankMap.explicit([2**70, 5])")
 _TOPOLOGIES = ("Topology(8, 2)", "Topology(16, 4, hosts_per_domain=3)", "Topology(2**62, 8)",
                "Topology.from_hosts([0, 1, 0, 1, 2, 2, 3, 3])", "Topology(2**60, 2**20)",
-               "Topology(12, 3, hosts_per_domain=2)")
+               "Topology(12, 3, hosts_per_domain=2)",
+               "Topology.from_hosts(['a', 'a', 'b', 'c'] * 2, domains=['x', 'x', 'x', 'y'] * 2)",
+               "Topology.from_dict({'version': 1, 'world': 2**62, 'devices_per_host': None, "
+               "'ranks': [[0, 2**61, 0], [1, 2**61, 3]], 'hosts_per_domain': 1, 'domains': None, "
+               "'hosts': 'n[1-2]'})")
 _LAYOUTS = ("Layout((2, 2))", "Layout(4)", "Layout(())", "Layout((2, 2), (1, 1))",
             "Layout(2, 0)", "Layout((2, (2, 2)), (1, (4, 2)))", "Layout(BIG)", "Layout(2**62)")
 
@@ -156,6 +160,13 @@ _NAMES = ("('a', 'b')", "['x']", "('dp', 'cp', 'tp')", "None", "np.array(['a', '
           "('a', 'b', 'c')", "('x',)", "['u', 'v']")
 _DICTS = tuple(f"({v}).to_dict()" for v in (*_VIEWS[:6], _HUGE_VIEWS[0])) + tuple(
     f"{r}.to_dict()" for r in _RANK_MAPS)
+_TOPOLOGY_DICTS = (
+    *(f"({t}).to_dict()" for t in _TOPOLOGIES),
+    "{**Topology(8, 2).to_dict(), 'hosts': 'n[1-99999999999]'}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 4, 0], [0, 4, 1]]}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 4, 0], [2, 4, 0]]}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 2**62, 0]]}",
+    "{**Topology(8, 2).to_dict(), 'hosts_per_domain': None, 'domains': [[0, 3], [1, 2**62]]}")
 
 PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "dim": _DIMS, "key": _DIMS + _DIM_LISTS, "dims": _DIMS + _DIM_LISTS,
@@ -173,6 +184,9 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "hosts_per_domain": ("1", "2", "3"), "hosts": ("[0, 0, 1, 1]", "['a', 'b', 'a', 'b']",
                                                    "('x',) * 8"),
     "host": ("0", "1", "3", "2**61"), "topology": (*_TOPOLOGIES, "None"),
+    "Topology.from_dict.d": _TOPOLOGY_DICTS, "level": ("'host'", "'domain'", "'rack'"),
+    "domains": ("['x', 'x', 'y', 'y']", "[0] * 8", "['a', 'b', 'a', 'b']", "None"),
+    "devices": ("[0, 1, 0, 1]", "[3, 3, 0, 1]", "None", "range(8)"),
     "world": ("None", "8", "16"), "memory": ("None", "CommMemory()", "CommMemory(2, 1, 0)"),
     "channels": ("1", "16"), "buffsize": ("1", "2**22"), "fixed": ("0", "5"),
     "color_by": ("None", "'dp'", "0"), "title": ("None", "'t'"), "max_cells": ("16", "4096"),
@@ -227,7 +241,8 @@ RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
-                    "with_domains", "ranks_on", "host_size")
+                    "with_domains", "ranks_on", "host_size", "from_dict", "device",
+                    "first_crossing", "sizes")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains")
 LINKS_METHODS = ("allreduce_seconds", "to_dict")
@@ -354,7 +369,9 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
             assert out.ranks == recv.ranks, f"{where}: a transform changed the universe"
     elif isinstance(out, RankMap):
         check_rank_map(out, where)
-    elif isinstance(out, dict) and owner in ("Topology", "Links"):
+    elif isinstance(out, dict) and owner == "Topology":
+        check_dict(out, mesh.Topology, recv, where)
+    elif isinstance(out, dict) and owner == "Links":
         assert json.loads(json.dumps(out)) == out, f"{where}: not plain JSON data"
     elif isinstance(out, dict):
         check_dict(out, MeshView if owner == "MeshView" else RankMap, recv, where)

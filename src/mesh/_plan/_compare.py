@@ -144,7 +144,7 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
     if unknown:
         raise UnknownDimError(f"traffic names dims {unknown!r} that no plan has; the plans' "
                               f"dims are {dims!r}")
-    domains = any(p.data["hosts_per_domain"] > 1 for p in placed)
+    domains = any(p.data["hosts_per_domain"] != 1 for p in placed)
     rows = [row for d in dims for row in _dim_rows(placed, d, nbytes.get(d), links, domains)]
     rows += _plan_rows(placed, nbytes, links)
     ranking = None

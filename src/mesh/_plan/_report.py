@@ -35,7 +35,7 @@ def report(data: dict[str, Any]) -> str:
     """The text report of the explanation ``data``."""
     lines = [_machine_line(data)]
     for v in data["views"]:
-        lines += ["", *_view_lines(v, data["hosts_per_domain"] > 1)]
+        lines += ["", *_view_lines(v, data["hosts_per_domain"] != 1)]
     lines += ["", *_cost_lines(data)]
     if "rank" in data:
         lines += ["", *_rank_text(data["rank"])]
@@ -49,7 +49,9 @@ def _machine_line(data: dict[str, Any]) -> str:
         hosts += f" of {_n(data['devices_per_host'], 'device')}"
     if data["devices_per_host_assumed"]:
         hosts += " (assumed: set --devices-per-host)"
-    if data["hosts_per_domain"] > 1:
+    if data["hosts_per_domain"] is None:
+        hosts += f", fast domains as listed ({_n(data['num_domains'], 'domain')})"
+    elif data["hosts_per_domain"] > 1:
         hosts += (f", fast domains of {_n(data['hosts_per_domain'], 'host')} "
                   f"({_n(data['num_domains'], 'domain')})")
     return f"{_n(data['world'], 'rank')} on {hosts}"
