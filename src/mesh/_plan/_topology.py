@@ -396,6 +396,37 @@ class Topology:
             per_domain[self._domain_of(host)] += size
         return tuple(sorted(set(hosts))), tuple(sorted(set(per_domain)))
 
+    @functools.cached_property
+    def in_order(self) -> bool:
+        """Whether ranks are numbered domain by domain and host by host: each host's ranks
+        consecutive, hosts in index order, each domain's hosts consecutive (always so for
+        a regular topology; what torchrun gives when nodes are listed rack by rack)."""
+        if self._runs is not None and len(self._runs) != self.num_hosts:
+            return False  # hosts are numbered by first appearance: one run each is in order
+        return self._domain_runs is None or len(self._domain_runs) == self.num_domains
+
+    def ranks_in_order(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[int, ...]:
+        """Every rank, domain by domain, host by host (a host's ranks ascending): the
+        order :attr:`in_order` topologies number them in.  Lists the world (at most
+        ``limit`` ranks).
+
+        >>> Topology.from_hosts(["a", "b", "a", "b"]).ranks_in_order()
+        (0, 2, 1, 3)
+        """
+        check_limit(self.world_size, "ranks_in_order()", limit)
+        if self._runs is None and self._domain_runs is None:
+            return tuple(range(self.world_size))
+        on: list[list[int]] = [[] for _ in range(self.num_hosts)]
+        if self._runs is None:
+            for h in range(self.num_hosts):
+                on[h] = list(range(h * (self.devices_per_host or 1),
+                                   (h + 1) * (self.devices_per_host or 1)))
+        else:
+            for (h, c, _), start in zip(self._runs, self._starts):
+                on[h].extend(range(start, start + c))
+        hosts = sorted(range(self.num_hosts), key=lambda h: (self._domain_of(h), h))
+        return tuple([r for h in hosts for r in on[h]])
+
     # ---- queries ----------------------------------------------------------------------
     def hosts_of(self, view: MeshView, rank: int, dim: Dim) -> tuple[int, ...]:
         """The hosts ``rank``'s group along ``dim`` spans, in order of first member."""
