@@ -1,17 +1,21 @@
 """Creating torch process groups, over the core: what the rooms above may use.
 
 - :class:`GroupSpec` and its :class:`Plan`: one group request as a value (torch-free);
+- :func:`discover_topology` and :class:`DiscoveryRecord`: the job's machine, gathered
+  through the default store (torch loaded on first use);
 - the c10d backends, loaded (with torch) on first use: :class:`C10dBackend`,
   :class:`GlooBackend`, :class:`NcclBackend`, :class:`TorchFakeBackend`, and the two
   factories the package's ``__init__`` plugs into the core, :func:`process_default` and
   :func:`torch_fake`.
 
 Inside: ``_spec`` (the request), ``_rendezvous`` (the creation barrier in the store),
-``_torch_groups`` (torch's creation and teardown), ``_backends`` (the backends).
+``_torch_groups`` (torch's creation and teardown), ``_backends`` (the backends),
+``_discover`` (each rank's record of where it runs, gathered into a topology).
 """
 
 from typing import Any
 
+from ._discover import DiscoveryRecord, discover_topology
 from ._spec import GroupSpec, Plan
 
 _TORCH = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
@@ -27,4 +31,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'backend._c10d' has no attribute {name!r}")
 
 
-__all__ = ["GroupSpec", "Plan", *_TORCH]
+__all__ = ["DiscoveryRecord", "GroupSpec", "Plan", "discover_topology", *_TORCH]

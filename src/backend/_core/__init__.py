@@ -25,6 +25,8 @@ from ._cache import CreationRecord, GroupKey
 from ._errors import (
     BackendConfigError,
     BackendError,
+    DiscoveryError,
+    ExpectationError,
     GroupCreationError,
     MembersMissingError,
     NotAMemberError,
@@ -46,6 +48,8 @@ __all__ = [
     "BackendError",
     "CachedBackend",
     "CreationRecord",
+    "DiscoveryError",
+    "ExpectationError",
     "FakeBackend",
     "FakeGroup",
     "GroupCreationError",

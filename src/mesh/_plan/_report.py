@@ -1,7 +1,8 @@
 """The text reports of the plan wing: an explanation's (:func:`report`, ``str(explain(...))``:
 tables per view, then cost), a comparison's (:func:`compare_report`), a failure's
 (:func:`failure_report`, ``meshlayout explain --fail``) and a placement's
-(:func:`place_report`, ``meshlayout place``).
+(:func:`place_report`, ``meshlayout place``), and where a machine differs from the plan's
+topology (:func:`topology_report`, ``meshlayout explain --topology``).
 
 Each reads only the plain data the command prints with ``--format json``
 (:meth:`~mesh.Explanation.to_dict`, :meth:`~mesh.Comparison.to_dict`, the ``failure``,
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MIB", "compare_report", "failure_report", "place_report", "report"]
+__all__ = ["MIB", "compare_report", "failure_report", "place_report", "report",
+           "topology_report"]
 
 MIB = 1 << 20
 """Bytes in a MiB: the unit of the memory estimate's flags and of the reports."""
@@ -258,6 +260,31 @@ def _bytes(b: int) -> str:
         if b >= scale and b % scale == 0:
             return f"{b // scale:,} {unit}"
     return f"{b:,} B"
+
+
+def topology_report(diff: dict[str, Any]) -> str:
+    """Where the machine (``--topology``, ``--hosts``, ``--hosts-file``) differs from the
+    topology the plan declares: the ``topology`` field of ``explain --format json``."""
+    head = f"the machine ({diff['source']}) against the declared topology"
+    if diff["declared"] is None:
+        return f"{head}: {diff['declared_from']}, so nothing to compare"
+    declared = {**diff["declared"], "devices_per_host_assumed": False}  # said in declared_from
+    lines = [f"{head} ({diff['declared_from']}: {_machine_line(declared)}):"]
+    lines += [f"  {line}" for line in diff["differences"]]
+    if diff["dims"]:
+        lines.append("  dims placed differently on the machine (declared → machine):")
+        for d in diff["dims"]:
+            was, now = d["declared"], d["machine"]
+            moved = [f"{label} {was[k]:,} → {now[k]:,}" for k, label in (
+                ("hosts_per_group", "hosts/group"), ("domains_per_group", "domains/group"))
+                if was[k] != now[k]]
+            lines.append(f"    {d['view']}.{d['dim']}: {', '.join(moved)}")
+    if not diff["differences"] and not diff["dims"]:
+        lines.append("  the same hosts and domains, rank for rank: every dim is placed as "
+                     "declared")
+    elif not diff["dims"]:
+        lines.append("  every dim's groups span as many hosts and domains as declared")
+    return "\n".join(lines)
 
 
 def failure_report(data: dict[str, Any]) -> str:

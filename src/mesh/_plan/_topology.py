@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -32,7 +32,7 @@ from .._core import (
 from ._blocks import most_blocks
 from ._topofile import Fields, data_of, fields_of
 
-__all__ = ["Topology"]
+__all__ = ["Topology", "first_split"]
 
 Runs = tuple[tuple[int, ...], ...]
 _SCANNED = 1 << 20  # the most ranks first_crossing reads group by group before it lists
@@ -482,6 +482,37 @@ class Topology:
                 return group
         raise AssertionError("unreachable: a group crosses")  # pragma: no cover
 
+    def _block_ranks(self, domains: bool) -> int:
+        """The ranks of a host (``domains``: a whole fast domain) of a regular topology."""
+        assert self.devices_per_host is not None and self.hosts_per_domain is not None
+        return self.devices_per_host * (min(self.hosts_per_domain, self.num_hosts)
+                                        if domains else 1)
+
+    def _labelled_runs(self, domains: bool) -> Iterator[tuple[int, int, int]]:
+        """``(first rank, end, host)`` (``domains``: domain) of every stretch of consecutive
+        ranks on one host (domain), in rank order, each as long as it goes."""
+        def stretches() -> Iterator[tuple[int, int, int]]:
+            per = self.devices_per_host or 1
+            if self._runs is None and domains and self._domain_runs is not None:
+                for (_, c), h in zip(self._domain_runs, self._domain_starts):
+                    yield h * per, (h + c) * per, h  # the first host: its domain follows
+            elif self._runs is None:
+                for h in range(self.num_hosts):
+                    yield h * per, (h + 1) * per, h
+            else:
+                for (h, c, _), s in zip(self._runs, self._starts):
+                    yield s, s + c, h
+        start, end, label = -1, -1, -1
+        for s, e, h in stretches():
+            here = self._domain_of(h) if domains else h
+            if here == label:
+                end = e
+                continue
+            if start >= 0:
+                yield start, end, label
+            start, end, label = s, e, here
+        yield start, end, label
+
     def _check(self, view: MeshView) -> None:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"a topology query takes a mesh.MeshView, got {show(view)}")
@@ -530,6 +561,35 @@ class Topology:
             return np.asarray(of_host, dtype=np.int64)[np.repeat(
                 np.asarray([h for h, _, _ in runs], dtype=np.int64), [c for _, c, _ in runs])]
         return [of_host[h] for h, c, _ in runs for _ in range(c)]
+
+
+def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | None:
+    """The first rank that runs on a different host (``domains``: fast domain) in ``a`` and
+    in ``b`` (hosts and domains are numbered in order of first appearance, so equal numbers
+    are the same partition so far), or the smaller world's size when one world is a prefix
+    of the other; None when they agree everywhere.  Walks the runs of consecutive ranks of
+    both in step: O(the runs before the first split), closed form for two regular ones."""
+    if a._runs is None and b._runs is None and (
+            not domains or (a._domain_runs is None and b._domain_runs is None)):
+        # rank r is on block r // p (a partial last domain too): blocks of p ranks
+        pa, pb = (t._block_ranks(domains) for t in (a, b))
+        common = min(a.world_size, b.world_size)
+        if pa != pb and min(pa, pb) < common:
+            return min(pa, pb)
+        return None if a.world_size == b.world_size else common
+    ia, ib = a._labelled_runs(domains), b._labelled_runs(domains)
+    (sa, ea, la), (sb, eb, lb) = next(ia), next(ib)
+    while True:
+        at = max(sa, sb)
+        if la != lb:
+            return at
+        end = min(ea, eb)
+        if end == a.world_size or end == b.world_size:
+            return None if a.world_size == b.world_size else end
+        if ea == end:
+            sa, ea, la = next(ia)
+        if eb == end:
+            sb, eb, lb = next(ib)
 
 
 def _per_domain(value: object) -> int:
