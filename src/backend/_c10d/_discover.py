@@ -26,13 +26,13 @@ world is told as *runs*: consecutive ranks on one host, at consecutive devices, 
    the reason it could not: two ranks on one device);
 5. every rank ``wait`` + ``get``-s ``k/topology``.
 
-Store calls per rank: 7 (8 for a run's first rank; 2 more for the last to arrive), whatever
-the world.  Bytes read per rank: the neighbour's digest and the topology's data, which holds
-a run per host (about 16 bytes) only where hosts are not regular, a run of hosts per fast
-domain only where domains are not, and the host names as a Slurm host list
-(``node[0001-4096]``): a few hundred bytes for a regular machine named in sequence, O(hosts
-+ domains) at worst (O(ranks) only for ranks dealt round-robin).  The last rank reads the
-runs once.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
+Store calls per rank: 7 (rank 0, which has no neighbour, 6; a run's first rank one more;
+the last to arrive two more: at most 10), whatever the world.  Bytes read per rank: the
+neighbour's digest and the topology's data, which holds a run per host (about 16 bytes)
+only where hosts are not regular, a run of hosts per fast domain only where domains are
+not, and the host names as a Slurm host list (``node[0001-4096]``): a few hundred bytes for
+a regular machine named in sequence, O(hosts + domains) at worst (O(ranks) only for ranks
+dealt round-robin).  The last rank reads the runs once.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
 """
 
 from __future__ import annotations
@@ -323,8 +323,8 @@ def machine_data(records: list[list[Any]], world_size: int) -> dict[str, Any]:
 def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = None,
                       timeout: timedelta | float | None = None) -> Topology:
     """The job's machine as a :class:`mesh.Topology`: every rank's host, device and fast
-    domain, gathered through torch's default store (see the module's docs: 7 store calls
-    per rank whatever the world).  Collective: every rank of the world calls it (``bind``
+    domain, gathered through torch's default store (see the module's docs: at most 10 store
+    calls per rank, whatever the world).  Collective: every rank of the world calls it (``bind``
     with ``expect_intra_*`` does), in the same order as its other discoveries.
 
     ``backend`` (default: the process's, over torch's default group) must be a Gloo, NCCL

@@ -159,8 +159,8 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     members of every group (along any dim) that holds one as black dashed outlines.
     ``domain`` (a ``domain(global_rank) -> int`` callable, or a :class:`~mesh.Topology`)
     adds the fast domains: without ``color_by``, cells take one colour per domain (adjacent
-    domains never share one), the hosts of a domain in two alternating shades of it, and a
-    thick blue line runs on every edge between two domains.
+    domains never share one), each host of a domain a shade of it (touching hosts of one
+    domain never share one), and a thick blue line runs on every edge between two domains.
     ``title`` replaces the default first line (the
     view and the instance); a legend below says what panels, colours, lines and
     outlines mean.  Cells are
@@ -202,7 +202,7 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
         domains is not None else [_PLAIN] * len(cells)
     legend_fills = fills
     if k is None and domains is not None and hosts is not None:
-        fills = _shaded(fills, domains, hosts)
+        fills = _shaded(fills, domains, hosts, g.pairs)
     outlines = _outlines(sheet.inst, g.coords)
     hurt = _Hurt.of(view, g.coords, cells, failed)
     legend = [*_legend(view, k, hosts, keys, legend_fills, g.across, domains),
@@ -251,20 +251,29 @@ def _callable(given: object, method: str, expected: str) -> Callable[[int], int]
     return cast("Callable[[int], int]", found)
 
 
-def _shaded(fills: list[str], domains: list[int], hosts: list[int]) -> list[str]:
-    """Each domain's colour, darker on every other host of the domain (hosts in order of
-    first appearance in the picture)."""
-    order: dict[int, dict[int, int]] = {}
-    for d, h in zip(domains, hosts):
-        mine = order.setdefault(d, {})
-        mine.setdefault(h, len(mine))
-    return [_darker(f) if order[d][h] % 2 else f for f, d, h in zip(fills, domains, hosts)]
+def _shaded(fills: list[str], domains: list[int], hosts: list[int],
+            pairs: list[tuple[int, int]]) -> list[str]:
+    """Each domain's colour, in a shade per host: hosts (in order of first appearance) take
+    the lightest shade no neighbouring host of their domain has, so two hosts of one
+    domain that touch never share a fill."""
+    order = list(dict.fromkeys(hosts))
+    near: dict[int, set[int]] = {h: set() for h in order}
+    for a, b in pairs:
+        if hosts[a] != hosts[b] and domains[a] == domains[b]:
+            near[hosts[a]].add(hosts[b])
+            near[hosts[b]].add(hosts[a])
+    shade: dict[int, int] = {}
+    for h in order:
+        taken = {shade[x] for x in near[h] if x in shade}
+        shade[h] = next(i for i in itertools.count() if i not in taken)
+    return [_darker(f, shade[h]) for f, h in zip(fills, hosts)]
 
 
-def _darker(fill: str) -> str:
-    """``fill`` (#rrggbb) with 15% black mixed in."""
+def _darker(fill: str, step: int) -> str:
+    """``fill`` (#rrggbb) with ``step`` times 13% black mixed in (at most 65%)."""
+    keep = 1.0 - min(0.13 * step, 0.65)
     rgb = [int(fill[i:i + 2], 16) for i in (1, 3, 5)]
-    return "#" + "".join(f"{round(v * 0.85):02x}" for v in rgb)
+    return "#" + "".join(f"{round(v * keep):02x}" for v in rgb)
 
 
 Legend = list[tuple[str, Outline | None]]
@@ -588,7 +597,7 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
                      "of this picture on each)")
     if domains is not None:
         if k is None:
-            shades = ", two shades alternating between the hosts of a domain" \
+            shades = ", a shade per host: touching hosts of a domain never share one" \
                 if hosts is not None else ""
             lines.append(f"colours: fast domains ({_how_many(keys, 'domain')}"
                          f"{_repeat(keys, fills, 'domains')}{shades})")

@@ -532,9 +532,9 @@ class Topology:
     def _most_listed(self, fam: Family, domains: bool) -> int:
         """Count each group's blocks after listing the family (explicit hosts, domains or
         universe)."""
-        np = numpy()
         starts = complement(fam.layout, fam.ranks.size)
-        of = self._blocks_of_ranks(domains)
+        of = self._blocks_of_ranks(domains)  # first: it refuses a world too big to list
+        np = numpy()
         if np is not None:
             rows = rank_table(fam.ranks, starts, fam.layout)
             b = rows // of if isinstance(of, int) else of[rows]
