@@ -32,7 +32,8 @@ neighbour's digest and the topology's data, which holds a run per host (about 16
 only where hosts are not regular, a run of hosts per fast domain only where domains are
 not, and the host names as a Slurm host list (``node[0001-4096]``): a few hundred bytes for
 a regular machine named in sequence, O(hosts + domains) at worst (O(ranks) only for ranks
-dealt round-robin).  The last rank reads the runs once.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
+dealt round-robin).  The last rank reads the runs once.  ``bench/discover_scale.py``
+counts both at 131,072 ranks.
 """
 
 from __future__ import annotations
