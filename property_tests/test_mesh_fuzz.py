@@ -201,6 +201,12 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "mesh.survive.drop": ("'dp'", "'tp'", "0", "None", "'zz'"),
     "mesh.svg.host": ("None", "int", "(lambda r: r // 2)", "Topology(8, 2).host",
                       "Topology(8, 4)"),
+    "mesh.svg.domain": ("None", "(lambda r: r // 4)", "Topology(8, 2, hosts_per_domain=2)",
+                        "Topology(8, 4).domain"),
+    "mesh.place.shape": ("(2, 4)", "(8,)", "(2, 2, 2)", "(2**30, 2**30)", "(4, 2)"),
+    "mesh.place.names": ("('dp', 'tp')", "('w',)", "('a', 'b', 'c')", "('x', 'y')"),
+    "Placement.find.shape": ("(2, 4)", "(8,)", "(2, 2, 2)", "(2**30, 2**30)", "(4, 2)"),
+    "Placement.find.names": ("('dp', 'tp')", "('w',)", "('a', 'b', 'c')", "('x', 'y')"),
     "mesh.compare.plans": ("{'a': M, 'b': M['tp']}", "{'a': {'m': M}, 'b': M}", "{'x': M}",
                            f"{{'h': {_HUGE_VIEWS[0]}}}"),
     "traffic": ("None", "{'tp': 2**20}", "{'dp': 0, 'cp': 5}"),
@@ -242,9 +248,11 @@ RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
                     "with_domains", "ranks_on", "host_size", "from_dict", "device",
-                    "first_crossing", "sizes")
+                    "first_crossing", "sizes", "ranks_in_order")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
-                       "num_domains")
+                       "num_domains", "in_order")
+PLACEMENT_METHODS = ("find", "to_dict", "__str__")
+PLACEMENT_PROPERTIES = ("seconds", "view", "runner_up", "data")
 LINKS_METHODS = ("allreduce_seconds", "to_dict")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
 NOT_FUZZED = {"MeshView": {"render"}, "RankMap": set(), "Topology": set()}
@@ -272,12 +280,18 @@ TARGETS: list[tuple[str, str]] = [
     *[("RankMap", n) for n in (*RANKMAP_METHODS, *RANKMAP_PROPERTIES, *SPECIAL, "__call__")],
     *[("Topology", n) for n in (*TOPOLOGY_METHODS, *TOPOLOGY_PROPERTIES, *SPECIAL)],
     *[("Links", n) for n in LINKS_METHODS],
+    *[("Placement", n) for n in (*PLACEMENT_METHODS, *PLACEMENT_PROPERTIES)],
     *[("mesh", n) for n in _module_callables()],
 ]
 RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS, "Topology": _TOPOLOGIES,
-             "Links": ("Links()", "Links(1, 1e-3, 0, 1e4)")}
+             "Links": ("Links()", "Links(1, 1e-3, 0, 1e4)"),
+             "Placement": ("Placement.find((2, 4), ('dp', 'tp'), Topology(8, 2), "
+                           "traffic={'tp': 2**20})",
+                           "Placement.find((2, 2, 2), ('a', 'b', 'c'), "
+                           "Topology.from_hosts([0, 1, 0, 1, 2, 2, 3, 3]))")}
 PROPERTIES = {"MeshView": VIEW_PROPERTIES, "RankMap": RANKMAP_PROPERTIES,
-              "Topology": TOPOLOGY_PROPERTIES, "Links": (), "mesh": ()}
+              "Topology": TOPOLOGY_PROPERTIES, "Links": (), "mesh": (),
+              "Placement": PLACEMENT_PROPERTIES}
 
 
 # ---- the law ------------------------------------------------------------------------------
@@ -371,10 +385,15 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         check_rank_map(out, where)
     elif isinstance(out, dict) and owner == "Topology":
         check_dict(out, mesh.Topology, recv, where)
-    elif isinstance(out, dict) and owner == "Links":
+    elif isinstance(out, dict) and owner in ("Links", "Placement"):
         assert json.loads(json.dumps(out)) == out, f"{where}: not plain JSON data"
     elif isinstance(out, dict):
         check_dict(out, MeshView if owner == "MeshView" else RankMap, recv, where)
+    elif isinstance(out, mesh.Placement):
+        data = out.to_dict()
+        assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
+        assert isinstance(str(out), str) and MeshView.from_dict(data["chosen"]["view"]) == out.view
+        check_view(out.view, where)
     elif isinstance(out, (mesh.Explanation, mesh.Comparison)):
         data = out.to_dict()
         assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
@@ -459,8 +478,10 @@ def test_every_call_returns_or_raises_a_mesh_error(owner: str, name: str,
         ok, out = Call(head).run(lambda: getattr(recv, name))
         if ok and name == "names":
             assert isinstance(out, tuple) and all(type(n) is str for n in out), f"{head}: {out!r}"
+        elif ok and owner == "Placement":
+            assert out is None or isinstance(out, (MeshView, dict, float)), f"{head}: {out!r}"
         elif ok and not isinstance(out, (Layout, RankMap)):
-            _plain_ints(out, head, bools=name == "is_identity")
+            _plain_ints(out, head, bools=name in ("is_identity", "in_order"))
         return
     fn: Any = (getattr(mesh, name) if owner == "mesh" else getattr(mesh, owner)
                if name == "__init__" else recv if name == "__call__" else None
@@ -539,7 +560,10 @@ def test_every_public_name_is_fuzzed() -> None:
         assert {"__init__", *call, "__eq__", "__hash__", "__repr__", "pickle",
                 "deepcopy"} <= fuzzed[cls.__name__]
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
-            "CommMemory", "blast", "drop", "substitute", "survive"} <= fuzzed["mesh"]
+            "CommMemory", "blast", "drop", "substitute", "survive", "place",
+            "Placement"} <= fuzzed["mesh"]
+    placement = {n for n in dir(mesh.Placement) if not n.startswith("_")}
+    assert placement <= {n for o, n in TARGETS if o == "Placement"}, placement
     assert "MeshError" in ERRORS and len(ERRORS) == 18, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped

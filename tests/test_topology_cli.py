@@ -85,11 +85,11 @@ def test_explain_says_where_the_machine_differs_from_the_plan(tmp_path: Path) ->
     code, out, _ = run("explain", str(plan), "--topology", MACHINE)
     assert code == 0
     report = out.split("\n\nthe machine (", 1)[1]
-    assert report.startswith(f"--topology {MACHINE}) against the declared topology (the "
-                             "plan's TOPOLOGY: 112 ranks on 14 hosts of 8 devices):")
+    assert report.startswith(f"--topology {MACHINE}) against the declared topology, the "
+                             "plan's TOPOLOGY: 112 ranks on 14 hosts of 8 devices\n")
     for line in ("hosts: 14 hosts of 8 devices declared, 28 hosts of 4 devices on the machine",
-                 "the first rank on another host: rank 4 (declared on host 0, on the machine on "
-                 "host 1, 'gb001'", "fast domains: none (each host its own) declared, 2 domains "
+                 "the first rank whose host differs: rank 4 (declared on host 0, on the machine "
+                 "on host 1, 'gb001'", "fast domains: none (each host its own) declared, 2 domains "
                  "of 18 hosts (40 to 72 ranks) on the machine",
                  "m.tp: hosts/group 1 → 2", "m.dp: hosts/group 14 → 14, domains/group 14 → 2"):
         assert line in report or line.replace("hosts/group 14 → 14, ", "") in report, line

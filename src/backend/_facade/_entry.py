@@ -149,10 +149,10 @@ def _dims(view: MeshView, dims: object, what: str) -> tuple[str, ...]:
         raise BackendConfigError(f"{what} takes a sequence of dim names such as ('tp',), got "
                                  f"the str {dims!r}")
     names = ordered(dims, what)
-    unknown = [d for d in names if d not in view.names]
-    if unknown:
-        raise BackendConfigError(f"{what} names {unknown!r}, not dims of the mesh; its dims are "
-                                 f"{list(view.names)!r}")
+    for d in names:
+        if not isinstance(d, str) or d not in view.names:
+            raise BackendConfigError(f"{what} names {show(d)}, not a dim of the mesh; its dims "
+                                     f"are {list(view.names)!r}")
     return tuple(str(d) for d in names)
 
 

@@ -169,8 +169,7 @@ def _differences(args: argparse.Namespace, views: dict[str, MeshView],
     if reach % DEFAULT_DEVICES_PER_HOST:
         return differences(views, None, "none: the plan has no TOPOLOGY", given, named)
     return differences(views, Topology(reach, DEFAULT_DEVICES_PER_HOST),
-                       f"assumed: hosts of {DEFAULT_DEVICES_PER_HOST} devices (the plan has no "
-                       "TOPOLOGY)", given, named)
+                       "assumed (the plan has no TOPOLOGY)", given, named)
 
 
 def _tell_expectations(args: argparse.Namespace, failed: list[tuple[str, str]]) -> None:

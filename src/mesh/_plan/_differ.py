@@ -61,7 +61,7 @@ def _machine_lines(declared: Topology, machine: Topology) -> list[str]:
         out.append(f"hosts: {hosts[0]} declared, {hosts[1]} on the machine")
     split = first_split(declared, machine)
     if split is not None and split < min(declared.world_size, machine.world_size):
-        out.append(f"the first rank on another host: rank {split:,} (declared on host "
+        out.append(f"the first rank whose host differs: rank {split:,} (declared on host "
                    f"{_host(declared, split)}, on the machine on host {_host(machine, split)}; "
                    "the ranks before it share hosts alike)")
     doms = (_domains(declared), _domains(machine))
@@ -69,7 +69,7 @@ def _machine_lines(declared: Topology, machine: Topology) -> list[str]:
         out.append(f"fast domains: {doms[0]} declared, {doms[1]} on the machine")
     split = first_split(declared, machine, domains=True)
     if split is not None and split < min(declared.world_size, machine.world_size):
-        out.append(f"the first rank in another fast domain: rank {split:,} (declared in "
+        out.append(f"the first rank whose fast domain differs: rank {split:,} (declared in "
                    f"domain {declared.domain(split):,}, on the machine in domain "
                    f"{machine.domain(split):,})")
     return out

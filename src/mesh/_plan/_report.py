@@ -269,7 +269,7 @@ def topology_report(diff: dict[str, Any]) -> str:
     if diff["declared"] is None:
         return f"{head}: {diff['declared_from']}, so nothing to compare"
     declared = {**diff["declared"], "devices_per_host_assumed": False}  # said in declared_from
-    lines = [f"{head} ({diff['declared_from']}: {_machine_line(declared)}):"]
+    lines = [f"{head}, {diff['declared_from']}: {_machine_line(declared)}"]
     lines += [f"  {line}" for line in diff["differences"]]
     if diff["dims"]:
         lines.append("  dims placed differently on the machine (declared → machine):")

@@ -19,6 +19,7 @@ from .._core import (
     Family,
     MeshTypeError,
     MeshView,
+    TooManyRanksError,
     TopologyError,
     as_int,
     as_size,
@@ -36,6 +37,7 @@ __all__ = ["Topology", "first_split"]
 
 Runs = tuple[tuple[int, ...], ...]
 _SCANNED = 1 << 20  # the most ranks first_crossing reads group by group before it lists
+_MOST_IN_PYTHON = 1 << 26  # the most ranks ranks_in_order lists, whatever its limit
 
 
 @attrs.frozen(init=False, repr=False, eq=False)
@@ -414,6 +416,10 @@ class Topology:
         (0, 2, 1, 3)
         """
         check_limit(self.world_size, "ranks_in_order()", limit)
+        if self.world_size > _MOST_IN_PYTHON:
+            raise TooManyRanksError(f"ranks_in_order() lists in Python at most "
+                                    f"{_MOST_IN_PYTHON:,} ranks, and the topology has "
+                                    f"{self.world_size:,}")
         if self._runs is None and self._domain_runs is None:
             return tuple(range(self.world_size))
         on: list[list[int]] = [[] for _ in range(self.num_hosts)]
@@ -547,15 +553,26 @@ class Topology:
 
     def _blocks_of_ranks(self, domains: bool) -> Any:
         """The host (or domain) of every rank: an int ``per`` for blocks of ``per``
-        consecutive ranks, else an array (a list without NumPy), one entry per rank."""
+        consecutive ranks, else an array (a list without NumPy), one entry per rank (made
+        once per topology)."""
         if self._runs is None and self._domain_runs is None:
             assert self.devices_per_host is not None and self.hosts_per_domain is not None
             return self.devices_per_host * (self.hosts_per_domain if domains else 1)
         check_limit(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
-        hosts = range(self.num_hosts)
-        of_host = [self._domain_of(h) for h in hosts] if domains else list(hosts)
+        return self._domains_of_ranks if domains else self._hosts_of_ranks
+
+    @functools.cached_property
+    def _hosts_of_ranks(self) -> Any:
+        return self._of_ranks(list(range(self.num_hosts)))
+
+    @functools.cached_property
+    def _domains_of_ranks(self) -> Any:
+        return self._of_ranks([self._domain_of(h) for h in range(self.num_hosts)])
+
+    def _of_ranks(self, of_host: list[int]) -> Any:
+        """``of_host[host(r)]`` for every rank ``r`` (an array, a list without NumPy)."""
         runs = self._runs if self._runs is not None else tuple(
-            (h, self.devices_per_host or 1, 0) for h in hosts)
+            (h, self.devices_per_host or 1, 0) for h in range(self.num_hosts))
         np = numpy()
         if np is not None:
             return np.asarray(of_host, dtype=np.int64)[np.repeat(
