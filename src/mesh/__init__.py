@@ -41,8 +41,9 @@ views exactly when the groups are, which backends key their caches on;
 ``num_instances``; ``instance_array``; and, deprecated, ``render(rank)``, which is
 :func:`render`),
 :class:`RankMap`, :func:`concatenate`, :func:`render` (text) and :func:`svg` (a
-picture, up to :data:`MAX_SVG_CELLS` ranks); :class:`Topology` (hosts and
-fast domains: which groups cross hosts) and :func:`explain` (a plan's groups, host
+picture, up to :data:`MAX_SVG_CELLS` ranks, by host and fast domain); :class:`Topology`
+(hosts, devices and fast domains, regular or listed: which groups cross hosts; saved and
+loaded with ``to_dict``/``from_dict``) and :func:`explain` (a plan's groups, host
 crossings, shared communicators and their cost, as an :class:`Explanation`, with the
 memory model :class:`CommMemory`; the ``meshlayout explain`` command, also ``python -m
 mesh explain``) and :func:`compare` (plans side by side, each with its own budget, as a

@@ -13,7 +13,9 @@ the α-β time estimate), ``_compare`` (:func:`compare`, :class:`Comparison`: pl
 side), ``_place`` (:func:`place`, :class:`Placement`: the rank order whose estimate is
 least), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail``), and the
 ``meshlayout`` command, not imported by ``import mesh``: ``_args`` (its argument types),
-``_parser`` (its flags), ``_planfile`` (reading a plan file) and ``_cli`` (the command).
+``_parser`` (its flags), ``_planfile`` (reading a plan file), ``_machine`` (the machine
+``--topology``, ``--hosts`` or ``--hosts-file`` names), ``_differ`` (where that machine
+differs from the plan's topology) and ``_cli`` (the command).
 """
 
 from collections.abc import Sequence
