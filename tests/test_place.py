@@ -57,6 +57,7 @@ SMALL_MACHINES = {
     "hosts of 4, 4, 2, 2, 4 in racks of 2 and 3": _racks([4, 4, 2, 2, 4], [0, 0, 1, 1, 1]),
     "8 hosts of 2 in racks of 3, 1, 2, 2 hosts": _racks([2] * 8, [0, 0, 0, 1, 2, 2, 3, 3]),
     "4 hosts of 4, ranks round-robin": Topology.from_hosts([r % 4 for r in range(16)]),
+    "4 hosts of 4 in 2 racks, interleaved": _racks([4, 4, 4, 4], [0, 1, 0, 1]),
     "2 hosts of 6 and 4 hosts of 1": Topology.from_hosts([0] * 6 + [1] * 6 + [2, 3, 4, 5]),
 }
 SHAPES = {16: [(2, 2, 4), (4, 4), (2, 8), (2, 2, 2, 2)], 12: [(3, 4), (2, 2, 3), (2, 6)]}
