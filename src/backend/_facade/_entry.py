@@ -62,8 +62,8 @@ def init_device_mesh(device_type: str, mesh_shape: Sequence[int], *,
             f"mesh_shape and mesh_dim_names should have same length! Found "
             f"len(mesh_dim_names): {len(names)} and len(mesh_shape): {len(shape)}")
     view = MeshView.from_shape(shape, names)
-    backend = expect(view, backend, device_type, topology, expect_intra_host,
-                     expect_intra_domain)
+    backend = _expect(view, backend, device_type, topology, expect_intra_host,
+                      expect_intra_domain)
     return over(view, backend, device_type, backend_override, named=names is not None)
 
 
@@ -111,14 +111,14 @@ def bind(view: MeshView, backend: Backend[Any] | None = None, *, device_type: st
     if device_type is None:
         device_type = "cpu" if backend is None else getattr(backend, "default_device_type", "cpu")
     check_device_type(device_type)
-    backend = expect(view, backend, device_type, topology, expect_intra_host,
-                     expect_intra_domain)
+    backend = _expect(view, backend, device_type, topology, expect_intra_host,
+                      expect_intra_domain)
     return over(view, backend, device_type, backend_override, named=True)
 
 
-def expect(view: MeshView, backend: Backend[Any] | None, device_type: str,
-           topology: Topology | None, intra_host: Sequence[str],
-           intra_domain: Sequence[str]) -> Backend[Any] | None:
+def _expect(view: MeshView, backend: Backend[Any] | None, device_type: str,
+            topology: Topology | None, intra_host: Sequence[str],
+            intra_domain: Sequence[str]) -> Backend[Any] | None:
     """Check the plan's expectations of the machine (none: nothing to do); the backend,
     resolved when the machine had to be discovered through it."""
     host = _dims(view, intra_host, "expect_intra_host")
