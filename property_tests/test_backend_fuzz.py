@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_mesh_fuzz import Junk, junk
 
@@ -42,6 +42,7 @@ def _mesh(named: bool) -> Any:
 
 @pytest.mark.parametrize("name", _METHODS)
 @given(named=st.booleans(), srcs=st.lists(junk, max_size=3))
+@example(named=True, srcs=["HostileList([0, 1])"])  # found by the fuzz in __getitem__
 def test_every_facade_method_returns_or_raises_a_typed_error(name: str, named: bool,
                                                              srcs: list[str]) -> None:
     """THE LAW for ``DeviceMesh`` methods (on a FakeBackend mesh, with or without names)."""
