@@ -123,6 +123,19 @@ def _topology_huge_file(directory: Path) -> Call:
     return cli(["place", "--dims", "dp=4,tp=8", "--topology", str(path)], "1,073,741,824 bytes")
 
 
+def _hosts_file_dev_zero(_: Path) -> Call:
+    return cli(["explain", "--dims", "dp=4,tp=8", "--hosts-file", "/dev/zero"],
+               "goes on past 16,777,216 bytes")
+
+
+def _hosts_file_huge(directory: Path) -> Call:
+    path = directory / "hosts.txt"
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)  # a sparse GiB: no disk used
+    return cli(["place", "--dims", "dp=4,tp=8", "--hosts-file", str(path)],
+               "1,073,741,824 bytes")
+
+
 def _hosts_beyond_count(_: Path) -> Call:
     return cli(["explain", "--dims", "dp=4,tp=8", "--hosts", "n[0-99999999999]",
                 "--devices-per-host", "8"], "more than 4,194,304 hosts")
@@ -197,6 +210,8 @@ CASES: dict[str, Case] = {
     "explain a 1 GiB plan file": _huge_file,
     "explain --topology /dev/zero": _topology_dev_zero,
     "place --topology, a 1 GiB file": _topology_huge_file,
+    "explain --hosts-file /dev/zero": _hosts_file_dev_zero,
+    "place --hosts-file, a 1 GiB file": _hosts_file_huge,
     "explain --hosts, 10**11 hosts": _hosts_beyond_count,
     "place --topology, 2**62 ranks in two runs": _topology_huge_runs,
     "explain 4,000 views": _many_views("explain"),
