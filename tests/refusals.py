@@ -111,29 +111,22 @@ def _huge_file(directory: Path) -> Call:
     return cli(["explain", str(path)], "1,073,741,824 bytes")
 
 
-def _topology_dev_zero(_: Path) -> Call:
-    return cli(["explain", "--dims", "dp=4,tp=8", "--topology", "/dev/zero"],
-               "goes on past 16,777,216 bytes")
+def _machine_from_dev_zero(flag: str) -> Case:
+    """``explain --topology /dev/zero`` (or ``--hosts-file``): read up to the limit only."""
+    def make(_: Path) -> Call:
+        return cli(["explain", "--dims", "dp=4,tp=8", flag, "/dev/zero"],
+                   "goes on past 16,777,216 bytes")
+    return make
 
 
-def _topology_huge_file(directory: Path) -> Call:
-    path = directory / "huge.json"
-    with open(path, "wb") as f:
-        f.truncate(1 << 30)  # a sparse GiB: no disk used
-    return cli(["place", "--dims", "dp=4,tp=8", "--topology", str(path)], "1,073,741,824 bytes")
-
-
-def _hosts_file_dev_zero(_: Path) -> Call:
-    return cli(["explain", "--dims", "dp=4,tp=8", "--hosts-file", "/dev/zero"],
-               "goes on past 16,777,216 bytes")
-
-
-def _hosts_file_huge(directory: Path) -> Call:
-    path = directory / "hosts.txt"
-    with open(path, "wb") as f:
-        f.truncate(1 << 30)  # a sparse GiB: no disk used
-    return cli(["place", "--dims", "dp=4,tp=8", "--hosts-file", str(path)],
-               "1,073,741,824 bytes")
+def _machine_from_huge_file(flag: str) -> Case:
+    """``place --topology`` (or ``--hosts-file``) a sparse GiB: refused from its size."""
+    def make(directory: Path) -> Call:
+        path = directory / "machine"
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)  # a sparse GiB: no disk used
+        return cli(["place", "--dims", "dp=4,tp=8", flag, str(path)], "1,073,741,824 bytes")
+    return make
 
 
 def _hosts_beyond_count(_: Path) -> Call:
@@ -208,10 +201,10 @@ CASES: dict[str, Case] = {
     "explain --fail --spares, 2**24 ranks": _fail_big_world(spares=True),
     "explain /dev/zero": _dev_zero,
     "explain a 1 GiB plan file": _huge_file,
-    "explain --topology /dev/zero": _topology_dev_zero,
-    "place --topology, a 1 GiB file": _topology_huge_file,
-    "explain --hosts-file /dev/zero": _hosts_file_dev_zero,
-    "place --hosts-file, a 1 GiB file": _hosts_file_huge,
+    "explain --topology /dev/zero": _machine_from_dev_zero("--topology"),
+    "place --topology, a 1 GiB file": _machine_from_huge_file("--topology"),
+    "explain --hosts-file /dev/zero": _machine_from_dev_zero("--hosts-file"),
+    "place --hosts-file, a 1 GiB file": _machine_from_huge_file("--hosts-file"),
     "explain --hosts, 10**11 hosts": _hosts_beyond_count,
     "place --topology, 2**62 ranks in two runs": _topology_huge_runs,
     "explain 4,000 views": _many_views("explain"),
