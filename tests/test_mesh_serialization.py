@@ -61,7 +61,7 @@ def _factorizations(n: int) -> list[tuple[int, ...]]:
 @st.composite
 def base_views(draw: st.DrawFn) -> MeshView:
     """A row-major view, a view over a shuffled explicit rank tensor, or a slice of a bigger
-    universe: 1-4 dims of sizes 1-4, at most 96 ranks."""
+    universe: 1-4 dims of sizes 1-4, at most 256 ranks (explicit ranks drawn from 0..2n)."""
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
     names = _NAMES[:len(shape)]
     n = math.prod(shape)
@@ -69,7 +69,7 @@ def base_views(draw: st.DrawFn) -> MeshView:
     if kind == "shape":
         return MeshView.from_shape(shape, names)
     if kind == "ranks":
-        flat = draw(st.permutations(draw(st.lists(st.integers(0, 200), min_size=n, max_size=n,
+        flat = draw(st.permutations(draw(st.lists(st.integers(0, 2 * n), min_size=n, max_size=n,
                                                   unique=True))))
         nested: Any = list(flat)
         for s in reversed(shape[1:]):
