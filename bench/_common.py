@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 
 def layout_caches() -> dict[str, Callable[[], None]]:
@@ -49,3 +51,19 @@ def verdict(failures: Sequence[str], *, smoke: bool) -> int:
     if not failures:
         print("all targets met")
     return 1 if failures else 0
+
+
+def forked_worker(main: Callable[[str], None], out: str, env: Mapping[str, str]) -> NoReturn:
+    """The body of a worker process a fork server made (torch already imported there): set
+    ``env``, run ``main(out)``, and exit 0, or 1 after printing what it raised (never
+    returning into the fork server's code)."""
+    os.environ.update(env)
+    code = 0
+    try:
+        main(out)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -22,12 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import random
 import sys
 import tempfile
 import time
-import traceback
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -40,6 +38,7 @@ sys.path.insert(0, str(TESTS))
 
 import recover_gloo_worker as worker  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from _common import forked_worker  # noqa: E402
 from gloo_launch import AGENT_FAILED  # noqa: E402
 
 _FORKS = multiprocessing.get_context("forkserver")
@@ -68,17 +67,8 @@ def draw(rng: random.Random) -> dict[str, str]:
 
 def _child(rank: int, port: int, cfg: dict[str, str], out: str) -> None:
     """One worker, in a process the fork server made (torch already imported there)."""
-    os.environ.update(cfg, RANK=str(rank), WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
-    code = 0
-    try:
-        worker.main(out)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    forked_worker(worker.main, out, {**cfg, "RANK": str(rank), "WORLD_SIZE": str(WORLD),
+                                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
 
 
 def _agent(procs: list[Any], store: Any, deadline: float) -> tuple[dict[int, int], list[int]]:

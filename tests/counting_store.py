@@ -2,7 +2,8 @@
 
 ``CountingStore(shared)`` wraps an in-process torch ``HashStore`` (shared by every rank of a
 simulated world); each rank gets its own wrapper, so its calls are counted to it, and
-``clone()`` (the barrier's per-thread connection) shares the count.  ``calls`` counts store
+``clone()`` (the barrier's per-thread connection) shares the count; ``set_timeout`` (local to
+a connection) is not counted.  ``calls`` counts store
 round trips by operation; ``keys`` counts the keys each call touched (store-side work), and
 ``widest`` is the most keys one call touched; ``bytes_read`` and ``bytes_written`` count the
 values a rank got (``get``, ``multi_get``) and sent (``set``, ``append``, ``compare_set``,
@@ -27,7 +28,13 @@ class CountingStore:
         self._lock = threading.Lock() if of is None else of._lock
 
     def clone(self) -> CountingStore:
-        return type(self)(self._shared, of=self)
+        """A connection of its own (its own timeout), counted to the same rank."""
+        shared = self._shared.clone() if hasattr(self._shared, "clone") else self._shared
+        return type(self)(shared, of=self)
+
+    def set_timeout(self, timeout: Any) -> None:
+        """The connection's timeout for blocking calls (local: not a round trip)."""
+        self._shared.set_timeout(timeout)
 
     @property
     def widest(self) -> int:

@@ -22,3 +22,17 @@ def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "ours" in out.stdout  # the comparison table was printed
+
+
+@pytest.mark.timeout(400)
+def test_the_creation_soak_runs_a_short_run() -> None:
+    """bench/creation_soak.py (random faults, threads, re-creations and retries on Gloo
+    processes) at its smallest size: every outcome created or a typed failure naming the
+    right rank, no hang."""
+    out = subprocess.run([sys.executable, str(BENCH / "creation_soak.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=380, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 random trials on 8 processes" in out.stdout and "0 hangs, 0 wrong, 0 unnamed" in \
+        out.stdout, out.stdout
+    assert "1 runs of 8 processes x 3 threads" in out.stdout and "0 failed" in out.stdout
+    assert "all outcomes created or named" in out.stdout

@@ -19,7 +19,7 @@ from typing import Any
 
 import gloo_launch
 import pytest
-from fault_gloo_worker import LATE_S, TIMEOUT_S, VICTIM
+from fault_gloo_worker import CYCLES, LATE_S, SHORT_S, THREAD_ROUNDS, TIMEOUT_S, VICTIM
 
 WORKER = Path(__file__).with_name("fault_gloo_worker.py")
 BOUND_S = 90
@@ -180,3 +180,108 @@ def test_ranks_with_different_default_timeouts_meet_and_leave_only_counters(
     assert len(names) == 4 and all(n.startswith("ml-") for n in names), keys
     assert sorted(keys) == sorted(f"meshlayout/{part}/{n}{suffix}" for n in names
                                   for part, suffix in (("t", ""), ("d", "/0"), ("o", "/0"))), keys
+
+
+# ---- round 4 (issue 29): retries, re-creation, threads, Ctrl-C, deaths at every step --------
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    """The ``live`` world (nobody dies): every phase of it, one launch."""
+    reports = run("live", tmp_path_factory.mktemp("live"))
+    return reports
+
+
+def _group_sum(rank: int, dim: str) -> float:
+    return float(sum(_group(rank, dim))) if dim != "all" else 6.0
+
+
+def test_a_group_re_created_under_the_same_name_after_shutdown_works_every_time(
+        live: dict[int, dict[str, Any]]) -> None:
+    """CYCLES times a new backend over the same store creates tp and the 4-rank group, sums,
+    and shuts down: every creation succeeds and sums right (stale keys of an earlier
+    creation under the same torch name broke some)."""
+    for rank, r in live.items():
+        assert len(r["cycles"]) == CYCLES
+        for i, cycle in enumerate(r["cycles"]):
+            for dim in ("tp", "all"):
+                assert cycle[dim]["ok"], (rank, i, cycle[dim])
+                assert cycle[dim + "_sum"] == _group_sum(rank, dim), (rank, i, cycle)
+
+
+def test_a_retry_after_a_failure_inside_torchs_creation_meets_its_peers_and_succeeds(
+        live: dict[int, dict[str, Any]]) -> None:
+    """Ranks 1 and 3 fail inside torch's creation of tp; their partners fail there at their
+    timeout.  Every rank tries again (up to 4 times): the retries meet and create a group
+    that works, under a torch name of its own (not the failed attempt's)."""
+    for rank, r in live.items():
+        attempts = r["retry"]
+        assert attempts[-1]["ok"], (rank, attempts)
+        assert len(attempts) <= 3, (rank, attempts)  # the first retry that all make
+        assert r["retry_sum"] == _group_sum(rank, "tp"), (rank, r["retry_sum"])
+        assert not attempts[0]["ok"]
+        assert attempts[0]["end"] - attempts[0]["start"] < SHORT_S + 4 + SLACK_S, attempts[0]
+
+
+def test_threads_asking_different_groups_in_opposite_orders_never_deadlock(
+        live: dict[int, dict[str, Any]]) -> None:
+    """THREAD_ROUNDS times, dp, tp and the 4-rank group asked at once from three threads, in
+    opposite orders on odd ranks: every group is created on every member, promptly, and
+    sums right (a lock held across torch's creation, and torch's one store connection per
+    process, deadlocked processes; some got a group their peer did not)."""
+    for rank, r in live.items():
+        assert len(r["threads"]) == THREAD_ROUNDS
+        for i, got in enumerate(r["threads"]):
+            for dim in ("dp", "tp", "all"):
+                assert got[dim]["ok"], (rank, i, dim, got[dim])
+                assert got[dim]["end"] - got[dim]["start"] < SHORT_S, (rank, i, dim, got[dim])
+                assert got["sums"][dim] == _group_sum(rank, dim), (rank, i, dim, got["sums"])
+
+
+def test_ctrl_c_during_the_wait_acts_at_once_and_leaves_the_others_a_true_message(
+        live: dict[int, dict[str, Any]]) -> None:
+    """Ranks 0, 1, 2 wait for rank 3 (which never asks); rank 0 gets a SIGINT 0.5 s in.  It
+    raises KeyboardInterrupt at once (not at its deadline), and ranks 1 and 2 fail at once
+    naming both rank 0 (interrupted) and rank 3 (absent)."""
+    mine = live[0]["ctrl_c"]
+    assert mine["error"] == "KeyboardInterrupt", mine
+    assert mine["end"] - mine["start"] < 0.5 + 0.7, mine
+    for rank in (1, 2):
+        got = live[rank]["ctrl_c"]
+        assert got["error"] == "MembersMissingError", (rank, got)
+        assert got["missing"] == [0, VICTIM], (rank, got)
+        assert got["end"] - got["start"] < 0.5 + 1.2, (rank, got)
+        assert "rank 0 was interrupted" in got["message"], got["message"]
+        assert "rank 3 is not creating any group" in got["message"], got["message"]
+
+
+def test_an_interrupt_while_taking_a_ticket_never_lets_a_round_pass_without_a_member(
+        live: dict[int, dict[str, Any]]) -> None:
+    """Rank 0 is interrupted as it takes its ticket (counted, value lost) and asks again at
+    once; the others come 1 s later.  The round goes only with all four: every rank gets
+    the group and it sums right (the retry's second ticket let three ranks pass)."""
+    first = live[0]["ticket"][0]
+    assert first["error"] == "KeyboardInterrupt", first
+    for rank, r in live.items():
+        assert r["ticket"][-1]["ok"], (rank, r["ticket"])
+        assert r["ticket_sum"] == 6.0, (rank, r["ticket_sum"])
+
+
+def test_a_rank_killed_before_or_after_its_commit_is_named_within_its_bound(
+        tmp_path: Path) -> None:
+    """Two pairs at once: rank 1 is killed holding its round's last ticket, before the
+    commit; rank 3 right after its commit, before it wakes its partner.  Rank 0 fails naming
+    rank 1 at its timeout plus the slack for a commit in flight (before: after twice its
+    timeout, naming nobody); rank 2 fails naming rank 3 as a committer that stopped, at its
+    timeout plus the slack, without entering torch's creation (before: inside it, after
+    about 2.6 timeouts).  Each one's retry names the dead rank within its timeout."""
+    codes, reports, logs = gloo_launch.launch(WORKER, 4, "kills", tmp_path, BOUND_S)
+    assert codes[0] == codes[2] == 0 and codes[1] == codes[3] == -9, (codes, logs)
+    bounds = {0: SHORT_S + 1.0, 2: SHORT_S + 1.0}
+    for rank, dead in ((0, 1), (2, 3)):
+        first, retry = reports[rank]["log"]
+        for attempt, bound in ((first, bounds[rank]), (retry, SHORT_S)):
+            assert not attempt["ok"] and attempt["error"] == "MembersMissingError", attempt
+            assert attempt["missing"] == [dead], (rank, attempt)
+            assert attempt["end"] - attempt["start"] < bound + SLACK_S, (rank, attempt)
+        words = ("took a ticket of this round and came no further" if rank == 0 else
+                 "committed this round and stopped before waking the others")
+        assert f"rank {dead} {words}" in first["message"], first["message"]

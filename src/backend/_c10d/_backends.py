@@ -106,6 +106,7 @@ class C10dBackend(CachedBackend[Any]):
         if self.meets and self.world_size > 1:
             self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
                                           world_size=self.world_size, heartbeat=heartbeat)
+            self._rendezvous.warm(2)  # the main thread's and its waiting helper's
         _LIVE.add(self)
         for device_type in self.device_types:
             register(device_type, self)

@@ -23,10 +23,17 @@ from datetime import timedelta
 
 import attrs
 
-from layout import Layout, coalesce, flatten
+from layout import Layout, coalesce, flatten, show
 from mesh import Dim, Family, MeshView, RankMap
 
-from .._core import GroupKey, GroupOptions, family_view, members
+from .._core import (
+    BackendConfigError,
+    GroupKey,
+    GroupOptions,
+    NotAMemberError,
+    family_view,
+    members,
+)
 
 __all__ = ["GroupSpec", "Plan", "plan_creation"]
 
@@ -125,7 +132,20 @@ class GroupSpec:
            default_timeout: timedelta | None = None) -> GroupSpec:
         """The spec of ``rank``'s group along ``dim`` of ``view`` requested with ``options``;
         ``default_backend``/``default_timeout`` fill in what ``options`` leaves unset, for
-        this process only."""
+        this process only.
+
+        Bad input is refused with :class:`~backend.BackendConfigError` naming it (a rank
+        outside the view's universe with :class:`~backend.NotAMemberError`, a ``dim`` the
+        view lacks with the view's own :class:`~mesh.MeshError`):
+
+        >>> GroupSpec.of(MeshView.from_shape((2, 4)), 0, GroupOptions(), rank=0,
+        ...              world_size="8", can_split=False)
+        Traceback (most recent call last):
+        ...
+        backend._core._errors.BackendConfigError: world_size must be an int >= 1, got '8'
+        """
+        _check_request(view, options, rank, world_size, can_split, default_backend,
+                       default_timeout)
         k = view.index(dim)
         plan = plan_creation(view, k, rank, world_size, options, can_split=can_split)
         return cls(view.family(k), options, view.names[k], rank, world_size, plan,
@@ -177,6 +197,40 @@ class GroupSpec:
         if self.plan is Plan.SPLIT:
             return f"the split of dim {self.dim!r} over the world ({self.world_size} ranks)"
         return f"the {self.dim!r} group {_short(self.members)}"
+
+
+def _check_request(view: object, options: object, rank: object, world_size: object,
+                   can_split: object, default_backend: object, default_timeout: object) -> None:
+    """Refuse what :meth:`GroupSpec.of` cannot describe, naming the bad value and what is
+    valid (the dim, and the rank's place in the view, are the view's to check)."""
+    def bad(what: str, value: object) -> BackendConfigError:
+        return BackendConfigError(f"{what}, got {show(value)}")
+
+    if not isinstance(view, MeshView):
+        raise bad("a group request needs a mesh.MeshView", view)
+    if not isinstance(options, GroupOptions):
+        raise bad("options must be a backend.GroupOptions (GroupOptions() for the defaults)",
+                  options)
+    if type(world_size) is not int or world_size < 1:
+        raise bad("world_size must be an int >= 1", world_size)
+    if type(rank) is not int or not 0 <= rank < world_size:
+        raise bad(f"rank must be an int in [0, {world_size})", rank)
+    if view.ranks.max_rank >= world_size:
+        raise BackendConfigError(f"the view's universe reaches rank {view.ranks.max_rank} "
+                                 f"({view.ranks!r}): it does not fit a world of {world_size}")
+    if view.ranks.offset_of(rank) is None:
+        raise NotAMemberError(f"rank {rank} is not in the universe of {view!r} "
+                              f"({view.ranks!r}): it has no group there")
+    if type(can_split) is not bool:
+        raise bad("can_split must be a bool", can_split)
+    if default_backend is not None and (not isinstance(default_backend, str) or
+                                        not default_backend):
+        raise bad("default_backend must be a c10d backend name (a non-empty str) or None",
+                  default_backend)
+    if default_timeout is not None and (not isinstance(default_timeout, timedelta) or
+                                        default_timeout <= timedelta(0)):
+        raise bad("default_timeout must be a positive datetime.timedelta or None",
+                  default_timeout)
 
 
 def _short(ranks: Sequence[int], most: int = 8) -> str:
