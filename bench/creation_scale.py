@@ -76,7 +76,9 @@ from torch._C._distributed_c10d import HashStore, TCPStore  # where mypy sees th
 from torch.distributed.distributed_c10d import PrefixStore
 
 from backend import MembersMissingError
-from backend._c10d._rendezvous import LIVENESS_WRITES_PER_S, PREFIX, Rendezvous, beat_period
+from backend._c10d._liveness import LIVENESS_WRITES_PER_S, beat_period
+from backend._c10d._rendezvous import Rendezvous
+from backend._c10d._store import PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 CountingStore: Any = importlib.import_module("counting_store").CountingStore

@@ -7,7 +7,9 @@ file under ``src/layout`` or ``src/mesh`` imports ``torch.distributed`` or
 ``backend``, and ``layout`` does not import ``mesh``).  Inside a package, every
 import counts, function-local and type-only ones too: the modules' import graph has
 no cycle, the sub-packages' graph has none, and a ``_core`` sub-package imports
-nothing of its package outside itself (no wing, not the package's ``__init__``).
+nothing of its package outside itself (no wing, not the package's ``__init__``); another
+sub-package is reached through its face only, and a name imported from a module with an
+``__all__`` is listed there.
 """
 
 from __future__ import annotations
@@ -211,3 +213,60 @@ def test_the_cycle_check_sees_function_local_imports_and_reports_the_path() -> N
     assert _cycle({"p.a": {"p.b"}, "p.b": set()}) == []
     local = "def f():\n    from ._view import MeshView\n"
     assert "mesh._view" in _imports(local, "mesh")
+
+
+def _all_of(source: Path) -> list[str] | None:
+    """The names of ``source``'s ``__all__`` (a list of strings, and ``*NAME`` of a tuple of
+    strings assigned earlier in the module), or None without one."""
+    values: dict[str, ast.expr] = {}
+    for n in ast.parse(source.read_text()).body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and \
+                isinstance(n.targets[0], ast.Name):
+            values[n.targets[0].id] = n.value
+    found = values.get("__all__")
+    if not isinstance(found, (ast.List, ast.Tuple)):
+        return None
+    names: list[str] = []
+    for e in found.elts:
+        if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name):
+            names += ast.literal_eval(values[e.value.id])
+        else:
+            names.append(ast.literal_eval(e))
+    return names
+
+
+def _missing_from_all(path: Path, text: str) -> list[str]:
+    """The names ``text`` (the file at ``path``) imports, relatively, from a module of the
+    package whose ``__all__`` does not list them."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.ImportFrom) and node.level and node.module):
+            continue
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        target = base.joinpath(*node.module.split("."))
+        source = target.with_suffix(".py") if target.with_suffix(".py").exists() \
+            else target / "__init__.py"
+        if not source.exists():
+            continue
+        listed = _all_of(source)
+        if listed is not None:
+            out += [f"{a.name} from {source.relative_to(SRC)}" for a in node.names
+                    if a.name not in listed]
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_what_a_module_imports_from_a_sibling_is_in_the_siblings_all(package: str) -> None:
+    """``__all__`` is a module's whole offer to its package: a name a sibling imports from
+    a module with an ``__all__`` is listed there."""
+    missing = {str(p.relative_to(SRC)): found for p in (SRC / package).rglob("*.py")
+               if (found := _missing_from_all(p, p.read_text()))}
+    assert missing == {}
+
+
+def test_the_all_check_sees_an_unlisted_name() -> None:
+    path = SRC / "backend" / "_core" / "_base.py"
+    assert _missing_from_all(path, "from ._loss import Loss, Hidden\n") == [
+        "Hidden from backend/_core/_loss.py"]

@@ -26,16 +26,10 @@ from torch.distributed import HashStore
 from virtual_store import Killed, Trigger, World
 
 from backend import MembersMissingError
-from backend._c10d._rendezvous import (
-    GO,
-    PREFIX,
-    QUIT,
-    SLACK_S,
-    Peer,
-    Rendezvous,
-    next_deadline,
-    torch_name,
-)
+from backend._c10d._diagnosis import Peer, next_deadline
+from backend._c10d._rendezvous import Rendezvous
+from backend._c10d._rounds import GO, QUIT, SLACK_S, torch_name
+from backend._c10d._store import PREFIX
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT_S = 0.5

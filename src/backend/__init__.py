@@ -6,12 +6,14 @@ and another sub-package only through its ``__init__``, whose ``__all__`` is what
 - ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), the shared backend
   base (``_base``), group options (``_options``), the group cache and its records
   (``_cache``), the errors (``_errors``), :class:`FakeBackend` (``_fake``), per-universe
-  state (``_universe``), a family's groups as this rank sees them (``_members``) and the
+  state (``_universe``), a family's groups as this rank sees them (``_members``), the
+  state after losing ranks, one value the base asks one question (``_loss``), and the
   process's backend per device type with the plug slots the wings fill (``_registry``).
 - ``_c10d``: creating torch process groups.  One group request as a value
-  (:class:`GroupSpec`, ``_spec``), the creation barrier in the store (``_rendezvous``),
-  torch group creation and teardown (``_torch_groups``) and the c10d backends
-  (``_backends``, loaded with torch on first use).
+  (:class:`GroupSpec`, ``_spec``), the creation barrier in the store (``_rendezvous``
+  over ``_rounds``, ``_store``, ``_liveness`` and ``_diagnosis``), torch group creation and
+  teardown (``_torch_groups``), losing ranks (``_loss``: diagnose, agree, end, shrink) and
+  the c10d backends (``_backends``, loaded with torch on first use).
 - ``_spmd``: :func:`check_spmd`, the offline check of a program, which models c10d
   creation (beside ``_c10d``, below the facade).
 - ``_facade``: torch's ``DeviceMesh`` surface.  The binding value and what meshes of one

@@ -8,9 +8,14 @@
   factories the package's ``__init__`` plugs into the core, :func:`process_default` and
   :func:`torch_fake`.
 
-Inside: ``_spec`` (the request), ``_rendezvous`` (the creation barrier in the store),
-``_torch_groups`` (torch's creation and teardown), ``_backends`` (the backends),
-``_discover`` (each rank's record of where it runs, gathered into a topology).
+Inside: ``_spec`` (the request); the creation barrier in the store: ``_rendezvous`` (the
+protocol and its steps) over ``_rounds`` (a round's values and an attempt), ``_store``
+(keys, pooled connections), ``_liveness`` (each rank's record and beat; who is silent) and
+``_diagnosis`` (the closer's look at a failed round, its waiting policy and reasons);
+``_torch_groups`` (torch's creation and teardown); ``_loss`` (losing ranks: a failed
+collective diagnosed, the survivors' agreement on failed groups, ending and shrinking);
+``_backends`` (the backends); ``_discover`` (each rank's record of where it runs, gathered
+into a topology).
 """
 
 from typing import Any

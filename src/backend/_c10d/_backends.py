@@ -3,7 +3,6 @@ the default group already runs (shared code lives here, once)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import warnings
@@ -15,7 +14,6 @@ from typing import Any, ClassVar, TypeVar
 import torch
 import torch.distributed as dist
 
-from layout import show
 from mesh import Dim, MeshView
 
 from .._core import (
@@ -24,13 +22,13 @@ from .._core import (
     CreationRecord,
     FakeBackend,
     GroupOptions,
-    PeerLostError,
     as_options,
     register,
 )
+from ._loss import agreed_failures, diagnose, end_groups
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec
-from ._torch_groups import create_torch_group, destroy_groups, shrink_group, start_fake_world
+from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
            "torch_fake"]
@@ -178,32 +176,9 @@ class C10dBackend(CachedBackend[Any]):
         >>> # try: dist.all_reduce(t, group=g)
         >>> # except RuntimeError as e: raise backend.diagnose(e, g) from e
         """
-        if not isinstance(error, BaseException):
-            raise BackendConfigError(f"diagnose takes the exception a collective raised, got "
-                                     f"{show(error)}")
-        if not isinstance(group, dist.ProcessGroup):
-            raise BackendConfigError(f"diagnose takes the torch process group the collective "
-                                     f"ran on (mesh.get_group(dim)), got {show(group)}")
+        found = diagnose(error, group, rank=self.rank, rendezvous=self._rendezvous)
         self._failed.add(str(group.group_name))  # out of step: a rebind ends it
-        if self._rendezvous is None or not self._rendezvous.beating:
-            return error
-        ranks = dist.get_process_group_ranks(group)
-        try:
-            quiet = self._rendezvous.silent([r for r in ranks if r != self.rank])
-            lost = {r: ("has not answered (no beat on record)" if q is None
-                        else f"has not answered for {q:.1f} s") for r, q in quiet.items()}
-        except Exception:  # the store lives on rank 0
-            lost = {0: "cannot be asked: the store on rank 0 is unreachable (rank 0 exited?)"}
-        if not lost:
-            return error
-        who = "; ".join(f"rank {r} {text}" for r, text in lost.items())
-        out = PeerLostError(
-            f"a collective on the group {tuple(ranks)} failed on rank {self.rank}: {who} (it "
-            "exited, hangs, or is not taking part in this collective). The error was: "
-            f"{type(error).__name__}: {error}",
-            lost=tuple(lost))
-        out.__cause__ = error
-        return out
+        return found
 
     @property
     def owns_world(self) -> bool:
@@ -229,50 +204,22 @@ class C10dBackend(CachedBackend[Any]):
 
     def _failed_groups(self, lost: frozenset[int], among: Sequence[int] | None
                        ) -> frozenset[str]:
-        """Every survivor's failed groups (:meth:`diagnose`d), agreed at a store barrier
-        among the ranks that go on, so all of them end the same groups: a member alive but
-        out of step on a group (its collective timed out) breaks it too."""
+        """Every survivor's failed groups, agreed among the ranks that go on
+        (:func:`~._loss.agreed_failures`)."""
         mine, self._failed = self._failed, set()
-        if self._rendezvous is None or (among is not None and not among):
-            return frozenset(mine)
         if among is None:
             among = [r for r in range(self.world_size) if r not in lost | self.lost]
-        digest = hashlib.sha1(f"{sorted(lost)}|{list(among)}".encode()).hexdigest()[:16]
         timeout = self._timeout or dist.distributed_c10d.default_pg_timeout
-        # survivors stuck in a collective with a peer that is already here leave it when it
-        # times out (one timeout), then come: the barrier waits three
-        notes = self._rendezvous.agree(f"rebind/{digest}", list(among),
-                                       3 * timeout.total_seconds(), "\n".join(sorted(mine)))
-        return frozenset(notes)
+        return agreed_failures(mine, among, lost=lost, rendezvous=self._rendezvous,
+                               timeout=timeout)
 
-    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]) -> None:
-        """End groups that hold a lost rank or failed: aborted on NCCL (destroying would wait
-        on dead peers, pytorch #194775), destroyed locally on Gloo; the default group stays
-        (every process still shares it).  On NCCL with ``shrink_group`` (torch 2.13, NCCL
-        >= 2.27), a group that only lost ranks is first shrunk to its survivors, in its own
-        order, which then serves the request for those members (no new communicator)."""
-        nccl = self._c10d == "nccl"
-        for record in ended:
-            if nccl and lost:
-                self._shrunk(record, lost)
-        destroy_groups([r.group for r in ended], False, abort=nccl)
-
-    def _shrunk(self, record: CreationRecord, lost: frozenset[int]) -> None:
-        group = record.group
-        if group is None or group is dist.group.WORLD:
-            return
-        ranks = dist.get_process_group_ranks(group)
-        gone = [r for r in ranks if r in lost]
-        keep = tuple(r for r in ranks if r not in lost)
-        if not gone or len(keep) < 2 or self.rank not in keep:
-            return
-        try:
-            made = shrink_group(gone, group, lost_ok=True)
-        except Exception as e:  # no shrink here: new groups are created among the survivors
-            log.info("shrinking %s failed (%s): the survivors create a new group", ranks, e)
-            return
-        self._carried.setdefault((keep, record.key.options), made)
-        self._shrunk_groups.append(made)  # this backend's to end at shutdown
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]
+                    ) -> list[tuple[tuple[tuple[int, ...], GroupOptions], Any]]:
+        """End them (:func:`~._loss.end_groups`: NCCL aborts, and shrinks a group that only
+        lost ranks to its survivors, which then serves their request)."""
+        shrunk = end_groups(ended, lost, rank=self.rank, nccl=self._c10d == "nccl")
+        self._shrunk_groups.extend(group for _, group in shrunk)  # ended at shutdown
+        return shrunk
 
     def _end(self, *, abort: bool) -> None:
         """Stop beating, end this backend's groups (and the default group if it started

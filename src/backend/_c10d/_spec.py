@@ -2,10 +2,13 @@
 
 A request for this rank's group along one dim of a view is turned, once, into a value
 computed from rank-invariant data (the family of groups, the options the program asked
-for, the world) plus this rank's own facts (its members, its effective timeout).  The
-cache keys by :attr:`GroupSpec.key`, torch names the group :attr:`GroupSpec.name`, the
-barrier meets under :attr:`GroupSpec.barrier`, and ``check_spmd`` matches requests by the
-same barrier name, so the four can never disagree about which group a request is.
+for, the world) plus this rank's own facts (its members, its effective timeout).  Torch
+names the group :attr:`GroupSpec.name`, the barrier meets under :attr:`GroupSpec.barrier`,
+and ``check_spmd`` matches requests by the same barrier name, so these three can never
+disagree about which group a request is.  The group cache keys by the core's
+``group_key(view, dim, options)``, computed before any spec is made (a cache hit makes
+none); :attr:`GroupSpec.key` is equal to it by test (``tests/test_group_spec.py``), not by
+construction.
 
 The cross-process identity (``key``, ``name``, ``barrier``) depends only on the family and
 the options as the program gave them, never on per-process settings such as a backend's

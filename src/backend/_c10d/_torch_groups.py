@@ -13,10 +13,12 @@ from typing import Any
 import attrs
 
 from .._core import BackendConfigError, GroupCreationError, MembersMissingError
-from ._rendezvous import Lease, Rendezvous, lease, torch_name
+from ._rendezvous import Rendezvous
+from ._rounds import torch_name
 from ._spec import GroupSpec, Plan
+from ._store import Lease, lease
 
-__all__ = ["create_torch_group", "destroy_groups", "shrink_group", "start_fake_world"]
+__all__ = ["create_torch_group", "destroy_groups", "start_fake_world"]
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ def create_torch_group(spec: GroupSpec, rendezvous: Rendezvous | None = None) ->
     a creation that cannot complete fails on every member within its timeout with
     :class:`~backend.MembersMissingError` explaining why; a creation that fails in torch
     after they met names the members that stopped answering.  The barrier's round
-    completes the name (:func:`~backend._c10d._rendezvous.torch_name`): a retry or a
+    completes the name (:func:`~backend._c10d._rounds.torch_name`): a retry or a
     re-creation is a fresh group to torch, never one that meets an earlier attempt's keys.
     Creations from several threads run side by side (see :func:`_named`).
     """
@@ -308,13 +310,3 @@ def destroy_groups(groups: list[Any], default: bool, *, abort: bool = False) -> 
             end(g)
     if default:
         end()
-
-
-def shrink_group(gone: list[int], group: Any, *, lost_ok: bool) -> Any:
-    """Torch's ``shrink_group``: ``group`` without the ranks ``gone`` (collective among the
-    others; NCCL only).  With ``lost_ok`` the parent's pending operations are aborted first
-    (``SHRINK_ABORT``): its peers may be dead."""
-    import torch.distributed.distributed_c10d as c10d
-
-    flags = c10d.SHRINK_ABORT if lost_ok else c10d.SHRINK_DEFAULT
-    return c10d.shrink_group(gone, group=group, shrink_flags=flags)

@@ -3,7 +3,8 @@
 
 - **What a backend is:** :class:`Backend` (the protocol the facade binds to) and
   :class:`CachedBackend`, the base every backend shares (rank checks, the group cache,
-  universes, losing ranks: :meth:`~CachedBackend.retire` returns :class:`Retired`);
+  universes, losing ranks: :meth:`~CachedBackend.retire` returns :class:`Retired`, and
+  leaves one value, ``_loss.Loss``, that ``get_group`` asks before its cache);
   :class:`Universe`, a backend's state for one rank map.
 - **A group request:** :class:`GroupOptions` (and the forms torch's ``backend_override``
   takes, :data:`Override`, normalized by :func:`as_options`, :func:`dim_options` and

@@ -1,4 +1,5 @@
-"""The part every backend shares: rank checks, the group cache and universes."""
+"""The part every backend shares: rank checks, the group cache, universes, and losing
+ranks (:meth:`CachedBackend.retire`; the state it leaves is one :class:`~._loss.Loss`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from layout import show
 from mesh import Dim, MeshView, RankMap
 
 from ._cache import CreationRecord, GroupCache, GroupKey, group_key
-from ._errors import BackendConfigError, NotAMemberError, RankLostError
-from ._members import holds_any, members
+from ._errors import BackendConfigError, NotAMemberError
+from ._loss import Loss, Members
+from ._members import holds_any
 from ._options import GroupOptions, as_options
 from ._universe import Universe
 
@@ -54,10 +56,7 @@ class CachedBackend(Generic[G]):
         self._cache: GroupCache[G] = GroupCache()
         self._universes: dict[RankMap, Universe] = {}
         self._universe_lock = threading.Lock()
-        self._lost: frozenset[int] = frozenset()
-        self._carried: dict[tuple[tuple[int, ...], GroupOptions], G] = {}
-        self._kept: list[tuple[GroupKey, G]] = []  # kept by retire, not yet in _carried
-        self._kept_lock = threading.Lock()
+        self._loss: Loss[G] = Loss()  # what the ranks lost so far ended and kept
 
     @property
     def rank(self) -> int:
@@ -96,25 +95,16 @@ class CachedBackend(Generic[G]):
         layout) with equal options share one group.
         """
         k, opts, key = self._member_key(view, dim, options, "get_group")
-        if self._lost and holds_any(key.family, self._rank, self._lost):
-            lost = sorted(r for r in self._lost if key.family.ranks.offset_of(r) is not None)
-            raise RankLostError(
-                f"rank {self._rank}'s group along {view.names[k]!r} of {view!r} holds lost "
-                f"ranks (among {lost[:8]}{' ...' if len(lost) > 8 else ''}): it was ended; "
-                "ask the mesh rebind() returned")
-        if self._kept:  # the groups the last loss kept, by members (listed once, here)
-            self._carry_kept()
-        if self._carried:  # after a loss: a kept group with these members serves the new view
-            kept = self._carried.get((view.group(self._rank, k), opts))
-            if kept is not None:
-                return self._cache.adopt(key, kept)
+        kept = self._loss.serving(view, k, opts, key, self._rank)  # after a loss: ended, kept?
+        if kept is not None:
+            return self._cache.adopt(key, kept)
         return self._cache.get_or_create(key, view.names[k],
                                          lambda: self._create(view, k, opts))
 
     @property
     def lost(self) -> frozenset[int]:
         """The ranks :meth:`retire` was told are lost, so far."""
-        return self._lost
+        return self._loss.lost
 
     def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
         """Ranks ``lost`` are gone (failed, or left the mesh): end every group of this backend
@@ -138,21 +128,12 @@ class CachedBackend(Generic[G]):
         failed = self._failed_groups(gone, among)
         broken = [k for k, g in self._cache.snapshot()
                   if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
-        self._carried, self._kept = {}, []  # what a previous loss kept may have broken now
         for universe in list(self._universes.values()):
             universe.forget()  # no mesh's memo hands out an ended group
-        self._end_groups(self._cache.evict(broken), gone)
-        self._lost = self._lost | gone
-        self._kept = self._cache.snapshot()
-        return Retired(ended=len(broken), kept=len(self._kept))
-
-    def _carry_kept(self) -> None:
-        """Index the groups the last :meth:`retire` kept by (members, options): after the
-        groups its ending carried (a shrunk group serves its members first)."""
-        with self._kept_lock:  # a concurrent request waits until every kept group is in
-            for key, group in self._kept:
-                self._carried.setdefault((members(key.family, self._rank), key.options), group)
-            self._kept = []
+        shrunk = self._end_groups(self._cache.evict(broken), gone)
+        kept = self._cache.snapshot()  # what a previous loss kept may have broken now
+        self._loss = Loss(self._loss.lost | gone, carried=shrunk, kept=kept)
+        return Retired(ended=len(broken), kept=len(kept))
 
     def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
         try:  # never more than the world: a huge iterable is refused after world + 1 items
@@ -181,9 +162,12 @@ class CachedBackend(Generic[G]):
     def _named_in(group: Any, names: frozenset[str]) -> bool:
         return bool(names) and getattr(group, "group_name", None) in names
 
-    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]) -> None:
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]
+                    ) -> list[tuple[Members, G]]:
         """End the groups of ``ended`` (they hold a lost rank or failed; value groups need
-        nothing)."""
+        nothing); returns the groups made from them that serve their survivors (shrunk
+        groups, by members and options)."""
+        return []
 
     def _member_key(self, view: MeshView, dim: Dim, options: GroupOptions | None, what: str
                     ) -> tuple[int, GroupOptions, GroupKey]:

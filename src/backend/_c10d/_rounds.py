@@ -1,0 +1,61 @@
+"""A barrier round's vocabulary (see :mod:`._rendezvous`): its decision values, its time
+constants, one member's attempt, and torch's name for the group a round passed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+__all__ = ["GO", "GRACE_S", "QUIT", "SHOWN", "SLACK_S", "STOPPED", "Attempt", "decision",
+           "torch_name"]
+
+GO = 1 << 40  # d/G/k after a commit
+QUIT = 2 << 40  # ... or QUIT + the closer's rank after a close
+SLACK_S = 1.0  # how long past a busy peer's deadline it may take to arrive here
+GRACE_S = 0.05  # a member that waits longer than this writes its record
+SHOWN = 64  # ranks written into a record or a reason, at most
+STOPPED = -1  # a round committed by a member that stopped before waking the others
+
+
+def torch_name(name: str, round_: int) -> str:
+    """Torch's name for the group a barrier's round ``round_`` passed: ``name`` for the first
+    round, then a fresh one per round (so no creation meets an earlier attempt's keys).
+
+    >>> torch_name("ml-ab", 0), torch_name("ml-ab", 3)
+    ('ml-ab', 'ml-ab.3')
+    """
+    return name if round_ == 0 else f"{name}.{round_}"
+
+
+@attrs.define
+class Attempt:
+    """One member's attempt at one barrier (what the barrier's steps and the closer's
+    diagnosis share)."""
+
+    name: str
+    size: int
+    members: Sequence[int]
+    desc: str
+    dim: str
+    shown: tuple[int, ...]  # the group's ranks for messages (this rank's group)
+    start: float
+    deadline: float
+    cap: float
+    round: int = -1
+    late: bool = False  # the others closed a round before this rank came
+    tickets: list[int] = attrs.Factory(list)  # filled by the ticket call (Rendezvous._take)
+    why: dict[str, Any] = attrs.Factory(dict)  # the reasons of a failure seen, not decided
+
+    @property
+    def last(self) -> int:
+        """The last ticket of this attempt's round."""
+        return (self.round + 1) * self.size
+
+
+def decision(value: int) -> tuple[bool, int | None]:
+    """(whether a decision value is go, the closer's rank if it is quit)."""
+    return (True, None) if value == GO else (False, value - QUIT if value >= QUIT else None)
+
+

@@ -1,0 +1,134 @@
+"""The store as the barrier uses it: its keys, pooled connections (one blocking call per
+connection), and the helper thread that blocks for the main thread so a Ctrl-C acts at once."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Lease", "key", "lease"]
+
+PREFIX = "meshlayout"
+ABSENT = "\x00meshlayout-absent"  # a value no key holds: a compare_set with it only reads
+
+
+def key(*parts: object) -> str:
+    return "/".join([PREFIX, *map(str, parts)])
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
+_POOL_LOCK = threading.Lock()
+
+
+class Lease:
+    """One connection to a store, a clone of it, held by one user at a time and given back
+    to the store's pool when released (or when the holder, e.g. a thread-local, is gone).
+
+    A TCPStore connection serves one blocking call at a time, so each thread that blocks in
+    the store needs one of its own; making one now and then takes 5 s on loopback, with the
+    GIL held (torch 2.13's ``clone``, about 1 in 30), which stalls every thread of the
+    process: connections are therefore reused, process-wide, per store, rather than made per
+    thread or per backend."""
+
+    def __init__(self, root: Any, kind: str) -> None:
+        self._root = weakref.ref(root)
+        self._kind = kind
+        with _POOL_LOCK:
+            free = _POOLS.setdefault(root, {}).setdefault(kind, [])
+            conn = free.pop() if free else None
+        self.conn: Any = conn if conn is not None else root.clone()
+
+    def release(self) -> None:
+        """Give the connection back (idempotent)."""
+        conn, self.conn = self.conn, None
+        root = self._root()
+        if conn is None or root is None:
+            return
+        with _POOL_LOCK:
+            pools = _POOLS.get(root)
+            if pools is not None:
+                pools.setdefault(self._kind, []).append(conn)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+def lease(root: Any, kind: str = "barrier") -> Lease | None:
+    """A :class:`Lease` on ``root``'s pool of ``kind``, or None where ``root`` cannot be
+    cloned (then its users share it)."""
+    try:
+        return Lease(root, kind) if hasattr(root, "clone") else None
+    except TypeError:  # a store that cannot be weakly referenced: no pool
+        return None
+
+
+
+class Closed:
+    """The store of a closed rendezvous: every use says so."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this backend was shut down; its store is released")
+
+
+
+class Helper:
+    """Runs the main thread's blocking store calls on a thread of its own, so that a Ctrl-C
+    acts at once: the main thread waits on a lock, which a signal interrupts (a wait inside
+    the store is not interrupted).  A helper keeps its connection (its thread's clone of the
+    store); one still blocked in a call the main thread gave up on finishes it (the
+    interrupted attempt's close wakes it), then serves again.  Idle helpers end after a
+    minute."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Any]] = []
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        with self._lock:
+            jobs = self._idle.pop() if self._idle else None
+        if jobs is None:
+            jobs = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(jobs,), daemon=True,
+                             name="meshlayout-wait").start()
+        done = threading.Event()
+        box: list[Any] = []
+        jobs.put((fn, box, done))
+        done.wait()  # interrupted by a signal: the helper finishes in the background
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def _serve(self, jobs: queue.SimpleQueue[Any]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=60.0)
+            except queue.Empty:
+                with self._lock:
+                    if jobs in self._idle:
+                        self._idle.remove(jobs)
+                        return
+                continue
+            if job is None:
+                return
+            fn, box, done = job
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # handed to the caller
+                box.append((False, e))
+            done.set()
+            with self._lock:
+                self._idle.append(jobs)
+
+    def stop(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for jobs in idle:
+            jobs.put(None)
+
+
