@@ -162,3 +162,21 @@ def launch_with_agent(worker: Path, world: int, mode: str, out: Path, bound_s: f
     reports = {r: json.loads((run / f"rank{r}.json").read_text())
                for r in range(world) if (run / f"rank{r}.json").exists()}
     return [p.returncode for p in procs], reports, logs
+
+
+Reports = dict[int, dict[str, Any]]
+
+
+def torch_then_ours(worker: Path, world: int, bound_s: float,
+                    tmp_path_factory: pytest.TempPathFactory) -> tuple[Reports, Reports]:
+    """Run ``worker`` on ``world`` processes twice, in mode ``torch`` (torch's
+    ``init_device_mesh``) then ``ours`` (the facade's): each run must exit 0 on every rank
+    and report from each; (torch's reports, ours)."""
+    def run(which: str) -> Reports:
+        codes, reports, logs = launch(worker, world, which, tmp_path_factory.mktemp(which),
+                                      bound_s)
+        assert codes == [0] * world, f"exit codes {codes}\n{logs}"
+        assert sorted(reports) == list(range(world)), logs
+        return reports
+
+    return run("torch"), run("ours")

@@ -23,17 +23,9 @@ pytestmark = [
 ]
 
 
-def _run(which: str, tmp: Path) -> dict[int, dict[str, Any]]:
-    codes, reports, logs = gloo_launch.launch(WORKER, 4, which, tmp, BOUND_S)
-    assert codes == [0] * 4, f"exit codes {codes}\n{logs}"
-    assert sorted(reports) == [0, 1, 2, 3], logs
-    return reports
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, Any], dict[int, Any]]:
-    return (_run("torch", tmp_path_factory.mktemp("torch")),
-            _run("ours", tmp_path_factory.mktemp("ours")))
+    return gloo_launch.torch_then_ours(WORKER, 4, BOUND_S, tmp_path_factory)
 
 
 def test_the_script_with_only_the_import_changed_matches_torch_bit_for_bit(
