@@ -19,7 +19,10 @@ here) around a store this process hosts, as torchrun's agent does.  Four kinds o
 
 Every request ends in one of: **created** (and the group all-reduces the right sum, for a
 group without the victim), **named** (a typed failure whose ``missing`` names the victim, or
-the victim's own KeyboardInterrupt), **unnamed** (a failure of a group whose members are
+the victim's own KeyboardInterrupt), **cascade** (a typed failure whose ``missing`` are all
+members held up by the victim: each failed a request naming the victim, or naming such
+members; e.g. a partner whose other thread was inside a creation with the victim came after
+this rank's bound, twice its timeout), **unnamed** (a failure of a group whose members are
 all alive and uninterrupted, or one that does not name the victim, or an untyped error),
 **wrong** (a wrong sum, a failure slower than twice the timeout plus 4 s, or a worker that
 exited unexpectedly); a trial **hangs** when a worker still runs at its bound (all are
@@ -129,6 +132,22 @@ def judge_request(got: dict[str, Any], members: tuple[int, ...], victim: int | N
     return "unnamed"
 
 
+def _behind_the_victim(reports: dict[int, Any], victim: int | None) -> set[int]:
+    """The victim, and every rank with a failed request of the faulty cycle whose ``missing``
+    are all such ranks (a fixpoint): ranks held up, directly or through others, by the
+    victim."""
+    if victim is None:
+        return set()
+    behind = {victim}
+    while True:
+        more = {rank for rank, rep in reports.items() if rank not in behind and rep["cycles"]
+                and any(not got["ok"] and got["missing"] and set(got["missing"]) <= behind
+                        for got in rep["cycles"][0].values())}
+        if not more:
+            return behind
+        behind |= more
+
+
 def judge_random(cfg: dict[str, str], codes: dict[int, int | None],
                  reports: dict[int, Any]) -> tuple[str, Counter[str]]:
     """The trial's outcome and its requests' outcomes."""
@@ -142,6 +161,7 @@ def judge_random(cfg: dict[str, str], codes: dict[int, int | None],
             return f"wrong: rank {rank} exited with {code}", tally
         if code == 0 and rank not in reports:
             return f"wrong: rank {rank} wrote no report", tally
+    behind = _behind_the_victim(reports, victim)
     for rank, rep in reports.items():
         for i, cycle in enumerate(rep["cycles"]):
             faulty = i == 0 and victim is not None
@@ -151,6 +171,9 @@ def judge_random(cfg: dict[str, str], codes: dict[int, int | None],
                     continue  # the victim's own view (it was killed or interrupted)
                 verdict = judge_request(got, members, victim if faulty else None,
                                         float(cfg["TIMEOUT_S"]))
+                if verdict == "unnamed" and faulty and got["typed"] and got["missing"] and \
+                        set(got["missing"]) <= behind:
+                    verdict = "cascade"
                 tally[verdict] += 1
                 if verdict in ("wrong", "unnamed"):
                     return f"{verdict}: rank {rank} cycle {i} {dim}: {got}", tally
@@ -206,7 +229,8 @@ def random_trials(trials: int, seed: int) -> bool:
           f"naming the right rank, {outcomes['hang']} hangs, {outcomes['wrong']} wrong, "
           f"{outcomes['unnamed']} unnamed")
     print(f"  requests: {requests['created']} created, {requests['named']} typed failures "
-          f"naming the right rank, {requests['unnamed']} unnamed, {requests['wrong']} wrong")
+          f"naming the right rank, {requests['cascade']} naming members held up by it, "
+          f"{requests['unnamed']} unnamed, {requests['wrong']} wrong")
     print(f"  faults drawn: {dict(sorted(kinds.items()))}")
     return outcomes["hang"] == outcomes["wrong"] == outcomes["unnamed"] == 0
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_mesh_fuzz import Junk, junk
 
@@ -50,6 +50,7 @@ def _mesh(named: bool) -> Any:
 
 @pytest.mark.parametrize("name", _METHODS)
 @given(named=st.booleans(), srcs=st.lists(junk, max_size=3))
+@example(named=True, srcs=["HostileList([0, 1])"])  # found by the fuzz in __getitem__
 def test_every_facade_method_returns_or_raises_a_typed_error(name: str, named: bool,
                                                              srcs: list[str]) -> None:
     """THE LAW for ``DeviceMesh`` methods (on a FakeBackend mesh, with or without names)."""
@@ -67,6 +68,31 @@ def test_every_facade_method_returns_or_raises_a_typed_error(name: str, named: b
         pass
     except TypeError as e:  # only a wrong number of arguments to a builtin slot
         assert "argument" in str(e), f"{name}({', '.join(srcs)}): {e!r}"
+
+
+_TOPOLOGY_SRCS = ("None", "Topology(8, 2)", "Topology(8, 4, hosts_per_domain=2)",
+                  "Topology.from_hosts([0, 0, 1, 1, 1, 2, 2, 2])", "Topology(4, 2)")
+_EXPECTED = ("()", "('tp',)", "['dp', 'tp']", "('zz',)", "'tp'", "{'tp'}", "(1,)")
+
+
+@given(topology=st.one_of(st.sampled_from(_TOPOLOGY_SRCS), junk),
+       host=st.one_of(st.sampled_from(_EXPECTED), junk),
+       domain=st.one_of(st.sampled_from(_EXPECTED), junk))
+def test_bind_with_expectations_returns_or_raises_a_typed_error(topology: str, host: str,
+                                                                 domain: str) -> None:
+    """THE LAW for ``bind(..., topology=, expect_intra_host=, expect_intra_domain=)`` on a
+    FakeBackend: a mesh, or an error of the hierarchies; never a group made by a refusal."""
+    from backend import bind
+    from mesh import MeshView
+    backend = FakeBackend(8, 5)
+    args = {"topology": Junk(topology).build(), "expect_intra_host": Junk(host).build(),
+            "expect_intra_domain": Junk(domain).build()}
+    try:
+        bind(MeshView.from_shape((2, 4), ("dp", "tp")), backend, **args)
+    except _LAW:
+        assert not backend.created
+    except TypeError as e:  # a junk value where Python itself cannot iterate
+        raise AssertionError(f"bind({topology}, {host}, {domain}): {e!r}") from e
 
 
 _PROGRAMS = {
@@ -175,11 +201,13 @@ def test_a_finding_is_made_or_refused_with_a_typed_error(srcs: list[str]) -> Non
 _FLAGS = ("--world", "--devices-per-host", "--hosts-per-domain", "--dims", "--name", "--rank",
           "--format", "--expect-intra-host", "--expect-intra-domain", "--view", "--color-by",
           "--channels", "--buffsize-mib", "--fixed-mib", "--svg", "--fail", "--fail-host",
-          "--spares")
+          "--spares", "--topology", "--hosts", "--hosts-file", "--traffic", "--out")
+_MACHINE = str(Path(__file__).resolve().parents[1] / "examples" / "machine.json")
 _VALUES = ("8", "0", "-1", "1" * 5000, "2.5", "nan", "dp=2,tp=4", "dp=2,,tp", "=", "x=0",
            "pp=4,dp=8,cp=4,tp=8", "json", "text", "tp", "dp,zz", "", " ", "\u00e9", "/dev/null",
            "/nonexistent/dir/x.svg", "--world", "13", "0-7", "3-1", "8-15,24", "1,,2", "0-99999",
-           "99999999", "5-")
+           "99999999", "5-", _MACHINE, "node[001-128]", "n[1-", "n[0-99999999999]",
+           "tp=1GiB", "dp=14,tp=8")
 _PLANS = (
     "VIEWS = {}", "VIEWS = None", "VIEWS = {'a': 1}", "VIEWS = {1: MeshView.from_shape(8, ('w',))}",
     "VIEWS = {'a': MeshView.from_shape((2, 4), ('dp', 'tp'))}\nTOPOLOGY = 3",
@@ -250,7 +278,7 @@ def _run_batch(folder: Path, argvs: list[list[str]], plans: list[str]) -> None:
     huge = folder / "huge.py"
     with open(huge, "wb") as f:
         f.truncate(1 << 30)  # sparse: no disk used
-    runs = [["explain", *a] for a in argvs]
+    runs = [["explain", *a] for a in argvs] + [["place", *a] for a in argvs[::4]]
     runs += [["explain", str(huge)], ["compare", str(huge)], ["explain", "/dev/zero"]]
     interrupting = set()
     for i, plan in enumerate(plans):

@@ -107,7 +107,11 @@ _RANK_MAPS = ("RankMap(4)", "RankMap(1)", "RankMap.explicit([3, 1, 0, 2])", "Ran
               "RankMap.explicit([2**70, 5])")
 _TOPOLOGIES = ("Topology(8, 2)", "Topology(16, 4, hosts_per_domain=3)", "Topology(2**62, 8)",
                "Topology.from_hosts([0, 1, 0, 1, 2, 2, 3, 3])", "Topology(2**60, 2**20)",
-               "Topology(12, 3, hosts_per_domain=2)")
+               "Topology(12, 3, hosts_per_domain=2)",
+               "Topology.from_hosts(['a', 'a', 'b', 'c'] * 2, domains=['x', 'x', 'x', 'y'] * 2)",
+               "Topology.from_dict({'version': 1, 'world': 2**62, 'devices_per_host': None, "
+               "'ranks': [[0, 2**61, 0], [1, 2**61, 3]], 'hosts_per_domain': 1, 'domains': None, "
+               "'hosts': 'n[1-2]'})")
 _LAYOUTS = ("Layout((2, 2))", "Layout(4)", "Layout(())", "Layout((2, 2), (1, 1))",
             "Layout(2, 0)", "Layout((2, (2, 2)), (1, (4, 2)))", "Layout(BIG)", "Layout(2**62)")
 
@@ -156,6 +160,13 @@ _NAMES = ("('a', 'b')", "['x']", "('dp', 'cp', 'tp')", "None", "np.array(['a', '
           "('a', 'b', 'c')", "('x',)", "['u', 'v']")
 _DICTS = tuple(f"({v}).to_dict()" for v in (*_VIEWS[:6], _HUGE_VIEWS[0])) + tuple(
     f"{r}.to_dict()" for r in _RANK_MAPS)
+_TOPOLOGY_DICTS = (
+    *(f"({t}).to_dict()" for t in _TOPOLOGIES),
+    "{**Topology(8, 2).to_dict(), 'hosts': 'n[1-99999999999]'}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 4, 0], [0, 4, 1]]}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 4, 0], [2, 4, 0]]}",
+    "{**Topology(8, 2).to_dict(), 'devices_per_host': None, 'ranks': [[0, 2**62, 0]]}",
+    "{**Topology(8, 2).to_dict(), 'hosts_per_domain': None, 'domains': [[0, 3], [1, 2**62]]}")
 
 PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "dim": _DIMS, "key": _DIMS + _DIM_LISTS, "dims": _DIMS + _DIM_LISTS,
@@ -173,6 +184,9 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "hosts_per_domain": ("1", "2", "3"), "hosts": ("[0, 0, 1, 1]", "['a', 'b', 'a', 'b']",
                                                    "('x',) * 8"),
     "host": ("0", "1", "3", "2**61"), "topology": (*_TOPOLOGIES, "None"),
+    "Topology.from_dict.d": _TOPOLOGY_DICTS, "level": ("'host'", "'domain'", "'rack'"),
+    "domains": ("['x', 'x', 'y', 'y']", "[0] * 8", "['a', 'b', 'a', 'b']", "None"),
+    "devices": ("[0, 1, 0, 1]", "[3, 3, 0, 1]", "None", "range(8)"),
     "world": ("None", "8", "16"), "memory": ("None", "CommMemory()", "CommMemory(2, 1, 0)"),
     "channels": ("1", "16"), "buffsize": ("1", "2**22"), "fixed": ("0", "5"),
     "color_by": ("None", "'dp'", "0"), "title": ("None", "'t'"), "max_cells": ("16", "4096"),
@@ -187,6 +201,12 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "mesh.survive.drop": ("'dp'", "'tp'", "0", "None", "'zz'"),
     "mesh.svg.host": ("None", "int", "(lambda r: r // 2)", "Topology(8, 2).host",
                       "Topology(8, 4)"),
+    "mesh.svg.domain": ("None", "(lambda r: r // 4)", "Topology(8, 2, hosts_per_domain=2)",
+                        "Topology(8, 4).domain"),
+    "mesh.place.shape": ("(2, 4)", "(8,)", "(2, 2, 2)", "(2**30, 2**30)", "(4, 2)"),
+    "mesh.place.names": ("('dp', 'tp')", "('w',)", "('a', 'b', 'c')", "('x', 'y')"),
+    "Placement.find.shape": ("(2, 4)", "(8,)", "(2, 2, 2)", "(2**30, 2**30)", "(4, 2)"),
+    "Placement.find.names": ("('dp', 'tp')", "('w',)", "('a', 'b', 'c')", "('x', 'y')"),
     "mesh.compare.plans": ("{'a': M, 'b': M['tp']}", "{'a': {'m': M}, 'b': M}", "{'x': M}",
                            f"{{'h': {_HUGE_VIEWS[0]}}}"),
     "traffic": ("None", "{'tp': 2**20}", "{'dp': 0, 'cp': 5}"),
@@ -227,9 +247,12 @@ RANKMAP_METHODS = ("identity", "explicit", "take", "offset_of", "to_dict", "from
 RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
-                    "with_domains", "ranks_on", "host_size")
+                    "with_domains", "ranks_on", "host_size", "from_dict", "device",
+                    "first_crossing", "sizes", "ranks_in_order")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
-                       "num_domains")
+                       "num_domains", "in_order")
+PLACEMENT_METHODS = ("find", "to_dict", "__str__")
+PLACEMENT_PROPERTIES = ("seconds", "view", "runner_up", "data")
 LINKS_METHODS = ("allreduce_seconds", "to_dict")
 SPECIAL = ("__init__", "__eq__", "__hash__", "__repr__", "pickle", "deepcopy")
 NOT_FUZZED = {"MeshView": {"render"}, "RankMap": set(), "Topology": set()}
@@ -257,12 +280,18 @@ TARGETS: list[tuple[str, str]] = [
     *[("RankMap", n) for n in (*RANKMAP_METHODS, *RANKMAP_PROPERTIES, *SPECIAL, "__call__")],
     *[("Topology", n) for n in (*TOPOLOGY_METHODS, *TOPOLOGY_PROPERTIES, *SPECIAL)],
     *[("Links", n) for n in LINKS_METHODS],
+    *[("Placement", n) for n in (*PLACEMENT_METHODS, *PLACEMENT_PROPERTIES)],
     *[("mesh", n) for n in _module_callables()],
 ]
 RECEIVERS = {"MeshView": _VIEWS + _HUGE_VIEWS, "RankMap": _RANK_MAPS, "Topology": _TOPOLOGIES,
-             "Links": ("Links()", "Links(1, 1e-3, 0, 1e4)")}
+             "Links": ("Links()", "Links(1, 1e-3, 0, 1e4)"),
+             "Placement": ("Placement.find((2, 4), ('dp', 'tp'), Topology(8, 2), "
+                           "traffic={'tp': 2**20})",
+                           "Placement.find((2, 2, 2), ('a', 'b', 'c'), "
+                           "Topology.from_hosts([0, 1, 0, 1, 2, 2, 3, 3]))")}
 PROPERTIES = {"MeshView": VIEW_PROPERTIES, "RankMap": RANKMAP_PROPERTIES,
-              "Topology": TOPOLOGY_PROPERTIES, "Links": (), "mesh": ()}
+              "Topology": TOPOLOGY_PROPERTIES, "Links": (), "mesh": (),
+              "Placement": PLACEMENT_PROPERTIES}
 
 
 # ---- the law ------------------------------------------------------------------------------
@@ -354,10 +383,17 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
             assert out.ranks == recv.ranks, f"{where}: a transform changed the universe"
     elif isinstance(out, RankMap):
         check_rank_map(out, where)
-    elif isinstance(out, dict) and owner in ("Topology", "Links"):
+    elif isinstance(out, dict) and owner == "Topology":
+        check_dict(out, mesh.Topology, recv, where)
+    elif isinstance(out, dict) and owner in ("Links", "Placement"):
         assert json.loads(json.dumps(out)) == out, f"{where}: not plain JSON data"
     elif isinstance(out, dict):
         check_dict(out, MeshView if owner == "MeshView" else RankMap, recv, where)
+    elif isinstance(out, mesh.Placement):
+        data = out.to_dict()
+        assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
+        assert isinstance(str(out), str) and MeshView.from_dict(data["chosen"]["view"]) == out.view
+        check_view(out.view, where)
     elif isinstance(out, (mesh.Explanation, mesh.Comparison)):
         data = out.to_dict()
         assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
@@ -442,8 +478,10 @@ def test_every_call_returns_or_raises_a_mesh_error(owner: str, name: str,
         ok, out = Call(head).run(lambda: getattr(recv, name))
         if ok and name == "names":
             assert isinstance(out, tuple) and all(type(n) is str for n in out), f"{head}: {out!r}"
+        elif ok and owner == "Placement":
+            assert out is None or isinstance(out, (MeshView, dict, float)), f"{head}: {out!r}"
         elif ok and not isinstance(out, (Layout, RankMap)):
-            _plain_ints(out, head, bools=name == "is_identity")
+            _plain_ints(out, head, bools=name in ("is_identity", "in_order"))
         return
     fn: Any = (getattr(mesh, name) if owner == "mesh" else getattr(mesh, owner)
                if name == "__init__" else recv if name == "__call__" else None
@@ -522,7 +560,10 @@ def test_every_public_name_is_fuzzed() -> None:
         assert {"__init__", *call, "__eq__", "__hash__", "__repr__", "pickle",
                 "deepcopy"} <= fuzzed[cls.__name__]
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
-            "CommMemory", "blast", "drop", "substitute", "survive"} <= fuzzed["mesh"]
+            "CommMemory", "blast", "drop", "substitute", "survive", "place",
+            "Placement"} <= fuzzed["mesh"]
+    placement = {n for n in dir(mesh.Placement) if not n.startswith("_")}
+    assert placement <= {n for o, n in TARGETS if o == "Placement"}, placement
     assert "MeshError" in ERRORS and len(ERRORS) == 18, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped

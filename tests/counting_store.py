@@ -5,7 +5,9 @@ simulated world); each rank gets its own wrapper, so its calls are counted to it
 ``clone()`` (the barrier's per-thread connection) shares the count; ``set_timeout`` (local to
 a connection) is not counted.  ``calls`` counts store
 round trips by operation; ``keys`` counts the keys each call touched (store-side work), and
-``widest`` is the most keys one call touched.
+``widest`` is the most keys one call touched; ``bytes_read`` and ``bytes_written`` count the
+values a rank got (``get``, ``multi_get``) and sent (``set``, ``append``, ``compare_set``,
+``multi_set``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class CountingStore:
         self._shared = shared
         self.calls: Counter[str] = Counter() if of is None else of.calls
         self.keys: Counter[str] = Counter() if of is None else of.keys
+        self.bytes: Counter[str] = Counter() if of is None else of.bytes
         self._lock = threading.Lock() if of is None else of._lock
 
     def clone(self) -> CountingStore:
@@ -48,12 +51,37 @@ class CountingStore:
         """Round trips so far."""
         return sum(self.calls.values())
 
+    @property
+    def bytes_read(self) -> int:
+        return self.bytes["read"]
+
+    @property
+    def bytes_written(self) -> int:
+        return self.bytes["written"]
+
     def __getattr__(self, op: str) -> Any:
         method = getattr(self._shared, op)
 
         def counted(*args: Any) -> Any:
             first = args[0] if args else None
             self._count(op, len(first) if isinstance(first, list) else 1)
-            return method(*args)
+            out = method(*args)
+            with self._lock:
+                if op in ("set", "append", "compare_set", "multi_set"):
+                    self.bytes["written"] += sum(_size(a) for a in args[1:])
+                elif op in ("get", "multi_get"):
+                    self.bytes["read"] += _size(out)
+            return out
 
         return counted
+
+
+def _size(value: Any) -> int:
+    """The bytes of a store value (str, bytes, or a list of them)."""
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, list):
+        return sum(_size(v) for v in value)
+    return 0

@@ -111,6 +111,40 @@ def _huge_file(directory: Path) -> Call:
     return cli(["explain", str(path)], "1,073,741,824 bytes")
 
 
+def _machine_from_dev_zero(flag: str) -> Case:
+    """``explain --topology /dev/zero`` (or ``--hosts-file``): read up to the limit only."""
+    def make(_: Path) -> Call:
+        return cli(["explain", "--dims", "dp=4,tp=8", flag, "/dev/zero"],
+                   "goes on past 16,777,216 bytes")
+    return make
+
+
+def _machine_from_huge_file(flag: str) -> Case:
+    """``place --topology`` (or ``--hosts-file``) a sparse GiB: refused from its size."""
+    def make(directory: Path) -> Call:
+        path = directory / "machine"
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)  # a sparse GiB: no disk used
+        return cli(["place", "--dims", "dp=4,tp=8", flag, str(path)], "1,073,741,824 bytes")
+    return make
+
+
+def _hosts_beyond_count(_: Path) -> Call:
+    return cli(["explain", "--dims", "dp=4,tp=8", "--hosts", "n[0-99999999999]",
+                "--devices-per-host", "8"], "more than 4,194,304 hosts")
+
+
+def _topology_huge_runs(directory: Path) -> Call:
+    """2**62 ranks on two hosts of different devices: read from the runs (no listing), then
+    a placement that would have to list the ranks refuses."""
+    path = directory / "runs.json"
+    path.write_text('{"version": 1, "world": 4611686018427387904, "devices_per_host": null, '
+                    '"ranks": [[0, 2305843009213693952, 0], [1, 2305843009213693952, 7]], '
+                    '"hosts_per_domain": 1, "domains": null, "hosts": null}')
+    return cli(["place", "--dims", "dp=2,tp=2305843009213693952", "--topology", str(path)],
+               "4,611,686,018,427,387,904 ranks")
+
+
 def _many_views(command: str) -> Case:
     def make(directory: Path) -> Call:
         return cli([command, _plan(directory, MANY_VIEWS)], "more than 256 entries")
@@ -167,6 +201,12 @@ CASES: dict[str, Case] = {
     "explain --fail --spares, 2**24 ranks": _fail_big_world(spares=True),
     "explain /dev/zero": _dev_zero,
     "explain a 1 GiB plan file": _huge_file,
+    "explain --topology /dev/zero": _machine_from_dev_zero("--topology"),
+    "place --topology, a 1 GiB file": _machine_from_huge_file("--topology"),
+    "explain --hosts-file /dev/zero": _machine_from_dev_zero("--hosts-file"),
+    "place --hosts-file, a 1 GiB file": _machine_from_huge_file("--hosts-file"),
+    "explain --hosts, 10**11 hosts": _hosts_beyond_count,
+    "place --topology, 2**62 ranks in two runs": _topology_huge_runs,
     "explain 4,000 views": _many_views("explain"),
     "compare 4,000 views": _many_views("compare"),
     "explain never-ending VIEWS": _never_ending_views,

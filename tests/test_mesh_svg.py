@@ -28,6 +28,7 @@ from mesh import (
     MeshTypeError,
     MeshView,
     RankNotInMeshError,
+    Topology,
     UnknownDimError,
 )
 from mesh._draw import MAX_SVG_CELLS, PALETTE, svg
@@ -74,13 +75,13 @@ def _neighbours(ranks: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.chain(across, down)]
 
 
-def _boundaries(picture: str) -> set[frozenset[int]]:
-    """The pairs of cells each host line separates, read from the line's position."""
+def _boundaries(picture: str, kind: str = "host-boundaries") -> set[frozenset[int]]:
+    """The pairs of cells each host (or domain) line separates, read from its position."""
     cells = _cells(picture)
     at = {(c["x"], c["y"]): c["rank"] for c in cells}
     s = cells[0]["size"]
     found = []
-    for g in _by_class(_root(picture), "host-boundaries"):
+    for g in _by_class(_root(picture), kind):
         for line in g.iter(f"{NS}line"):
             x1, y1, x2, y2 = (float(line.get(k, "nan")) for k in ("x1", "y1", "x2", "y2"))
             if x1 == x2:  # vertical: left and right of it
@@ -240,6 +241,39 @@ def test_host_lines_follow_an_explicit_universe() -> None:
     ranks = np.random.default_rng(3).permutation(32).reshape(4, 8)
     expected = {frozenset((a, b)) for a, b in _neighbours(ranks) if a // 8 != b // 8}
     assert _boundaries(svg(MeshView.from_ranks(ranks), host=lambda r: r // 8)) == expected
+
+
+# ---- fast domains ---------------------------------------------------------------------------
+def test_with_domains_cells_take_their_domains_colour_in_a_shade_per_host() -> None:
+    """Hosts of 4 in racks of 3 hosts and 1 (a partial rack): a colour per domain, adjacent
+    domains apart; within a domain, a shade per host, neighbouring hosts apart; blue lines
+    exactly between cells of different domains, the black host lines as before."""
+    topo = Topology.from_hosts([r // 4 for r in range(32)],
+                               domains=[0] * 12 + [1] * 4 + [2] * 12 + [3] * 4)
+    ranks = np.arange(32).reshape(4, 8)
+    picture = svg(MeshView.from_shape((4, 8), ("dp", "tp")), host=topo, domain=topo)
+    fill = {c["rank"]: c["fill"] for c in _cells(picture)}
+    for a, b in _neighbours(ranks):
+        if topo.host(a) == topo.host(b):
+            assert fill[a] == fill[b]
+        else:
+            assert fill[a] != fill[b], (a, b)
+    assert fill[0] == PALETTE[0] and len({fill[r] for r in range(12)}) == 2  # 2 shades do
+    assert _boundaries(picture, "domain-boundaries") == {
+        frozenset((a, b)) for a, b in _neighbours(ranks) if topo.domain(a) != topo.domain(b)}
+    assert _boundaries(picture) == {
+        frozenset((a, b)) for a, b in _neighbours(ranks) if a // 4 != b // 4}
+    legend = " ".join(_texts(_root(picture), "legend"))
+    assert "colours: fast domains (4 domains" in legend and "thick blue lines" in legend
+
+
+def test_with_color_by_domains_draw_only_their_lines() -> None:
+    topo = Topology(16, 4, hosts_per_domain=2)
+    view = MeshView.from_shape((4, 4), ("dp", "tp"))
+    by_group = svg(view, color_by="tp", host=topo, domain=topo)
+    assert [c["fill"] for c in _cells(by_group)] == \
+        [c["fill"] for c in _cells(svg(view, color_by="tp", host=topo))]
+    assert len(_boundaries(by_group, "domain-boundaries")) == 4
 
 
 # ---- panels and labels --------------------------------------------------------------------

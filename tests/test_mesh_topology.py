@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import pickle
 
@@ -14,6 +15,8 @@ from work_bound import bounded
 
 from mesh import (
     Family,
+    InvalidMeshDataError,
+    MeshError,
     MeshTypeError,
     MeshView,
     RankMap,
@@ -277,3 +280,161 @@ def test_irregular_small_placements_are_counted_exactly() -> None:
     topo = Topology(16, 4)
     assert topo.hosts_per_group(view, "tp") == 2
     assert topo.hosts_per_group(view, "dp") == 4  # (2, 5, 8, 11, 14): hosts 0, 1, 2, 2, 3
+
+
+# ---- explicit domains, devices, saving and loading --------------------------------------------
+def test_partial_racks_are_explicit_domains() -> None:
+    """Hosts of 2 in three racks of 3, 1 and 2 hosts: a dp group of stride 2 spans the hosts
+    of one rack, the rack of one host leaves a dp group of 4 split over two racks."""
+    hosts = [f"n{r // 2}" for r in range(12)]
+    racks = ["A"] * 6 + ["B"] * 2 + ["C"] * 4
+    topo = Topology.from_hosts(hosts, domains=racks)
+    assert (topo.devices_per_host, topo.hosts_per_domain, topo.num_domains) == (2, None, 3)
+    assert [topo.domain(r) for r in range(0, 12, 2)] == [0, 0, 0, 1, 2, 2]
+    view = MeshView.from_shape((3, 2, 2), ("pp", "dp", "tp"))  # dp pairs: (0, 2), (4, 6), ...
+    rows = np.arange(12).reshape(3, 2, 2).transpose(0, 2, 1).reshape(-1, 2)
+    domain_of = np.asarray([0] * 6 + [1] * 2 + [2] * 4)
+    assert topo.domains_per_group(view, "dp") == brute_most(rows, domain_of) == 2
+    assert topo.sizes() == ((2,), (2, 4, 6))
+
+
+def test_explicit_domains_that_are_regular_become_hosts_per_domain() -> None:
+    topo = Topology.from_hosts([r // 4 for r in range(32)], domains=[r // 8 for r in range(32)])
+    assert topo == Topology(32, 4, hosts_per_domain=2) and topo.hosts_per_domain == 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=6), st.lists(st.integers(0, 2),
+       min_size=6, max_size=6), st.lists(st.integers(1, 4), min_size=1, max_size=3), st.randoms())
+def test_domains_per_group_law_on_irregular_machines(host_sizes, racks, shape, rnd) -> None:
+    """Law: for hosts of any sizes in any racks, domains_per_group(view, k) = max over the
+    groups g along k of |{domain(r) : r in g}|, and first_crossing(view, k, level) is the
+    first group of view.groups(k) spanning more than one host (domain), or None."""
+    hosts = [h for h, size in enumerate(host_sizes) for _ in range(size)]
+    n = len(hosts)
+    labels = [racks[h] for h in hosts]
+    topo = Topology.from_hosts(hosts, domains=labels)
+    number = {lab: i for i, lab in enumerate(dict.fromkeys(labels))}
+    domain_of = np.asarray([number[lab] for lab in labels])
+    ranks = list(range(n))
+    rnd.shuffle(ranks)
+    sizes = [s for s in shape if n % s == 0] or [1]
+    view = MeshView.from_ranks(ranks, ("w",)).unflatten("w", (sizes[0], n // sizes[0]),
+                                                         ("a", "b"))
+    for k in range(2):
+        groups = view.groups(k)
+        rows = np.asarray(groups)
+        assert topo.domains_per_group(view, k) == brute_most(rows, domain_of)
+        assert topo.hosts_per_group(view, k) == brute_most(rows, np.asarray(hosts))
+        for level, of in (("host", np.asarray(hosts)), ("domain", domain_of)):
+            crossing = [g for g in groups if len(set(of[list(g)].tolist())) > 1]
+            assert topo.first_crossing(view, k, level=level) == (
+                crossing[0] if crossing else None)
+
+
+def test_first_crossing_on_a_regular_machine_is_found_without_listing() -> None:
+    """tp = 3 on hosts of 4 over 2**40 ranks: the second group (3, 4, 5) is the first to
+    cross, found in a few thousand steps."""
+    view = MeshView.from_shape((4 * 2**36, 3), ("dp", "tp"))
+    topo = Topology(view.size(), 4)
+    with bounded(events=50_000, peak_bytes=1 << 20):
+        assert topo.first_crossing(view, "tp") == (3, 4, 5)
+    assert Topology(view.size(), 3).first_crossing(view, "tp") is None
+
+
+def test_devices_are_the_local_ranks_and_no_two_ranks_share_one() -> None:
+    topo = Topology.from_hosts(["a", "a", "b", "b"], devices=[1, 0, 0, 1])
+    assert [topo.device(r) for r in range(4)] == [1, 0, 0, 1] and topo.devices_per_host is None
+    assert Topology.from_hosts(["a", "a", "b", "b"], devices=[0, 1, 0, 1]) == Topology(4, 2)
+    with pytest.raises(TopologyError, match=r"two ranks claim one device: rank 0 and rank 1 .*"
+                                            r"host 0 \(a\), device 3"):
+        Topology.from_hosts(["a", "a"], devices=[3, 3])
+
+
+_SAVED = [
+    Topology(16, 4), Topology(2**62, 8, hosts_per_domain=18),
+    Topology.from_hosts([f"node{r // 4:03d}" for r in range(16)], hosts_per_domain=2),
+    Topology.from_hosts(["b", "a", "b", "a", "c"]),
+    Topology.from_hosts([r // 4 for r in range(20)], domains=[0] * 12 + [1] * 8),
+    Topology.from_hosts(["x", "y", "y"], devices=[5, 2, 3], domains=["r", "s", "s"]),
+]
+
+
+@pytest.mark.parametrize("topo", _SAVED, ids=repr)
+def test_a_topology_saved_and_loaded_is_the_same_machine(topo: Topology) -> None:
+    data = json.loads(json.dumps(topo.to_dict()))
+    back = Topology.from_dict(data)
+    assert back == topo and hash(back) == hash(topo) and back.to_dict() == topo.to_dict()
+    assert [back.host_name(h) for h in range(min(back.num_hosts, 8))] == \
+        [topo.host_name(h) for h in range(min(topo.num_hosts, 8))]
+    assert pickle.loads(pickle.dumps(topo)).to_dict() == topo.to_dict()
+
+
+def test_the_saved_data_grows_with_the_hosts_not_the_ranks() -> None:
+    """131,072 ranks on 32,768 hosts named node[00000-32767], in racks of 18 hosts (the last
+    partial): a few hundred bytes.  With one rack cut short, the data names the racks
+    (a run per rack), still not the ranks."""
+    names = [f"node{h:05d}" for h in range(32768)]
+    topo = Topology.from_hosts([names[r // 4] for r in range(131072)], hosts_per_domain=18)
+    text = json.dumps(topo.to_dict())
+    assert len(text) < 200 and '"node[00000-32767]"' in text
+    racks = [0 if h < 10 else 1 + (h - 10) // 18 for h in range(32768)]  # 10, 18, 18, ...
+    cut = Topology.from_hosts([names[r // 4] for r in range(131072)],
+                              domains=[racks[r // 4] for r in range(131072)])
+    data = cut.to_dict()
+    assert data["ranks"] is None and len(data["domains"]) == len(set(racks))
+    assert Topology.from_dict(json.loads(json.dumps(data))) == cut
+
+
+def _data(**change: object) -> dict[str, object]:
+    base: dict[str, object] = {"version": 1, "world": 8, "devices_per_host": None,
+                               "ranks": [[0, 4, 0], [1, 4, 0]], "hosts_per_domain": 1,
+                               "domains": None, "hosts": ["a", "b"]}
+    return {**base, **change}
+
+
+@pytest.mark.parametrize(("data", "error", "match"), [
+    ([1], InvalidMeshDataError, "exactly the keys"),
+    ({**_data(), "extra": 1}, InvalidMeshDataError, "exactly the keys"),
+    ({k: v for k, v in _data().items() if k != "hosts"}, InvalidMeshDataError, "keys"),
+    (_data(version=2), InvalidMeshDataError, "version 2"),
+    (_data(world=8.0), InvalidMeshDataError, "'world'"),
+    (_data(devices_per_host=4), InvalidMeshDataError, "exactly one of 'devices_per_host'"),
+    (_data(ranks=None), InvalidMeshDataError, "exactly one of 'devices_per_host'"),
+    (_data(domains=[[0, 2]]), InvalidMeshDataError, "exactly one of 'hosts_per_domain'"),
+    (_data(ranks=[[0, 4]]), InvalidMeshDataError, r"'ranks'\[0\] must be \[host, count"),
+    (_data(ranks=[[0, 0, 0], [1, 8, 0]]), InvalidMeshDataError, "count >= 1"),
+    (_data(ranks=[[0, -1, 0]]), InvalidMeshDataError, "ints >= 0"),
+    (_data(hosts="node[3-1]"), TopologyError, "A <= B"),
+    (_data(hosts="node[0-99999999999]"), TopologyError, "more than 4,194,304 hosts"),
+    (_data(hosts=[1, 2]), InvalidMeshDataError, "'hosts' must be"),
+    # inconsistent
+    (_data(ranks=[[0, 4, 0], [0, 4, 2]], hosts=["a"]), TopologyError,
+     r"two ranks claim one device: rank 2 and rank 4 are both on host 0 \(a\), device 2"),
+    (_data(ranks=[[0, 8, 0]]), TopologyError, r"host 1 \(b\) has no ranks"),
+    (_data(ranks=[[0, 4, 0], [2, 4, 0]], hosts=None), TopologyError, "host 1 .* has no ranks"),
+    (_data(ranks=[[0, 4, 0], [1, 8, 0]]), TopologyError, "12 ranks, more than the world"),
+    (_data(ranks=[[0, 4, 0], [1, 2, 0]]), TopologyError, "6 ranks, fewer"),
+    (_data(ranks=[[0, 4, 0], [3, 4, 0]]), TopologyError, "host 3, but 'hosts' names only 2"),
+    (_data(hosts=["a", "a"]), TopologyError, "host 'a' is named twice"),
+    (_data(hosts_per_domain=None, domains=[[0, 1], [2, 1]]), TopologyError,
+     "domain 1 has no hosts"),
+    (_data(hosts_per_domain=None, domains=[[0, 3]]), TopologyError, "domains hold 3 hosts"),
+    (_data(devices_per_host=3, ranks=None), TopologyError, "not a whole number of hosts"),
+    (_data(devices_per_host=2, ranks=None), TopologyError, "names 2 hosts, but 8 ranks"),
+])
+def test_a_bad_saved_topology_is_refused_naming_what_is_wrong(data, error, match) -> None:
+    with bounded(events=200_000, peak_bytes=1 << 22), pytest.raises(error, match=match):
+        Topology.from_dict(data)
+
+
+def test_a_huge_explicit_topology_is_read_from_its_runs_without_listing() -> None:
+    """2**62 ranks in two hosts of different devices: the runs answer host() and device();
+    a query that must list the ranks refuses (a MeshError), in bounded work."""
+    data = _data(world=2**62, ranks=[[0, 2**61, 0], [1, 2**61, 7]])
+    with bounded(events=20_000, peak_bytes=1 << 20):
+        topo = Topology.from_dict(data)
+        assert topo.host(2**61) == 1 and topo.device(2**61 + 1) == 8
+        assert topo.host_size(1) == 2**61
+        with pytest.raises(MeshError):
+            topo.hosts_per_group(MeshView.from_shape((2, 2**61), ("a", "b")), "a")

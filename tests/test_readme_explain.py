@@ -1,4 +1,4 @@
-"""Every ``meshlayout explain`` and ``meshlayout compare`` command shown in the README prints the
+"""Every ``meshlayout explain``, ``compare`` and ``place`` command shown in the README prints the
 output shown under it."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOWN = re.findall(r"```bash\n(meshlayout (?:explain|compare) [^\n]*)\n```\n\n```text\n(.*?)\n```",
-                   (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+SHOWN = re.findall(
+    r"```bash\n(meshlayout (?:explain|compare|place) [^\n]*)\n```\n\n```text\n(.*?)\n```",
+    (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
 
 
 def test_the_readme_shows_an_explained_plan_and_a_comparison() -> None:

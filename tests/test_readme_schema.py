@@ -6,7 +6,7 @@ when its meaning is an object written ``{"key", "key" (note), ...}``, those quot
 are that field's keys.  The JSON is walked the same way: every object's keys, by path, with
 a list's items under the list's path.  The documents come from the command itself, with
 every optional part present (``--rank``, fast domains, ``--traffic``, ``--fail`` with
-``--spares``).
+``--spares``, a machine with ``--topology``; ``place`` with a runner-up).
 """
 
 from __future__ import annotations
@@ -67,8 +67,13 @@ def run(*args: str) -> dict[str, Any]:
     return data
 
 
+MACHINE = ["--topology", "examples/machine.json"]
+
+
 def test_the_explain_table_lists_every_key_of_the_json() -> None:
     data = run("explain", *PLAN, "--dims", "dp=4,cp=2,tp=8", "--fail", "13", "--spares", "64")
+    data["topology"] = run("explain", "--dims", "dp=14,tp=8", *MACHINE)["topology"]
+    assert data["topology"]["dims"]  # every part of the machine report is there
     assert documented(tables()[0]) == keys_of(data)
 
 
@@ -79,3 +84,10 @@ def test_the_compare_table_lists_every_key_of_its_json() -> None:
     assert documented(tables()[1]) == found  # and a map from dim names
     assert [keys_of(p) for p in data["plans"]] == [keys_of(run("explain", *PLAN, "--dims", d))
                                                    for d in ("dp=8,tp=8", "tp=8,dp=8")]
+
+
+def test_the_place_table_lists_every_key_of_its_json() -> None:
+    data = run("place", "--dims", "dp=7,ep=4,tp=4", *MACHINE, "--traffic", "ep=4GiB,tp=1GiB")
+    assert data["runner_up"] is not None
+    found = keys_of(data, skip=frozenset({"traffic.bytes", "chosen.view"}))  # a map; a view
+    assert documented(tables()[2]) == found

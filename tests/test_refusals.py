@@ -22,7 +22,7 @@ HELD = 100 << 20
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_hostile_input_is_refused_within_a_fixed_bound(tmp_path: Path, name: str) -> None:
-    if name == "explain /dev/zero" and not os.path.exists("/dev/zero"):
+    if "/dev/zero" in name and not os.path.exists("/dev/zero"):
         pytest.skip("no /dev/zero here")
     refuse = CASES[name](tmp_path)
     with bounded(events=EVENTS, peak_bytes=HELD):

@@ -168,6 +168,29 @@ def test_a_partner_that_created_its_last_group_is_named_idle() -> None:
         str(out["error"])
 
 
+def test_a_partner_inside_torchs_creation_of_another_group_is_named_busy_there() -> None:
+    """Ranks 1 and 2 met at g and are inside its creation (torch's, 3 s here) while rank 0
+    asks h with rank 1: rank 1's record says it is creating g, so rank 0 fails at its cap
+    naming it as creating g (it was called "finished" with g, as if it had created it)."""
+    store = HashStore()
+    outs: dict[int, dict[str, Any]] = {1: {}, 2: {}}
+    threads = [threading.Thread(target=_meet, args=(
+        Rendezvous(store, m, world_size=3, heartbeat=0.1), [1, 2], outs[m]),
+        kwargs={"name": "g", "timeout": 5.0, "body": lambda: time.sleep(3.0)}) for m in (1, 2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    out: dict[str, Any] = {}
+    _meet(Rendezvous(store, 0, world_size=3, heartbeat=0.1), [0, 1], out, name="h")
+    for t in threads:
+        t.join(10)
+    assert outs[1].get("ok") and outs[2].get("ok")
+    err = out["error"]
+    assert err.missing == (1,)
+    assert "rank 1 is creating the 'tp' group (1, 2)" in str(err), str(err)
+    assert 2 * TIMEOUT_S - 0.05 < out["waited"] < 2 * TIMEOUT_S + 0.5  # its cap
+
+
 def test_members_waiting_in_a_closed_round_fail_with_the_closers_reasons() -> None:
     """Members 0 and 1 wait for 2; rank 0's deadline comes first and it closes the round;
     rank 1 (a longer timeout) is woken by the close and fails then, with the same reasons,

@@ -71,10 +71,15 @@ Public names:
   backend's creation, lifecycle and machine contracts): :func:`check_spmd`, its
   :class:`SpmdReport` of :class:`Finding` values (kinds: :data:`FINDING_KINDS`), and
   :class:`SpmdBackend`, the torch-free backend a program runs on under it;
+- the job's machine: :func:`discover_topology` (every rank's host, device and NVLink
+  domain, gathered through the store into a :class:`mesh.Topology`) from each rank's
+  :class:`DiscoveryRecord`; ``bind`` and ``init_device_mesh`` check a plan against it
+  (``expect_intra_host=``, ``expect_intra_domain=``) before any group is made;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
-  :class:`RankLostError`, and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
+  :class:`RankLostError`, :class:`DiscoveryError`, :class:`ExpectationError` (a
+  :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
   which ``import backend`` raises without PyTorch installed).
 
 **Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (``pip install
@@ -98,12 +103,14 @@ if importlib.util.find_spec("torch") is None:  # found, not imported: torch load
         "https://download.pytorch.org/whl/cpu). The offline tools need no torch: layout, mesh "
         "and the meshlayout command.")
 
-from ._c10d import GroupSpec, Plan
+from ._c10d import DiscoveryRecord, GroupSpec, Plan, discover_topology
 from ._core import (
     Backend,
     BackendConfigError,
     BackendError,
     CreationRecord,
+    DiscoveryError,
+    ExpectationError,
     FakeBackend,
     FakeGroup,
     GroupCreationError,
@@ -176,6 +183,9 @@ __all__ = [
     "C10dBackend",
     "CreationRecord",
     "DeviceMesh",
+    "DiscoveryError",
+    "DiscoveryRecord",
+    "ExpectationError",
     "FakeBackend",
     "FINDING_KINDS",
     "FakeGroup",
@@ -199,5 +209,6 @@ __all__ = [
     "bind",
     "check_spmd",
     "current_mesh",
+    "discover_topology",
     "init_device_mesh",
 ]

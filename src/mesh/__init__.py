@@ -41,13 +41,17 @@ views exactly when the groups are, which backends key their caches on;
 ``num_instances``; ``instance_array``; and, deprecated, ``render(rank)``, which is
 :func:`render`),
 :class:`RankMap`, :func:`concatenate`, :func:`render` (text) and :func:`svg` (a
-picture, up to :data:`MAX_SVG_CELLS` ranks); :class:`Topology` (hosts and
-fast domains: which groups cross hosts) and :func:`explain` (a plan's groups, host
+picture, up to :data:`MAX_SVG_CELLS` ranks, by host and fast domain); :class:`Topology`
+(hosts, devices and fast domains, regular or listed: which groups cross hosts; saved and
+loaded with ``to_dict``/``from_dict``) and :func:`explain` (a plan's groups, host
 crossings, shared communicators and their cost, as an :class:`Explanation`, with the
 memory model :class:`CommMemory`; the ``meshlayout explain`` command, also ``python -m
 mesh explain``) and :func:`compare` (plans side by side, each with its own budget, as a
 :class:`Comparison`, optionally weighing dims by their traffic with the first-order α-β
-link model :class:`Links`; the ``meshlayout compare`` command); surviving failed ranks,
+link model :class:`Links`; the ``meshlayout compare`` command) and :func:`place` (the
+rank order of a plan on a topology whose estimated communication time is least, with the
+runner-up in a :class:`Placement`; at most :data:`MAX_PLACED_DIMS` dims of size > 1; the
+``meshlayout place`` command); surviving failed ranks,
 offline: :func:`blast` (per view and dim, the groups failed ranks break and the healthy
 ranks they strand, as a :class:`Blast` of :class:`ViewBlast` and :class:`DimBlast`),
 :func:`drop` and :func:`substitute` (a view without the failed ranks' slices, or with
@@ -92,7 +96,18 @@ from ._core import (
     ordered,
 )
 from ._draw import MAX_SVG_CELLS, render, svg
-from ._plan import CommMemory, Comparison, Explanation, Links, Topology, compare, explain
+from ._plan import (
+    MAX_PLACED_DIMS,
+    CommMemory,
+    Comparison,
+    Explanation,
+    Links,
+    Placement,
+    Topology,
+    compare,
+    explain,
+    place,
+)
 from ._recover import Blast, DimBlast, Survival, ViewBlast, blast, drop, substitute, survive
 
 __all__ = [
@@ -103,6 +118,7 @@ __all__ = [
     "Explanation",
     "FORMAT_VERSION",
     "MAX_LISTED_RANKS",
+    "MAX_PLACED_DIMS",
     "MAX_PLAN_DIMS",
     "MAX_SVG_CELLS",
     "Dim",
@@ -121,6 +137,7 @@ __all__ = [
     "NotRepresentableError",
     "OffsetOutOfRangeError",
     "OverlapError",
+    "Placement",
     "RankMap",
     "RankNotInMeshError",
     "Survival",
@@ -138,6 +155,7 @@ __all__ = [
     "drop",
     "explain",
     "ordered",
+    "place",
     "render",
     "substitute",
     "survive",

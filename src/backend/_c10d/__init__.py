@@ -1,6 +1,8 @@
 """Creating torch process groups, over the core: what the rooms above may use.
 
 - :class:`GroupSpec` and its :class:`Plan`: one group request as a value (torch-free);
+- :func:`discover_topology` and :class:`DiscoveryRecord`: the job's machine, gathered
+  through the default store (torch loaded on first use);
 - the c10d backends, loaded (with torch) on first use: :class:`C10dBackend`,
   :class:`GlooBackend`, :class:`NcclBackend`, :class:`TorchFakeBackend`, and the two
   factories the package's ``__init__`` plugs into the core, :func:`process_default` and
@@ -12,11 +14,13 @@ protocol and its steps) over ``_rounds`` (a round's values and an attempt), ``_s
 ``_diagnosis`` (the closer's look at a failed round, its waiting policy and reasons);
 ``_torch_groups`` (torch's creation and teardown); ``_loss`` (losing ranks: a failed
 collective diagnosed, the survivors' agreement on failed groups, ending and shrinking);
-``_backends`` (the backends).
+``_backends`` (the backends); ``_discover`` (each rank's record of where it runs, gathered
+into a topology).
 """
 
 from typing import Any
 
+from ._discover import DiscoveryRecord, discover_topology
 from ._spec import GroupSpec, Plan
 
 _TORCH = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
@@ -32,4 +36,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'backend._c10d' has no attribute {name!r}")
 
 
-__all__ = ["GroupSpec", "Plan", *_TORCH]
+__all__ = ["DiscoveryRecord", "GroupSpec", "Plan", "discover_topology", *_TORCH]

@@ -266,6 +266,8 @@ class Snapshot:
         if decided == GO:  # it created that group: moments ago (it still beat), or long ago
             period = self._rz.period
             if period is not None and now - beat < period + SLACK_S:
+                if "creating" in rec and now < float(rec.get("until", now)):
+                    return Peer("busy", float(rec["until"]))  # still inside torch's creation
                 return Peer("finished", beat + period)
             return Peer("idle")
         if decided == QUIT:  # closed: it is failing there now

@@ -60,10 +60,13 @@ class Lease:
 
 def lease(root: Any, kind: str = "barrier") -> Lease | None:
     """A :class:`Lease` on ``root``'s pool of ``kind``, or None where ``root`` cannot be
-    cloned (then its users share it)."""
+    cloned (no ``clone``, or one that raises, as torch's ``FakeStore``'s does): then its
+    users share it."""
     try:
         return Lease(root, kind) if hasattr(root, "clone") else None
     except TypeError:  # a store that cannot be weakly referenced: no pool
+        return None
+    except RuntimeError:  # a store without clone (torch's FakeStore: a pure virtual call)
         return None
 
 

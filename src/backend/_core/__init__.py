@@ -26,6 +26,8 @@ from ._cache import CreationRecord, GroupKey
 from ._errors import (
     BackendConfigError,
     BackendError,
+    DiscoveryError,
+    ExpectationError,
     GroupCreationError,
     MembersMissingError,
     NotAMemberError,
@@ -47,6 +49,8 @@ __all__ = [
     "BackendError",
     "CachedBackend",
     "CreationRecord",
+    "DiscoveryError",
+    "ExpectationError",
     "FakeBackend",
     "FakeGroup",
     "GroupCreationError",

@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = [
     "BackendConfigError",
     "BackendError",
+    "DiscoveryError",
+    "ExpectationError",
     "GroupCreationError",
     "MembersMissingError",
     "NotAMemberError",
@@ -29,6 +31,34 @@ class BackendConfigError(BackendError, ValueError):
     environment variable, bad options or ``backend_override`` keys, a mesh larger than
     the world, a flattened dim name that is taken, a one-dim query on a multi-dim mesh,
     slicing or flattening a mesh that has no dim names."""
+
+
+class ExpectationError(BackendConfigError):
+    """A plan's stated expectation does not hold on the job's machine
+    (``bind(..., expect_intra_host=("tp",))``): the message names the expectation, the
+    first group that breaks it and the hosts (or domains) it spans; the same facts are
+    attributes ``level`` (``"host"`` or ``"domain"``), ``dim``, ``group`` and ``spans``
+    (host names, or domain indices).  Raised on every rank, before any group is made."""
+
+    def __init__(self, message: str, *, level: str = "", dim: str = "",
+                 group: tuple[int, ...] = (), spans: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.level, self.dim, self.group, self.spans = level, dim, group, spans
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_expectation, (self.args[0] if self.args else "", self.level, self.dim,
+                               self.group, self.spans))
+
+
+def _expectation(message: str, level: str, dim: str, group: tuple[int, ...],
+                 spans: tuple[object, ...]) -> ExpectationError:
+    return ExpectationError(message, level=level, dim=dim, group=group, spans=spans)
+
+
+class DiscoveryError(BackendError):
+    """Discovering the job's machine (``discover_topology``) failed, on every rank that
+    took part: a rank did not arrive within the timeout (the message says how many did),
+    or the ranks' records do not make one machine (two ranks on one device of one host)."""
 
 
 class NotAMemberError(BackendError, ValueError, IndexError):

@@ -2,7 +2,9 @@
 through the core's plugs): what the package's ``__init__`` uses.
 
 - :class:`DeviceMesh` (a :class:`Binding` plus memos) and :func:`current_mesh`;
-- the entry points :func:`init_device_mesh` and :func:`bind`;
+- the entry points :func:`init_device_mesh` and :func:`bind` (which check a plan's
+  expectations of the machine, given or discovered through the c10d wing, before the mesh
+  exists);
 - :class:`TorchFacadeMesh`, the mesh that is also torch's ``DeviceMesh``, loaded (with
   torch) on first use.
 

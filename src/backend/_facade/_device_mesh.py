@@ -389,6 +389,7 @@ class DeviceMesh(Generic[G]):
             return self
         if not isinstance(names, (tuple, list)):
             return self._select(names)  # the mesh layer's typed error for the key
+        names = ordered(names, "the selected dims")  # a subclass's items, read once and checked
         owners = [self._owner(name) for name in names]
         if all(owner is self for owner in owners):
             return self._select(list(names))

@@ -35,7 +35,7 @@ from .._core import (
 )
 from ._panels import MEMBER, Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
 
-__all__ = ["MAX_SVG_CELLS", "PALETTE", "HostMap", "Outline", "svg"]
+__all__ = ["MAX_SVG_CELLS", "PALETTE", "DomainMap", "HostMap", "Outline", "svg"]
 
 MAX_SVG_CELLS = 16384
 """Largest instance :func:`svg` draws by default (a 128 x 128 grid, about 5 MB of SVG);
@@ -57,8 +57,16 @@ class HostMap(Protocol):
     def host(self, rank: int) -> int: ...
 
 
+class DomainMap(Protocol):
+    """What ``svg(domain=...)`` takes besides a callable: an object with a ``domain(rank)``
+    method, such as a :class:`~mesh.Topology`."""
+
+    def domain(self, rank: int) -> int: ...
+
+
 _PLAIN = "#f4f4f4"  # the fill when nothing colours the cells
 _LINE, _MARK = "#111111", "#d62728"  # host boundaries; the outline of ``rank``
+_DOMAIN_LINE = "#1f3a93"  # fast domain boundaries (dark blue, over the host lines)
 _CELL, _GAP, _MARGIN = 32, 28, 16  # px: smallest cell, space between panels, border
 _SWATCH = 20  # px: a legend line's swatch and the space after it
 _TOP = _MARGIN + 30  # px: the top of the first panel, below the title
@@ -127,7 +135,8 @@ def _member_style(k: int, name: str) -> Outline:
 
 def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
         color_by: Dim | None = None, rank: int | None = None, title: str | None = None,
-        max_cells: int = MAX_SVG_CELLS, failed: Sequence[int] = ()) -> str:
+        max_cells: int = MAX_SVG_CELLS, failed: Sequence[int] = (),
+        domain: Callable[[int], int] | DomainMap | None = None) -> str:
     """Draw the instance holding ``rank`` (instance 0 when ``rank`` is None) as SVG.
 
     One cell per rank: a 1-D view is one row, a 2-D view a grid (dim 0 down,
@@ -148,6 +157,10 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     (a colour, then a dash pattern).  ``failed`` ranks (an ordered sequence; those
     outside the instance are ignored) are drawn as crossed boxes, and the healthy
     members of every group (along any dim) that holds one as black dashed outlines.
+    ``domain`` (a ``domain(global_rank) -> int`` callable, or a :class:`~mesh.Topology`)
+    adds the fast domains: without ``color_by``, cells take one colour per domain (adjacent
+    domains never share one), each host of a domain a shade of it (touching hosts of one
+    domain never share one), and a thick blue line runs on every edge between two domains.
     ``title`` replaces the default first line (the
     view and the instance); a legend below says what panels, colours, lines and
     outlines mean.  Cells are
@@ -169,27 +182,39 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     [1, 3]
     """
     k, host = _checked(view, host, title, color_by, rank, max_cells)
+    dom = _callable(domain, "domain", "a callable global rank -> domain index or a "
+                    "mesh.Topology")
     sheet = Sheet.whole(Instance(view, None if rank is None else as_int(rank, "rank")))
     coords = list(sheet.cells())
     cells = [sheet.inst.rank_at(c) for c in coords]
     hosts = None if host is None else [
         as_int(host(r), f"host({r})", "an int (a host index)") for r in cells]
+    domains = None if dom is None else [
+        as_int(dom(r), f"domain({r})", "an int (a domain index)") for r in cells]
     g = _Grid.of(sheet, coords, cells, hosts)
     if k is not None:
         keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
+    elif domains is not None:
+        keys = [(d,) for d in domains]
     else:
         keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
-    fills = _colours(keys, g.pairs) if k is not None or hosts is not None \
-        else [_PLAIN] * len(cells)
+    fills = _colours(keys, g.pairs) if k is not None or hosts is not None or \
+        domains is not None else [_PLAIN] * len(cells)
+    legend_fills = fills
+    if k is None and domains is not None and hosts is not None:
+        fills = _shaded(fills, domains, hosts, g.pairs)
     outlines = _outlines(sheet.inst, g.coords)
     hurt = _Hurt.of(view, g.coords, cells, failed)
-    legend = [*_legend(view, k, hosts, keys, fills, g.across), *_outline_legend(
-        sheet.inst, outlines), *hurt.legend(view.names, len(cells))]
+    legend = [*_legend(view, k, hosts, keys, legend_fills, g.across, domains),
+              *_outline_legend(sheet.inst, outlines), *hurt.legend(view.names, len(cells))]
     hurt.mark(outlines)
     head = title if title is not None else sheet.inst.heading()
+    notes = hurt.notes(view.names)
+    if domains is not None:
+        notes = [f", domain {d}{note}" for d, note in zip(domains, notes)]
     return "\n".join([*_opening(g, head, legend),
-                      *_panel_groups(g, cells, fills, hosts, hurt.notes(view.names)),
-                      *_marks(g, hosts, outlines), *_closing(g, legend)])
+                      *_panel_groups(g, cells, fills, hosts, notes),
+                      *_marks(g, hosts, outlines, domains), *_closing(g, legend)])
 
 
 def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
@@ -198,12 +223,7 @@ def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
     of ``color_by`` and the host callable (a topology's ``host`` method)."""
     if not isinstance(view, MeshView):
         raise MeshTypeError(f"svg draws a mesh.MeshView, got {show(view)}")
-    if host is not None and not callable(host):
-        method = getattr(host, "host", None)  # a Topology, by duck typing: _draw never
-        if not callable(method):  # imports the plan wing
-            raise MeshTypeError(f"host must be a callable global rank -> host index or a "
-                                f"mesh.Topology, got {show(host)}")
-        host = method
+    host = _callable(host, "host", "a callable global rank -> host index or a mesh.Topology")
     if title is not None and not isinstance(title, str):
         raise MeshTypeError(f"title must be a str, got {show(title)}")
     limit = as_size(max_cells, "max_cells")
@@ -217,7 +237,43 @@ def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
         raise InvalidSizeError(
             f"svg draws at most max_cells={limit:,} cells; {view!r} has {view.size():,} ranks "
             "per instance: select fewer dims (view[...]) or pass a larger max_cells=")
-    return k, cast("Callable[[int], int] | None", host)  # callable, or None: checked above
+    return k, host
+
+
+def _callable(given: object, method: str, expected: str) -> Callable[[int], int] | None:
+    """``given`` if callable, else its ``method`` (a Topology's ``host`` or ``domain``, by
+    duck typing: _draw never imports the plan wing), else MeshTypeError."""
+    if given is None or callable(given):
+        return cast("Callable[[int], int] | None", given)
+    found = getattr(given, method, None)
+    if not callable(found):
+        raise MeshTypeError(f"{method} must be {expected}, got {show(given)}")
+    return cast("Callable[[int], int]", found)
+
+
+def _shaded(fills: list[str], domains: list[int], hosts: list[int],
+            pairs: list[tuple[int, int]]) -> list[str]:
+    """Each domain's colour, in a shade per host: hosts (in order of first appearance) take
+    the lightest shade no neighbouring host of their domain has, so two hosts of one
+    domain that touch never share a fill."""
+    order = list(dict.fromkeys(hosts))
+    near: dict[int, set[int]] = {h: set() for h in order}
+    for a, b in pairs:
+        if hosts[a] != hosts[b] and domains[a] == domains[b]:
+            near[hosts[a]].add(hosts[b])
+            near[hosts[b]].add(hosts[a])
+    shade: dict[int, int] = {}
+    for h in order:
+        taken = {shade[x] for x in near[h] if x in shade}
+        shade[h] = next(i for i in itertools.count() if i not in taken)
+    return [_darker(f, shade[h]) for f, h in zip(fills, hosts)]
+
+
+def _darker(fill: str, step: int) -> str:
+    """``fill`` (#rrggbb) with ``step`` times 13% black mixed in (at most 65%)."""
+    keep = 1.0 - min(0.13 * step, 0.65)
+    rgb = [int(fill[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(v * keep):02x}" for v in rgb)
 
 
 Legend = list[tuple[str, Outline | None]]
@@ -254,13 +310,20 @@ def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int]
     return out
 
 
-def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline]) -> list[str]:
-    """The lines between cells on different hosts, then every cell's outline (on top)."""
+def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline],
+           domains: list[int] | None = None) -> list[str]:
+    """The lines between cells on different hosts, then between domains, then every
+    cell's outline (on top)."""
     out = []
     if hosts is not None:
         out.append(f'<g class="host-boundaries" stroke="{_LINE}" stroke-width="4" '
                    'stroke-linecap="square">')
         out.extend(g.edge(a, b) for a, b in g.pairs if hosts[a] != hosts[b])
+        out.append("</g>")
+    if domains is not None:
+        out.append(f'<g class="domain-boundaries" stroke="{_DOMAIN_LINE}" stroke-width="6" '
+                   'stroke-linecap="square">')
+        out.extend(g.edge(a, b) for a, b in g.pairs if domains[a] != domains[b])
         out.append("</g>")
     for i, o in sorted(outlines.items()):
         (x, y), inset = g.at(i), 2 if o.kind in ("highlight", "failed") else 3
@@ -509,8 +572,9 @@ def _fill(c: int) -> str:
 
 
 def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
-            keys: list[tuple[int, ...]], fills: list[str], across: int) -> Legend:
-    """The lines under the picture: panels, colours, host lines, instances."""
+            keys: list[tuple[int, ...]], fills: list[str], across: int,
+            domains: list[int] | None = None) -> Legend:
+    """The lines under the picture: panels, colours, host lines, domain lines, instances."""
     names, shape = view.names, view.shape
     lines = []
     if view.ndim >= 3:
@@ -526,11 +590,19 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
         lo, hi = min(per_host.values()), max(per_host.values())
         each = f"{lo}" if lo == hi else f"{lo} to {hi}"
         plural = "s" * (len(per_host) > 1)
-        if k is None:
+        if k is None and domains is None:
             lines.append(f"colours: hosts ({_how_many(keys, 'host')}"
                          f"{_repeat(keys, fills, 'hosts')})")
         lines.append(f"thick lines: host boundaries ({len(per_host)} host{plural}, {each} ranks "
                      "of this picture on each)")
+    if domains is not None:
+        if k is None:
+            shades = ", a shade per host: touching hosts of a domain never share one" \
+                if hosts is not None else ""
+            lines.append(f"colours: fast domains ({_how_many(keys, 'domain')}"
+                         f"{_repeat(keys, fills, 'domains')}{shades})")
+        lines.append(f"thick blue lines: fast domain boundaries ({len(set(domains))} "
+                     f"domain{'s' * (len(set(domains)) > 1)} in this picture)")
     if view.num_instances > 1:
         lines.append(f"one of {view.num_instances} instances of this view")
     return [(line, None) for line in lines]

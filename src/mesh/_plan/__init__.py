@@ -5,24 +5,30 @@ Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the com
 this one.
 
 Module map: ``_blocks`` (host-block arithmetic: the most hosts a group spans, from the dim
-layout alone), ``_topology`` (:class:`Topology`: hosts, fast domains, which groups cross
-them), ``_report`` (the text reports), ``_explain`` (:func:`explain`,
+layout alone), ``_topofile`` (a topology's saved data, Slurm host lists, hosts files: text
+and data to fields), ``_topology`` (:class:`Topology`: hosts, fast domains, which groups
+cross them), ``_report`` (the text reports), ``_explain`` (:func:`explain`,
 :class:`Explanation`, :class:`CommMemory`: the plan's data), ``_traffic`` (:class:`Links`:
 the α-β time estimate), ``_compare`` (:func:`compare`, :class:`Comparison`: plans side by
-side), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail``), and the
+side), ``_place`` (:func:`place`, :class:`Placement`: the rank order whose estimate is
+least), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail``), and the
 ``meshlayout`` command, not imported by ``import mesh``: ``_args`` (its argument types),
-``_parser`` (its flags), ``_planfile`` (reading a plan file) and ``_cli`` (the command).
+``_parser`` (its flags), ``_planfile`` (reading a plan file), ``_machine`` (the machine
+``--topology``, ``--hosts`` or ``--hosts-file`` names), ``_differ`` (where that machine
+differs from the plan's topology) and ``_cli`` (the command).
 """
 
 from collections.abc import Sequence
 
 from ._compare import COMPARE_SCHEMA, Comparison, compare
 from ._explain import DEFAULT_DEVICES_PER_HOST, SCHEMA, CommMemory, Explanation, explain
+from ._place import MAX_PLACED_DIMS, PLACE_SCHEMA, Placement, place
 from ._topology import Topology
 from ._traffic import Links
 
-__all__ = ["COMPARE_SCHEMA", "DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Comparison",
-           "Explanation", "Links", "Topology", "compare", "explain", "main"]
+__all__ = ["COMPARE_SCHEMA", "DEFAULT_DEVICES_PER_HOST", "MAX_PLACED_DIMS", "PLACE_SCHEMA",
+           "SCHEMA", "CommMemory", "Comparison", "Explanation", "Links", "Placement", "Topology",
+           "compare", "explain", "main", "place"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

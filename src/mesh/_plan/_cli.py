@@ -1,11 +1,12 @@
 """The ``meshlayout`` command: ``meshlayout explain`` shows a plan before it is launched,
-``meshlayout compare`` sets plans side by side.
+``meshlayout compare`` sets plans side by side, ``meshlayout place`` chooses a rank order.
 
 Imports only :mod:`mesh` and :mod:`layout` (never torch): a 2**20-rank plan is explained
 in about a second on a laptop.  Exit status: 0 on success, 1 when ``--expect-intra-host``
 finds a dim whose groups cross hosts, 2 for bad input (flags, plan file, views), 130 when
 interrupted (Ctrl-C, or a plan raising ``KeyboardInterrupt``), 141 when the reader of its
-output left.  The flags are ``_parser``'s, plan files are read by ``_planfile``.
+output left.  The flags are ``_parser``'s, plan files are read by ``_planfile``, the
+machine flags (``--topology``, ``--hosts``, ``--hosts-file``) by ``_machine``.
 
 Bad input is refused before work proportional to it: a plan file is read up to
 :data:`~mesh._plan._planfile.MOST_PLAN_BYTES` (a device or a pipe that never ends is cut
@@ -29,11 +30,14 @@ from .._core import MeshError, MeshView, show
 from .._draw import MAX_SVG_CELLS, svg
 from . import _args
 from ._compare import compare_placed
+from ._differ import differences
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
 from ._fail import failed_on, failure
+from ._machine import machine, source
 from ._parser import parser
+from ._place import Placement
 from ._planfile import Refused, load
-from ._report import MIB, failure_report
+from ._report import MIB, failure_report, topology_report
 from ._topology import Topology
 from ._traffic import Links
 
@@ -50,9 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except KeyboardInterrupt:
         return _interrupted("meshlayout")
-    files = [args.plan] if args.command == "explain" else args.plans
+    files = [args.plan] if args.command == "explain" else getattr(args, "plans", [])
+    run = {"explain": _explain, "compare": _compare, "place": _place}[args.command]
     try:
-        return _explain(args) if args.command == "explain" else _compare(args)
+        return run(args)
     except (Refused, MeshError) as e:
         print(f"meshlayout {args.command}: error: {_text(e)}", file=sys.stderr)
         return 2
@@ -92,9 +97,11 @@ def _explain(args: argparse.Namespace) -> int:
         views, plan = {args.name: world}, (_one_view(args.name), world)
     if not views:
         raise Refused("nothing to explain: give a plan file or --dims (see --help)")
-    topology = _topology(args, plan_topology, views)
+    given = machine(args)
+    topology = _topology(args, plan_topology, views, given)
     found = explain(views, topology, world=args.world if topology is None else None,
                     rank=args.rank, memory=_memory(args))
+    diff = None if given is None else _differences(args, views, plan_topology, given)
     failed = _crossings(args, found)
     placed = topology or Topology(found.to_dict()["world"], DEFAULT_DEVICES_PER_HOST)
     dead = _failed(args, placed)
@@ -111,10 +118,10 @@ def _explain(args: argparse.Namespace) -> int:
                       "survivors, instead of returning VIEWS") from None
     picture = None
     if args.svg is not None:
-        picture = _write_svg(args, views, placed, dead or ())
+        picture = _write_svg(args, views, placed, dead or (), domains=given is not None)
     elif args.view is not None or args.color_by is not None:
         raise Refused("--view and --color-by choose what --svg draws: give --svg FILE too")
-    _print(args, found, outage)
+    _print(args, found, outage, diff)
     if picture is not None:
         print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
     _tell_expectations(args, failed)
@@ -136,13 +143,33 @@ def _failed(args: argparse.Namespace, topology: Topology) -> list[int] | None:
     return failed_on(topology, args.fail or (), args.fail_host or ())
 
 
-def _print(args: argparse.Namespace, found: Explanation, outage: dict[str, Any] | None
-           ) -> None:
-    """The report on stdout: the explanation, then what the failure does (if any)."""
+def _print(args: argparse.Namespace, found: Explanation, outage: dict[str, Any] | None,
+           diff: dict[str, Any] | None) -> None:
+    """The report on stdout: the explanation, where the machine differs from the declared
+    topology (if a machine was given), then what the failure does (if any)."""
     if args.format == "json":
-        print(json.dumps({**found.to_dict(), **(outage or {})}, indent=2))
-    else:
-        print(found if outage is None else f"{found}\n\n{failure_report(outage)}")
+        print(json.dumps({**found.to_dict(), **({"topology": diff} if diff else {}),
+                          **(outage or {})}, indent=2))
+        return
+    parts = [str(found)]
+    if diff is not None:
+        parts.append(topology_report(diff))
+    if outage is not None:
+        parts.append(failure_report(outage))
+    print("\n\n".join(parts))
+
+
+def _differences(args: argparse.Namespace, views: dict[str, MeshView],
+                 declared: Topology | None, given: Topology) -> dict[str, Any]:
+    """Where the machine differs from the plan's TOPOLOGY (or the hosts of 8 assumed)."""
+    named = source(args) or "the machine"
+    if declared is not None:
+        return differences(views, declared, "the plan's TOPOLOGY", given, named)
+    reach = max(v.ranks.max_rank for v in views.values()) + 1
+    if reach % DEFAULT_DEVICES_PER_HOST:
+        return differences(views, None, "none: the plan has no TOPOLOGY", given, named)
+    return differences(views, Topology(reach, DEFAULT_DEVICES_PER_HOST),
+                       "assumed (the plan has no TOPOLOGY)", given, named)
 
 
 def _tell_expectations(args: argparse.Namespace, failed: list[tuple[str, str]]) -> None:
@@ -163,22 +190,58 @@ def _tell_expectations(args: argparse.Namespace, failed: list[tuple[str, str]]) 
 def _compare(args: argparse.Namespace) -> int:
     """``meshlayout compare``: every plan loaded and placed, then compared."""
     plans: list[tuple[str, dict[str, MeshView], Topology | None]] = []
+    given = machine(args)
     for path in args.plans:
         views, plan_topology, _ = load(path)
-        plans.append((_plan_name(path, plans), views, _topology(args, plan_topology, views)))
+        plans.append((_plan_name(path, plans), views,
+                      _topology(args, plan_topology, views, given)))
     for spec in args.dims:
         views = {"mesh": _dims_view(spec, args.world)}
-        plans.append((_plan_name(spec, plans), views, _topology(args, None, views)))
+        plans.append((_plan_name(spec, plans), views, _topology(args, None, views, given)))
     if not plans:
         raise Refused("nothing to compare: give plan files or --dims (see --help)")
-    links = Links(args.intra_host_gbps, args.inter_host_gbps, args.intra_host_latency_us,
-                  args.inter_host_latency_us)
     found = compare_placed(
         [(n, v, t) for n, v, t in plans],
         world=args.world if any(t is None for _, _, t in plans) else None,
-        memory=_memory(args), traffic=args.traffic, links=links, rank=args.rank)
+        memory=_memory(args), traffic=args.traffic, links=_links(args), rank=args.rank)
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
     return 0
+
+
+def _links(args: argparse.Namespace) -> Links:
+    return Links(args.intra_host_gbps, args.inter_host_gbps, args.intra_host_latency_us,
+                 args.inter_host_latency_us)
+
+
+def _place(args: argparse.Namespace) -> int:
+    """``meshlayout place``: the rank order of --dims on the machine whose estimate is least."""
+    view = _dims_view(args.dims, args.world)
+    given = machine(args)
+    if given is None and args.devices_per_host is None:
+        raise Refused("meshlayout place needs the machine: --topology FILE, --hosts LIST, "
+                      "--hosts-file FILE, or --devices-per-host N (with --hosts-per-domain N)")
+    topology = _topology(args, None, {"mesh": view}, given)
+    assert topology is not None
+    found = Placement.find(view.shape, view.names, topology, traffic=args.traffic,
+                           links=_links(args))
+    if args.out is not None:
+        _write(args.out, "--out", json.dumps(found.view.to_dict()) + "\n")
+    if args.svg is not None:
+        if found.view.size() > MAX_SVG_CELLS:
+            raise Refused(f"--svg draws at most {MAX_SVG_CELLS:,} ranks, and the plan has "
+                          f"{found.view.size():,}")
+        _write(args.svg, "--svg", svg(found.view, host=topology, domain=topology,
+                                      title=f"placed: {found.view!r} on {topology!r}"))
+    print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    return 0
+
+
+def _write(path: str, flag: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise Refused(f"cannot write {flag} {path!r}: {e.strerror or e}") from None
 
 
 def _plan_name(source: str, taken: list[tuple[str, Any, Any]]) -> str:
@@ -209,14 +272,11 @@ def _crossings(args: argparse.Namespace, found: Explanation) -> list[tuple[str, 
 
 
 def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
-               failed: Sequence[int]) -> str:
-    """Write the ``--svg`` picture; the name of the view drawn."""
-    name, picture = _svg(args, views, topology, failed)
-    try:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(picture)
-    except OSError as e:
-        raise Refused(f"cannot write --svg {args.svg!r}: {e.strerror or e}") from None
+               failed: Sequence[int], *, domains: bool) -> str:
+    """Write the ``--svg`` picture (``domains``: coloured by fast domain and host); the name
+    of the view drawn."""
+    name, picture = _svg(args, views, topology, failed, domains)
+    _write(args.svg, "--svg", picture)
     return name
 
 def _dims_view(spec: str, world: int | None) -> MeshView:
@@ -238,9 +298,12 @@ def _dims_view(spec: str, world: int | None) -> MeshView:
     return MeshView.from_shape(tuple(sizes), tuple(names))
 
 
-def _topology(args: argparse.Namespace, plan: Topology | None,
-              views: dict[str, MeshView]) -> Topology | None:
-    """The plan's TOPOLOGY with the flags applied (None: explain assumes the hosts)."""
+def _topology(args: argparse.Namespace, plan: Topology | None, views: dict[str, MeshView],
+              given: Topology | None) -> Topology | None:
+    """The machine the flags name (``given``), else the plan's TOPOLOGY with the flags
+    applied (None: explain assumes the hosts)."""
+    if given is not None:
+        return given
     if args.devices_per_host is None:
         if plan is None:
             if args.hosts_per_domain is not None:
@@ -265,7 +328,7 @@ def _topology(args: argparse.Namespace, plan: Topology | None,
 
 
 def _svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
-         failed: Sequence[int]) -> tuple[str, str]:
+         failed: Sequence[int], domains: bool) -> tuple[str, str]:
     """(view name, SVG text) of the view ``--view`` names (default: the first)."""
     name = args.view if args.view is not None else next(iter(views))
     if name not in views:
@@ -277,4 +340,5 @@ def _svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topolog
                       f"{view.size():,} per instance: choose a smaller view with --view (a "
                       "slice of it defined in the plan)")
     return name, svg(view, host=topology.host, color_by=args.color_by, rank=args.rank,
-                     title=f"{name}: {view!r} on {topology!r}", failed=failed)
+                     title=f"{name}: {view!r} on {topology!r}", failed=failed,
+                     domain=topology if domains else None)

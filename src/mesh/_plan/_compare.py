@@ -21,11 +21,9 @@ from .._core import (
     DuplicateNameError,
     Family,
     InvalidMeshDataError,
-    InvalidSizeError,
     MeshTypeError,
     MeshView,
     UnknownDimError,
-    as_int,
     as_name,
     check_plan_dims,
     items_of,
@@ -34,7 +32,7 @@ from .._core import (
 from ._explain import CommMemory, explain
 from ._report import compare_report
 from ._topology import Topology
-from ._traffic import Links
+from ._traffic import Links, traffic_bytes
 
 __all__ = ["COMPARE_SCHEMA", "Comparison", "compare", "compare_placed"]
 
@@ -125,7 +123,7 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
                    rank: int | None = None) -> Comparison:
     """:func:`compare` of plans each on its own topology (``meshlayout compare`` reads one
     from each plan file): ``(name, views, topology or None)`` per plan."""
-    nbytes = _traffic(traffic)
+    nbytes = traffic_bytes(traffic)
     if links is None:
         links = Links()
     elif not isinstance(links, Links):
@@ -144,7 +142,7 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
     if unknown:
         raise UnknownDimError(f"traffic names dims {unknown!r} that no plan has; the plans' "
                               f"dims are {dims!r}")
-    domains = any(p.data["hosts_per_domain"] > 1 for p in placed)
+    domains = any(p.data["hosts_per_domain"] != 1 for p in placed)
     rows = [row for d in dims for row in _dim_rows(placed, d, nbytes.get(d), links, domains)]
     rows += _plan_rows(placed, nbytes, links)
     ranking = None
@@ -177,21 +175,6 @@ def _plans(plans: object) -> dict[str, dict[str, MeshView]]:
         else:
             raise MeshTypeError(f"plan {key!r} must be a mesh.MeshView or a mapping of view "
                                 f"names to views, got {show(plan)}")
-    return out
-
-
-def _traffic(traffic: object) -> dict[str, int]:
-    """``traffic`` checked: dim name → bytes per step per rank (an int >= 0)."""
-    if traffic is None:
-        return {}
-    out = {}
-    for dim, nbytes in items_of(traffic, "traffic", "a mapping of dim names to bytes per step"):
-        name = as_name(dim, "a traffic dim name")  # first: a key of any kind is named safely
-        b = as_int(nbytes, f"traffic[{name!r}]", "an int (bytes per step per rank)")
-        if not 0 <= b < 1 << 63:
-            raise InvalidSizeError(f"traffic[{name!r}] must be bytes in [0, 2**63), got "
-                                   f"{show(b)}")
-        out[name] = b
     return out
 
 

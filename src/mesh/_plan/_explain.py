@@ -34,7 +34,8 @@ from .._core import (
 from ._report import MIB, report
 from ._topology import Topology
 
-__all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain"]
+__all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain",
+           "machine_fields"]
 
 SCHEMA = "meshlayout.explain/1"
 """The ``schema`` field of :meth:`Explanation.to_dict` (bumped on incompatible changes)."""
@@ -171,7 +172,7 @@ def explain(views: Mapping[str, MeshView], topology: Topology | None = None, *,
     comms = families.communicators()
     per_rank = _most_memberships(list(comms.values()))
     data: dict[str, Any] = {
-        "schema": SCHEMA, **_machine(topology, assumed), "communicators_per_rank": per_rank,
+        "schema": SCHEMA, **machine_fields(topology, assumed), "communicators_per_rank": per_rank,
         "memory": {"formula": CommMemory.FORMULA, "channels": memory.channels,
                    "buffsize": memory.buffsize, "fixed": memory.fixed,
                    "bytes_per_communicator": memory.per_communicator,
@@ -224,8 +225,8 @@ def _placed(named: dict[str, MeshView], topology: object, world: object
     return topology, False
 
 
-def _machine(topology: Topology, assumed: bool) -> dict[str, Any]:
-    """The machine fields of the data, in the schema's order."""
+def machine_fields(topology: Topology, assumed: bool) -> dict[str, Any]:
+    """The machine fields of the data, in the schema's order (explain's, place's)."""
     return {"world": topology.world_size, "devices_per_host": topology.devices_per_host,
             "devices_per_host_assumed": assumed, "num_hosts": topology.num_hosts,
             "hosts_per_domain": topology.hosts_per_domain,

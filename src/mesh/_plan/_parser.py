@@ -1,4 +1,4 @@
-"""The ``meshlayout`` command's flags: the parser of ``explain`` and ``compare``.
+"""The ``meshlayout`` command's flags: the parser of ``explain``, ``compare`` and ``place``.
 
 Each flag's text becomes a value through an argument type of ``_args``; what the flags
 mean together (a plan, a machine, a failure) is the command's (``_cli``).
@@ -22,14 +22,33 @@ examples:
   meshlayout explain plan.py --expect-intra-host tp,ep      (exit 1 if tp or ep crosses hosts)
   meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
   meshlayout explain --world 32 --dims dp=4,tp=8 --fail 13 --spares 32 --rank 9
+  meshlayout explain plan.py --topology machine.json   (the plan against the machine it gets)
+  meshlayout explain plan.py --hosts 'node[001-128]' --devices-per-host 4 --hosts-per-domain 18
 
 A plan file is Python that meshlayout runs (like a config.py: explain only plans you
 trust) and that defines VIEWS, a dict of view name -> mesh.MeshView, and
 optionally TOPOLOGY, a mesh.Topology; with WORLD (a mesh.MeshView) and PLAN (a
 function WORLD -> VIEWS), --fail also re-derives the plan from the survivors.
 --devices-per-host (with --world) replaces TOPOLOGY's hosts, --hosts-per-domain
-regroups them, and --dims replaces VIEWS with one view. Exit status: 0 done, 1 an
---expect-intra-* check failed, 2 bad input.
+regroups them, and --dims replaces VIEWS with one view. The machine the job gets:
+--topology FILE (a mesh.Topology saved with to_dict, or by backend.discover_topology),
+--hosts LIST (a Slurm host list, with --devices-per-host) or --hosts-file FILE (one
+host per line in rank order: HOST [slots=N] [domain=NAME]); with one of them, the
+report also says where the machine differs from the plan's TOPOLOGY (or the hosts of 8
+assumed without one). Exit status: 0 done, 1 an --expect-intra-* check failed, 2 bad
+input.
+"""
+
+_PLACE_EPILOG = """\
+examples:
+  meshlayout place --dims pp=4,dp=8,cp=4,tp=8 --devices-per-host 8 --hosts-per-domain 4 \\
+      --traffic tp=1GiB,cp=512MiB,dp=256MiB
+  meshlayout place --dims dp=32,tp=4 --topology machine.json --traffic tp=1GiB --out view.json
+
+The estimate is compare's (a first-order alpha-beta model of a ring all-reduce per dim,
+over inter-host links when a group leaves one fast domain); the chosen order is the least
+over every rank order (dims inside hosts innermost, then inside domains, then across),
+ties going to the heaviest dims inside hosts. Exit status: 0 done, 2 bad input.
 """
 
 _COMPARE_EPILOG = """\
@@ -79,6 +98,24 @@ def parser() -> argparse.ArgumentParser:
                    help="text (default) or json (schema in the README)")
     _memory_arguments(c)
     _traffic_arguments(c)
+    pl = sub.add_parser(
+        "place", help="choose the rank order: which dims inside hosts, domains, across",
+        description="Choose the rank order of a mesh on a machine: the order (a layout over "
+        "the world, or an explicit universe where the machine numbers its ranks out of order) "
+        "whose estimated communication time per step is least. Prints the chosen layout, each "
+        "dim's level, hosts and domains per group and estimated time, the runner-up and the "
+        "order as given.", epilog=_PLACE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pl.add_argument("--dims", metavar="NAME=SIZE,...", required=True,
+                    help="the mesh, e.g. pp=4,dp=8,cp=4,tp=8 (its sizes multiply to the world)")
+    _machine_arguments(pl, rank=False)
+    pl.add_argument("--format", choices=("text", "json"), default="text",
+                    help="text (default) or json (schema in the README)")
+    pl.add_argument("--out", metavar="FILE", help="also write the chosen view as JSON "
+                    "(mesh.MeshView.from_dict reads it)")
+    pl.add_argument("--svg", metavar="FILE", help="also write an SVG picture of the chosen view, "
+                    "coloured by fast domain and host")
+    _traffic_arguments(pl)
     return top
 
 
@@ -90,7 +127,7 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
 
 
-def _machine_arguments(p: argparse.ArgumentParser) -> None:
+def _machine_arguments(p: argparse.ArgumentParser, *, rank: bool = True) -> None:
     """The machine the plans run on, and one rank."""
     p.add_argument("--world", type=_args.positive, help="the number of ranks (default: what "
                    "the views reach, or the product of --dims)")
@@ -98,8 +135,17 @@ def _machine_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
     p.add_argument("--hosts-per-domain", type=_args.positive, metavar="N",
                    help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
-    p.add_argument("--rank", type=_args.rank,
-                   help="also show this rank's host, coordinates, groups")
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--topology", metavar="FILE", help="the machine: a saved mesh.Topology "
+                       "(JSON of Topology.to_dict, as backend.discover_topology gives it)")
+    given.add_argument("--hosts", metavar="LIST", help="the machine: a Slurm host list in rank "
+                       "order, e.g. node[001-128] (with --devices-per-host)")
+    given.add_argument("--hosts-file", metavar="FILE", help="the machine: one host per line in "
+                       "rank order, HOST [slots=N] [domain=NAME] (slots default: "
+                       "--devices-per-host)")
+    if rank:
+        p.add_argument("--rank", type=_args.rank,
+                       help="also show this rank's host, coordinates, groups")
 
 
 def _traffic_arguments(p: argparse.ArgumentParser) -> None:

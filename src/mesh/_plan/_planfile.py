@@ -23,7 +23,7 @@ from .._core import MAX_PLAN_DIMS, MeshView, as_name, check_plan_dims, items_of,
 from ._fail import DerivedFrom
 from ._topology import Topology
 
-__all__ = ["MOST_PLAN_BYTES", "Refused", "load"]
+__all__ = ["MOST_PLAN_BYTES", "Refused", "load", "read_bounded"]
 
 
 class Refused(Exception):
@@ -52,22 +52,27 @@ def load(path: str) -> tuple[dict[str, MeshView], Topology | None, DerivedFrom |
 
 
 def _source(path: str) -> bytes:
-    """The plan file's bytes: at most :data:`MOST_PLAN_BYTES` (a larger regular file is
-    refused from its size, unread; a device or pipe is read one byte past the limit)."""
+    """The plan file's bytes: at most :data:`MOST_PLAN_BYTES`."""
+    return read_bounded(path, "the plan file", MOST_PLAN_BYTES, " (a large rank list belongs "
+                        "in a data file the plan reads, e.g. MeshView.from_dict(json.load(...)))")
+
+
+def read_bounded(path: str, what: str, most: int, hint: str = "") -> bytes:
+    """The bytes of the file at ``path`` (``what`` names it in messages): at most ``most``
+    (a larger regular file is refused from its size, unread; a device or pipe is read one
+    byte past the limit), else :class:`Refused`."""
     try:
         with open(path, "rb") as f:
             info = os.fstat(f.fileno())
-            if stat.S_ISREG(info.st_mode) and info.st_size > MOST_PLAN_BYTES:
-                raise Refused(f"the plan file {path!r} has {info.st_size:,} bytes, more than "
-                              f"the {MOST_PLAN_BYTES:,} a plan file may have (a large rank list "
-                              "belongs in a data file the plan reads, e.g. "
-                              "MeshView.from_dict(json.load(...)))")
-            source = f.read(MOST_PLAN_BYTES + 1)
+            if stat.S_ISREG(info.st_mode) and info.st_size > most:
+                raise Refused(f"{what} {path!r} has {info.st_size:,} bytes, more than the "
+                              f"{most:,} {what.replace('the ', 'a ', 1)} may have{hint}")
+            source = f.read(most + 1)
     except OSError as e:
-        raise Refused(f"cannot read the plan file {path!r}: {e.strerror or e}") from None
-    if len(source) > MOST_PLAN_BYTES:
-        raise Refused(f"the plan file {path!r} goes on past {MOST_PLAN_BYTES:,} bytes, the "
-                      "most a plan file may have (is it a device or a pipe?)")
+        raise Refused(f"cannot read {what} {path!r}: {e.strerror or e}") from None
+    if len(source) > most:
+        raise Refused(f"{what} {path!r} goes on past {most:,} bytes, the most "
+                      f"{what.replace('the ', 'a ', 1)} may have (is it a device or a pipe?)")
     return source
 
 

@@ -1,6 +1,8 @@
 """The text reports of the plan wing: an explanation's (:func:`report`, ``str(explain(...))``:
-tables per view, then cost), a comparison's (:func:`compare_report`) and a failure's
-(:func:`failure_report`, ``meshlayout explain --fail``).
+tables per view, then cost), a comparison's (:func:`compare_report`), a failure's
+(:func:`failure_report`, ``meshlayout explain --fail``) and a placement's
+(:func:`place_report`, ``meshlayout place``), and where a machine differs from the plan's
+topology (:func:`topology_report`, ``meshlayout explain --topology``).
 
 Each reads only the plain data the command prints with ``--format json``
 (:meth:`~mesh.Explanation.to_dict`, :meth:`~mesh.Comparison.to_dict`, the ``failure``,
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MIB", "compare_report", "failure_report", "report"]
+__all__ = ["MIB", "compare_report", "failure_report", "place_report", "report",
+           "topology_report"]
 
 MIB = 1 << 20
 """Bytes in a MiB: the unit of the memory estimate's flags and of the reports."""
@@ -35,7 +38,7 @@ def report(data: dict[str, Any]) -> str:
     """The text report of the explanation ``data``."""
     lines = [_machine_line(data)]
     for v in data["views"]:
-        lines += ["", *_view_lines(v, data["hosts_per_domain"] > 1)]
+        lines += ["", *_view_lines(v, data["hosts_per_domain"] != 1)]
     lines += ["", *_cost_lines(data)]
     if "rank" in data:
         lines += ["", *_rank_text(data["rank"])]
@@ -49,7 +52,9 @@ def _machine_line(data: dict[str, Any]) -> str:
         hosts += f" of {_n(data['devices_per_host'], 'device')}"
     if data["devices_per_host_assumed"]:
         hosts += " (assumed: set --devices-per-host)"
-    if data["hosts_per_domain"] > 1:
+    if data["hosts_per_domain"] is None:
+        hosts += f", fast domains as listed ({_n(data['num_domains'], 'domain')})"
+    elif data["hosts_per_domain"] > 1:
         hosts += (f", fast domains of {_n(data['hosts_per_domain'], 'host')} "
                   f"({_n(data['num_domains'], 'domain')})")
     return f"{_n(data['world'], 'rank')} on {hosts}"
@@ -184,18 +189,69 @@ def _compare_notes(data: dict[str, Any]) -> list[str]:
               f"  with {mem['channels']} channels × 2 × {_mib(mem['buffsize'])} + "
               f"{_mib(mem['fixed'])} (set with --channels, --buffsize-mib, --fixed-mib)"]
     if traffic is not None:
-        shown = ", ".join(f"{d}={_bytes(b)}" for d, b in traffic["bytes"].items())
-        lines += [f"time per step, a first-order α-β estimate of a {traffic['collective']} "
-                  "per dim over its slowest group:",
-                  f"  {traffic['formula']}   (g: the group size)",
-                  f"  bandwidth, latency: {traffic['intra_host_gbps']:g} Gb/s, "
-                  f"{traffic['intra_host_latency_us']:g} µs inside one host (or fast domain), "
-                  f"else {traffic['inter_host_gbps']:g} Gb/s, "
-                  f"{traffic['inter_host_latency_us']:g} µs",
-                  "  (set with --intra-host-gbps, --inter-host-gbps, --intra-host-latency-us, "
-                  "--inter-host-latency-us)",
-                  f"  traffic per step per rank: {shown}"]
+        lines += _estimate_lines(traffic)
     return lines
+
+
+def _estimate_lines(traffic: dict[str, Any]) -> list[str]:
+    """The time estimate's formula, parameters and traffic (compare's and place's)."""
+    shown = ", ".join(f"{d}={_bytes(b)}" for d, b in traffic["bytes"].items()) or \
+        "none given (only latency counts)"
+    return [f"time per step, a first-order α-β estimate of a {traffic['collective']} "
+            "per dim over its slowest group:",
+            f"  {traffic['formula']}   (g: the group size)",
+            f"  bandwidth, latency: {traffic['intra_host_gbps']:g} Gb/s, "
+            f"{traffic['intra_host_latency_us']:g} µs inside one host (or fast domain), "
+            f"else {traffic['inter_host_gbps']:g} Gb/s, "
+            f"{traffic['inter_host_latency_us']:g} µs",
+            "  (set with --intra-host-gbps, --inter-host-gbps, --intra-host-latency-us, "
+            "--inter-host-latency-us)",
+            f"  traffic per step per rank: {shown}"]
+
+
+def place_report(data: dict[str, Any]) -> str:
+    """The text of ``meshlayout place``: the chosen order, each dim's level, hosts and
+    domains per group and estimated time; the runner-up and the order as given."""
+    shape = ", ".join(f"{n}={s:,}" for n, s in zip(data["names"], data["shape"]))
+    chosen, runner, given = data["chosen"], data["runner_up"], data["as_given"]
+    dom = data["hosts_per_domain"] != 1
+    head = ["dim", "size", "level", "layout", "hosts/group", *(["domains/group"] if dom else []),
+            "est. time/step"]
+    rows = [head] + [[d["name"], f"{d['size']:,}", d["level"], d["layout"],
+                      _count(d["hosts_per_group"]),
+                      *([_count(d["domains_per_group"])] if dom else []),
+                      _seconds(d["seconds"])] for d in chosen["dims"]]
+    lines = [f"placing ({shape}) on {_machine_line(data)}", "",
+             f"chosen: layout {chosen['layout']} over {chosen['universe']} "
+             f"(of {data['choices']:,} admissible choices of levels)",
+             *_table(rows, right={1, 4, 5, 6} if dom else {1, 4, 5}),
+             f"  est. comm. time/step: {_seconds(chosen['seconds'])}"]
+    if runner is None:
+        lines.append("runner-up: none (every admissible order has this estimate)")
+    else:
+        lines.append(f"runner-up: layout {runner['layout']}: {_seconds(runner['seconds'])} "
+                     f"({_more(runner['seconds'], chosen['seconds'])}); "
+                     f"{_moves(chosen, runner)}")
+    lines.append(f"as given (row-major in the order of the dims): layout {given['layout']}: "
+                 f"{_seconds(given['seconds'])} ({_more(given['seconds'], chosen['seconds'])})")
+    return "\n".join([*lines, *_estimate_lines(data["traffic"])])
+
+
+def _count(v: int | None) -> str:
+    return "?" if v is None else f"{v:,}"
+
+
+def _more(seconds: float, best: float) -> str:
+    if f"{seconds:.9g}" == f"{best:.9g}":
+        return "the same estimate"
+    return f"+{(seconds - best) / best:.0%}" if best > 0 else "slower"
+
+
+def _moves(chosen: dict[str, Any], other: dict[str, Any]) -> str:
+    """``levels: tp domain (chosen: host)``: the dims whose level differs."""
+    moved = [f"{b['name']} {b['level']} (chosen: {a['level']})"
+             for a, b in zip(chosen["dims"], other["dims"]) if a["level"] != b["level"]]
+    return "levels: " + ", ".join(moved) if moved else "the same levels"
 
 
 def _bytes(b: int) -> str:
@@ -204,6 +260,31 @@ def _bytes(b: int) -> str:
         if b >= scale and b % scale == 0:
             return f"{b // scale:,} {unit}"
     return f"{b:,} B"
+
+
+def topology_report(diff: dict[str, Any]) -> str:
+    """Where the machine (``--topology``, ``--hosts``, ``--hosts-file``) differs from the
+    topology the plan declares: the ``topology`` field of ``explain --format json``."""
+    head = f"the machine ({diff['source']}) against the declared topology"
+    if diff["declared"] is None:
+        return f"{head}: {diff['declared_from']}, so nothing to compare"
+    declared = {**diff["declared"], "devices_per_host_assumed": False}  # said in declared_from
+    lines = [f"{head}, {diff['declared_from']}: {_machine_line(declared)}"]
+    lines += [f"  {line}" for line in diff["differences"]]
+    if diff["dims"]:
+        lines.append("  dims placed differently on the machine (declared → machine):")
+        for d in diff["dims"]:
+            was, now = d["declared"], d["machine"]
+            moved = [f"{label} {was[k]:,} → {now[k]:,}" for k, label in (
+                ("hosts_per_group", "hosts/group"), ("domains_per_group", "domains/group"))
+                if was[k] != now[k]]
+            lines.append(f"    {d['view']}.{d['dim']}: {', '.join(moved)}")
+    if not diff["differences"] and not diff["dims"]:
+        lines.append("  the same hosts and domains, rank for rank: every dim is placed as "
+                     "declared")
+    elif not diff["dims"]:
+        lines.append("  every dim's groups span as many hosts and domains as declared")
+    return "\n".join(lines)
 
 
 def failure_report(data: dict[str, Any]) -> str:

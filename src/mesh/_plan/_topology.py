@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -10,14 +13,17 @@ import attrs
 from layout import complement
 
 from .._core import (
+    MAX_LISTED_RANKS,
     MAX_UNIVERSE,
     Dim,
     Family,
     MeshTypeError,
     MeshView,
+    TooManyRanksError,
     TopologyError,
     as_int,
     as_size,
+    check_limit,
     numpy,
     ordered,
     rank_rows,
@@ -25,8 +31,13 @@ from .._core import (
     show,
 )
 from ._blocks import most_blocks
+from ._topofile import Fields, data_of, fields_of
 
-__all__ = ["Topology"]
+__all__ = ["Topology", "first_split"]
+
+Runs = tuple[tuple[int, ...], ...]
+_SCANNED = 1 << 20  # the most ranks first_crossing reads group by group before it lists
+_MOST_IN_PYTHON = 1 << 26  # the most ranks ranks_in_order lists, whatever its limit
 
 
 @attrs.frozen(init=False, repr=False, eq=False)
@@ -36,15 +47,20 @@ class Topology:
     A value separate from views: the same plan can be checked against several
     machines.  By default rank ``r`` runs on host ``r // devices_per_host`` (how
     ``torchrun`` numbers ranks node by node); :meth:`from_hosts` takes an explicit
-    host per rank instead.  ``hosts_per_domain`` groups consecutive hosts into fast
-    domains (an NVLink domain spanning hosts, such as an NVL72 rack of 18 hosts):
-    host ``h`` is in domain ``h // hosts_per_domain``; the last domain may be partial.
+    host per rank instead (hosts of differing sizes, ranks not numbered host by host),
+    and :meth:`from_dict` reads what :meth:`to_dict` (or ``backend.discover_topology``)
+    wrote.  ``hosts_per_domain`` groups consecutive hosts into fast domains (an NVLink
+    domain spanning hosts, such as an NVL72 rack of 18 hosts): host ``h`` is in domain
+    ``h // hosts_per_domain``; the last domain may be partial.  Domains may also be
+    explicit (partial racks, a rack split between jobs): ``from_hosts(..., domains=...)``.
 
+    An explicit topology is held as runs of consecutive ranks on one host (the data
+    grows with the hosts when ranks are numbered host by host, not with the ranks).
     Queries take a view and a dim and never list the world for a regular topology
     over an identity universe: :meth:`hosts_per_group` is O(ndim + devices per
     host**2) there (a group's host count depends only on where its first member
-    sits within a host), and :meth:`hosts_of` is O(group size).  Explicit host lists
-    and explicit universes list the dim's groups once (O(N)).
+    sits within a host), and :meth:`hosts_of` is O(group size).  Explicit host lists,
+    explicit domains and explicit universes list the dim's groups once (O(N)).
 
     >>> from mesh import MeshView, Topology
     >>> plan = MeshView.from_shape((4, 8, 4, 8), ("pp", "dp", "cp", "tp"))
@@ -57,10 +73,13 @@ class Topology:
 
     world_size: int
     devices_per_host: int | None
-    """Devices per host, or None for an explicit host list with hosts of differing sizes."""
-    hosts_per_domain: int
-    _hosts: tuple[int, ...] | None  # explicit: the host index of every rank
-    _names: tuple[str, ...] | None  # explicit: each host's label, by index
+    """Devices per host, or None for an explicit host list (hosts of differing sizes, or
+    ranks not numbered host by host)."""
+    hosts_per_domain: int | None
+    """Hosts per fast domain (1: a domain is a host), or None for explicit domains."""
+    _runs: Runs | None  # explicit hosts: (host, count, first device) runs, in rank order
+    _names: tuple[str, ...] | None  # each host's label, by index
+    _domain_runs: Runs | None  # explicit domains: (domain, hosts) runs, in host order
 
     def __init__(self, world_size: object, devices_per_host: object, *,
                  hosts_per_domain: object = 1) -> None:
@@ -75,53 +94,156 @@ class Topology:
                 f"world_size {n:,} is not a whole number of hosts of {show(h)} devices (valid: "
                 f"a multiple of devices_per_host; use Topology.from_hosts for hosts of "
                 "differing sizes)")
-        self.__attrs_init__(n, h, f, None, None)
+        self.__attrs_init__(n, h, f, None, None, None)
 
     @classmethod
-    def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1) -> Topology:
+    def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1,
+                   domains: object = None, devices: object = None) -> Topology:
         """A topology from the host of every rank: ``hosts[r]`` is rank ``r``'s host label
         (a hostname or an int, compared as text: ``1`` and ``"1"`` are one host; an
         ordered sequence).  Hosts are numbered in order of first appearance; consecutive
         equal-sized hosts give the regular topology (and its fast queries).
 
+        ``domains[r]``, if given, is rank ``r``'s fast domain label (every rank of a host
+        in one domain; instead of ``hosts_per_domain``); ``devices[r]`` its device index
+        on its host (default: the ranks of a host take devices 0, 1, ... in rank order;
+        two ranks may not claim one device).
+
         >>> Topology.from_hosts(["a", "a", "b", "b"]) == Topology(4, 2)
         True
+        >>> Topology.from_hosts(["a", "a", "b", "c"], domains=["r1"] * 3 + ["r2"]).num_domains
+        2
         """
         labels = ordered(hosts, "hosts")
         if not labels:
             raise TopologyError("hosts must name the host of at least one rank, got none")
         f = _per_domain(hosts_per_domain)
         index: dict[str, int] = {}
-        for i, lab in enumerate(labels):
-            index.setdefault(_label(lab, i), len(index))
-        of = tuple([index[_label(lab, i)] for i, lab in enumerate(labels)])
-        names = tuple(index)
-        n, k = len(of), len(index)
-        if n % k == 0 and of == tuple([r // (n // k) for r in range(n)]):
-            return cls._trusted(n, n // k, f, None, names)
-        return cls._trusted(n, None, f, of, names)
+        of = [index.setdefault(_label(lab, f"hosts[{i}]"), len(index))
+              for i, lab in enumerate(labels)]
+        placed = _devices(devices, of)
+        host_domains = None
+        if domains is not None:
+            if f != 1:
+                raise TopologyError("give hosts_per_domain or domains, not both (domains "
+                                    f"names each rank's domain), got hosts_per_domain={f}")
+            host_domains = _host_domains(domains, of, len(index))
+        runs = _run_length([(h, d) for h, d in zip(of, placed)])
+        return cls._made(len(of), runs, tuple(index), None if host_domains else f,
+                         host_domains)
 
     @classmethod
-    def _trusted(cls, world_size: int, devices_per_host: int | None, hosts_per_domain: int,
-                 hosts: tuple[int, ...] | None, names: tuple[str, ...] | None) -> Topology:
-        """A topology from fields already known valid (no checks)."""
+    def from_dict(cls, d: object) -> Topology:
+        """Inverse of :meth:`to_dict`; strict: anything else is a typed error.
+
+        Refused with :class:`~mesh.InvalidMeshDataError`: a non-dict, a missing, unknown or
+        wrongly typed key, a version other than 1; with :class:`~mesh.TopologyError`, data
+        that does not fit together: ranks that do not add up to ``world`` (more ranks than
+        the world declares, or fewer), two ranks claiming one device, a host or a domain
+        without ranks, a host named twice.
+        """
+        f = fields_of(d)
+        if f.ranks is not None:
+            return cls._made(f.world, f.ranks, f.names, f.hosts_per_domain, f.domains)
+        assert f.devices_per_host is not None
+        if f.world % f.devices_per_host:
+            raise TopologyError(f"'world' {f.world:,} is not a whole number of hosts of "
+                                f"{f.devices_per_host:,} devices")
+        hosts = f.world // f.devices_per_host
+        if f.names is not None:
+            if len(f.names) != hosts:
+                raise TopologyError(f"'hosts' names {len(f.names):,} hosts, but {f.world:,} "
+                                    f"ranks on hosts of {f.devices_per_host:,} are "
+                                    f"{hosts:,} hosts")
+            _named_once(f.names)
+        return cls._finish(f.world, f.devices_per_host, None, f.names, f.hosts_per_domain,
+                           f.domains, hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, versioned JSON-able data (the file ``meshlayout --topology`` reads): the
+        world, the hosts (regular, or runs of consecutive ranks on one host), the domains
+        (regular, or runs of consecutive hosts), the hosts' names as a Slurm host list.
+
+        >>> Topology(16, 4, hosts_per_domain=2).to_dict()
+        {'version': 1, 'world': 16, 'devices_per_host': 4, 'ranks': None, \
+'hosts_per_domain': 2, 'domains': None, 'hosts': None}
+        >>> Topology.from_hosts(["n01", "n01", "n02", "n02", "n02"]).to_dict()["ranks"]
+        [[0, 2, 0], [1, 3, 0]]
+        """
+        return data_of(Fields(self.world_size, self.devices_per_host, self._runs,
+                              self.hosts_per_domain, self._domain_runs, self._names))
+
+    @classmethod
+    def _made(cls, world: int, runs: Runs, names: tuple[str, ...] | None,
+              per_domain: int | None, domains: Runs | None) -> Topology:
+        """A topology from runs of ranks ``(host, count, first device)`` in rank order (hosts
+        numbered anyhow), checked and made canonical: hosts renumbered by first appearance,
+        runs that continue merged, the regular form when the runs are one per host."""
+        total = sum(c for _, c, _ in runs)
+        if total != world:
+            why = "more than the world declares" if total > world else "fewer"
+            raise TopologyError(f"the runs of ranks cover {total:,} ranks, {why}: the world "
+                                f"is {world:,} ranks")
+        given = max(h for h, _, _ in runs) + 1
+        if names is not None and given > len(names):
+            raise TopologyError(f"a run of ranks is on host {given - 1:,}, but 'hosts' names "
+                                f"only {len(names):,} hosts")
+        count = len(names) if names is not None else given
+        order = list(dict.fromkeys(h for h, _, _ in runs))
+        if len(order) < count:
+            idle = min(set(range(count)) - set(order))
+            label = names[idle] if names is not None else f"host{idle}"
+            raise TopologyError(f"host {idle:,} ({label}) has no ranks: every host of a "
+                                "topology runs at least one rank")
+        new = {old: i for i, old in enumerate(order)}
+        if names is not None:
+            names = tuple(names[old] for old in order)
+            _named_once(names)
+        merged = _merged([(new[h], c, d) for h, c, d in runs])
+        _one_rank_per_device(merged, names)
+        hosts = len(order)
+        size = merged[0][1]
+        regular = len(merged) == hosts and all(
+            r == (i, size, 0) for i, r in enumerate(merged))
+        if domains is not None:
+            domains = tuple((d, c) for (d, c) in _permuted_domains(domains, order, count))
+        return cls._finish(world, size if regular else None, None if regular else merged,
+                           names, per_domain, domains, hosts)
+
+    @classmethod
+    def _finish(cls, world: int, per_host: int | None, runs: Runs | None,
+                names: tuple[str, ...] | None, per_domain: int | None,
+                domains: Runs | None, hosts: int) -> Topology:
+        """The topology, its domains checked and made canonical."""
+        if domains is not None:
+            per_domain, domains = _canonical_domains(domains, hosts)
+        if per_domain is not None and per_domain > MAX_UNIVERSE:
+            raise TopologyError(f"hosts_per_domain must be at most 2**63, got {per_domain:,}")
+        return cls._trusted(world, per_host, per_domain, runs, names, domains)
+
+    @classmethod
+    def _trusted(cls, world_size: int, devices_per_host: int | None,
+                 hosts_per_domain: int | None, runs: Runs | None,
+                 names: tuple[str, ...] | None, domains: Runs | None) -> Topology:
+        """A topology from fields already known valid and canonical (no checks)."""
         made = cls.__new__(cls)
-        made.__attrs_init__(world_size, devices_per_host, hosts_per_domain, hosts, names)
+        made.__attrs_init__(world_size, devices_per_host, hosts_per_domain, runs, names,
+                            domains)
         return made
 
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
         return Topology._trusted(self.world_size, self.devices_per_host,
-                                 _per_domain(hosts_per_domain), self._hosts, self._names)
+                                 _per_domain(hosts_per_domain), self._runs, self._names, None)
 
     # ---- values ------------------------------------------------------------------------
-    def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the constructors
-        labels = None if self._hosts is None else [self.host_name(h) for h in self._hosts]
-        return _rebuild, (self.world_size, self.devices_per_host, self.hosts_per_domain,
-                          labels if self.devices_per_host is None else None, self._names)
+    def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the checks
+        return Topology.from_dict, (self.to_dict(),)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.world_size, self.devices_per_host, self.hosts_per_domain, self._hosts)
+        f = self.hosts_per_domain
+        return (self.world_size, self.devices_per_host, self._runs,
+                None if f is None else min(f, self.num_hosts), self._domain_runs)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Topology) and self._key() == other._key()
@@ -130,38 +252,80 @@ class Topology:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        dom = f", hosts_per_domain={self.hosts_per_domain}" if self.hosts_per_domain > 1 else ""
-        if self._hosts is None:
+        f = self.hosts_per_domain
+        dom = f", hosts_per_domain={f}" if f is not None and f > 1 else \
+            f", <{self.num_domains} domains>" if f is None else ""
+        if self._runs is None:
             return f"Topology({self.world_size}, {self.devices_per_host}{dom})"
         return f"Topology.from_hosts(<{self.world_size} ranks on {self.num_hosts} hosts>{dom})"
 
     @functools.cached_property
     def num_hosts(self) -> int:
         """The number of hosts."""
-        if self._hosts is None:
+        if self._runs is None:
             assert self.devices_per_host is not None
             return self.world_size // self.devices_per_host
-        return max(self._hosts) + 1
+        return max(h for h, _, _ in self._runs) + 1
 
-    @property
+    @functools.cached_property
     def num_domains(self) -> int:
-        """The number of fast domains (the last may hold fewer hosts)."""
+        """The number of fast domains (with ``hosts_per_domain``, the last may hold fewer
+        hosts)."""
+        if self._domain_runs is not None:
+            return max(d for d, _ in self._domain_runs) + 1
+        assert self.hosts_per_domain is not None
         return -(-self.num_hosts // self.hosts_per_domain)
 
     def host(self, rank: int) -> int:
         """The index of the host rank ``rank`` runs on."""
+        r = self._rank(rank)
+        if self._runs is None:
+            assert self.devices_per_host is not None
+            return r // self.devices_per_host
+        return self._runs[bisect.bisect_right(self._starts, r) - 1][0]
+
+    def device(self, rank: int) -> int:
+        """The device index of rank ``rank`` on its host (its ``LOCAL_RANK`` under
+        torchrun).
+
+        >>> Topology(16, 4).device(6)
+        2
+        >>> Topology.from_hosts(["a", "a", "b"], devices=[1, 0, 3]).device(2)
+        3
+        """
+        r = self._rank(rank)
+        if self._runs is None:
+            assert self.devices_per_host is not None
+            return r % self.devices_per_host
+        i = bisect.bisect_right(self._starts, r) - 1
+        return self._runs[i][2] + r - self._starts[i]
+
+    def domain(self, rank: int) -> int:
+        """The index of the fast domain rank ``rank`` runs in."""
+        return self._domain_of(self.host(rank))
+
+    def _domain_of(self, host: int) -> int:
+        if self._domain_runs is None:
+            assert self.hosts_per_domain is not None
+            return host // self.hosts_per_domain
+        return self._domain_runs[bisect.bisect_right(self._domain_starts, host) - 1][0]
+
+    def _rank(self, rank: int) -> int:
         r = as_int(rank, "a rank")
         if not 0 <= r < self.world_size:
             raise TopologyError(f"rank {show(r)} is not on this topology {self!r} (valid: "
                                 f"0 <= rank < {self.world_size:,})")
-        if self._hosts is None:
-            assert self.devices_per_host is not None
-            return r // self.devices_per_host
-        return self._hosts[r]
+        return r
 
-    def domain(self, rank: int) -> int:
-        """The index of the fast domain rank ``rank`` runs in."""
-        return self.host(rank) // self.hosts_per_domain
+    @functools.cached_property
+    def _starts(self) -> tuple[int, ...]:
+        """The first rank of every run."""
+        return tuple(itertools.accumulate((c for _, c, _ in self._runs or ()), initial=0))
+
+    @functools.cached_property
+    def _domain_starts(self) -> tuple[int, ...]:
+        """The first host of every domain run."""
+        return tuple(itertools.accumulate((c for _, c in self._domain_runs or ()), initial=0))
 
     def host_name(self, host: int) -> str:
         """A host's label: the one given to :meth:`from_hosts`, else ``"host<i>"``."""
@@ -173,27 +337,29 @@ class Topology:
 
     def ranks_on(self, host: int) -> tuple[int, ...]:
         """The ranks that run on host ``host``, ascending: arithmetic for hosts of
-        ``devices_per_host`` ranks, one pass over an explicit host list.
+        ``devices_per_host`` ranks, one pass over the runs of an explicit topology; at
+        most ``mesh.MAX_LISTED_RANKS``.
 
         >>> Topology(32, 8).ranks_on(1)
         (8, 9, 10, 11, 12, 13, 14, 15)
         """
-        self.host_name(host)  # on the topology, or a TopologyError naming the valid hosts
+        check_limit(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
         h = as_int(host, "a host index")
-        if self._hosts is None:
+        if self._runs is None:
             assert self.devices_per_host is not None
             return tuple(range(h * self.devices_per_host, (h + 1) * self.devices_per_host))
-        return tuple([r for r, on in enumerate(self._hosts) if on == h])
+        return tuple([r for (on, c, _), s in zip(self._runs, self._starts) if on == h
+                      for r in range(s, s + c)])
 
     def host_size(self, host: int) -> int:
-        """How many ranks run on host ``host``: O(1), without listing them (an explicit host
-        list is counted once, for every host).
+        """How many ranks run on host ``host``: O(1), without listing them (an explicit
+        topology's runs are counted once, for every host).
 
         >>> Topology.from_hosts(["a", "b", "b"]).host_size(1)
         2
         """
         self.host_name(host)  # on the topology, or a TopologyError naming the valid hosts
-        if self._hosts is None:
+        if self._runs is None:
             assert self.devices_per_host is not None
             return self.devices_per_host
         return self._host_sizes[as_int(host, "a host index")]
@@ -201,14 +367,71 @@ class Topology:
     @functools.cached_property
     def _host_sizes(self) -> tuple[int, ...]:
         sizes = [0] * self.num_hosts
-        for h in self._hosts or ():
-            sizes[h] += 1
+        for h, c, _ in self._runs or ():
+            sizes[h] += c
         return tuple(sizes)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data describing the topology (not a serialization format)."""
-        return {"world": self.world_size, "devices_per_host": self.devices_per_host,
-                "num_hosts": self.num_hosts, "hosts_per_domain": self.hosts_per_domain}
+    def sizes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(host sizes, domain sizes)``: the distinct numbers of ranks a host holds, and a
+        fast domain holds, ascending (one each for a regular topology whose last domain is
+        whole).  O(hosts) for an explicit topology, O(1) for a regular one.
+
+        >>> Topology(40, 4, hosts_per_domain=4).sizes()
+        ((4,), (8, 16))
+        """
+        if self._runs is None:
+            h = self.devices_per_host
+            assert h is not None
+            if self._domain_runs is None:
+                f = self.hosts_per_domain
+                assert f is not None
+                last = self.num_hosts % f
+                whole = {h * min(f, self.num_hosts)}
+                return (h,), tuple(sorted(whole | ({h * last} if last and last < f else set())))
+            per_domain = [0] * self.num_domains
+            for d, c in self._domain_runs:
+                per_domain[d] += c * h
+            return (h,), tuple(sorted(set(per_domain)))
+        hosts = self._host_sizes
+        per_domain = [0] * self.num_domains
+        for host, size in enumerate(hosts):
+            per_domain[self._domain_of(host)] += size
+        return tuple(sorted(set(hosts))), tuple(sorted(set(per_domain)))
+
+    @functools.cached_property
+    def in_order(self) -> bool:
+        """Whether ranks are numbered domain by domain and host by host: each host's ranks
+        consecutive, hosts in index order, each domain's hosts consecutive (always so for
+        a regular topology; what torchrun gives when nodes are listed rack by rack)."""
+        if self._runs is not None and len(self._runs) != self.num_hosts:
+            return False  # hosts are numbered by first appearance: one run each is in order
+        return self._domain_runs is None or len(self._domain_runs) == self.num_domains
+
+    def ranks_in_order(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[int, ...]:
+        """Every rank, domain by domain, host by host (a host's ranks ascending): the
+        order :attr:`in_order` topologies number them in.  Lists the world (at most
+        ``limit`` ranks).
+
+        >>> Topology.from_hosts(["a", "b", "a", "b"]).ranks_in_order()
+        (0, 2, 1, 3)
+        """
+        check_limit(self.world_size, "ranks_in_order()", limit)
+        if self.world_size > _MOST_IN_PYTHON:
+            raise TooManyRanksError(f"ranks_in_order() lists in Python at most "
+                                    f"{_MOST_IN_PYTHON:,} ranks, and the topology has "
+                                    f"{self.world_size:,}")
+        if self._runs is None and self._domain_runs is None:
+            return tuple(range(self.world_size))
+        on: list[list[int]] = [[] for _ in range(self.num_hosts)]
+        if self._runs is None:
+            for h in range(self.num_hosts):
+                on[h] = list(range(h * (self.devices_per_host or 1),
+                                   (h + 1) * (self.devices_per_host or 1)))
+        else:
+            for (h, c, _), start in zip(self._runs, self._starts):
+                on[h].extend(range(start, start + c))
+        hosts = sorted(range(self.num_hosts), key=lambda h: (self._domain_of(h), h))
+        return tuple([r for h in hosts for r in on[h]])
 
     # ---- queries ----------------------------------------------------------------------
     def hosts_of(self, view: MeshView, rank: int, dim: Dim) -> tuple[int, ...]:
@@ -219,12 +442,12 @@ class Topology:
     def hosts_per_group(self, view: MeshView, dim: Dim) -> int:
         """The most hosts any group of ``view`` along ``dim`` spans."""
         self._check(view)
-        return self._most(view.family(dim), 1)
+        return self._most(view.family(dim), False)
 
     def domains_per_group(self, view: MeshView, dim: Dim) -> int:
         """The most fast domains any group of ``view`` along ``dim`` spans."""
         self._check(view)
-        return self._most(view.family(dim), self.hosts_per_domain)
+        return self._most(view.family(dim), True)
 
     def is_intra_host(self, view: MeshView, dim: Dim) -> bool:
         """Whether every group of ``view`` along ``dim`` stays inside one host."""
@@ -234,6 +457,68 @@ class Topology:
         """Whether every group of ``view`` along ``dim`` stays inside one fast domain."""
         return self.domains_per_group(view, dim) == 1
 
+    def first_crossing(self, view: MeshView, dim: Dim, *, level: str = "host"
+                       ) -> tuple[int, ...] | None:
+        """The first group of ``view`` along ``dim`` (in the order of ``view.groups(dim)``)
+        that leaves one host (``level="domain"``: one fast domain), as its ranks; None when
+        every group stays inside.  What a check of the plan against the machine names.
+
+        >>> view = MeshView.from_shape((4, 3), ("dp", "tp"))
+        >>> Topology(12, 4).first_crossing(view, "tp"), Topology(12, 3).first_crossing(view, "tp")
+        ((3, 4, 5), None)
+        """
+        if level not in ("host", "domain"):
+            raise MeshTypeError(f"level must be 'host' or 'domain', got {show(level)}")
+        self._check(view)
+        fam, domain = view.family(dim), level == "domain"
+        if self._most(fam, domain) == 1:
+            return None
+        block = self.domain if domain else self.host
+        mode = view.dim_layout(dim)  # the groups in view.groups' order: by first offset
+        starts = complement(mode, view.ranks.size)
+        check_limit(mode.size, f"a group of dim {dim!r}", _SCANNED)
+        image = [mode(i) for i in range(mode.size)]
+        for j in range(min(starts.size, max(1, _SCANNED // len(image)))):
+            group = tuple(view.ranks(starts(j) + x) for x in image)
+            if len({block(r) for r in group}) > 1:
+                return group
+        check_limit(view.ranks.size, f"the groups of dim {dim!r}", MAX_LISTED_RANKS)
+        for group in view.groups(dim):  # a crossing group past the first million ranks
+            if len({block(r) for r in group}) > 1:
+                return group
+        raise AssertionError("unreachable: a group crosses")  # pragma: no cover
+
+    def _block_ranks(self, domains: bool) -> int:
+        """The ranks of a host (``domains``: a whole fast domain) of a regular topology."""
+        assert self.devices_per_host is not None and self.hosts_per_domain is not None
+        return self.devices_per_host * (min(self.hosts_per_domain, self.num_hosts)
+                                        if domains else 1)
+
+    def _labelled_runs(self, domains: bool) -> Iterator[tuple[int, int, int]]:
+        """``(first rank, end, host)`` (``domains``: domain) of every stretch of consecutive
+        ranks on one host (domain), in rank order, each as long as it goes."""
+        def stretches() -> Iterator[tuple[int, int, int]]:
+            per = self.devices_per_host or 1
+            if self._runs is None and domains and self._domain_runs is not None:
+                for (_, c), h in zip(self._domain_runs, self._domain_starts):
+                    yield h * per, (h + c) * per, h  # the first host: its domain follows
+            elif self._runs is None:
+                for h in range(self.num_hosts):
+                    yield h * per, (h + 1) * per, h
+            else:
+                for (h, c, _), s in zip(self._runs, self._starts):
+                    yield s, s + c, h
+        start, end, label = -1, -1, -1
+        for s, e, h in stretches():
+            here = self._domain_of(h) if domains else h
+            if here == label:
+                end = e
+                continue
+            if start >= 0:
+                yield start, end, label
+            start, end, label = s, e, here
+        yield start, end, label
+
     def _check(self, view: MeshView) -> None:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"a topology query takes a mesh.MeshView, got {show(view)}")
@@ -242,29 +527,86 @@ class Topology:
                 f"{view!r} reaches rank {view.ranks.max_rank:,}, beyond this topology's "
                 f"{self.world_size:,} ranks ({self!r})")
 
-    def _most(self, fam: Family, hosts_per_block: int) -> int:
-        """The most blocks of ``hosts_per_block`` hosts any group of ``fam`` spans."""
-        if self._hosts is None and fam.ranks.is_identity:
-            assert self.devices_per_host is not None
-            return most_blocks(fam.layout, fam.ranks.size,
-                                self.devices_per_host * hosts_per_block)
-        return self._most_listed(fam, hosts_per_block)
+    def _most(self, fam: Family, domains: bool) -> int:
+        """The most hosts (``domains``: fast domains) any group of ``fam`` spans."""
+        if self._runs is None and self._domain_runs is None and fam.ranks.is_identity:
+            assert self.devices_per_host is not None and self.hosts_per_domain is not None
+            return most_blocks(fam.layout, fam.ranks.size, self.devices_per_host * (
+                self.hosts_per_domain if domains else 1))
+        return self._most_listed(fam, domains)
 
-    def _most_listed(self, fam: Family, hosts_per_block: int) -> int:
-        """Count each group's blocks after listing the family (explicit hosts or universe)."""
-        np = numpy()
+    def _most_listed(self, fam: Family, domains: bool) -> int:
+        """Count each group's blocks after listing the family (explicit hosts, domains or
+        universe)."""
         starts = complement(fam.layout, fam.ranks.size)
-        rows: Any = rank_rows(fam.ranks, starts, fam.layout) if np is None else \
-            rank_table(fam.ranks, starts, fam.layout)
-        hosts = self._hosts
-        per = (self.devices_per_host or 1) * hosts_per_block
+        of = self._blocks_of_ranks(domains)  # first: it refuses a world too big to list
+        np = numpy()
         if np is not None:
-            b = rows // per if hosts is None else np.asarray(hosts)[rows] // hosts_per_block
+            rows = rank_table(fam.ranks, starts, fam.layout)
+            b = rows // of if isinstance(of, int) else of[rows]
             b.sort(axis=1)
             return int(((b[:, 1:] != b[:, :-1]).sum(axis=1) + 1).max())
-        if hosts is None:
-            return max(len({r // per for r in row}) for row in rows)
-        return max(len({hosts[r] // hosts_per_block for r in row}) for row in rows)
+        rows_py = rank_rows(fam.ranks, starts, fam.layout)
+        if isinstance(of, int):
+            return max(len({r // of for r in row}) for row in rows_py)
+        return max(len({of[r] for r in row}) for row in rows_py)
+
+    def _blocks_of_ranks(self, domains: bool) -> Any:
+        """The host (or domain) of every rank: an int ``per`` for blocks of ``per``
+        consecutive ranks, else an array (a list without NumPy), one entry per rank (made
+        once per topology)."""
+        if self._runs is None and self._domain_runs is None:
+            assert self.devices_per_host is not None and self.hosts_per_domain is not None
+            return self.devices_per_host * (self.hosts_per_domain if domains else 1)
+        check_limit(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
+        return self._domains_of_ranks if domains else self._hosts_of_ranks
+
+    @functools.cached_property
+    def _hosts_of_ranks(self) -> Any:
+        return self._of_ranks(list(range(self.num_hosts)))
+
+    @functools.cached_property
+    def _domains_of_ranks(self) -> Any:
+        return self._of_ranks([self._domain_of(h) for h in range(self.num_hosts)])
+
+    def _of_ranks(self, of_host: list[int]) -> Any:
+        """``of_host[host(r)]`` for every rank ``r`` (an array, a list without NumPy)."""
+        runs = self._runs if self._runs is not None else tuple(
+            (h, self.devices_per_host or 1, 0) for h in range(self.num_hosts))
+        np = numpy()
+        if np is not None:
+            return np.asarray(of_host, dtype=np.int64)[np.repeat(
+                np.asarray([h for h, _, _ in runs], dtype=np.int64), [c for _, c, _ in runs])]
+        return [of_host[h] for h, c, _ in runs for _ in range(c)]
+
+
+def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | None:
+    """The first rank that runs on a different host (``domains``: fast domain) in ``a`` and
+    in ``b`` (hosts and domains are numbered in order of first appearance, so equal numbers
+    are the same partition so far), or the smaller world's size when one world is a prefix
+    of the other; None when they agree everywhere.  Walks the runs of consecutive ranks of
+    both in step: O(the runs before the first split), closed form for two regular ones."""
+    if a._runs is None and b._runs is None and (
+            not domains or (a._domain_runs is None and b._domain_runs is None)):
+        # rank r is on block r // p (a partial last domain too): blocks of p ranks
+        pa, pb = (t._block_ranks(domains) for t in (a, b))
+        common = min(a.world_size, b.world_size)
+        if pa != pb and min(pa, pb) < common:
+            return min(pa, pb)
+        return None if a.world_size == b.world_size else common
+    ia, ib = a._labelled_runs(domains), b._labelled_runs(domains)
+    (sa, ea, la), (sb, eb, lb) = next(ia), next(ib)
+    while True:
+        at = max(sa, sb)
+        if la != lb:
+            return at
+        end = min(ea, eb)
+        if end == a.world_size or end == b.world_size:
+            return None if a.world_size == b.world_size else end
+        if ea == end:
+            sa, ea, la = next(ia)
+        if eb == end:
+            sb, eb, lb = next(ib)
 
 
 def _per_domain(value: object) -> int:
@@ -277,6 +619,7 @@ def _per_domain(value: object) -> int:
 
 def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str] | None,
              names: tuple[str, ...] | None) -> Topology:
+    """Unpickles what the last release pickled (it pickled these fields)."""
     if labels is not None:
         return Topology.from_hosts(labels, hosts_per_domain=per_domain)
     if names is not None:  # regular hosts with labels
@@ -285,15 +628,147 @@ def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str
     return Topology(world, per_host, hosts_per_domain=per_domain)
 
 
-def _label(lab: object, i: int) -> str:
-    """A host label as text: a str, or an int in int64 (NumPy and torch ints too)."""
+def _label(lab: object, what: str) -> str:
+    """A host (or domain) label as text: a str, or an int in int64 (NumPy and torch ints
+    too)."""
     if isinstance(lab, str):
         return str(lab)
     try:
-        v = as_int(lab, f"hosts[{i}]", "a host label (a str or an int)")
+        v = as_int(lab, what, "a label (a str or an int)")
     except MeshTypeError:
-        raise MeshTypeError(f"hosts[{i}] must be a host label (a str or an int), got "
+        raise MeshTypeError(f"{what} must be a label (a str or an int), got "
                             f"{show(lab)}") from None
     if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
-        raise TopologyError(f"hosts[{i}] must be an int in int64 or a str, got {show(v)}")
+        raise TopologyError(f"{what} must be an int in int64 or a str, got {show(v)}")
     return str(v)
+
+
+def _devices(devices: object, of: list[int]) -> list[int]:
+    """Every rank's device: ``devices`` checked (ints >= 0, one per rank), or each host's
+    ranks numbered 0, 1, ... in rank order."""
+    if devices is None:
+        seen: dict[int, int] = {}
+        out = []
+        for h in of:
+            out.append(seen.get(h, 0))
+            seen[h] = out[-1] + 1
+        return out
+    given = ordered(devices, "devices")
+    if len(given) != len(of):
+        raise TopologyError(f"devices must give one device per rank ({len(of):,}), got "
+                            f"{len(given):,}")
+    out = [as_int(d, f"devices[{r}]") for r, d in enumerate(given)]
+    bad = next((r for r, d in enumerate(out) if not 0 <= d < MAX_UNIVERSE), None)
+    if bad is not None:
+        raise TopologyError(f"devices[{bad}] must be a device index >= 0, got "
+                            f"{show(out[bad])}")
+    return out
+
+
+def _host_domains(domains: object, of: list[int], hosts: int) -> Runs:
+    """Each host's domain, from every rank's domain label, as runs of hosts (a host whose
+    ranks name two domains is refused)."""
+    given = ordered(domains, "domains")
+    if len(given) != len(of):
+        raise TopologyError(f"domains must give one domain label per rank ({len(of):,}), "
+                            f"got {len(given):,}")
+    index: dict[str, int] = {}
+    per_host: dict[int, int] = {}
+    for r, (h, lab) in enumerate(zip(of, given)):
+        d = index.setdefault(_label(lab, f"domains[{r}]"), len(index))
+        first = per_host.setdefault(h, d)
+        if first != d:
+            raise TopologyError(f"rank {r} says its host (host {h}) is in domain {lab!r}, but "
+                                f"an earlier rank of that host said {list(index)[first]!r}"
+                                " (a host is in one fast domain)")
+    return tuple((d, len(list(g))) for d, g in itertools.groupby(
+        per_host[h] for h in range(hosts)))
+
+
+def _run_length(placed: list[tuple[int, int]]) -> Runs:
+    """``(host, device)`` per rank as runs ``(host, count, first device)``."""
+    runs: list[list[int]] = []
+    for h, d in placed:
+        if runs and runs[-1][0] == h and runs[-1][2] + runs[-1][1] == d:
+            runs[-1][1] += 1
+        else:
+            runs.append([h, 1, d])
+    return tuple(tuple(r) for r in runs)
+
+
+def _merged(runs: Sequence[tuple[int, ...]]) -> Runs:
+    """Runs with each run that continues the one before (same host, next device) merged."""
+    out: list[list[int]] = []
+    for h, c, d in runs:
+        if out and out[-1][0] == h and out[-1][2] + out[-1][1] == d:
+            out[-1][1] += c
+        else:
+            out.append([h, c, d])
+    return tuple(tuple(r) for r in out)
+
+
+def _one_rank_per_device(runs: Runs, names: tuple[str, ...] | None) -> None:
+    """Refuse two ranks on one device of one host, naming them."""
+    spans: dict[int, list[tuple[int, int, int]]] = {}
+    start = 0
+    for h, c, d in runs:
+        spans.setdefault(h, []).append((d, d + c, start))
+        start += c
+    for h, held in spans.items():
+        held.sort()
+        for (a0, a1, ra), (b0, _, rb) in itertools.pairwise(held):
+            if b0 < a1:
+                host = names[h] if names is not None else f"host{h}"
+                raise TopologyError(
+                    f"two ranks claim one device: rank {ra + b0 - a0:,} and rank {rb:,} are "
+                    f"both on host {h} ({host}), device {b0:,}")
+        if held[-1][1] > MAX_UNIVERSE:
+            raise TopologyError(f"a device index on host {h} passes 2**63")
+
+
+def _permuted_domains(domains: Runs, order: list[int], count: int) -> Runs:
+    """Domain runs over hosts numbered anyhow (``count`` of them), renumbered as ``order``
+    renumbers the hosts (host ``order[i]`` becomes host ``i``)."""
+    total = sum(c for _, c in domains)
+    if total != count:
+        raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
+                            f"{count:,} hosts")
+    if order == list(range(count)):
+        return domains
+    per_host = [d for d, c in domains for _ in range(c)]  # count <= the runs: bounded
+    return tuple((d, len(list(g))) for d, g in itertools.groupby(per_host[o] for o in order))
+
+
+def _canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | None]:
+    """``(hosts_per_domain, None)`` when the domain runs are consecutive domains of equal
+    size (the last may be smaller), else ``(None, runs)`` with domains renumbered by first
+    appearance, runs that continue merged; a domain index without hosts is refused."""
+    total = sum(c for _, c in domains)
+    if total != hosts:
+        raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
+                            f"{hosts:,} hosts")
+    used = list(dict.fromkeys(d for d, _ in domains))
+    if len(used) <= max(used):
+        idle = min(set(range(max(used) + 1)) - set(used))
+        raise TopologyError(f"domain {idle:,} has no hosts: every domain holds at least one")
+    new = {old: i for i, old in enumerate(used)}
+    runs: list[list[int]] = []
+    for d, c in domains:
+        if runs and runs[-1][0] == new[d]:
+            runs[-1][1] += c
+        else:
+            runs.append([new[d], c])
+    f = runs[0][1]
+    if all(d == i for i, (d, _) in enumerate(runs)) and all(c == f for _, c in runs[:-1]) \
+            and runs[-1][1] <= f:
+        return f, None
+    return None, tuple(tuple(r) for r in runs)
+
+
+def _named_once(names: tuple[str, ...]) -> None:
+    """Refuse a host name given twice (a name is a host)."""
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise TopologyError(f"host {n!r} is named twice ('hosts' names each host once)")
+        seen.add(n)

@@ -1,7 +1,8 @@
 """A first-order α-β estimate of a dim's communication time per step (ring all-reduce).
 
 :class:`Links` holds the two kinds of link a group's traffic may cross (inside one host,
-or between hosts) and times one collective over them.  Pure arithmetic: no I/O.
+or between hosts) and times one collective over them; :func:`traffic_bytes` checks what a
+plan's dims carry.  Pure arithmetic: no I/O.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any
 
 import attrs
 
-from .._core import MAX_UNIVERSE, InvalidSizeError, MeshTypeError, as_int, show
+from .._core import MAX_UNIVERSE, InvalidSizeError, MeshTypeError, as_int, as_name, items_of, show
 
-__all__ = ["Links"]
+__all__ = ["Links", "traffic_bytes"]
 
 
 def _as_number(value: object) -> float:
@@ -92,3 +93,18 @@ class Links:
                 "intra_host_gbps": self.intra_host_gbps, "inter_host_gbps": self.inter_host_gbps,
                 "intra_host_latency_us": self.intra_host_latency_us,
                 "inter_host_latency_us": self.inter_host_latency_us}
+
+
+def traffic_bytes(traffic: object) -> dict[str, int]:
+    """``traffic`` checked: dim name -> bytes per step per rank (an int >= 0); None is none."""
+    if traffic is None:
+        return {}
+    out = {}
+    for dim, nbytes in items_of(traffic, "traffic", "a mapping of dim names to bytes per step"):
+        name = as_name(dim, "a traffic dim name")  # first: a key of any kind is named safely
+        b = as_int(nbytes, f"traffic[{name!r}]", "an int (bytes per step per rank)")
+        if not 0 <= b < 1 << 63:
+            raise InvalidSizeError(f"traffic[{name!r}] must be bytes in [0, 2**63), got "
+                                   f"{show(b)}")
+        out[name] = b
+    return out

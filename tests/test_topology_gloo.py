@@ -1,0 +1,102 @@
+"""Discovering the machine with real processes: a Gloo world of 8 on loopback pretends to run
+on 2 hosts, on 4 hosts in 2 NVLink domains, on hosts of 3 and 5 ranks, with ranks dealt
+round-robin, and in Slurm blocks; every rank must get the same topology, the one built here
+by hand, and a plan that does not fit must fail on every rank before any group exists.
+
+One launch (``tests/topology_gloo_worker.py``, one process per rank, a free port picked at
+run time) under a hard bound.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import gloo_launch
+import pytest
+
+from mesh import Topology
+
+WORKER = Path(__file__).with_name("topology_gloo_worker.py")
+BOUND_S = 120  # normally ~10 s
+
+pytestmark = [
+    pytest.mark.timeout(BOUND_S + 60),
+    pytest.mark.skipif(sys.platform == "win32", reason="loopback Gloo worlds need POSIX"),
+]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, Any]]:
+    codes, found, logs = gloo_launch.launch(WORKER, 8, "discover",
+                                            tmp_path_factory.mktemp("topology"), BOUND_S)
+    assert codes == [0] * 8, logs
+    assert sorted(found) == list(range(8)), logs
+    return found
+
+
+def _racks(hosts: list[str], domains: list[int]) -> Topology:
+    return Topology.from_hosts(hosts, domains=domains)
+
+
+EXPECTED = {
+    "2 hosts of 4": Topology.from_hosts(["node0"] * 4 + ["node1"] * 4),
+    "4 hosts of 2 in 2 NVLink domains": Topology.from_hosts(
+        [f"node{r // 2}" for r in range(8)], hosts_per_domain=2),
+    "hosts of 3 and 5": Topology.from_hosts(["a"] * 3 + ["b"] * 5),
+    "ranks dealt round-robin to 2 hosts": Topology.from_hosts([f"n{r % 2}" for r in range(8)]),
+    "Slurm blocks of 2 hosts": Topology.from_hosts([f"gpu{r // 2:02d}" for r in range(8)],
+                                                   hosts_per_domain=2),
+}
+
+
+@pytest.mark.parametrize("case", list(EXPECTED))
+def test_every_rank_discovers_the_machine_it_pretends_to_run_on(reports, case) -> None:
+    expected = EXPECTED[case]
+    for rank, report in reports.items():
+        found = Topology.from_dict(report["found"][case])
+        assert found == expected, (rank, report["found"][case])
+        assert [found.host_name(h) for h in range(found.num_hosts)] == \
+            [expected.host_name(h) for h in range(expected.num_hosts)]
+
+
+def test_ranks_dealt_round_robin_keep_their_devices(reports) -> None:
+    found = Topology.from_dict(reports[0]["found"]["ranks dealt round-robin to 2 hosts"])
+    assert [found.device(r) for r in range(8)] == [r // 2 for r in range(8)]
+    assert not found.in_order
+
+
+def test_two_ranks_on_one_device_fail_every_rank(reports) -> None:
+    for report in reports.values():
+        assert "two ranks claim one device: rank 0 and rank 1" in report["one device"]
+
+
+def test_the_real_machine_is_one_host_of_8_named_by_its_hostname(reports) -> None:
+    real = Topology.from_dict(reports[3]["real"])
+    assert real == Topology(8, 8) and real.host_name(0) == socket.gethostname()
+    assert all(r["real"] == reports[0]["real"] and r["real cached"] for r in reports.values())
+
+
+def test_a_rank_makes_a_constant_number_of_store_calls(reports) -> None:
+    """On the real TCPStore: 7 calls (add, set, wait, get, add, wait, get), one more for the
+    first rank of a run (append), two more for the last to arrive (get, set)."""
+    for rank, report in reports.items():
+        calls = report["calls"]
+        assert sum(calls.values()) <= 10 and calls["add"] == 2, (rank, calls)
+        assert calls.get("append", 0) == (1 if rank in (0, 4) else 0), (rank, calls)
+
+
+def test_a_plan_that_does_not_fit_fails_on_every_rank_before_any_group(reports) -> None:
+    for report in reports.values():
+        e = report["expectation"]
+        assert e["dim"] == "tp" and e["level"] == "host" and e["group"] == list(range(8))
+        assert e["spans"] == ["node0", "node1"]
+        assert "spans hosts node0, node1" in e["message"]
+        assert report["created before the error"] == 0
+
+
+def test_a_plan_that_fits_binds_and_runs(reports) -> None:
+    assert [reports[r]["tp sum"] for r in range(8)] == [6] * 4 + [22] * 4
+    assert all(r["real bind"] == "ok" for r in reports.values())
