@@ -109,8 +109,9 @@ def _labels(labels: list[str]) -> str:
 
 
 def _domain_ranks(topology: Topology, domain: int) -> list[int]:
-    hosts = range(domain * topology.hosts_per_domain,
-                  min(topology.num_hosts, (domain + 1) * topology.hosts_per_domain))
+    """The ranks of NVLink domain ``domain`` (its hosts regular or listed explicitly)."""
+    hosts = [h for h in range(topology.num_hosts)
+             if topology.domain(topology.ranks_on(h)[0]) == domain]
     return sorted(r for h in hosts for r in topology.ranks_on(h))
 
 
