@@ -641,13 +641,13 @@ class SpmdBackend(Recording, FakeBackend):
         """``dist.batch_isend_irecv``: ``ops`` are ``("send" | "recv", tensor, peer)``, issued
         together (one NCCL group: they do not wait on each other); ``.wait()`` on the
         result waits for all of them."""
-        if not isinstance(ops, (list, tuple)):
+        if type(ops) not in (list, tuple):
             raise BackendConfigError(f"batch_isend_irecv takes a list of (\"send\" | \"recv\", "
                                      f"tensor, peer) triples, got {show(ops)}")
         self._batch += 1
         done = []
         for op in ops:
-            if not (isinstance(op, tuple) and len(op) == 3 and op[0] in ("send", "recv")):
+            if not (type(op) is tuple and len(op) == 3 and op[0] in ("send", "recv")):
                 raise BackendConfigError(f"batch_isend_irecv takes (\"send\" | \"recv\", tensor, "
                                          f"peer) triples, got {show(op)}")
             done.append(self._record(op[0], [op[1]], group, dtype=dtype, peer=op[2], post=True))
@@ -665,7 +665,7 @@ class SpmdBackend(Recording, FakeBackend):
     def shrink_group(self, ranks_to_exclude: Sequence[int], group: Any = None) -> FakeGroup:
         """``dist.shrink_group(ranks_to_exclude, group)``: collective among the members not
         excluded; returns the shrunk group (the members left, in group order)."""
-        if not (isinstance(ranks_to_exclude, (list, tuple))
+        if not (type(ranks_to_exclude) in (list, tuple)
                 and all(type(r) is int for r in ranks_to_exclude)):
             raise BackendConfigError(f"shrink_group takes the global ranks to exclude as a list "
                                      f"of ints, got {show(ranks_to_exclude)}")
@@ -715,11 +715,11 @@ def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
     """(shape, dtype) of a call's tensor argument."""
     if type(t) is int:
         t = (t,)
-    if isinstance(t, (tuple, list)):
+    if type(t) in (tuple, list):  # exactly: a subclass may iterate as it likes
         if not all(type(s) is int and s >= 0 for s in t):
             raise BackendConfigError(f"a tensor is given as a shape of ints >= 0, or as an "
                                      f"object with .shape and .dtype; got {show(t)}")
-        return tuple(t), _dtype(dtype or "float32")
+        return tuple(t), _dtype("float32" if dtype is None else dtype)
     shape = getattr(t, "shape", None)
     found = getattr(t, "dtype", None)
     if shape is None or found is None:
@@ -729,7 +729,7 @@ def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
         dims = tuple(int(s) for s in shape)
     except (TypeError, ValueError, OverflowError):
         raise BackendConfigError(f"a tensor's .shape must be ints, got {show(shape)}") from None
-    return dims, _dtype(dtype or found)
+    return dims, _dtype(found if dtype is None else dtype)
 
 
 def _dtype(dtype: Any) -> str:
@@ -758,7 +758,7 @@ def _reduce_name(op: Any) -> str:
 
 
 def _sizes(sizes: Sequence[int], ref: GroupRef) -> tuple[int, ...]:
-    out = tuple(sizes)
+    out = tuple(sizes) if type(sizes) in (list, tuple) else ()
     if len(out) != len(ref.members) or not all(type(s) is int and s >= 0 for s in out):
         raise BackendConfigError(f"all_to_all splits must be {len(ref.members)} sizes (one per "
                                  f"member of {ref.describe()}), got {show(sizes)}")

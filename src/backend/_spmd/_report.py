@@ -70,7 +70,7 @@ class Finding:
 
     @ranks.validator
     def _check_ranks(self, _: object, ranks: object) -> None:
-        if not (isinstance(ranks, tuple) and all(type(r) is int and r >= 0 for r in ranks)):
+        if not (type(ranks) is tuple and all(type(r) is int and r >= 0 for r in ranks)):
             raise BackendConfigError(f"a Finding's ranks must be a tuple of ranks (ints >= 0), "
                                      f"got {show(ranks)}")
 
