@@ -490,9 +490,11 @@ class Topology:
 
     def _block_ranks(self, domains: bool) -> int:
         """The ranks of a host (``domains``: a whole fast domain) of a regular topology."""
-        assert self.devices_per_host is not None and self.hosts_per_domain is not None
-        return self.devices_per_host * (min(self.hosts_per_domain, self.num_hosts)
-                                        if domains else 1)
+        assert self.devices_per_host is not None
+        if not domains:
+            return self.devices_per_host
+        assert self.hosts_per_domain is not None
+        return self.devices_per_host * min(self.hosts_per_domain, self.num_hosts)
 
     def _labelled_runs(self, domains: bool) -> Iterator[tuple[int, int, int]]:
         """``(first rank, end, host)`` (``domains``: domain) of every stretch of consecutive
