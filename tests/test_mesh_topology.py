@@ -123,6 +123,8 @@ def test_a_view_over_a_sub_universe_fits_a_bigger_topology() -> None:
     (lambda: Topology.from_hosts({"a", "b"}), MeshTypeError, "ordered"),
     (lambda: Topology.from_hosts(["a", 1.5]), MeshTypeError, r"hosts\[1\]"),
     (lambda: Topology.from_hosts([["a"]]), MeshTypeError, r"hosts\[0\]"),
+    # an empty host name (from_dict refuses it, so such a topology could not be loaded back)
+    (lambda: Topology.from_hosts(["a", ""]), TopologyError, r"hosts\[1\].*''"),
     (lambda: Topology(8, 2).host(8), TopologyError, "rank 8"),
     (lambda: Topology(8, 2).host(-1), TopologyError, "rank -1"),
     (lambda: Topology(8, 2).host_name(4), TopologyError, "host 4"),

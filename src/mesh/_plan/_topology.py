@@ -119,7 +119,7 @@ class Topology:
             raise TopologyError("hosts must name the host of at least one rank, got none")
         f = _per_domain(hosts_per_domain)
         index: dict[str, int] = {}
-        of = [index.setdefault(_label(lab, f"hosts[{i}]"), len(index))
+        of = [index.setdefault(_host_label(lab, f"hosts[{i}]"), len(index))
               for i, lab in enumerate(labels)]
         placed = _devices(devices, of)
         host_domains = None
@@ -643,6 +643,14 @@ def _label(lab: object, what: str) -> str:
     if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
         raise TopologyError(f"{what} must be an int in int64 or a str, got {show(v)}")
     return str(v)
+
+
+def _host_label(lab: object, what: str) -> str:
+    """A host's label: :func:`_label`, not empty (a saved topology names every host)."""
+    text = _label(lab, what)
+    if not text:
+        raise TopologyError(f"{what} must name a host (a non-empty str or an int), got ''")
+    return text
 
 
 def _devices(devices: object, of: list[int]) -> list[int]:
