@@ -197,3 +197,22 @@ def test_the_runs_make_the_machine() -> None:
 def test_a_fake_backend_has_no_store_to_gather_through() -> None:
     with pytest.raises(BackendConfigError, match="give bind a topology="):
         discover(FakeBackend(4, rank=1))
+
+
+def test_a_bad_timeout_is_refused_even_once_the_machine_is_known() -> None:
+    """The answer is kept for the backend, but a later call's bad timeout is still refused
+    (it was returned the kept answer without looking at it)."""
+    import torch.distributed as dist
+
+    from backend import GlooBackend
+
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        b = GlooBackend()
+        assert discover(b).world_size == 1
+        for bad in (-1, "soon", float("nan")):
+            with pytest.raises(BackendConfigError, match="timeout must be a positive number"):
+                discover(b, timeout=bad)
+        assert discover(b, timeout=5).world_size == 1
+    finally:
+        dist.destroy_process_group()

@@ -347,9 +347,9 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
     if record is not None and not isinstance(record, DiscoveryRecord):
         raise BackendConfigError(f"record must be a backend.DiscoveryRecord or None, got "
                                  f"{show(record)}")
+    seconds = _seconds(timeout, b)
     if record is None and b in _CACHE:
         return _CACHE[b]
-    seconds = _seconds(timeout, b)
     import torch.distributed as dist
 
     store = dist.distributed_c10d._get_default_store()
