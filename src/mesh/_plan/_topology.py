@@ -343,7 +343,7 @@ class Topology:
         >>> Topology(32, 8).ranks_on(1)
         (8, 9, 10, 11, 12, 13, 14, 15)
         """
-        check_limit(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
+        _check_listing(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
         h = as_int(host, "a host index")
         if self._runs is None:
             assert self.devices_per_host is not None
@@ -476,13 +476,13 @@ class Topology:
         block = self.domain if domain else self.host
         mode = view.dim_layout(dim)  # the groups in view.groups' order: by first offset
         starts = complement(mode, view.ranks.size)
-        check_limit(mode.size, f"a group of dim {dim!r}", _SCANNED)
+        _check_listing(mode.size, f"a group of dim {dim!r}", _SCANNED)
         image = [mode(i) for i in range(mode.size)]
         for j in range(min(starts.size, max(1, _SCANNED // len(image)))):
             group = tuple(view.ranks(starts(j) + x) for x in image)
             if len({block(r) for r in group}) > 1:
                 return group
-        check_limit(view.ranks.size, f"the groups of dim {dim!r}", MAX_LISTED_RANKS)
+        _check_listing(view.ranks.size, f"the groups of dim {dim!r}", MAX_LISTED_RANKS)
         for group in view.groups(dim):  # a crossing group past the first million ranks
             if len({block(r) for r in group}) > 1:
                 return group
@@ -560,7 +560,7 @@ class Topology:
         if self._runs is None and self._domain_runs is None:
             assert self.devices_per_host is not None and self.hosts_per_domain is not None
             return self.devices_per_host * (self.hosts_per_domain if domains else 1)
-        check_limit(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
+        _check_listing(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
         return self._domains_of_ranks if domains else self._hosts_of_ranks
 
     @functools.cached_property
@@ -609,6 +609,15 @@ def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | Non
             sa, ea, la = next(ia)
         if eb == end:
             sb, eb, lb = next(ib)
+
+
+def _check_listing(count: int, what: str, most: int) -> None:
+    """Refuse to list ``count`` ranks when that is more than ``most``: these queries take no
+    ``limit=`` (unlike :meth:`Topology.ranks_in_order`), so the message offers none."""
+    if count > most:
+        raise TooManyRanksError(f"{what} would list {count:,} ranks, more than the {most:,} "
+                                "a topology query lists (a regular topology over the identity "
+                                "universe is answered by arithmetic, without listing)")
 
 
 def _per_domain(value: object) -> int:
