@@ -145,6 +145,16 @@ def _topology_huge_runs(directory: Path) -> Call:
                "4,611,686,018,427,387,904 ranks")
 
 
+def _topology_naming_too_many_hosts(directory: Path) -> Call:
+    """16 ranks on 4 hosts whose 'hosts' list names 4,000,000: refused from its count, not
+    expanded (it was: 650 MB to say the file is wrong)."""
+    path = directory / "named.json"
+    path.write_text('{"version": 1, "world": 16, "devices_per_host": 4, "ranks": null, '
+                    '"hosts_per_domain": 1, "domains": null, "hosts": "n[1-4000000]"}')
+    return cli(["explain", "--dims", "dp=4,tp=4", "--topology", str(path)],
+               "more than the 4 hosts")
+
+
 def _many_views(command: str) -> Case:
     def make(directory: Path) -> Call:
         return cli([command, _plan(directory, MANY_VIEWS)], "more than 256 entries")
@@ -207,6 +217,7 @@ CASES: dict[str, Case] = {
     "place --hosts-file, a 1 GiB file": _machine_from_huge_file("--hosts-file"),
     "explain --hosts, 10**11 hosts": _hosts_beyond_count,
     "place --topology, 2**62 ranks in two runs": _topology_huge_runs,
+    "explain --topology, 'hosts' naming 4,000,000 of 4 hosts": _topology_naming_too_many_hosts,
     "explain 4,000 views": _many_views("explain"),
     "compare 4,000 views": _many_views("compare"),
     "explain never-ending VIEWS": _never_ending_views,

@@ -820,3 +820,19 @@ def test_to_torch_of_a_mesh_without_this_rank_is_a_torch_mesh_without_groups() -
     coordinate), as TorchFakeBackend does, not the mesh package's RankNotInMeshError."""
     out = _run_python(OUTSIDE_SCRIPT)
     assert out == {"shape": [2, 2], "coord": None, "mesh": [[0, 1], [2, 3]]}
+
+
+def test_expectations_are_checked_against_a_machine_of_the_jobs_size() -> None:
+    """bind checks a plan against ``topology=``; a machine of another size than the job's
+    world (a saved file of another job) is refused naming both sizes, not checked on the
+    ranks the two happen to share."""
+    from backend import ExpectationError
+    from mesh import Topology
+
+    view = MeshView.from_shape((2, 8), ("dp", "tp"))
+    for machine in (Topology(32, 8), Topology(8, 8)):
+        with pytest.raises(BackendConfigError, match=f"{machine.world_size} ranks.*16"):
+            bind(view, FakeBackend(16, rank=0), topology=machine, expect_intra_host=("tp",))
+    with pytest.raises(ExpectationError):  # the job's own size: checked
+        bind(view, FakeBackend(16, rank=0), topology=Topology(16, 4),
+             expect_intra_host=("tp",))

@@ -72,6 +72,27 @@ def test_every_torch_backend_is_a_c10d_backend_meeting_the_protocol() -> None:
     assert out.stdout.split() == ["True", "True", "True", "True", "C10dBackend", "4"]
 
 
+def test_a_c10d_backend_over_torchs_fake_world_creates_groups_without_a_barrier() -> None:
+    """Over torch's fake world (one process pretending to be rank 2 of 4; its store's
+    methods are pure virtual) there are no peers to meet: a C10dBackend creates its groups
+    without the store barrier, as TorchFakeBackend does."""
+    code = textwrap.dedent("""
+        import torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        from mesh import MeshView
+        from backend import C10dBackend
+        dist.init_process_group("fake", store=FakeStore(), rank=2, world_size=4)
+        b = C10dBackend()
+        g = b.get_group(MeshView.from_shape((2, 2), ("dp", "tp")), "tp")
+        print(dist.get_process_group_ranks(g), g.rank())
+        b.shutdown(); dist.destroy_process_group()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[2,", "3]", "0"]
+
+
 def test_the_torch_backends_are_c10d_backends() -> None:
     assert issubclass(GlooBackend, C10dBackend) and issubclass(NcclBackend, C10dBackend)
 

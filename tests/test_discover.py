@@ -197,3 +197,47 @@ def test_the_runs_make_the_machine() -> None:
 def test_a_fake_backend_has_no_store_to_gather_through() -> None:
     with pytest.raises(BackendConfigError, match="give bind a topology="):
         discover(FakeBackend(4, rank=1))
+
+
+def test_a_bad_timeout_is_refused_even_once_the_machine_is_known() -> None:
+    """The answer is kept for the backend, but a later call's bad timeout is still refused
+    (it was returned the kept answer without looking at it)."""
+    import torch.distributed as dist
+
+    from backend import GlooBackend
+
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        b = GlooBackend()
+        assert discover(b).world_size == 1
+        for bad in (-1, "soon", float("nan")):
+            with pytest.raises(BackendConfigError, match="timeout must be a positive number"):
+                discover(b, timeout=bad)
+        assert discover(b, timeout=5).world_size == 1
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_fake_world_has_no_store_to_gather_through() -> None:
+    """A C10dBackend over torch's fake world (FakeStore, one process pretending to be rank 3
+    of 8): its store answers nothing, so discovery (and bind with expectations) fails with a
+    typed error saying so and offering topology=, not torch's 'pure virtual function'
+    RuntimeError.  (TorchFakeBackend is refused up front: it does not meet in a store.)"""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from backend import C10dBackend, ExpectationError, bind
+    from mesh import MeshView
+
+    dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=8)
+    try:
+        b = C10dBackend()
+        with pytest.raises(DiscoveryError, match="topology="):
+            discover(b, timeout=1)
+        with pytest.raises(DiscoveryError, match="topology="):
+            bind(MeshView.from_shape((2, 4), ("dp", "tp")), b, expect_intra_host=("tp",))
+        with pytest.raises(ExpectationError):  # with the machine given, checked as usual
+            bind(MeshView.from_shape((2, 4), ("dp", "tp")), b, topology=Topology(8, 2),
+                 expect_intra_host=("tp",))
+    finally:
+        dist.destroy_process_group()

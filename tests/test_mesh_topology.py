@@ -123,6 +123,8 @@ def test_a_view_over_a_sub_universe_fits_a_bigger_topology() -> None:
     (lambda: Topology.from_hosts({"a", "b"}), MeshTypeError, "ordered"),
     (lambda: Topology.from_hosts(["a", 1.5]), MeshTypeError, r"hosts\[1\]"),
     (lambda: Topology.from_hosts([["a"]]), MeshTypeError, r"hosts\[0\]"),
+    # an empty host name (from_dict refuses it, so such a topology could not be loaded back)
+    (lambda: Topology.from_hosts(["a", ""]), TopologyError, r"hosts\[1\].*''"),
     (lambda: Topology(8, 2).host(8), TopologyError, "rank 8"),
     (lambda: Topology(8, 2).host(-1), TopologyError, "rank -1"),
     (lambda: Topology(8, 2).host_name(4), TopologyError, "host 4"),
@@ -438,3 +440,23 @@ def test_a_huge_explicit_topology_is_read_from_its_runs_without_listing() -> Non
         assert topo.host_size(1) == 2**61
         with pytest.raises(MeshError):
             topo.hosts_per_group(MeshView.from_shape((2, 2**61), ("a", "b")), "a")
+
+
+def test_a_huge_irregular_machine_is_refused_without_offering_a_limit() -> None:
+    """Two hosts of 3 and 2**40 - 3 ranks cannot be answered by arithmetic: the queries (and
+    place) refuse to list 2**40 ranks with a TooManyRanksError naming the count, and do not
+    tell the user to pass a limit= they do not take."""
+    from mesh import TooManyRanksError, place
+
+    machine = Topology.from_dict({
+        "version": 1, "world": 2**40, "devices_per_host": None,
+        "ranks": [[0, 3, 0], [1, 2**40 - 3, 0]], "hosts_per_domain": 1, "domains": None,
+        "hosts": None})
+    view = MeshView.from_shape((2**20, 2**20), ("dp", "tp"))
+    for query in (lambda: machine.hosts_per_group(view, "tp"),
+                  lambda: machine.first_crossing(view, "tp"),
+                  lambda: machine.ranks_on(1),
+                  lambda: place((2**20, 2**20), ("dp", "tp"), machine, traffic={"tp": 1})):
+        with pytest.raises(TooManyRanksError) as e:
+            query()
+        assert "1,099,511,627,77" in str(e.value) and "limit=" not in str(e.value)

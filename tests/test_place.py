@@ -244,6 +244,28 @@ def test_the_report_shows_the_levels_the_runner_up_and_the_order_as_given() -> N
     assert found.runner_up is not None and found.runner_up != found.view
 
 
+def test_the_runner_up_is_worse_or_there_is_none() -> None:
+    """The runner-up's estimate is worse than the chosen one's (the README: null when every
+    order weighed has the chosen estimate), never a tie printed as the runner-up.  One fast
+    domain holding the whole machine: every order stays inside it.  Hosts of 1, 3, 2 and 2
+    ranks in domains of 3 hosts (6 ranks, then 2): a = 4 leaves a domain whatever the
+    order, and b = 2 placed "across" lands inside a domain anyway, a tie."""
+    one = Placement.find((6,), ("a",), Topology(6, 2, hosts_per_domain=3), traffic={"a": GiB})
+    assert one.runner_up is None and one.to_dict()["runner_up"] is None
+    assert "runner-up: none" in str(one)
+    machine = Topology.from_hosts(["h0", "h1", "h1", "h1", "h2", "h2", "h3", "h3"],
+                                  hosts_per_domain=3)
+    racks = Placement.find((4, 2), ("a", "b"), machine, traffic={"a": GiB, "b": MiB})
+    data = racks.to_dict()
+    assert [d["level"] for d in data["chosen"]["dims"]] == ["across", "domain"]
+    assert data["runner_up"] is None or data["runner_up"]["seconds"] > data["chosen"]["seconds"]
+    assert "(the same estimate); the same levels" not in str(racks)
+    # a worse order exists: the runner-up of a machine of two whole racks
+    two = Placement.find((2, 6), ("a", "b"), Topology(12, 2, hosts_per_domain=3),
+                         traffic={"a": MiB, "b": GiB})
+    assert two.to_dict()["runner_up"]["seconds"] > two.seconds
+
+
 def test_placing_a_131072_rank_plan_lists_no_rank() -> None:
     """A 5-D plan over 131,072 ranks of a regular machine is chosen from arithmetic alone:
     bounded memory (its seconds: bench/placement_scale.py)."""

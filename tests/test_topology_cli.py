@@ -101,6 +101,23 @@ def test_explain_says_where_the_machine_differs_from_the_plan(tmp_path: Path) ->
         "tp": {"hosts_per_group": 2, "domains_per_group": 1}}
 
 
+def test_explain_against_hosts_of_one_size_in_interleaved_racks(tmp_path: Path) -> None:
+    """Regular hosts (4 devices each) whose racks alternate (a, c in rack x; b, d in rack
+    y): explain reports them like any machine (it once failed an internal assertion)."""
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("a domain=x\nb domain=y\nc domain=x\nd domain=y\n")
+    code, out, err = run("explain", "--dims", "dp=4,tp=4", "--hosts-file", str(hosts),
+                         "--devices-per-host", "4")
+    assert code == 0, err
+    assert "16 ranks on 4 hosts of 4 devices" in out
+    # declared (hosts of 8 assumed): rank 4 is on host 0 there, on host 1 ('b') here
+    assert "the first rank whose host differs: rank 4" in out
+    dims = {d["dim"]: d["machine"] for d in data(
+        "explain", "--dims", "dp=4,tp=4", "--hosts-file", str(hosts),
+        "--devices-per-host", "4")["topology"]["dims"]}
+    assert dims["dp"] == {"hosts_per_group": 4, "domains_per_group": 2}
+
+
 def test_the_same_machine_as_declared_has_no_differences(tmp_path: Path) -> None:
     saved = tmp_path / "m.json"
     saved.write_text(json.dumps(Topology(32, 8).to_dict()))

@@ -101,7 +101,7 @@ class C10dBackend(CachedBackend[Any]):
         self._rendezvous: Rendezvous | None = None
         self._failed: set[str] = set()  # groups a collective failed on here (diagnose)
         self._shrunk_groups: list[Any] = []
-        if self.meets and self.world_size > 1:
+        if self.meets and self.world_size > 1 and self._c10d != "fake":  # fake: no peers
             self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
                                           world_size=self.world_size, heartbeat=heartbeat)
             self._rendezvous.warm(2)  # the main thread's and its waiting helper's

@@ -52,7 +52,7 @@ import attrs
 from layout import show, show_error
 from mesh import MeshError, Topology
 
-from .._core import BackendConfigError, DiscoveryError, process_backend
+from .._core import BackendConfigError, BackendError, DiscoveryError, process_backend
 
 __all__ = ["DiscoveryRecord", "collect", "discover_topology", "publish"]
 
@@ -347,15 +347,23 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
     if record is not None and not isinstance(record, DiscoveryRecord):
         raise BackendConfigError(f"record must be a backend.DiscoveryRecord or None, got "
                                  f"{show(record)}")
+    seconds = _seconds(timeout, b)
     if record is None and b in _CACHE:
         return _CACHE[b]
-    seconds = _seconds(timeout, b)
     import torch.distributed as dist
 
     store = dist.distributed_c10d._get_default_store()
     mine = DiscoveryRecord.read() if record is None else record
-    k = publish(store, b.rank, b.world_size, mine, seconds)
-    found = collect(store, k, b.world_size, seconds)
+    try:
+        k = publish(store, b.rank, b.world_size, mine, seconds)
+        found = collect(store, k, b.world_size, seconds)
+    except (BackendError, MeshError):
+        raise
+    except RuntimeError as e:  # a store that cannot gather (torch's FakeStore), or one lost
+        raise DiscoveryError(
+            f"discovering the machine needs the store the ranks share, and torch's default "
+            f"store failed ({type(e).__name__}: {str(e)[:200]}); a fake world (torch's "
+            "FakeStore) has none: give bind a topology= (a mesh.Topology)") from None
     if record is None:
         _CACHE[b] = found
     return found

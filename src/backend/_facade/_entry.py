@@ -126,6 +126,11 @@ def _expect(view: MeshView, backend: Backend[Any] | None, device_type: str,
     if topology is not None and not isinstance(topology, Topology):
         raise BackendConfigError(f"topology must be a mesh.Topology or None, got "
                                  f"{show(topology)}")
+    world = None if backend is None else getattr(backend, "world_size", None)
+    if topology is not None and type(world) is int and topology.world_size != world:
+        raise BackendConfigError(f"topology= is a machine of {topology.world_size:,} ranks "
+                                 f"({topology!r}), but the job's world is {world:,} ranks: "
+                                 "give the machine this job runs on")
     if not host and not domain:
         return backend
     if topology is None:

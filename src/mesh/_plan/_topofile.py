@@ -92,7 +92,10 @@ def fields_of(d: object) -> Fields:
                                    "(regular domains) and 'domains' (runs of hosts), the other "
                                    f"null; got {show(d['hosts_per_domain'])} and "
                                    f"{show(d['domains'])}")
-    names = _names(d["hosts"])
+    # the hosts there are: a longer host list is refused before it is expanded
+    hosts = -(-world // per_host) if per_host is not None else \
+        max(r[0] for r in ranks or ()) + 1
+    names = _names(d["hosts"], hosts)
     return Fields(world, per_host, ranks, per_domain, domains, names)
 
 
@@ -131,11 +134,11 @@ def _runs(value: object, what: str, width: int) -> Runs:
     return tuple(out)
 
 
-def _names(value: object) -> tuple[str, ...] | None:
+def _names(value: object, hosts: int) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str) and type(value) is str:
-        return expand_hosts(value)
+        return expand_hosts(value, most=hosts)
     if type(value) is not list or not value or len(value) > MOST_LISTED or not all(
             type(n) is str and n for n in value):
         raise InvalidMeshDataError(f"'hosts' must be null, a Slurm host list (a str) or a "
@@ -145,12 +148,13 @@ def _names(value: object) -> tuple[str, ...] | None:
 
 
 # ---- Slurm host lists ------------------------------------------------------------------------
-def expand_hosts(text: str) -> tuple[str, ...]:
+def expand_hosts(text: str, *, most: int | None = None) -> tuple[str, ...]:
     """The names of a Slurm host list, in order: items separated by commas, each a name
     with bracketed ranges (``node[001-003,7]``, ``rack[1-2]-n[1-4]``: every combination,
     the last bracket fastest); a range's numbers take the width of its first (``08-10``
     gives ``08, 09, 10``).  Counted before it is expanded: more than :data:`MOST_LISTED`
-    names, or malformed text, is a :class:`~mesh.TopologyError` naming it."""
+    names (or than ``most``), or malformed text, is a :class:`~mesh.TopologyError` naming
+    it."""
     if not isinstance(text, str) or not text.strip():
         raise TopologyError(f"a host list must be non-empty text such as node[001-128], got "
                             f"{show(text)}")
@@ -166,6 +170,9 @@ def expand_hosts(text: str) -> tuple[str, ...]:
         if total > MOST_LISTED:
             raise TopologyError(f"the host list {_short(text)} names more than "
                                 f"{MOST_LISTED:,} hosts (it was not expanded)")
+        if most is not None and total > most:
+            raise TopologyError(f"'hosts' {_short(text)} names more than the {most:,} hosts "
+                                "the topology has (it was not expanded)")
     out: list[str] = []
     for pieces in parsed:
         names = [""]

@@ -119,7 +119,7 @@ class Topology:
             raise TopologyError("hosts must name the host of at least one rank, got none")
         f = _per_domain(hosts_per_domain)
         index: dict[str, int] = {}
-        of = [index.setdefault(_label(lab, f"hosts[{i}]"), len(index))
+        of = [index.setdefault(_host_label(lab, f"hosts[{i}]"), len(index))
               for i, lab in enumerate(labels)]
         placed = _devices(devices, of)
         host_domains = None
@@ -343,7 +343,7 @@ class Topology:
         >>> Topology(32, 8).ranks_on(1)
         (8, 9, 10, 11, 12, 13, 14, 15)
         """
-        check_limit(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
+        _check_listing(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
         h = as_int(host, "a host index")
         if self._runs is None:
             assert self.devices_per_host is not None
@@ -476,13 +476,13 @@ class Topology:
         block = self.domain if domain else self.host
         mode = view.dim_layout(dim)  # the groups in view.groups' order: by first offset
         starts = complement(mode, view.ranks.size)
-        check_limit(mode.size, f"a group of dim {dim!r}", _SCANNED)
+        _check_listing(mode.size, f"a group of dim {dim!r}", _SCANNED)
         image = [mode(i) for i in range(mode.size)]
         for j in range(min(starts.size, max(1, _SCANNED // len(image)))):
             group = tuple(view.ranks(starts(j) + x) for x in image)
             if len({block(r) for r in group}) > 1:
                 return group
-        check_limit(view.ranks.size, f"the groups of dim {dim!r}", MAX_LISTED_RANKS)
+        _check_listing(view.ranks.size, f"the groups of dim {dim!r}", MAX_LISTED_RANKS)
         for group in view.groups(dim):  # a crossing group past the first million ranks
             if len({block(r) for r in group}) > 1:
                 return group
@@ -490,9 +490,11 @@ class Topology:
 
     def _block_ranks(self, domains: bool) -> int:
         """The ranks of a host (``domains``: a whole fast domain) of a regular topology."""
-        assert self.devices_per_host is not None and self.hosts_per_domain is not None
-        return self.devices_per_host * (min(self.hosts_per_domain, self.num_hosts)
-                                        if domains else 1)
+        assert self.devices_per_host is not None
+        if not domains:
+            return self.devices_per_host
+        assert self.hosts_per_domain is not None
+        return self.devices_per_host * min(self.hosts_per_domain, self.num_hosts)
 
     def _labelled_runs(self, domains: bool) -> Iterator[tuple[int, int, int]]:
         """``(first rank, end, host)`` (``domains``: domain) of every stretch of consecutive
@@ -558,7 +560,7 @@ class Topology:
         if self._runs is None and self._domain_runs is None:
             assert self.devices_per_host is not None and self.hosts_per_domain is not None
             return self.devices_per_host * (self.hosts_per_domain if domains else 1)
-        check_limit(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
+        _check_listing(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
         return self._domains_of_ranks if domains else self._hosts_of_ranks
 
     @functools.cached_property
@@ -609,6 +611,15 @@ def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | Non
             sb, eb, lb = next(ib)
 
 
+def _check_listing(count: int, what: str, most: int) -> None:
+    """Refuse to list ``count`` ranks when that is more than ``most``: these queries take no
+    ``limit=`` (unlike :meth:`Topology.ranks_in_order`), so the message offers none."""
+    if count > most:
+        raise TooManyRanksError(f"{what} would list {count:,} ranks, more than the {most:,} "
+                                "a topology query lists (a regular topology over the identity "
+                                "universe is answered by arithmetic, without listing)")
+
+
 def _per_domain(value: object) -> int:
     """``hosts_per_domain`` checked: a positive int below 2**63."""
     f = as_size(value, "hosts_per_domain")
@@ -641,6 +652,14 @@ def _label(lab: object, what: str) -> str:
     if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
         raise TopologyError(f"{what} must be an int in int64 or a str, got {show(v)}")
     return str(v)
+
+
+def _host_label(lab: object, what: str) -> str:
+    """A host's label: :func:`_label`, not empty (a saved topology names every host)."""
+    text = _label(lab, what)
+    if not text:
+        raise TopologyError(f"{what} must name a host (a non-empty str or an int), got ''")
+    return text
 
 
 def _devices(devices: object, of: list[int]) -> list[int]:
