@@ -267,7 +267,9 @@ class Snapshot:
             period = self._rz.period
             if period is not None and now - beat < period + SLACK_S:
                 if "creating" in rec and now < float(rec.get("until", now)):
-                    return Peer("busy", float(rec["until"]))  # still inside torch's creation
+                    # inside torch's creation of it, or just out (its record still says so):
+                    # looked at again after its next beat, as one that just finished is
+                    return Peer("busy", min(float(rec["until"]), beat + period))
                 return Peer("finished", beat + period)
             return Peer("idle")
         if decided == QUIT:  # closed: it is failing there now

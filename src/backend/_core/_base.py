@@ -48,9 +48,9 @@ class CachedBackend(Generic[G]):
             if type(v) is not int:
                 raise BackendConfigError(f"{what} must be an int, got {show(v)}")
         if world_size < 1:
-            raise BackendConfigError(f"world_size must be >= 1, got {world_size}")
+            raise BackendConfigError(f"world_size must be >= 1, got {show(world_size)}")
         if not 0 <= rank < world_size:
-            raise BackendConfigError(f"rank must be in [0, {world_size}), got {rank}")
+            raise BackendConfigError(f"rank must be in [0, {show(world_size)}), got {show(rank)}")
         self._world_size = world_size
         self._rank = rank
         self._cache: GroupCache[G] = GroupCache()
