@@ -22,9 +22,10 @@ from mesh import Topology
 from .._core import BackendConfigError
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
+from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
-from ._recording import Call, Create, Kind, SpmdBackend, TorchCreate, Trace, WaitWork
+from ._recording import SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank

@@ -26,7 +26,7 @@ from typing import Any
 
 from mesh import Topology
 
-from ._recording import Call, Create, Hit, Shrink, TorchCreate, Trace
+from ._events import Call, Create, Hit, Shrink, TorchCreate, Trace
 from ._report import Finding, verb, who
 
 __all__ = ["communicators", "topology_findings"]

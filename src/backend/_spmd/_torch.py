@@ -43,19 +43,19 @@ from mesh import MeshView
 
 from .._c10d import TorchFakeBackend
 from .._core import BackendConfigError, GroupOptions
-from ._recording import (
+from ._events import (
     Abort,
     Call,
     Destroy,
     GroupRef,
     Kind,
-    Recording,
     Shrink,
     TorchCreate,
     program_reads,
     site,
     world_ref,
 )
+from ._recording import Recording
 
 __all__ = ["TorchRecorder", "TorchSession"]
 
