@@ -5,8 +5,9 @@ GroupSpec` it reuses); it imports nothing of the facade, and torch only for prog
 with ``torch=True``.
 
 - ``_check``: :func:`check_spmd`, the orchestration;
-- ``_recording``: what a run records (events, :class:`GroupRef`), and :class:`SpmdBackend`,
-  the torch-free recorder with torch.distributed's vocabulary;
+- ``_events``: what a run records (events, :class:`GroupRef`, the source line of a call);
+- ``_recording``: :class:`SpmdBackend`, the torch-free recorder with torch.distributed's
+  vocabulary;
 - ``_torch``: recording torch-level programs on torch's fake process group;
 - ``_run``: one rank's run, bounded (time limit, threads, async programs);
 - ``_creation``: the creation model (splits, hidden parent-wide splits, cache hits);

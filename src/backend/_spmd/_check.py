@@ -22,9 +22,10 @@ from mesh import Topology
 from .._core import BackendConfigError
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
+from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
-from ._recording import Call, Create, Kind, SpmdBackend, TorchCreate, Trace, WaitWork
+from ._recording import SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank
@@ -195,29 +196,9 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
     """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
     nccl = kind == "nccl" or (kind == "auto" and any("cuda" in t.device_types for t in traces))
     meets: dict[Hashable, Meet] = {}
-    steps: list[list[Step]] = []
     findings: list[Finding] = []
     to_all: list[Any] = []
-    for t in traces:
-        life = Lifecycle(t.rank, nccl, meets)
-        creating = CreationLowering(world, nccl, meets)
-        calling = CallLowering(t.rank, meets, to_all)
-        mine: list[Step] = []
-        for i, e in enumerate(t.events):
-            if isinstance(e, (Create, TorchCreate)):
-                mine.append(creating.step(e, i, findings))
-            elif isinstance(e, Call):
-                if life.breaks(e, findings):
-                    continue
-                mine.append(calling.step(e, i))
-            elif isinstance(e, WaitWork):
-                mine.append(calling.step(e, i))
-            else:
-                step = life.see(e, i, findings)
-                if step is not None:
-                    mine.append(step)
-        steps.append(mine)
-        findings += _run_findings(t)
+    steps = [_lowered(t, world, nccl, meets, to_all, findings) for t in traces]
     outcome = replay(steps, meets)
     never, more = creation_findings(outcome, meets, traces, world)
     calls_found = call_findings(outcome, meets, traces, to_all, world)
@@ -235,6 +216,31 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
     unique = tuple(dict.fromkeys(findings))  # the same finding from every member: once
     return SpmdReport(world, len(creates), tuple(never), waiting, blocked, errors, unique,
                       calls, world if ran is None else ran, tuple(notes), words)
+
+
+def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Hashable, Meet], to_all: list[Any],
+             findings: list[Finding]) -> list[Step]:
+    """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
+    findings met on the way (a call on an ended group, a creation that cannot be made, the
+    run's own problems) added to ``findings``."""
+    life = Lifecycle(t.rank, nccl, meets)
+    creating = CreationLowering(world, nccl, meets)
+    calling = CallLowering(t.rank, meets, to_all)
+    mine: list[Step] = []
+    for i, e in enumerate(t.events):
+        if isinstance(e, (Create, TorchCreate)):
+            mine.append(creating.step(e, i, findings))
+        elif isinstance(e, Call):
+            if not life.breaks(e, findings):
+                mine.append(calling.step(e, i))
+        elif isinstance(e, WaitWork):
+            mine.append(calling.step(e, i))
+        else:
+            step = life.see(e, i, findings)
+            if step is not None:
+                mine.append(step)
+    findings += _run_findings(t)
+    return mine
 
 
 def _run_findings(t: Trace) -> list[Finding]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+from ._events import Call, Trace, WaitWork
 from ._matcher import Meet, Mismatch, Outcome, Step
-from ._recording import Call, Trace, WaitWork
 from ._report import Finding, verb, who
 
 __all__ = ["CallLowering", "call_findings", "wait_words"]

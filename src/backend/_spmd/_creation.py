@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+from ._events import Create, Hit, TorchCreate, Trace
 from ._matcher import Meet, Outcome, Step
-from ._recording import Create, Hit, TorchCreate, Trace
 from ._report import Finding, group_words, verb, who
 
 __all__ = ["CreationLowering", "creation_findings"]

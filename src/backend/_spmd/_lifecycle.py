@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable
 
+from ._events import Abort, Call, Destroy, Event, Retire, Revoke, Shrink, WaitRevoke
 from ._matcher import Meet, Step
-from ._recording import Abort, Call, Destroy, Event, Retire, Revoke, Shrink, WaitRevoke
 from ._report import Finding
 
 __all__ = ["Lifecycle"]

@@ -118,49 +118,51 @@ def replay(steps: Sequence[Sequence[Step]], meets: dict[Hashable, Meet]) -> Outc
                 pos[r] += 1
                 queue.append(r)
 
+    def offer(r: int, key: Hashable, sig: Hashable, event: int) -> bool:
+        """Rank ``r`` offers its step's ``key`` with signature ``sig``: whether it must
+        wait for the key's other participants."""
+        wrong = mismatched.get(key)
+        if wrong is not None:  # every side of a desync is reported
+            if r not in wrong.ranks:
+                wrong.ranks.add(r)
+                wrong.arrivals.append((r, sig, event))
+            return False
+        if key in done:
+            return False
+        meet = meets[key]
+        channel = meet.channel
+        if channel is not None and channel in desynced:
+            return False
+        got = offered.get(key)
+        if got is None:
+            got = offered[key] = set()
+            offers[key] = []
+            if channel is not None:
+                open_in[channel].add(key)
+        if r not in got:
+            got.add(r)
+            these = offers[key]
+            these.append((r, sig, event))
+            if sig != these[0][1]:
+                mismatched[key] = Mismatch(key, channel, list(these), set(got))
+                if channel is not None:
+                    desynced.add(channel)
+                    for k in list(open_in[channel]):
+                        complete(k)
+                else:
+                    complete(key)
+                return False
+            if len(got) == len(meet.participants):
+                complete(key)
+                return False
+        return True
+
     def run(r: int) -> None:
         mine = steps[r]
         while pos[r] < len(mine):
             step = mine[pos[r]]
-            wait: set[Hashable] | None = None
-            for key, sig in zip(step.keys, step.sigs):
-                wrong = mismatched.get(key)
-                if wrong is not None:  # every side of a desync is reported
-                    if r not in wrong.ranks:
-                        wrong.ranks.add(r)
-                        wrong.arrivals.append((r, sig, step.event))
-                    continue
-                if key in done:
-                    continue
-                meet = meets[key]
-                channel = meet.channel
-                if channel is not None and channel in desynced:
-                    continue
-                got = offered.get(key)
-                if got is None:
-                    got = offered[key] = set()
-                    offers[key] = []
-                    if channel is not None:
-                        open_in[channel].add(key)
-                if r not in got:
-                    got.add(r)
-                    these = offers[key]
-                    these.append((r, sig, step.event))
-                    if sig != these[0][1]:
-                        mismatched[key] = Mismatch(key, channel, list(these), set(got))
-                        if channel is not None:
-                            desynced.add(channel)
-                            for k in list(open_in[channel]):
-                                complete(k)
-                        else:
-                            complete(key)
-                        continue
-                    if len(got) == len(meet.participants):
-                        complete(key)
-                        continue
-                if wait is None:
-                    wait = set()
-                wait.add(key)
+            wait = {key for key, sig in zip(step.keys, step.sigs)
+                    if offer(r, key, sig, step.event)}
             if step.blocking and wait:
                 pending[r] = wait
                 for key in wait:

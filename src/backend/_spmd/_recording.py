@@ -1,27 +1,13 @@
-"""What ``check_spmd`` records of one rank's run: the events (group requests, collective and
-point-to-point calls, lifecycle calls) in program order, as values, and the torch-free
-recording backend a program runs on.
-
-A group is named in a call by a :class:`GroupRef`: its ``key`` is equal on every member
-(the name the real job gives the communicator, with its members), so calls of different
-ranks on one communicator meet; ``spec`` (a :class:`~backend.GroupSpec`) is kept where the
-group was made from a view, so that another rank's group of the same family can be
-derived (``_reduce``).  Every call keeps its source line: the first frame outside torch and
-meshlayout.
-"""
+"""The torch-free recording backend a program runs on under ``check_spmd``: every group
+request and every collective, point-to-point and lifecycle call of one rank, recorded in
+program order as the values of ``_events``."""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-import attrs
-
-import layout
-import mesh as _mesh_package
 from layout import show
 from mesh import Dim, MeshView
 
@@ -34,317 +20,27 @@ from .._core import (
     Retired,
     as_options,
 )
-
-__all__ = ["Abort", "Call", "Create", "Destroy", "Event", "GroupRef", "Hit", "Kind",
-           "Recording", "Retire", "Revoke", "Shrink", "SpmdBackend", "TorchCreate", "Trace",
-           "WaitRevoke", "WaitWork", "library_dirs", "program_reads", "site", "spec_ref",
-           "world_ref"]
-
-Kind = Literal["auto", "gloo", "nccl"]
-_BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
-           for p in (layout, _mesh_package)), _BACKEND + os.sep)
-_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
-
-
-def library_dirs() -> tuple[str, ...]:
-    torch = sys.modules.get("torch")
-    found = getattr(torch, "__file__", None)
-    extra = (os.path.dirname(os.path.abspath(found)) + os.sep,) if found else ()
-    return _OURS + extra
-
-
-def _stdlib(name: str) -> bool:
-    return name.startswith(_STDLIB) and "site-packages" not in name
-
-
-def site(depth: int = 2) -> str:
-    """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
-    the standard library: the program's line that made the call."""
-    dirs = library_dirs()
-    frame = sys._getframe(depth)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(dirs) and not _stdlib(name):
-            return f"{os.path.basename(name)}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return "?"
-
-
-def program_reads(depth: int) -> bool:
-    """Whether the first frame ``depth`` up outside the standard library is the program's
-    own (or the facade's ``get_rank`` on the program's behalf): a raw read of the rank,
-    not a coordinate computation."""
-    frame = sys._getframe(depth)
-    while frame.f_back is not None and _stdlib(frame.f_code.co_filename):
-        frame = frame.f_back
-    name = frame.f_code.co_filename
-    if not name.startswith(library_dirs()):
-        return True
-    return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
-
-
-class GroupRef:
-    """A communicator a call runs on, as one rank sees it.
-
-    ``key`` is equal on every member of the same communicator (for a group made from a
-    view: its family, options and place in the family; for one torch code made: its
-    torch name and members); ``label`` names it in words (the dim, or torch's group
-    name); ``members`` are the global ranks in group order (listed on first use);
-    ``spec`` is the request it came from when a view made it (None for the world group
-    and for groups torch code made).
-    """
-
-    __slots__ = ("_members", "key", "label", "spec", "world")
-
-    def __init__(self, key: Hashable, label: str, members: Sequence[int] | None = None,
-                 spec: GroupSpec | None = None, world: bool = False) -> None:
-        self.key = key
-        self.label = label
-        self._members = members
-        self.spec = spec
-        self.world = world
-
-    @property
-    def members(self) -> Sequence[int]:
-        """The global ranks in group order (a range for the whole world in order)."""
-        if self._members is None:
-            assert self.spec is not None
-            found: Sequence[int] = self.spec.members
-            if len(found) == self.spec.world_size and found == tuple(range(len(found))):
-                found = range(len(found))
-            self._members = found
-        return self._members
-
-    def index(self, rank: int) -> int | None:
-        """``rank``'s place in the group, or None when it is not a member."""
-        members = self.members
-        if isinstance(members, range):
-            return rank - members.start if rank in members else None
-        try:
-            return members.index(rank)
-        except ValueError:
-            return None
-
-    def describe(self) -> str:
-        """The group in words (its members shortened past eight)."""
-        if self.world:
-            return f"the world group {_short(self.members)}"
-        return f"the {self.label!r} group {_short(self.members)}"
-
-    def __repr__(self) -> str:
-        return f"GroupRef({self.describe()})"
-
-
-def _short(members: Sequence[int]) -> str:
-    n = len(members)
-    if n == 1:
-        return f"({members[0]},)"
-    if n <= 8:
-        return f"({', '.join(map(str, members))})"
-    return f"({', '.join(map(str, members[:6]))}, ..., {members[-1]}; {n} ranks)"
-
-
-def world_ref(world_size: int) -> GroupRef:
-    """The default group."""
-    return GroupRef(("world", world_size), "world", range(world_size), None, True)
-
-
-def spec_ref(spec: GroupSpec, offset: int, identity: str | None = None) -> GroupRef:
-    """The group a request made, whose first member is at ``offset`` of the universe (the
-    world group where the request reuses it).  Its key is the family's identity (universe,
-    layout, options: ``GroupSpec.identity``, given when known) and the offset, as text
-    (hashed once)."""
-    if spec.plan is Plan.DEFAULT:
-        return world_ref(spec.world_size)
-    key = f"{identity if identity is not None else spec.identity}@{offset}"
-    return GroupRef(key, spec.options.group_desc or spec.dim, None, spec)
-
-
-# ---- events -----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Create:
-    """A group creation this rank takes part in (its barrier, as the job meets), as the
-    modelled backend creates it: ``split`` when one ``split_group`` over the world makes
-    the family; ``hidden`` when torch would split the device-bound default group for a
-    group the program creates among its members only (NCCL, :mod:`._creation`)."""
-
-    barrier: str
-    dim: str
-    members: Any  # who meets there: the group, or range(world) for a split
-    split: bool
-    hidden: bool
-    group: GroupRef
-    line: str
-
-
-@attrs.frozen
-class Hit:
-    """A request this rank answered from a group it already held though it never created
-    that family itself: adopted (``from_group``) or kept across a ``rebind``.  Where its
-    peers create the family, they wait for this rank (:mod:`._creation`)."""
-
-    barrier: str
-    dim: str
-    members: Any
-    split: bool
-    source: str
-    group: GroupRef
-    line: str
-
-
-@attrs.frozen
-class TorchCreate:
-    """A group torch code created itself: ``dist.new_group(ranks, use_local_synchronization=
-    local)`` or ``dist.split_group(split_ranks)`` (``ranks`` then lists the splits)."""
-
-    what: Literal["new_group", "split_group"]
-    ranks: tuple[Any, ...]
-    local: bool
-    name: str
-    line: str
-
-
-@attrs.frozen
-class Call:
-    """One collective or point-to-point call on ``group``.
-
-    ``shapes`` holds one shape per tensor; ``root`` (broadcast, reduce, gather, scatter) and
-    ``peer`` (send, recv) are places in the group; ``splits`` (all_to_all with sizes) the
-    input and output split sizes.  ``post`` marks a call that does not wait (``isend``,
-    ``irecv``, a batch of p2p ops): it must still be matched before the program ends.
-    """
-
-    op: str
-    group: GroupRef
-    shapes: tuple[tuple[int, ...], ...]
-    dtype: str
-    line: str
-    reduce_op: str | None = None
-    root: int | None = None
-    peer: int | None = None
-    splits: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    post: bool = False
-    batch: int = 0
-
-    @property
-    def p2p(self) -> bool:
-        return self.op in ("send", "recv")
-
-    def signature(self) -> tuple[Any, ...]:
-        """What every member must agree on (p2p: what the pair must agree on)."""
-        if self.p2p:
-            return (self.shapes, self.dtype)
-        if self.op == "all_to_all":  # uneven sizes differ by rank: the rows must agree
-            return (self.op, tuple(s[1:] for s in self.shapes), self.dtype,
-                    self.splits is None and self.shapes)
-        return (self.op, self.shapes, self.dtype, self.reduce_op, self.root)
-
-    def describe(self) -> str:
-        """``all_reduce (16, 16) float32 sum``; roots and peers by global rank."""
-        shapes = ", ".join(_shape(s) for s in self.shapes) or "()"
-        text = f"{self.op} {shapes} {self.dtype}"
-        if self.reduce_op:
-            text += f" {self.reduce_op}"
-        if self.root is not None:
-            text += f" root {self.group.members[self.root]}"
-        if self.peer is not None:
-            text += f" {'to' if self.op == 'send' else 'from'} {self.group.members[self.peer]}"
-        if self.splits is not None:
-            text += f" splits in {list(self.splits[0])} out {list(self.splits[1])}"
-        return text
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
-
-
-@attrs.frozen
-class WaitWork:
-    """The program waits for the non-blocking calls ``calls`` (their event indices)."""
-
-    calls: tuple[int, ...]
-    line: str
-
-
-@attrs.frozen
-class Retire:
-    """``retire``/``rebind``: ``lost`` ranks are gone; ``ended`` the groups it ended."""
-
-    lost: frozenset[int]
-    ended: tuple[GroupRef, ...]
-    line: str
-
-
-@attrs.frozen
-class Destroy:
-    """The program destroys ``group`` (``destroy_process_group``; NCCL: a finalize that
-    waits for its peers)."""
-
-    group: GroupRef
-    line: str
-
-
-@attrs.frozen
-class Abort:
-    """The program aborts ``group`` (never waits for peers)."""
-
-    group: GroupRef
-    line: str
-
-
-@attrs.frozen
-class Shrink:
-    """``shrink_group(exclude, group)``: collective among the members not excluded."""
-
-    group: GroupRef
-    exclude: tuple[int, ...]
-    made: GroupRef | None
-    line: str
-
-
-@attrs.frozen
-class Revoke:
-    """A revoke of ``group`` (``ncclCommRevoke``); ``wait=False`` returns before it ends."""
-
-    group: GroupRef
-    wait: bool
-    line: str
-
-
-@attrs.frozen
-class WaitRevoke:
-    """The program waits for the revoke of ``group`` to end."""
-
-    group: GroupRef
-    line: str
-
-
-Event = Create | Hit | TorchCreate | Call | WaitWork | Retire | Destroy | Abort | Shrink | \
-    Revoke | WaitRevoke
-
-
-@attrs.define
-class Trace:
-    """One rank's run: its events in order, and how the run ended."""
-
-    rank: int
-    events: list[Event] = attrs.Factory(list)
-    error: str | None = None  # the program raised (its error, with where)
-    error_at: int = 0  # how many group requests came before the error
-    timed_out: float | None = None  # the time limit it ran past
-    raw_rank: bool = False  # the program read its global rank itself
-    threads: set[threading.Thread] = attrs.Factory(set)  # the threads that made calls
-    left_threads: int = 0  # threads still running after the program returned
-    foreign: list[tuple[str, str]] = attrs.Factory(list)  # (line, what) calls on others' groups
-    device_types: set[str] = attrs.Factory(set)
-    underivable: str | None = None  # why another rank's run cannot be derived from this one
-
-    @property
-    def requests(self) -> int:
-        return sum(isinstance(e, (Create, Hit)) for e in self.events)
+from ._events import (
+    Abort,
+    Call,
+    Create,
+    Destroy,
+    GroupRef,
+    Hit,
+    Kind,
+    Retire,
+    Revoke,
+    Shrink,
+    Trace,
+    WaitRevoke,
+    WaitWork,
+    program_reads,
+    site,
+    spec_ref,
+    world_ref,
+)
+
+__all__ = ["REDUCE_OPS", "Recording", "SpmdBackend", "recorder_factory"]
 
 
 # ---- the recording part every recorder shares ---------------------------------------------

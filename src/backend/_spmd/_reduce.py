@@ -40,7 +40,7 @@ from layout import show
 
 from .._c10d import GroupSpec
 from .._core import BackendConfigError, family_view
-from ._recording import Call, Create, Event, GroupRef, TorchCreate, Trace, WaitWork, spec_ref
+from ._events import Call, Create, Event, GroupRef, TorchCreate, Trace, WaitWork, spec_ref
 
 __all__ = ["Underivable", "check_derivable", "derive", "plan_classes", "same", "verifiers"]
 

@@ -26,7 +26,8 @@ from typing import Any
 from layout import show, show_error
 
 from .._core import BackendConfigError, NotAMemberError, overriding
-from ._recording import Recording, library_dirs
+from ._events import library_dirs
+from ._recording import Recording
 
 __all__ = ["AwaitableProgram", "RankTimeout", "refuse_async", "run_rank"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from mesh import Topology
 
-from ._recording import Call, Create, Hit, Shrink, TorchCreate, Trace
+from ._events import Call, Create, Hit, Shrink, TorchCreate, Trace
 from ._report import Finding, verb, who
 
 __all__ = ["communicators", "topology_findings"]
@@ -57,7 +57,6 @@ def topology_findings(traces: Sequence[Trace], world: int, topology: Topology | 
                       nccl: bool, *, budget: int | None, slots: int, per_comm: int
                       ) -> list[Finding]:
     """Uneven hosts, NVLS slots per domain, communicators per rank over ``budget``."""
-    found: list[Finding] = []
     every: dict[Hashable, tuple[str, Sequence[int]]] = {}
     over: dict[int, int] = {}
     for t in traces:
@@ -66,18 +65,30 @@ def topology_findings(traces: Sequence[Trace], world: int, topology: Topology | 
             over[t.rank] = len(held)
         for key, value in held.items():
             every.setdefault(key, value)
-    if over:
-        most = max(over.values())
-        ranks = tuple(sorted(over))
-        found.append(Finding(
-            "budget",
-            f"{who(ranks, world)} {verb(ranks, 'holds', 'hold')} up to {most} communicators, "
-            f"over the budget of "
-            f"{budget} per rank (each costs GPU memory and, on NVSwitch, NVLS slots): share "
-            "groups between views (same family, same options) or drop unused dims",
-            "budget", ranks))
+    found = [_over_budget(over, world, budget)] if over else []
     if topology is None or not nccl:
         return found
+    return found + _on_the_machine(every, topology, slots, per_comm)
+
+
+def _over_budget(over: dict[int, int], world: int, budget: int | None) -> Finding:
+    """The ranks holding more communicators than ``budget`` (``over``: rank -> how many)."""
+    most = max(over.values())
+    ranks = tuple(sorted(over))
+    return Finding(
+        "budget",
+        f"{who(ranks, world)} {verb(ranks, 'holds', 'hold')} up to {most} communicators, "
+        f"over the budget of "
+        f"{budget} per rank (each costs GPU memory and, on NVSwitch, NVLS slots): share "
+        "groups between views (same family, same options) or drop unused dims",
+        "budget", ranks)
+
+
+def _on_the_machine(every: dict[Hashable, tuple[str, Sequence[int]]], topology: Topology,
+                    slots: int, per_comm: int) -> list[Finding]:
+    """Communicators with uneven ranks per host, and NVLink domains whose communicators
+    need more NVLS multicast groups than their NVSwitch partition has slots."""
+    found: list[Finding] = []
     per_domain: dict[int, list[str]] = defaultdict(list)
     for _key, (label, members) in every.items():
         hosts = Counter(topology.host(r) for r in members)

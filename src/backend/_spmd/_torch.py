@@ -43,19 +43,19 @@ from mesh import MeshView
 
 from .._c10d import TorchFakeBackend
 from .._core import BackendConfigError, GroupOptions
-from ._recording import (
+from ._events import (
     Abort,
     Call,
     Destroy,
     GroupRef,
     Kind,
-    Recording,
     Shrink,
     TorchCreate,
     program_reads,
     site,
     world_ref,
 )
+from ._recording import Recording
 
 __all__ = ["TorchRecorder", "TorchSession"]
 
@@ -312,93 +312,98 @@ class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]
 # ---- the patched entry points ------------------------------------------------------------------
 
 
-def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
-    originals = {name: getattr(c10d, name) for name in _PATCHED}
+class _Patches:
+    """torch.distributed's entry points as the recorder patches them: each calls torch's
+    own (``originals``) and records what the program did."""
 
-    def blocking(name: str) -> Callable[..., Any]:
+    def __init__(self, recorder: TorchRecorder) -> None:
+        self.recorder = recorder
+        self.originals = {name: getattr(c10d, name) for name in _PATCHED}
+
+    def blocking(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            recorder._blocking += 1
+            self.recorder._blocking += 1
             try:
-                return originals[name](*args, **kwargs)
+                return self.originals[name](*args, **kwargs)
             finally:
-                recorder._blocking -= 1
+                self.recorder._blocking -= 1
         return call
 
-    def nonblocking(name: str) -> Callable[..., Any]:
+    def nonblocking(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            recorder._post += 1
+            self.recorder._post += 1
             if name == "batch_isend_irecv":
-                recorder._batch += 1
+                self.recorder._batch += 1
             try:
-                return originals[name](*args, **kwargs)
+                return self.originals[name](*args, **kwargs)
             finally:
-                recorder._post -= 1
+                self.recorder._post -= 1
         return call
 
-    def new_group(ranks: Any = None, *args: Any, **kwargs: Any) -> Any:
-        made = originals["new_group"](ranks, *args, **kwargs)
-        if not recorder._quiet:
+    def new_group(self, ranks: Any = None, *args: Any, **kwargs: Any) -> Any:
+        made = self.originals["new_group"](ranks, *args, **kwargs)
+        if not self.recorder._quiet:
             local = bool(kwargs.get("use_local_synchronization", False))
-            members = tuple(range(recorder.world_size)) if ranks is None else tuple(
+            members = tuple(range(self.recorder.world_size)) if ranks is None else tuple(
                 ranks if kwargs.get("sort_ranks", True) is False else sorted(ranks))
             name = str(getattr(made, "group_name", "")) if made not in (None,) and \
                 made is not c10d.GroupMember.NON_GROUP_MEMBER else ""
             if local and not name:
                 name = str(c10d._hash_ranks_to_str(list(members)))
-            recorder.trace.events.append(TorchCreate("new_group", members, local,
+            self.recorder.trace.events.append(TorchCreate("new_group", members, local,
                                                      name or "(not a member)", site(2)))
         return made
 
-    def split_group(*args: Any, **kwargs: Any) -> Any:
-        made = originals["split_group"](*args, **kwargs)
-        if not recorder._quiet:
+    def split_group(self, *args: Any, **kwargs: Any) -> Any:
+        made = self.originals["split_group"](*args, **kwargs)
+        if not self.recorder._quiet:
             splits = kwargs.get("split_ranks", args[1] if len(args) > 1 else None) or []
             name = str(getattr(made, "group_name", "")) if made is not None else ""
-            recorder.trace.events.append(TorchCreate(
+            self.recorder.trace.events.append(TorchCreate(
                 "split_group", tuple(tuple(s) for s in splits), False, name, site(2)))
         return made
 
-    def lifecycle(name: str, event: Callable[..., Any]) -> Callable[..., Any]:
+    def lifecycle(self, name: str, event: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not recorder._quiet and not recorder._closed:
+            if not self.recorder._quiet and not self.recorder._closed:
                 event(*args, **kwargs)
-            return originals[name](*args, **kwargs)
+            return self.originals[name](*args, **kwargs)
         return call
 
-    def destroyed(group: Any = None) -> None:
+    def destroyed(self, group: Any = None) -> None:
         if group is not None and group is not c10d.GroupMember.NON_GROUP_MEMBER:
-            recorder.trace.events.append(Destroy(recorder.ref(group), site(4)))
+            self.recorder.trace.events.append(Destroy(self.recorder.ref(group), site(4)))
 
-    def aborted(group: Any = None) -> None:
+    def aborted(self, group: Any = None) -> None:
         if group is not None and group is not c10d.GroupMember.NON_GROUP_MEMBER:
-            recorder.trace.events.append(Abort(recorder.ref(group), site(4)))
+            self.recorder.trace.events.append(Abort(self.recorder.ref(group), site(4)))
 
-    def shrink_group(ranks_to_exclude: Any, group: Any = None, *args: Any, **kwargs: Any
+    def shrink_group(self, ranks_to_exclude: Any, group: Any = None, *args: Any, **kwargs: Any
                      ) -> Any:
-        ref = recorder.ref(group)
+        ref = self.recorder.ref(group)
         exclude = tuple(sorted(int(r) for r in ranks_to_exclude))
         made = None
         try:
-            made = originals["shrink_group"](ranks_to_exclude, group, *args, **kwargs)
+            made = self.originals["shrink_group"](ranks_to_exclude, group, *args, **kwargs)
         finally:
-            if not recorder._quiet:
-                mine = None if made is None else recorder.ref(made)
-                recorder.trace.events.append(Shrink(ref, exclude, mine, site(2)))
+            if not self.recorder._quiet:
+                mine = None if made is None else self.recorder.ref(made)
+                self.recorder.trace.events.append(Shrink(ref, exclude, mine, site(2)))
         return made
 
-    def get_rank(*args: Any, **kwargs: Any) -> Any:
-        if not recorder.trace.raw_rank and program_reads(2):
-            recorder.trace.raw_rank = True
-        return originals["get_rank"](*args, **kwargs)
+    def get_rank(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.recorder.trace.raw_rank and program_reads(2):
+            self.recorder.trace.raw_rank = True
+        return self.originals["get_rank"](*args, **kwargs)
 
-    def warn_not_in_group(op_name: Any) -> Any:
-        if not recorder._quiet:
-            recorder.trace.foreign.append((site(2), f"calls {op_name} on a group it is not in "
+    def warn_not_in_group(self, op_name: Any) -> Any:
+        if not self.recorder._quiet:
+            self.recorder.trace.foreign.append((site(2), f"calls {op_name} on a group it is not in "
                                                     "(torch skips the call)"))
-        return originals["_warn_not_in_group"](op_name)
+        return self.originals["_warn_not_in_group"](op_name)
 
-    def objects(name: str) -> Callable[..., Any]:
-        signature = inspect.signature(originals[name])
+    def objects(self, name: str) -> Callable[..., Any]:
+        signature = inspect.signature(self.originals[name])
 
         def call(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs).arguments
@@ -406,22 +411,29 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
             size = len(listed) if isinstance(listed, list) else 1
             if name == "all_gather_object" and isinstance(listed, list):
                 listed[:] = [bound.get("obj")] * len(listed)
-            recorder.record(name, bound.get("group"), [torch.empty((size,), device="meta")])
+            self.recorder.record(name, bound.get("group"), [torch.empty((size,), device="meta")])
         return call
 
-    out: dict[str, Callable[..., Any]] = {
-        "send": blocking("send"), "recv": blocking("recv"),
-        "isend": nonblocking("isend"), "irecv": nonblocking("irecv"),
-        "batch_isend_irecv": nonblocking("batch_isend_irecv"),
-        "new_group": new_group, "split_group": split_group,
-        "destroy_process_group": lifecycle("destroy_process_group", destroyed),
-        "_abort_process_group": lifecycle("_abort_process_group", aborted),
-        "shrink_group": shrink_group, "get_rank": get_rank,
-        "_warn_not_in_group": warn_not_in_group,
-    }
-    for name in _OBJECTS:
-        out[name] = objects(name)
-    return out
+    def table(self) -> dict[str, Callable[..., Any]]:
+        """Entry point name -> its patched version."""
+        out: dict[str, Callable[..., Any]] = {
+            "send": self.blocking("send"), "recv": self.blocking("recv"),
+            "isend": self.nonblocking("isend"), "irecv": self.nonblocking("irecv"),
+            "batch_isend_irecv": self.nonblocking("batch_isend_irecv"),
+            "new_group": self.new_group, "split_group": self.split_group,
+            "destroy_process_group": self.lifecycle("destroy_process_group", self.destroyed),
+            "_abort_process_group": self.lifecycle("_abort_process_group", self.aborted),
+            "shrink_group": self.shrink_group, "get_rank": self.get_rank,
+            "_warn_not_in_group": self.warn_not_in_group,
+        }
+        for name in _OBJECTS:
+            out[name] = self.objects(name)
+        return out
+
+
+def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
+    """The patched entry points of ``recorder``'s run (see :class:`_Patches`)."""
+    return _Patches(recorder).table()
 
 
 _OBJECTS = ("all_gather_object", "broadcast_object_list", "gather_object",

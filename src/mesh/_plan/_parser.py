@@ -7,6 +7,7 @@ mean together (a plan, a machine, a failure) is the command's (``_cli``).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from . import _args
 from ._explain import DEFAULT_DEVICES_PER_HOST
@@ -65,11 +66,20 @@ fast domain). Exit status: 0 done, 2 bad input.
 
 
 def parser() -> argparse.ArgumentParser:
-    """The ``meshlayout`` command's parser: ``explain`` and ``compare`` and their flags."""
+    """The ``meshlayout`` command's parser: ``explain``, ``compare`` and ``place`` and their
+    flags."""
     top = argparse.ArgumentParser(
         prog="meshlayout", description="Device-mesh bookkeeping, offline: see a plan before "
         "launching it.")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _explain_parser(sub)
+    _compare_parser(sub)
+    _place_parser(sub)
+    return top
+
+
+def _explain_parser(sub: Any) -> None:
+    """``meshlayout explain``: one plan, against the machine, and what a failure does."""
     p = sub.add_parser(
         "explain", help="explain a plan: groups, host crossings, shared communicators, cost",
         description="Explain a plan: for every dim of every view its size, layout, number of "
@@ -81,6 +91,10 @@ def parser() -> argparse.ArgumentParser:
     _output_arguments(p)
     _failure_arguments(p)
     _memory_arguments(p)
+
+
+def _compare_parser(sub: Any) -> None:
+    """``meshlayout compare``: plans side by side."""
     c = sub.add_parser(
         "compare", help="compare plans side by side: host crossings, cost, estimated time",
         description="Compare plans side by side, each explained on its own: per dim name its "
@@ -98,6 +112,10 @@ def parser() -> argparse.ArgumentParser:
                    help="text (default) or json (schema in the README)")
     _memory_arguments(c)
     _traffic_arguments(c)
+
+
+def _place_parser(sub: Any) -> None:
+    """``meshlayout place``: the rank order of one mesh on a machine."""
     pl = sub.add_parser(
         "place", help="choose the rank order: which dims inside hosts, domains, across",
         description="Choose the rank order of a mesh on a machine: the order (a layout over "
@@ -116,7 +134,6 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--svg", metavar="FILE", help="also write an SVG picture of the chosen view, "
                     "coloured by fast domain and host")
     _traffic_arguments(pl)
-    return top
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:

@@ -112,23 +112,7 @@ class Placement:
         >>> str(found.view.layout), [d["level"] for d in found.to_dict()["chosen"]["dims"]]
         ('(8,4,2):(8,1,4)', ['across', 'host', 'across'])
         """
-        sizes, dims = _shape(shape, names)
-        if not isinstance(topology, Topology):
-            raise MeshTypeError(f"topology must be a mesh.Topology, got {show(topology)}")
-        world = math.prod(sizes)
-        if world != topology.world_size:
-            raise TopologyError(f"the dims ({_shown(sizes, dims)}) hold {world:,} ranks, but "
-                                f"the topology has {topology.world_size:,} ({topology!r}): a "
-                                "placement covers the whole machine")
-        nbytes = traffic_bytes(traffic)
-        unknown = [d for d in nbytes if d not in dims]
-        if unknown:
-            raise UnknownDimError(f"traffic names dims {unknown!r} the plan does not have; its "
-                                  f"dims are {list(dims)!r}")
-        if links is None:
-            links = Links()
-        elif not isinstance(links, Links):
-            raise MeshTypeError(f"links must be a mesh.Links or None, got {show(links)}")
+        sizes, dims, nbytes, links = _checked(shape, names, topology, traffic, links)
         costs = [(links.allreduce_seconds(nbytes.get(d, 0), s, inside=True),
                   links.allreduce_seconds(nbytes.get(d, 0), s, inside=False))
                  for s, d in zip(sizes, dims)]
@@ -144,10 +128,9 @@ class Placement:
         # runner-up is the first choice whose view's estimate is worse (none with one domain)
         for key, levels in ranked if topology.num_domains > 1 else ():
             if key[0] > best[0][0]:
-                candidate = _view(sizes, dims, levels, universe)
-                found = _order(candidate, topology, nbytes, links)
-                if float(f"{found['seconds']:.12g}") > float(f"{chosen['seconds']:.12g}"):
-                    runner, runner_data = candidate, found
+                runner, runner_data = _worse(_view(sizes, dims, levels, universe), topology,
+                                             nbytes, links, chosen)
+                if runner is not None:
                     break
         given = MeshView.from_shape(sizes, dims)
         data = {"schema": PLACE_SCHEMA, **machine_fields(topology, False),
@@ -280,3 +263,36 @@ def _span(count: Any, view: MeshView, k: int) -> int | None:
         return found
     except TopologyError:  # a huge placement that does not align: not counted
         return None
+
+
+def _checked(shape: object, names: object, topology: object, traffic: object, links: object
+             ) -> tuple[tuple[int, ...], tuple[str, ...], dict[str, int], Links]:
+    """:meth:`Placement.find`'s arguments, checked: sizes, names, bytes per dim, links."""
+    sizes, dims = _shape(shape, names)
+    if not isinstance(topology, Topology):
+        raise MeshTypeError(f"topology must be a mesh.Topology, got {show(topology)}")
+    world = math.prod(sizes)
+    if world != topology.world_size:
+        raise TopologyError(f"the dims ({_shown(sizes, dims)}) hold {world:,} ranks, but "
+                            f"the topology has {topology.world_size:,} ({topology!r}): a "
+                            "placement covers the whole machine")
+    nbytes = traffic_bytes(traffic)
+    unknown = [d for d in nbytes if d not in dims]
+    if unknown:
+        raise UnknownDimError(f"traffic names dims {unknown!r} the plan does not have; its "
+                              f"dims are {list(dims)!r}")
+    if links is None:
+        links = Links()
+    elif not isinstance(links, Links):
+        raise MeshTypeError(f"links must be a mesh.Links or None, got {show(links)}")
+    return sizes, dims, nbytes, links
+
+
+def _worse(candidate: MeshView, topology: Topology, nbytes: dict[str, int], links: Links,
+           chosen: dict[str, Any]) -> tuple[MeshView | None, dict[str, Any] | None]:
+    """``candidate`` and its estimate if that is worse than ``chosen``'s (to 12 digits),
+    else (None, None)."""
+    found = _order(candidate, topology, nbytes, links)
+    if float(f"{found['seconds']:.12g}") > float(f"{chosen['seconds']:.12g}"):
+        return candidate, found
+    return None, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -31,11 +31,23 @@ from .._core import (
     show,
 )
 from ._blocks import most_blocks
+from ._runs import (
+    Runs,
+    canonical_domains,
+    checked_devices,
+    checked_per_domain,
+    domain_runs,
+    host_label_text,
+    merged_runs,
+    named_once,
+    one_rank_per_device,
+    permuted_domains,
+    run_length,
+)
 from ._topofile import Fields, data_of, fields_of
 
 __all__ = ["Topology", "first_split"]
 
-Runs = tuple[tuple[int, ...], ...]
 _SCANNED = 1 << 20  # the most ranks first_crossing reads group by group before it lists
 _MOST_IN_PYTHON = 1 << 26  # the most ranks ranks_in_order lists, whatever its limit
 
@@ -86,7 +98,7 @@ class Topology:
         """``world_size`` ranks on hosts of ``devices_per_host`` devices each."""
         n = as_size(world_size, "world_size")
         h = as_size(devices_per_host, "devices_per_host")
-        f = _per_domain(hosts_per_domain)
+        f = checked_per_domain(hosts_per_domain)
         if n > MAX_UNIVERSE:
             raise TopologyError(f"a topology has at most 2**63 ranks, got {show(n)}")
         if n % h:
@@ -117,18 +129,18 @@ class Topology:
         labels = ordered(hosts, "hosts")
         if not labels:
             raise TopologyError("hosts must name the host of at least one rank, got none")
-        f = _per_domain(hosts_per_domain)
+        f = checked_per_domain(hosts_per_domain)
         index: dict[str, int] = {}
-        of = [index.setdefault(_host_label(lab, f"hosts[{i}]"), len(index))
+        of = [index.setdefault(host_label_text(lab, f"hosts[{i}]"), len(index))
               for i, lab in enumerate(labels)]
-        placed = _devices(devices, of)
+        placed = checked_devices(devices, of)
         host_domains = None
         if domains is not None:
             if f != 1:
                 raise TopologyError("give hosts_per_domain or domains, not both (domains "
                                     f"names each rank's domain), got hosts_per_domain={f}")
-            host_domains = _host_domains(domains, of, len(index))
-        runs = _run_length([(h, d) for h, d in zip(of, placed)])
+            host_domains = domain_runs(domains, of, len(index))
+        runs = run_length([(h, d) for h, d in zip(of, placed)])
         return cls._made(len(of), runs, tuple(index), None if host_domains else f,
                          host_domains)
 
@@ -155,7 +167,7 @@ class Topology:
                 raise TopologyError(f"'hosts' names {len(f.names):,} hosts, but {f.world:,} "
                                     f"ranks on hosts of {f.devices_per_host:,} are "
                                     f"{hosts:,} hosts")
-            _named_once(f.names)
+            named_once(f.names)
         return cls._finish(f.world, f.devices_per_host, None, f.names, f.hosts_per_domain,
                            f.domains, hosts)
 
@@ -198,15 +210,15 @@ class Topology:
         new = {old: i for i, old in enumerate(order)}
         if names is not None:
             names = tuple(names[old] for old in order)
-            _named_once(names)
-        merged = _merged([(new[h], c, d) for h, c, d in runs])
-        _one_rank_per_device(merged, names)
+            named_once(names)
+        merged = merged_runs([(new[h], c, d) for h, c, d in runs])
+        one_rank_per_device(merged, names)
         hosts = len(order)
         size = merged[0][1]
         regular = len(merged) == hosts and all(
             r == (i, size, 0) for i, r in enumerate(merged))
         if domains is not None:
-            domains = tuple((d, c) for (d, c) in _permuted_domains(domains, order, count))
+            domains = tuple((d, c) for (d, c) in permuted_domains(domains, order, count))
         return cls._finish(world, size if regular else None, None if regular else merged,
                            names, per_domain, domains, hosts)
 
@@ -216,7 +228,7 @@ class Topology:
                 domains: Runs | None, hosts: int) -> Topology:
         """The topology, its domains checked and made canonical."""
         if domains is not None:
-            per_domain, domains = _canonical_domains(domains, hosts)
+            per_domain, domains = canonical_domains(domains, hosts)
         if per_domain is not None and per_domain > MAX_UNIVERSE:
             raise TopologyError(f"hosts_per_domain must be at most 2**63, got {per_domain:,}")
         return cls._trusted(world, per_host, per_domain, runs, names, domains)
@@ -234,7 +246,8 @@ class Topology:
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
         return Topology._trusted(self.world_size, self.devices_per_host,
-                                 _per_domain(hosts_per_domain), self._runs, self._names, None)
+                                 checked_per_domain(hosts_per_domain), self._runs, self._names,
+                                 None)
 
     # ---- values ------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the checks
@@ -620,14 +633,6 @@ def _check_listing(count: int, what: str, most: int) -> None:
                                 "universe is answered by arithmetic, without listing)")
 
 
-def _per_domain(value: object) -> int:
-    """``hosts_per_domain`` checked: a positive int below 2**63."""
-    f = as_size(value, "hosts_per_domain")
-    if f > MAX_UNIVERSE:
-        raise TopologyError(f"hosts_per_domain must be below 2**63, got {show(f)}")
-    return f
-
-
 def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str] | None,
              names: tuple[str, ...] | None) -> Topology:
     """Unpickles what the last release pickled (it pickled these fields)."""
@@ -637,157 +642,3 @@ def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str
         return Topology.from_hosts([n for n in names for _ in range(per_host or 1)],
                                    hosts_per_domain=per_domain)
     return Topology(world, per_host, hosts_per_domain=per_domain)
-
-
-def _label(lab: object, what: str) -> str:
-    """A host (or domain) label as text: a str, or an int in int64 (NumPy and torch ints
-    too)."""
-    if isinstance(lab, str):
-        return str(lab)
-    try:
-        v = as_int(lab, what, "a label (a str or an int)")
-    except MeshTypeError:
-        raise MeshTypeError(f"{what} must be a label (a str or an int), got "
-                            f"{show(lab)}") from None
-    if not -MAX_UNIVERSE <= v < MAX_UNIVERSE:
-        raise TopologyError(f"{what} must be an int in int64 or a str, got {show(v)}")
-    return str(v)
-
-
-def _host_label(lab: object, what: str) -> str:
-    """A host's label: :func:`_label`, not empty (a saved topology names every host)."""
-    text = _label(lab, what)
-    if not text:
-        raise TopologyError(f"{what} must name a host (a non-empty str or an int), got ''")
-    return text
-
-
-def _devices(devices: object, of: list[int]) -> list[int]:
-    """Every rank's device: ``devices`` checked (ints >= 0, one per rank), or each host's
-    ranks numbered 0, 1, ... in rank order."""
-    if devices is None:
-        seen: dict[int, int] = {}
-        out = []
-        for h in of:
-            out.append(seen.get(h, 0))
-            seen[h] = out[-1] + 1
-        return out
-    given = ordered(devices, "devices")
-    if len(given) != len(of):
-        raise TopologyError(f"devices must give one device per rank ({len(of):,}), got "
-                            f"{len(given):,}")
-    out = [as_int(d, f"devices[{r}]") for r, d in enumerate(given)]
-    bad = next((r for r, d in enumerate(out) if not 0 <= d < MAX_UNIVERSE), None)
-    if bad is not None:
-        raise TopologyError(f"devices[{bad}] must be a device index >= 0, got "
-                            f"{show(out[bad])}")
-    return out
-
-
-def _host_domains(domains: object, of: list[int], hosts: int) -> Runs:
-    """Each host's domain, from every rank's domain label, as runs of hosts (a host whose
-    ranks name two domains is refused)."""
-    given = ordered(domains, "domains")
-    if len(given) != len(of):
-        raise TopologyError(f"domains must give one domain label per rank ({len(of):,}), "
-                            f"got {len(given):,}")
-    index: dict[str, int] = {}
-    per_host: dict[int, int] = {}
-    for r, (h, lab) in enumerate(zip(of, given)):
-        d = index.setdefault(_label(lab, f"domains[{r}]"), len(index))
-        first = per_host.setdefault(h, d)
-        if first != d:
-            raise TopologyError(f"rank {r} says its host (host {h}) is in domain {lab!r}, but "
-                                f"an earlier rank of that host said {list(index)[first]!r}"
-                                " (a host is in one fast domain)")
-    return tuple((d, len(list(g))) for d, g in itertools.groupby(
-        per_host[h] for h in range(hosts)))
-
-
-def _run_length(placed: list[tuple[int, int]]) -> Runs:
-    """``(host, device)`` per rank as runs ``(host, count, first device)``."""
-    runs: list[list[int]] = []
-    for h, d in placed:
-        if runs and runs[-1][0] == h and runs[-1][2] + runs[-1][1] == d:
-            runs[-1][1] += 1
-        else:
-            runs.append([h, 1, d])
-    return tuple(tuple(r) for r in runs)
-
-
-def _merged(runs: Sequence[tuple[int, ...]]) -> Runs:
-    """Runs with each run that continues the one before (same host, next device) merged."""
-    out: list[list[int]] = []
-    for h, c, d in runs:
-        if out and out[-1][0] == h and out[-1][2] + out[-1][1] == d:
-            out[-1][1] += c
-        else:
-            out.append([h, c, d])
-    return tuple(tuple(r) for r in out)
-
-
-def _one_rank_per_device(runs: Runs, names: tuple[str, ...] | None) -> None:
-    """Refuse two ranks on one device of one host, naming them."""
-    spans: dict[int, list[tuple[int, int, int]]] = {}
-    start = 0
-    for h, c, d in runs:
-        spans.setdefault(h, []).append((d, d + c, start))
-        start += c
-    for h, held in spans.items():
-        held.sort()
-        for (a0, a1, ra), (b0, _, rb) in itertools.pairwise(held):
-            if b0 < a1:
-                host = names[h] if names is not None else f"host{h}"
-                raise TopologyError(
-                    f"two ranks claim one device: rank {ra + b0 - a0:,} and rank {rb:,} are "
-                    f"both on host {h} ({host}), device {b0:,}")
-        if held[-1][1] > MAX_UNIVERSE:
-            raise TopologyError(f"a device index on host {h} passes 2**63")
-
-
-def _permuted_domains(domains: Runs, order: list[int], count: int) -> Runs:
-    """Domain runs over hosts numbered anyhow (``count`` of them), renumbered as ``order``
-    renumbers the hosts (host ``order[i]`` becomes host ``i``)."""
-    total = sum(c for _, c in domains)
-    if total != count:
-        raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
-                            f"{count:,} hosts")
-    if order == list(range(count)):
-        return domains
-    per_host = [d for d, c in domains for _ in range(c)]  # count <= the runs: bounded
-    return tuple((d, len(list(g))) for d, g in itertools.groupby(per_host[o] for o in order))
-
-
-def _canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | None]:
-    """``(hosts_per_domain, None)`` when the domain runs are consecutive domains of equal
-    size (the last may be smaller), else ``(None, runs)`` with domains renumbered by first
-    appearance, runs that continue merged; a domain index without hosts is refused."""
-    total = sum(c for _, c in domains)
-    if total != hosts:
-        raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
-                            f"{hosts:,} hosts")
-    used = list(dict.fromkeys(d for d, _ in domains))
-    if len(used) <= max(used):
-        idle = min(set(range(max(used) + 1)) - set(used))
-        raise TopologyError(f"domain {idle:,} has no hosts: every domain holds at least one")
-    new = {old: i for i, old in enumerate(used)}
-    runs: list[list[int]] = []
-    for d, c in domains:
-        if runs and runs[-1][0] == new[d]:
-            runs[-1][1] += c
-        else:
-            runs.append([new[d], c])
-    f = runs[0][1]
-    if all(d == i for i, (d, _) in enumerate(runs)) and all(c == f for _, c in runs[:-1]) \
-            and runs[-1][1] <= f:
-        return f, None
-    return None, tuple(tuple(r) for r in runs)
-
-
-def _named_once(names: tuple[str, ...]) -> None:
-    """Refuse a host name given twice (a name is a host)."""
-    seen: set[str] = set()
-    for n in names:
-        if n in seen:
-            raise TopologyError(f"host {n!r} is named twice ('hosts' names each host once)")
-        seen.add(n)
