@@ -108,8 +108,7 @@ def _compare_parser(sub: Any) -> None:
                    help="one more plan: one mesh over the world, e.g. tp=8,dp=64 (repeatable; "
                    "the plan is named by this text)")
     _machine_arguments(c)
-    c.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default) or json (schema in the README)")
+    _format_argument(c)
     _memory_arguments(c)
     _traffic_arguments(c)
 
@@ -127,13 +126,18 @@ def _place_parser(sub: Any) -> None:
     pl.add_argument("--dims", metavar="NAME=SIZE,...", required=True,
                     help="the mesh, e.g. pp=4,dp=8,cp=4,tp=8 (its sizes multiply to the world)")
     _machine_arguments(pl, rank=False)
-    pl.add_argument("--format", choices=("text", "json"), default="text",
-                    help="text (default) or json (schema in the README)")
+    _format_argument(pl)
     pl.add_argument("--out", metavar="FILE", help="also write the chosen view as JSON "
                     "(mesh.MeshView.from_dict reads it)")
     pl.add_argument("--svg", metavar="FILE", help="also write an SVG picture of the chosen view, "
                     "coloured by fast domain and host")
     _traffic_arguments(pl)
+
+
+def _format_argument(p: argparse.ArgumentParser) -> None:
+    """``--format text|json``."""
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (schema in the README)")
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
