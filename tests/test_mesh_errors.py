@@ -344,3 +344,16 @@ def test_ordered_is_the_door_for_sequences() -> None:
     with pytest.raises(TooManyRanksError, match="ranks has 3 items, more than the 2"):
         ordered([1, 2, 3], "ranks", limit=2)
 
+
+
+@pytest.mark.parametrize("src", ["np.array([0, 1])", "np.dtype('int32')", "None", "'float64'",
+                                 "32"])
+def test_a_rank_maps_array_takes_only_the_names_of_its_two_dtypes(src: str) -> None:
+    """``RankMap.array(dtype)``: "int32" or "int64" only; anything else (a NumPy array once
+    raised NumPy's ValueError comparing itself with the names) is refused naming it."""
+    import numpy as np
+
+    dtype = eval(src, {"np": np})
+    with pytest.raises(InvalidRanksError, match="int32"):
+        RankMap.explicit([1, 0]).array(dtype)
+    assert RankMap.explicit([1, 0]).array("int32").tolist() == [1, 0]

@@ -143,7 +143,7 @@ class RankMap:
         >>> RankMap.explicit([4, 0, 2]).array("int32").tolist()
         [4, 0, 2]
         """
-        if dtype not in _DTYPES or self.ranks is None:
+        if type(dtype) is not str or dtype not in _DTYPES or self.ranks is None:
             raise InvalidRanksError(
                 f"array() lists an explicit map's ranks as one of {_DTYPES}, got dtype "
                 f"{show(dtype)} for {self!r}" if self.ranks is not None else
