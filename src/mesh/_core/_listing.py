@@ -11,7 +11,9 @@ same arithmetic runs in Python.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 from typing import Any
 
 from layout import Layout, flatten
@@ -91,6 +93,10 @@ def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str
                 for offs in (py_offsets(i_shapes, i_strides, r)
                              for r in py_offsets(s_shapes, s_strides, base))]
     kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
+    need = count * kind.itemsize * (1 if starts.size == 1 else 2)
+    if need > _most_bytes():  # NumPy would allocate it lazily, and the kernel kill the process
+        raise TooManyRanksError(f"listing {_n(count)} ranks needs {need / 2**30:.1f} GiB, more "
+                                "than a quarter of this machine's memory; list fewer (limit=)")
     try:
         if ranks.ranks is not None:  # the layout's strides are strides into the rank array
             table = ranks.array(kind.name)
@@ -104,6 +110,16 @@ def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str
         return rows[:, None] + _np_offsets(np, i_shapes, i_strides, 0, kind)[None, :]
     except (MemoryError, ValueError) as e:  # NumPy: "array is too big", or out of memory
         raise TooManyRanksError(f"cannot allocate {_n(count)} ranks: {e}") from None
+
+
+@functools.cache
+def _most_bytes() -> int:
+    """A quarter of this machine's physical memory (8 GiB where it cannot be read): the
+    most bytes one listing may take."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):
+        return 1 << 33
 
 
 def py_offsets(shapes: tuple[int, ...], strides: tuple[int, ...], base: int) -> list[int]:
