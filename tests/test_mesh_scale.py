@@ -39,7 +39,10 @@ def _bounded() -> AbstractContextManager[None]:
     return bounded(EVENT_BUDGET, PEAK_BYTES)
 
 
-def test_the_bound_catches_enumeration() -> None:
+def test_the_bound_catches_enumeration(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mesh._core._listing as listing
+
+    monkeypatch.setattr(listing, "_most_bytes", lambda: 1 << 62)  # the memory guard lifted
     view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))
     with pytest.raises(AssertionError, match=r"enumerates|materializes"), _bounded():
         view["a", "b", "c"].instances(limit=2**40)  # the size guard lifted on purpose
@@ -174,3 +177,11 @@ def test_render_draws_one_instance_of_a_huge_family() -> None:
     grid = "\n".join(text.splitlines()[1:])
     assert sorted(map(int, re.findall(r"(?<![\d=])\d+", grid))) == list(range(8))
     assert f"[{RANK}]" in marked and f"({RANK ^ 1})" in marked
+
+
+def test_a_listing_larger_than_a_quarter_of_the_machines_memory_is_refused_up_front() -> None:
+    """With ``limit`` lifted, a listing NumPy would allocate lazily (and the kernel then kill
+    the process for) is refused before any allocation, saying how much it needs."""
+    view = MeshView.from_shape((2**37, 2, 2, 2), ("w", "a", "b", "c"))
+    with _bounded(), pytest.raises(TooManyRanksError, match=r"16384\.0 GiB.*quarter"):
+        view["a", "b", "c"].instances(limit=2**40)
