@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-__all__ = ["AGENT_FAILED", "free_port", "launch", "launch_with_agent", "write_report"]
+__all__ = ["AGENT_FAILED", "STARTUP_S", "free_port", "launch", "launch_with_agent",
+           "start_together", "write_report"]
 
 
 def free_port() -> int:
@@ -28,6 +29,30 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+STARTUP_S = 240.0
+"""How long a worker may wait in :func:`start_together` for its peers to start: generous (under
+load a worker imports torch in 20 s) and bounded; never the timeout a test is about."""
+
+
+def start_together(out_dir: str, rank: int, world: int) -> None:
+    """Wait, up to :data:`STARTUP_S`, until every worker of the world has started (imported torch
+    and the package), before any of them connects to the store.
+
+    torch's start-up (``init_process_group``: the store's server waiting for its clients, Gloo
+    meeting its peers) is bounded by the default group's timeout, and a test about a short
+    timeout would otherwise fail when a busy machine starts one worker seconds after another.
+    Start-up skew is absorbed here; the short timeout is left to what the test is about.
+    Exits the worker (code 3) if a peer never starts.
+    """
+    Path(out_dir, f"started{rank}").touch()
+    deadline = time.monotonic() + STARTUP_S
+    while not all(Path(out_dir, f"started{r}").exists() for r in range(world)):
+        if time.monotonic() > deadline:
+            print(f"rank {rank}: peers not started after {STARTUP_S} s", flush=True)
+            os._exit(3)
+        time.sleep(0.05)
 
 
 def write_report(out_dir: str, rank: int, result: dict[str, Any]) -> None:

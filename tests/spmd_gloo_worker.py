@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gloo_launch import write_report
+from gloo_launch import start_together, write_report
 from spmd_corpus import CASES, TIMEOUT
 
 from backend import GlooBackend
@@ -26,6 +26,7 @@ from backend import GlooBackend
 def main() -> None:
     name, out = sys.argv[1], sys.argv[2]
     case = next(c for c in CASES if c.name == name)
+    start_together(out, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
     backend = GlooBackend.from_env(timeout=TIMEOUT)
     start = time.monotonic()
     try:
