@@ -60,7 +60,12 @@ a :class:`Survival`: which groups are intact and keep their communicators); the 
 :data:`MAX_LISTED_RANKS`, :data:`MAX_PLAN_DIMS` (the most dims a plan's views hold) and
 :data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
 ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
-the errors (:class:`MeshError` and its subclasses, each documenting what raises it).
+the errors (:class:`MeshError` and its subclasses, each documenting what raises it);
+tensors on meshes: :class:`Sharding` (a tensor's placement over a view, with torch DTensor's
+semantics: :class:`Shard`, :class:`StridedShard`, :class:`Replicate`, :class:`Partial`,
+answered per rank) and :func:`reshard` (the plan moving it to another sharding, over the
+same, disjoint or overlapping ranks, as a :class:`Reshard` of :class:`Transfer` values),
+with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES`.
 """
 
 import warnings
@@ -86,6 +91,7 @@ from ._core import (
     OverlapError,
     RankMap,
     RankNotInMeshError,
+    ShardingError,
     SurvivalError,
     TooManyRanksError,
     TopologyError,
@@ -109,20 +115,28 @@ from ._plan import (
     place,
 )
 from ._recover import Blast, DimBlast, Survival, ViewBlast, blast, drop, substitute, survive
+from ._tensor import (
+    MAX_TENSOR_DIMS,
+    MAX_TILES,
+    Partial,
+    Replicate,
+    Reshard,
+    Shard,
+    Sharding,
+    StridedShard,
+    Transfer,
+    reshard,
+)
 
 __all__ = [
     "Blast",
     "CommMemory",
     "Comparison",
+    "Dim",
     "DimBlast",
+    "DuplicateNameError",
     "Explanation",
     "FORMAT_VERSION",
-    "MAX_LISTED_RANKS",
-    "MAX_PLACED_DIMS",
-    "MAX_PLAN_DIMS",
-    "MAX_SVG_CELLS",
-    "Dim",
-    "DuplicateNameError",
     "Family",
     "InvalidDimsError",
     "InvalidMeshDataError",
@@ -130,6 +144,12 @@ __all__ = [
     "InvalidRanksError",
     "InvalidSizeError",
     "Links",
+    "MAX_LISTED_RANKS",
+    "MAX_PLACED_DIMS",
+    "MAX_PLAN_DIMS",
+    "MAX_SVG_CELLS",
+    "MAX_TENSOR_DIMS",
+    "MAX_TILES",
     "MeshError",
     "MeshTypeError",
     "MeshView",
@@ -137,14 +157,22 @@ __all__ = [
     "NotRepresentableError",
     "OffsetOutOfRangeError",
     "OverlapError",
+    "Partial",
     "Placement",
     "RankMap",
     "RankNotInMeshError",
+    "Replicate",
+    "Reshard",
+    "Shard",
+    "Sharding",
+    "ShardingError",
+    "StridedShard",
     "Survival",
     "SurvivalError",
     "TooManyRanksError",
     "Topology",
     "TopologyError",
+    "Transfer",
     "UniverseMismatchError",
     "UnknownDimError",
     "UnknownViewError",
@@ -157,6 +185,7 @@ __all__ = [
     "ordered",
     "place",
     "render",
+    "reshard",
     "substitute",
     "survive",
     "svg",

@@ -26,6 +26,7 @@ __all__ = [
     "TooManyRanksError",
     "TopologyError",
     "SurvivalError",
+    "ShardingError",
 ]
 
 
@@ -135,3 +136,10 @@ class SurvivalError(MeshError, ValueError):
     work are named), ``drop`` of a view with several instances, ``substitute`` with too
     few, duplicate or already present spare ranks, or ``survive``'s plan failing on (or
     not fitting) the surviving world."""
+
+
+class ShardingError(MeshError, ValueError):
+    """A tensor's placement over a view that does not fit, or a reshard that cannot be
+    planned: placements that are not one per dim of the view, a placement naming a tensor
+    dim the shape lacks, a negative or oversized tensor size, a ``Partial`` destination,
+    two shardings of different shapes, or a plan over more tiles than its guard allows."""

@@ -1,0 +1,443 @@
+"""A reshard plan between two shardings of one tensor: :func:`reshard`, as a :class:`Reshard`.
+
+The destination composed with the source's inverse, per tensor dim: each sharding cuts a
+tensor dim into runs labelled by the coordinates that hold them (:meth:`Sharding.segments`);
+merging the two cuts gives *pieces* that lie in one source run and one destination run.  A
+*cell* is one piece per tensor dim: a box held by every source rank with the cell's source
+labels (its *holders*) and needed by every destination rank with its destination labels
+(its *receivers*).  A rank's transfers are its cells, found through the labels of its own
+coordinate, so one rank's plan never lists the world; the whole plan's traffic lists
+every destination rank once.
+
+Who sends a cell to a receiver (the same answer on every rank, from the plan alone):
+
+- a receiver that holds the cell keeps it: 0 bytes;
+- otherwise the holders nearest it (the same host, then the same fast domain, then any,
+  with a topology), and among those the ``g mod h``-th, ``g`` numbering the destination
+  ranks tile by tile: replicas share the sending, and no holder sends more than the first
+  holder would if it sent everything;
+- a :class:`Partial` source: every receiver gets one contribution per combination of the
+  partial dims' coordinates (its own is free) and reduces them: summed at the destination.
+  Reduce-scattering among the partial holders first moves ``(p-1)/p`` of the box per holder
+  and then the box once, ``p·E`` in all against ``p·E`` (less the receiver's own) here, so it
+  never moves fewer bytes; the plan says which it chose (:attr:`Reshard.partial`).
+
+>>> from mesh import MeshView, Replicate, Shard, Sharding, StridedShard, reshard
+>>> train = MeshView.from_shape((2, 2), ("dp", "tp"))  # ranks 0-3
+>>> serve = MeshView.from_ranks([4, 5, 6, 7], ("tp",))  # other ranks
+>>> plan = reshard(Sharding(train, (Replicate(), Shard(0)), (8, 4)),
+...                Sharding(serve, (Shard(1),), (8, 4)))
+>>> [(t.source, t.elements, t.boxes) for t in plan.receives(5)]
+[(2, 4, (((0, 4), (1, 2)),)), (3, 4, (((4, 8), (1, 2)),))]
+>>> plan.elements_moved, plan.busiest
+(32, (0, 32))
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, show
+from ._placement import Partial, Runs
+from ._sharding import Label, Sharding
+
+__all__ = ["TIERS", "Reshard", "Transfer", "reshard"]
+
+TIERS = ("local", "host", "domain", "cross")
+"""Link tiers, nearest first: on the rank itself (0 bytes), the same host, the same fast
+domain, across domains."""
+
+Box = tuple[tuple[int, int], ...]
+"""A box of the global tensor: ``(start, stop)`` per tensor dim."""
+
+
+class Machine(Protocol):
+    """What a plan asks of a topology (a :class:`~mesh.Topology` answers it)."""
+
+    def host(self, rank: int) -> int: ...
+
+    def domain(self, rank: int) -> int: ...
+
+
+@attrs.frozen
+class Transfer:
+    """Elements one rank sends another: ``boxes`` of the global tensor, ``elements`` in all.
+    ``contribution`` is the source's coordinates on the partial dims (a :class:`Partial`
+    source; ``()`` otherwise)."""
+
+    source: int
+    dest: int
+    elements: int
+    boxes: tuple[Box, ...]
+    contribution: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class _Cell:
+    box: Box
+    src: Label  # the source tile: coordinates on the source's sharding dims, in view order
+    dst: Label
+
+    @property
+    def elements(self) -> int:
+        return math.prod(b - a for a, b in self.box)
+
+
+def _pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
+            ) -> list[tuple[int, int, Label, Label]]:
+    """Two cuts of one range merged: ``(start, stop, label in a, label in b)``."""
+    out = []
+    i = j = 0
+    pos = 0
+    while i < len(a) and j < len(b):
+        end = min(a[i][0] + a[i][1], b[j][0] + b[j][1])
+        if end > pos:
+            out.append((pos, end, a[i][2], b[j][2]))
+        pos = end
+        if a[i][0] + a[i][1] == end:
+            i += 1
+        if j < len(b) and b[j][0] + b[j][1] == end:
+            j += 1
+    return out
+
+
+def _tile(s: Sharding, coordinate: tuple[int, ...]) -> Label:
+    """The coordinates on every view dim that shards some tensor dim, in view order."""
+    return tuple(coordinate[i] for i in _tile_dims(s))
+
+
+def _tile_dims(s: Sharding) -> tuple[int, ...]:
+    return tuple(sorted(i for d in range(len(s.shape)) for i, _ in s.sharders(d)))
+
+
+def _position(runs: Runs, g: int) -> int:
+    """The local position of global index ``g`` in the index list ``runs``."""
+    pos = 0
+    for start, n in runs:
+        if start <= g < start + n:
+            return pos + g - start
+        pos += n
+    raise AssertionError(f"index {g} is not in {runs}")
+
+
+@attrs.frozen(eq=False, repr=False)
+class Reshard:
+    """The plan moving a tensor from ``src`` to ``dst`` (made by :func:`reshard`).
+
+    Per rank: :meth:`receives` and :meth:`sends` (its :class:`Transfer` values, computed
+    for that rank alone), :meth:`kept` (elements it already holds).  The whole plan:
+    :meth:`traffic` (elements per (source, destination)), :attr:`elements_moved`,
+    :attr:`bytes_moved`, :attr:`tier_bytes`, :attr:`busiest`, :attr:`rounds`; and
+    :meth:`apply`, the offline executor.
+    """
+
+    src: Sharding
+    dst: Sharding
+    topology: Machine | None
+    itemsize: int
+
+    def __repr__(self) -> str:
+        return f"Reshard({self.src!r} -> {self.dst!r}, {self.elements_moved:,} elements moved)"
+
+    @property
+    def partial(self) -> str | None:
+        """How a :class:`Partial` source is reduced: ``"sum at destination"`` (each receiver
+        gets one contribution per partial coordinate and reduces them), None without one."""
+        return "sum at destination" if self.src.partial_dims else None
+
+    # ---- the symbolic plan ------------------------------------------------------------
+    @functools.cached_property
+    def _by_dst(self) -> tuple[dict[Label, list[tuple[int, int, Label]]], ...]:
+        out = []
+        for d in range(len(self.src.shape)):
+            table: dict[Label, list[tuple[int, int, Label]]] = defaultdict(list)
+            for a, b, ls, ld in _pieces(self.src.segments(d), self.dst.segments(d)):
+                table[ld].append((a, b, ls))
+            out.append(dict(table))
+        return tuple(out)
+
+    @functools.cached_property
+    def _by_src(self) -> tuple[dict[Label, list[tuple[int, int, Label]]], ...]:
+        out = []
+        for d in range(len(self.src.shape)):
+            table: dict[Label, list[tuple[int, int, Label]]] = defaultdict(list)
+            for a, b, ls, ld in _pieces(self.src.segments(d), self.dst.segments(d)):
+                table[ls].append((a, b, ld))
+            out.append(dict(table))
+        return tuple(out)
+
+    def _cells(self, tables: tuple[dict[Label, list[tuple[int, int, Label]]], ...],
+               s: Sharding, coordinate: tuple[int, ...], src_side: bool) -> Iterator[_Cell]:
+        per_dim = [tables[d].get(s.label(coordinate, d), [])
+                   for d in range(len(s.shape))]
+        for combo in itertools.product(*per_dim):
+            box = tuple((a, b) for a, b, _ in combo)
+            other = tuple(x for _, _, lab in combo for x in lab)
+            mine = tuple(x for d in range(len(s.shape)) for x in s.label(coordinate, d))
+            src, dst = (mine, other) if src_side else (other, mine)
+            yield _Cell(box, _ordered(self.src, src), _ordered(self.dst, dst))
+
+    @functools.cached_property
+    def _memo(self) -> dict[tuple[str, Label], Any]:
+        return {}  # tiles' holders and receivers, filled as ranks ask (each rank is in one)
+
+    def _holders(self, tile: Label) -> dict[tuple[int, ...], tuple[int, ...]]:
+        """The source ranks holding ``tile``, by their partial dims' coordinates."""
+        got = self._memo.get(("src", tile))
+        if got is None:
+            got = self._memo["src", tile] = self._list_holders(tile)
+        return got
+
+    def _list_holders(self, tile: Label) -> dict[tuple[int, ...], tuple[int, ...]]:
+        s = self.src
+        fixed = dict(zip(_tile_dims(s), tile))
+        out: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for r in s.holders(fixed):
+            c = s.coordinate(r)
+            out[tuple(c[i] for i in s.partial_dims)].append(r)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _receivers(self, tile: Label) -> dict[int, int]:
+        """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
+        index among them, plus the tile's number times their count.  Holders are picked by
+        this index, so one source tile's replicas serve the destination tiles in turn."""
+        got = self._memo.get(("dst", tile))
+        if got is None:
+            dims = _tile_dims(self.dst)
+            number = 0
+            for i, c in zip(dims, tile):
+                number = number * self.dst.view.shape[i] + c
+            ranks = list(self.dst.holders(dict(zip(dims, tile))))
+            got = self._memo["dst", tile] = {r: number * len(ranks) + k
+                                              for k, r in enumerate(ranks)}
+        return got
+
+    def _tier(self, a: int, b: int) -> int:
+        if a == b:
+            return 0
+        if self.topology is None:
+            return 3
+        if self.topology.host(a) == self.topology.host(b):
+            return 1
+        return 2 if self.topology.domain(a) == self.topology.domain(b) else 3
+
+    def _pick(self, holders: tuple[int, ...], receiver: int, k: int) -> int:
+        """The holder that sends to ``receiver`` (the ``k``-th receiver of the cell)."""
+        if receiver in holders:
+            return receiver
+        if self.topology is None:
+            return holders[k % len(holders)]
+        tiers = [self._tier(h, receiver) for h in holders]
+        best = min(tiers)
+        near = [h for h, t in zip(holders, tiers) if t == best]
+        return near[k % len(near)]
+
+    # ---- per rank -----------------------------------------------------------------------
+    def receives(self, rank: int) -> tuple[Transfer, ...]:
+        """What ``rank`` receives (nothing if it is not in the destination), by source."""
+        if self.dst.view.coordinate(rank) is None:
+            return ()
+        coord = self.dst.coordinate(rank)
+        k = self._receivers(_tile(self.dst, coord))[rank]
+        got: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        for cell in self._cells(self._by_dst, self.dst, coord, src_side=False):
+            for combo, holders in self._holders(cell.src).items():
+                h = self._pick(holders, rank, k)
+                if h != rank:
+                    got[h, combo].append(cell.box)
+        return _transfers(got, rank, source_side=False)
+
+    def kept(self, rank: int) -> int:
+        """Elements of ``rank``'s destination block it already holds (moved 0 bytes)."""
+        if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
+            return 0
+        coord = self.dst.coordinate(rank)
+        return sum(cell.elements for cell in self._cells(self._by_dst, self.dst, coord, False)
+                   for holders in self._holders(cell.src).values() if rank in holders)
+
+    def sends(self, rank: int) -> tuple[Transfer, ...]:
+        """What ``rank`` sends (nothing if it is not in the source), by destination."""
+        if self.src.view.coordinate(rank) is None:
+            return ()
+        coord = self.src.coordinate(rank)
+        combo = tuple(coord[i] for i in self.src.partial_dims)
+        holders = self._holders(_tile(self.src, coord))[combo]
+        out: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        for cell in self._cells(self._by_src, self.src, coord, src_side=True):
+            for r, k in self._receivers(cell.dst).items():
+                if r != rank and self._pick(holders, r, k) == rank:
+                    out[r, combo].append(cell.box)
+        return _transfers(out, rank, source_side=True)
+
+    # ---- the whole plan -------------------------------------------------------------------
+    def _dst_ranks(self) -> Iterator[int]:
+        return self.dst.holders({})
+
+    @functools.cached_property
+    def _traffic(self) -> dict[tuple[int, int], int]:
+        check_limit(self.dst.view.ranks.size, "the destination ranks of a plan's traffic",
+                    1 << 20)
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for r in self._dst_ranks():
+            for t in self.receives(r):
+                out[t.source, r] += t.elements
+        return dict(out)
+
+    def traffic(self) -> dict[tuple[int, int], int]:
+        """Elements per (source rank, destination rank), for the pairs that move any."""
+        return dict(self._traffic)
+
+    @property
+    def elements_moved(self) -> int:
+        """Elements sent between ranks (a partial source's contributions counted each)."""
+        return sum(self._traffic.values())
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.elements_moved * self.itemsize
+
+    @property
+    def tier_bytes(self) -> dict[str, int]:
+        """Bytes per link tier (:data:`TIERS`): ``"local"`` counts what receivers already
+        hold (moved 0 bytes); without a topology every move is ``"cross"``."""
+        out = dict.fromkeys(TIERS, 0)
+        for (s, d), n in self._traffic.items():
+            out[TIERS[self._tier(s, d)]] += n * self.itemsize
+        out["local"] = sum(self.kept(r) for r in self._dst_ranks()) * self.itemsize
+        return out
+
+    @property
+    def busiest(self) -> tuple[int, int]:
+        """(rank, bytes): the rank whose larger direction (sent or received; links are full
+        duplex) carries the most bytes; (-1, 0) when nothing moves."""
+        sent: dict[int, int] = defaultdict(int)
+        got: dict[int, int] = defaultdict(int)
+        for (s, d), n in self._traffic.items():
+            sent[s] += n
+            got[d] += n
+        load = {r: max(sent[r], got[r]) for r in set(sent) | set(got)}
+        if not load:
+            return (-1, 0)
+        rank = min(load, key=lambda r: (-load[r], r))
+        return (rank, load[rank] * self.itemsize)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds in which no rank sends twice or receives twice: the most peers one rank
+        sends to or receives from (a bipartite multigraph's edges colour in its largest
+        degree, König's theorem)."""
+        out: dict[int, int] = defaultdict(int)
+        into: dict[int, int] = defaultdict(int)
+        for s, d in self._traffic:
+            out[s] += 1
+            into[d] += 1
+        return max([*out.values(), *into.values()], default=0)
+
+    # ---- the offline executor -----------------------------------------------------------
+    def apply(self, shards: Mapping[int, Any]) -> dict[int, Any]:
+        """Each destination rank's local NumPy array, from each source rank's (``shards``:
+        source rank -> its local array, as :meth:`Sharding.local` gives it), moving exactly
+        what :meth:`receives` says and reducing a partial source's contributions."""
+        np = numpy()
+        if np is None:
+            raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
+        ops = sorted({p.op for p in self.src.placements if isinstance(p, Partial)})
+        out = {}
+        for r in self._dst_ranks():
+            blocks = self._assemble(r, shards, np)
+            out[r] = _reduced(list(blocks.values()), ops[0], np) if ops else blocks[()]
+        return out
+
+    def _assemble(self, rank: int, shards: Mapping[int, Any], np: Any) -> dict[Any, Any]:
+        """Per partial combination, ``rank``'s destination block as its sources hold it."""
+        shape = self.dst.local_shape(rank)
+        dst_runs = self.dst.runs(rank)
+        k = self._receivers(_tile(self.dst, self.dst.coordinate(rank)))[rank]
+        blocks: dict[Any, Any] = {}
+        for cell in self._cells(self._by_dst, self.dst, self.dst.coordinate(rank), False):
+            for combo, holders in self._holders(cell.src).items():
+                h = self._pick(holders, rank, k)
+                if h not in shards:
+                    raise ShardingError(f"Reshard.apply: no local array for source rank {h}")
+                src_runs = self.src.runs(h)
+                take = tuple(slice(_position(sr, a), _position(sr, a) + b - a)
+                             for sr, (a, b) in zip(src_runs, cell.box))
+                put = tuple(slice(_position(dr, a), _position(dr, a) + b - a)
+                            for dr, (a, b) in zip(dst_runs, cell.box))
+                block = blocks.setdefault(combo, np.zeros(shape, dtype=shards[h].dtype))
+                block[put] = shards[h][take]
+        if not blocks:  # an empty block: no cell
+            some = next(iter(shards.values()), None)
+            blocks[()] = np.zeros(shape, dtype=getattr(some, "dtype", None))
+        return blocks
+
+
+def _reduced(values: list[Any], op: str, np: Any) -> Any:
+    if op in ("sum", "avg"):
+        total = functools.reduce(np.add, values)
+        return total / len(values) if op == "avg" else total
+    return functools.reduce(np.maximum if op == "max" else np.minimum, values)
+
+
+def _ordered(s: Sharding, by_tensor_dim: Label) -> Label:
+    """A label listed tensor dim by tensor dim, reordered into view order (:func:`_tile`)."""
+    dims = [i for d in range(len(s.shape)) for i, _ in s.sharders(d)]
+    return tuple(x for _, x in sorted(zip(dims, by_tensor_dim)))
+
+
+def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
+               source_side: bool) -> tuple[Transfer, ...]:
+    out = []
+    for (peer, combo), boxes in sorted(table.items()):
+        n = sum(math.prod(b - a for a, b in box) for box in boxes)
+        if n == 0:
+            continue
+        s, d = (rank, peer) if source_side else (peer, rank)
+        out.append(Transfer(s, d, n, tuple(sorted(boxes)), combo))
+    return tuple(out)
+
+
+def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
+            itemsize: int = 4) -> Reshard:
+    """The plan moving a tensor sharded as ``src`` to the sharding ``dst``: any two views,
+    of one universe, disjoint ones or overlapping ones.
+
+    Exact and minimal: every destination element arrives once (one contribution per
+    partial coordinate of a :class:`Partial` source), from a holder of it; a rank keeps
+    what it already holds; with a ``topology`` an element crosses hosts only when no holder
+    shares the receiver's host; replicas share the sending.  ``itemsize`` is the bytes of
+    one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
+    different shapes, a :class:`Partial` destination, a source partial over several kinds
+    of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+    """
+    for name, s in (("src", src), ("dst", dst)):
+        if not isinstance(s, Sharding):
+            raise MeshTypeError(f"reshard's {name} must be a mesh.Sharding, got {show(s)}")
+    if src.shape != dst.shape:
+        raise ShardingError(f"reshard needs one tensor shape on both sides, got {src.shape} "
+                            f"-> {dst.shape}")
+    if dst.partial_dims:
+        raise ShardingError(
+            f"a reshard's destination cannot be Partial (view dim "
+            f"{dst.view.names[dst.partial_dims[0]]!r}): a plan moves values, it does not "
+            "split them into partial sums")
+    ops = sorted({p.op for p in src.placements if isinstance(p, Partial)})
+    if len(ops) > 1:
+        raise ShardingError(
+            f"a source partial over several reductions {ops} has no one order to reduce in "
+            f"(placements {list(src.placements)}); reduce all but one kind first")
+    size = as_int(itemsize, "itemsize")
+    if size < 1:
+        raise ShardingError(f"itemsize must be a positive int, got {size}")
+    if topology is not None and not (callable(getattr(topology, "host", None))
+                                     and callable(getattr(topology, "domain", None))):
+        raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
+    return Reshard(src, dst, topology, size)
+

@@ -1,0 +1,267 @@
+"""A tensor's sharding over a view: :class:`Sharding`, with torch DTensor's semantics exactly.
+
+A sharding maps (rank, local index) to a global index, as CuTe's thread-value layouts map
+(thread, value) to a coordinate.  Each placement touches one tensor dim, so a rank's local
+block is a product over tensor dims of *index lists* (:mod:`._placement`), and the list of
+tensor dim ``d`` depends only on the rank's coordinates on the view dims that shard ``d``:
+its *label* on ``d``.  So every question is answered per rank in O(ndim + runs), and the
+tiles of the whole tensor are listed per tensor dim (:meth:`Sharding.segments`), never per
+rank.
+
+Instances: a view with several instances (``mesh["tp"]`` of a ``(dp, tp)`` mesh) holds the
+tensor once per instance, as every dp rank's DTensor on its own tp submesh does with a
+weight: the instances are replicas.
+
+>>> from mesh import MeshView, Replicate, Shard, Sharding, StridedShard, reshard
+>>> mesh = MeshView.from_shape((2, 2), ("dp", "tp"))
+>>> s = Sharding(mesh, (StridedShard(0, 2), Shard(0)), (8, 3))  # FSDP2 over TP
+>>> [s.runs(r)[0] for r in range(4)]  # rows of each rank: FSDP shards each TP shard
+[((0, 2),), ((4, 2),), ((2, 2),), ((6, 2),)]
+>>> s.local_shape(3), s.global_offset(3)
+((2, 3), (6, 0))
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from layout import Layout, complement
+
+from .._core import (
+    MeshTypeError,
+    MeshView,
+    ShardingError,
+    as_int,
+    check_limit,
+    numpy,
+    ordered,
+    show,
+)
+from ._placement import (
+    Partial,
+    Placement,
+    Replicate,
+    Runs,
+    Shard,
+    StridedShard,
+    as_placement,
+    shard_runs,
+)
+
+__all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding"]
+
+MAX_TENSOR_DIMS = 8
+"""The most dims a sharded tensor may have."""
+
+MAX_TILES = 1 << 20
+"""The most pieces one tensor dim may be cut into (the product of the sizes of the view
+dims sharding it, times the split factors): the bound on what :meth:`Sharding.segments`
+lists."""
+
+MAX_ELEMENTS = 1 << 62
+"""The most elements a sharded tensor may have (int64 arithmetic throughout)."""
+
+Label = tuple[int, ...]
+"""A rank's coordinates on the view dims that shard one tensor dim, in view order."""
+
+
+def _shape(value: object) -> tuple[int, ...]:
+    sizes = ordered(value, "a tensor shape", MAX_TENSOR_DIMS + 1)
+    if len(sizes) > MAX_TENSOR_DIMS:
+        raise ShardingError(f"a sharded tensor has at most {MAX_TENSOR_DIMS} dims, got "
+                            f"shape {show(value)}")
+    out = tuple(as_int(s, "a tensor size") for s in sizes)
+    if any(s < 0 for s in out):
+        raise ShardingError(f"tensor sizes must be >= 0, got shape {show(out)}")
+    if math.prod(out) > MAX_ELEMENTS:
+        raise ShardingError(f"a tensor of shape {show(out)} has more than 2**62 elements")
+    return out
+
+
+@attrs.frozen(eq=True, repr=False, init=False)
+class Sharding:
+    """A tensor of ``shape`` placed over ``view``: one placement per view dim.
+
+    ``Sharding(view, placements, shape)``: ``placements`` is an ordered sequence of
+    :class:`Shard`, :class:`StridedShard`, :class:`Replicate` and :class:`Partial`, one
+    per dim of ``view`` (torch's left-to-right order); uneven sizes are cut as
+    ``torch.chunk`` cuts them.  Refused with :class:`~mesh.ShardingError`: placements that
+    are not one per view dim, a placement naming a tensor dim that ``shape`` lacks, a
+    negative size, a tensor dim cut into more than :data:`MAX_TILES` pieces.
+
+    Per rank, without listing the world: :meth:`runs` (the global indices held, per tensor
+    dim), :meth:`local_shape`, :meth:`global_offset` (torch's), :meth:`boxes`, and
+    :meth:`local` (the rank's local array of a full NumPy array, as ``distribute_tensor``
+    gives it).
+    """
+
+    view: MeshView
+    placements: tuple[Placement, ...]
+    shape: tuple[int, ...]
+
+    def __init__(self, view: MeshView, placements: object, shape: object) -> None:
+        if not isinstance(view, MeshView):
+            raise MeshTypeError(f"a sharding's view must be a MeshView, got {show(view)}")
+        items = ordered(placements, "placements", view.ndim + 1)
+        if len(items) != view.ndim:
+            raise ShardingError(
+                f"placements must be one per dim of the view {view.names} ({view.ndim}), got "
+                f"{len(items)}: {show(placements)}")
+        ps = tuple(as_placement(p, f"placements[{i}]") for i, p in enumerate(items))
+        sizes = _shape(shape)
+        for i, p in enumerate(ps):
+            if isinstance(p, (Shard, StridedShard)) and p.dim >= len(sizes):
+                raise ShardingError(
+                    f"placements[{i}] = {p!r} (view dim {view.names[i]!r}) shards tensor dim "
+                    f"{p.dim}, but the shape {sizes} has {len(sizes)} dims")
+        self.__attrs_init__(view, ps, sizes)
+        for d in range(len(sizes)):
+            pieces = math.prod(view.shape[i] * getattr(p, "split_factor", 1)
+                               for i, p in self.sharders(d))
+            if pieces > MAX_TILES:
+                raise ShardingError(
+                    f"tensor dim {d} is cut into {pieces:,} pieces over the view dims "
+                    f"{[view.names[i] for i, _ in self.sharders(d)]}; at most {MAX_TILES:,}")
+
+    def __repr__(self) -> str:
+        return (f"Sharding({self.view.names}={self.view.shape}, {list(self.placements)}, "
+                f"shape={self.shape})")
+
+    # ---- the structure: which view dims shard which tensor dim -------------------------
+    @functools.cached_property
+    def _sharders(self) -> tuple[tuple[tuple[int, Shard | StridedShard], ...], ...]:
+        return tuple(tuple((i, p) for i, p in enumerate(self.placements)
+                           if isinstance(p, (Shard, StridedShard)) and p.dim == d)
+                     for d in range(len(self.shape)))
+
+    def sharders(self, d: int) -> tuple[tuple[int, Shard | StridedShard], ...]:
+        """The (view dim, placement) pairs that shard tensor dim ``d``, in view order."""
+        return self._sharders[d]
+
+    @property
+    def partial_dims(self) -> tuple[int, ...]:
+        """The view dims placed :class:`Partial`."""
+        return tuple(i for i, p in enumerate(self.placements) if isinstance(p, Partial))
+
+    @property
+    def free_dims(self) -> tuple[int, ...]:
+        """The view dims that shard nothing (:class:`Replicate` or :class:`Partial`)."""
+        return tuple(i for i, p in enumerate(self.placements)
+                     if isinstance(p, (Replicate, Partial)))
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)
+
+    # ---- per rank ---------------------------------------------------------------------
+    def label(self, coordinate: tuple[int, ...], d: int) -> Label:
+        """The coordinates on the view dims that shard tensor dim ``d``."""
+        return tuple(coordinate[i] for i, _ in self.sharders(d))
+
+    def label_runs(self, d: int, label: Label) -> Runs:
+        """The index list along tensor dim ``d`` of the ranks with ``label`` on it."""
+        runs: Runs = ((0, self.shape[d]),) if self.shape[d] else ()
+        for (i, p), k in zip(self.sharders(d), label):
+            runs = shard_runs(runs, p, self.view.shape[i], k)
+        return runs
+
+    def coordinate(self, rank: int) -> tuple[int, ...]:
+        """``rank``'s coordinate in the view (a typed error if it is not in the universe)."""
+        c = self.view.coordinate(rank)
+        if c is None:
+            self.view.instance_offset(rank)  # raises RankNotInMeshError, naming the rank
+            raise AssertionError("unreachable: a rank outside the universe raises above")
+        return c
+
+    def runs(self, rank: int) -> tuple[Runs, ...]:
+        """Per tensor dim, the global indices ``rank`` holds, as runs ``(start, length)`` of
+        consecutive indices in local order."""
+        c = self.coordinate(rank)
+        return tuple(self.label_runs(d, self.label(c, d)) for d in range(len(self.shape)))
+
+    def local_shape(self, rank: int) -> tuple[int, ...]:
+        """The shape of ``rank``'s local tensor (torch's local shape, without padding)."""
+        return tuple(sum(n for _, n in runs) for runs in self.runs(rank))
+
+    def global_offset(self, rank: int) -> tuple[int, ...]:
+        """Where ``rank``'s local tensor starts in the global one, as torch computes it: per
+        tensor dim the first global index held, the dim's size where the rank holds none of
+        a sharded dim, 0 on a dim nobody shards."""
+        return tuple(runs[0][0] if runs else (size if self.sharders(d) else 0)
+                     for d, (runs, size) in enumerate(zip(self.runs(rank), self.shape)))
+
+    def boxes(self, rank: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """The global elements ``rank`` holds as boxes: each a ``(start, stop)`` per tensor
+        dim; their union, in row-major order of the runs, is the local tensor."""
+        return tuple(tuple((s, s + n) for s, n in combo)
+                     for combo in itertools.product(*self.runs(rank)))
+
+    def local(self, full: Any, rank: int) -> Any:
+        """``rank``'s local array of the full NumPy array ``full``, as torch's
+        ``distribute_tensor`` gives it: the rank's indices per dim; a :class:`Partial`
+        dim's ranks each hold ``full / n`` for ``"sum"`` and ``full`` otherwise."""
+        np = numpy()
+        if np is None:
+            raise ShardingError("Sharding.local needs NumPy (pip install numpy)")
+        if tuple(getattr(full, "shape", ())) != self.shape:
+            raise ShardingError(f"Sharding.local needs an array of shape {self.shape}, got "
+                                f"{show(getattr(full, 'shape', full))}")
+        index = [np.array([s + j for s, n in runs for j in range(n)], dtype=np.int64)
+                 for runs in self.runs(rank)]
+        out = full[np.ix_(*index)] if index else full.copy()
+        for i in self.partial_dims:
+            p = self.placements[i]
+            if isinstance(p, Partial) and p.op == "sum":
+                out = out / self.view.shape[i]
+        return out
+
+    # ---- the whole tensor, per tensor dim -----------------------------------------------
+    def segments(self, d: int) -> tuple[tuple[int, int, Label], ...]:
+        """Tensor dim ``d`` cut into runs, each with the label of the ranks holding it:
+        ``(start, length, label)`` sorted by start; they partition ``range(shape[d])``."""
+        return self._segments[d]
+
+    @functools.cached_property
+    def _segments(self) -> tuple[tuple[tuple[int, int, Label], ...], ...]:
+        def of(d: int) -> tuple[tuple[int, int, Label], ...]:
+            sizes = [self.view.shape[i] for i, _ in self.sharders(d)]
+            return tuple(sorted((s, n, label)
+                                for label in itertools.product(*[range(k) for k in sizes])
+                                for s, n in self.label_runs(d, label)))
+        return tuple(of(d) for d in range(len(self.shape)))
+
+    # ---- ranks from coordinates -------------------------------------------------------
+    @functools.cached_property
+    def _starts(self) -> Layout:
+        return complement(self.view.layout, self.view.ranks.size)
+
+    def holders(self, fixed: dict[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
+        """The ranks whose coordinates on the view dims in ``fixed`` are those values: every
+        instance, every coordinate on the other dims (in row-major order, instance first)."""
+        view = self.view
+        others = [i for i in range(view.ndim) if i not in fixed]
+        check_limit(self._starts.size * math.prod(view.shape[i] for i in others),
+                    "the holders of a tile", limit)
+        coord = [0] * view.ndim
+        for i, k in fixed.items():
+            coord[i] = k
+        for j in range(self._starts.size):
+            base = self._starts(j)
+            for free in itertools.product(*[range(view.shape[i]) for i in others]):
+                for i, k in zip(others, free):
+                    coord[i] = k
+                yield view.ranks(base + view.layout(_flat(coord, view.shape)))
+
+
+def _flat(coord: list[int], shape: tuple[int, ...]) -> int:
+    x = 0
+    for c, n in zip(coord, shape):
+        x = x * n + c
+    return x
+
