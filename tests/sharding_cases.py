@@ -15,7 +15,7 @@ from typing import Any
 
 from mesh import MeshView, Partial, Replicate, Shard, Sharding, StridedShard
 
-__all__ = ["random_pair", "random_sharding", "random_view", "torch_holdings",
+__all__ = ["pair_in_world", "random_pair", "random_sharding", "random_view", "torch_holdings",
            "torch_placements"]
 
 
@@ -110,3 +110,37 @@ def torch_holdings(s: Sharding, coordinate: tuple[int, ...]) -> Any:
         if hasattr(p, "_split_tensor") and not p.is_partial() and not p.is_replicate():
             t = p._split_tensor(t, n, with_padding=False)[0][k]
     return t
+
+
+def _view_on(rng: random.Random, ranks: list[int]) -> MeshView:
+    """A view whose universe is ``ranks`` (shuffled), of up to 3 dims."""
+    ranks = rng.sample(ranks, len(ranks))
+    n = len(ranks)
+    shape = [n]
+    for f in (2, 2):
+        if shape[-1] % f == 0 and shape[-1] > f and rng.random() < 0.6:
+            shape[-1] //= f
+            shape.append(f)
+    rows: Any = ranks
+    for k in reversed(shape[1:]):
+        rows = [rows[i:i + k] for i in range(0, len(rows), k)]
+    return MeshView.from_ranks(rows, [f"d{i}" for i in range(len(shape))])
+
+
+def pair_in_world(rng: random.Random, world: int) -> tuple[Sharding, Sharding]:
+    """Two shardings of one shape over subsets of ``range(world)``: the same ranks,
+    disjoint ones or overlapping ones."""
+    everyone = list(range(world))
+    how = rng.random()
+    if how < 1 / 3:
+        a = b = rng.sample(everyone, rng.choice([2, 4, world]))
+    elif how < 2 / 3:
+        half = rng.sample(everyone, world)
+        cut = rng.choice([2, 4, world // 2])
+        a, b = half[:cut], half[cut:cut + rng.choice([1, 2, 4])]
+        b = b or half[-1:]
+    else:
+        a = rng.sample(everyone, rng.choice([4, 6]))
+        b = rng.sample(everyone, rng.choice([2, 4, 6]))
+    src = random_sharding(rng, _view_on(rng, a))
+    return src, random_sharding(rng, _view_on(rng, b), src.shape, partial=False)

@@ -23,6 +23,10 @@ and another sub-package only through its ``__init__``, whose ``__all__`` is what
   (``_torch_facade``) and the universe's torch-side values it reads (``_torch_state``),
   ``to_torch`` (``_to_torch``), ``from_group``'s checks (``_adopt``), the entry points
   :func:`init_device_mesh` and :func:`bind` (``_entry``).
+- ``_tensor``: tensors moving between meshes over torch: torch's placements as
+  :mod:`mesh`'s and back, and :func:`reshard_tensor`, executing a :class:`mesh.Reshard`
+  plan with point-to-point batches (below the facade, whose :func:`redistribute` moves a
+  DTensor to another mesh on it).
 - ``_deprecated``: names the last release moved, working for this one with a warning.
 - this ``__init__``: the public names, and the plugs: it fills the core's slots with the
   wings (importing the c10d wing, and torch, on first use).
@@ -75,6 +79,10 @@ Public names:
   domain, gathered through the store into a :class:`mesh.Topology`) from each rank's
   :class:`DiscoveryRecord`; ``bind`` and ``init_device_mesh`` check a plan against it
   (``expect_intra_host=``, ``expect_intra_domain=``) before any group is made;
+- tensors between meshes: :func:`redistribute` (a DTensor to another facade or torch
+  mesh, over any ranks: what torch refuses), :func:`reshard_tensor` (a
+  :func:`mesh.reshard` plan executed over point-to-point batches), and
+  :func:`from_torch_placements` / :func:`to_torch_placements`;
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
@@ -124,8 +132,9 @@ from ._core import (
     plug,
 )
 from ._deprecated import MOVED, moved
-from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh
+from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh, redistribute
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
+from ._tensor import from_torch_placements, reshard_tensor, to_torch_placements
 
 if TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
@@ -211,4 +220,8 @@ __all__ = [
     "current_mesh",
     "discover_topology",
     "init_device_mesh",
+    "from_torch_placements",
+    "redistribute",
+    "reshard_tensor",
+    "to_torch_placements",
 ]

@@ -65,7 +65,8 @@ tensors on meshes: :class:`Sharding` (a tensor's placement over a view, with tor
 semantics: :class:`Shard`, :class:`StridedShard`, :class:`Replicate`, :class:`Partial`,
 answered per rank) and :func:`reshard` (the plan moving it to another sharding, over the
 same, disjoint or overlapping ranks, as a :class:`Reshard` of :class:`Transfer` values),
-with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES`.
+with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES` and :data:`REDUCE_OPS`, the
+reductions a :class:`Partial` may name.
 """
 
 import warnings
@@ -118,6 +119,7 @@ from ._recover import Blast, DimBlast, Survival, ViewBlast, blast, drop, substit
 from ._tensor import (
     MAX_TENSOR_DIMS,
     MAX_TILES,
+    REDUCE_OPS,
     Partial,
     Replicate,
     Reshard,
@@ -158,6 +160,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OverlapError",
     "Partial",
+    "REDUCE_OPS",
     "Placement",
     "RankMap",
     "RankNotInMeshError",

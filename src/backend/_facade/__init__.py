@@ -5,12 +5,14 @@ through the core's plugs): what the package's ``__init__`` uses.
 - the entry points :func:`init_device_mesh` and :func:`bind` (which check a plan's
   expectations of the machine, given or discovered through the c10d wing, before the mesh
   exists);
+- :func:`redistribute`, a DTensor moved to another mesh (over the tensor wing);
 - :class:`TorchFacadeMesh`, the mesh that is also torch's ``DeviceMesh``, loaded (with
   torch) on first use.
 
 Inside: ``_binding`` (the value; what meshes of one root share), ``_device_mesh``,
 ``_adopt`` (``from_group``'s checks), ``_entry``, ``_to_torch`` (``to_torch``),
-``_torch_state`` (a universe's torch-side values) and ``_torch_facade``.
+``_torch_state`` (a universe's torch-side values), ``_torch_facade`` and ``_redistribute``
+(:func:`redistribute`, a DTensor to another mesh).
 """
 
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from ._binding import Binding
 from ._device_mesh import DeviceMesh, current_mesh
 from ._entry import bind, init_device_mesh
+from ._redistribute import redistribute
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +33,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Binding", "DeviceMesh", "TorchFacadeMesh", "bind", "current_mesh",
-           "init_device_mesh"]
+           "init_device_mesh", "redistribute"]

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import attrs
 
 from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, show
-from ._placement import Partial, Runs
+from ._placement import Partial
 from ._sharding import Label, Sharding
 
 __all__ = ["TIERS", "Reshard", "Transfer", "reshard"]
@@ -117,22 +117,12 @@ def _tile_dims(s: Sharding) -> tuple[int, ...]:
     return tuple(sorted(i for d in range(len(s.shape)) for i, _ in s.sharders(d)))
 
 
-def _position(runs: Runs, g: int) -> int:
-    """The local position of global index ``g`` in the index list ``runs``."""
-    pos = 0
-    for start, n in runs:
-        if start <= g < start + n:
-            return pos + g - start
-        pos += n
-    raise AssertionError(f"index {g} is not in {runs}")
-
-
 @attrs.frozen(eq=False, repr=False)
 class Reshard:
     """The plan moving a tensor from ``src`` to ``dst`` (made by :func:`reshard`).
 
     Per rank: :meth:`receives` and :meth:`sends` (its :class:`Transfer` values, computed
-    for that rank alone), :meth:`kept` (elements it already holds).  The whole plan:
+    for that rank alone), :meth:`keeps` and :meth:`kept` (what it already holds).  The whole plan:
     :meth:`traffic` (elements per (source, destination)), :attr:`elements_moved`,
     :attr:`bytes_moved`, :attr:`tier_bytes`, :attr:`busiest`, :attr:`rounds`; and
     :meth:`apply`, the offline executor.
@@ -254,13 +244,25 @@ class Reshard:
                     got[h, combo].append(cell.box)
         return _transfers(got, rank, source_side=False)
 
+    def keeps(self, rank: int) -> Transfer | None:
+        """What ``rank`` already holds of its destination block, as a transfer from itself
+        to itself (moved 0 bytes; its contribution is ``rank``'s own partial coordinate);
+        None if it keeps nothing."""
+        if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
+            return None
+        coord = self.dst.coordinate(rank)
+        own: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        for cell in self._cells(self._by_dst, self.dst, coord, src_side=False):
+            for combo, holders in self._holders(cell.src).items():
+                if rank in holders:
+                    own[rank, combo].append(cell.box)
+        found = _transfers(own, rank, source_side=True)
+        return found[0] if found else None
+
     def kept(self, rank: int) -> int:
         """Elements of ``rank``'s destination block it already holds (moved 0 bytes)."""
-        if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
-            return 0
-        coord = self.dst.coordinate(rank)
-        return sum(cell.elements for cell in self._cells(self._by_dst, self.dst, coord, False)
-                   for holders in self._holders(cell.src).values() if rank in holders)
+        t = self.keeps(rank)
+        return 0 if t is None else t.elements
 
     def sends(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` sends (nothing if it is not in the source), by destination."""
@@ -344,39 +346,30 @@ class Reshard:
     def apply(self, shards: Mapping[int, Any]) -> dict[int, Any]:
         """Each destination rank's local NumPy array, from each source rank's (``shards``:
         source rank -> its local array, as :meth:`Sharding.local` gives it), moving exactly
-        what :meth:`receives` says and reducing a partial source's contributions."""
+        what :meth:`receives` and :meth:`keeps` say and reducing a partial source's
+        contributions (``backend.reshard_tensor`` does the same over process groups)."""
         np = numpy()
         if np is None:
             raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
-        ops = sorted({p.op for p in self.src.placements if isinstance(p, Partial)})
+        ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
+        dtype = next((a.dtype for a in shards.values() if hasattr(a, "dtype")), None)
         out = {}
         for r in self._dst_ranks():
-            blocks = self._assemble(r, shards, np)
-            out[r] = _reduced(list(blocks.values()), ops[0], np) if ops else blocks[()]
+            shape = self.dst.local_shape(r)
+            blocks: dict[tuple[int, ...], Any] = {}
+            keep = self.keeps(r)
+            for t in (*self.receives(r), *(() if keep is None else (keep,))):
+                if t.source not in shards:
+                    raise ShardingError(f"Reshard.apply: no local array for source rank "
+                                        f"{t.source} (it sends to rank {r})")
+                have = shards[t.source]
+                block = blocks.setdefault(t.contribution, np.zeros(shape, dtype=dtype))
+                for box in t.boxes:
+                    block[self.dst.local_slices(r, box)] = \
+                        have[self.src.local_slices(t.source, box)]
+            values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
+            out[r] = _reduced(values, ops[0], np) if ops else values[0]
         return out
-
-    def _assemble(self, rank: int, shards: Mapping[int, Any], np: Any) -> dict[Any, Any]:
-        """Per partial combination, ``rank``'s destination block as its sources hold it."""
-        shape = self.dst.local_shape(rank)
-        dst_runs = self.dst.runs(rank)
-        k = self._receivers(_tile(self.dst, self.dst.coordinate(rank)))[rank]
-        blocks: dict[Any, Any] = {}
-        for cell in self._cells(self._by_dst, self.dst, self.dst.coordinate(rank), False):
-            for combo, holders in self._holders(cell.src).items():
-                h = self._pick(holders, rank, k)
-                if h not in shards:
-                    raise ShardingError(f"Reshard.apply: no local array for source rank {h}")
-                src_runs = self.src.runs(h)
-                take = tuple(slice(_position(sr, a), _position(sr, a) + b - a)
-                             for sr, (a, b) in zip(src_runs, cell.box))
-                put = tuple(slice(_position(dr, a), _position(dr, a) + b - a)
-                            for dr, (a, b) in zip(dst_runs, cell.box))
-                block = blocks.setdefault(combo, np.zeros(shape, dtype=shards[h].dtype))
-                block[put] = shards[h][take]
-        if not blocks:  # an empty block: no cell
-            some = next(iter(shards.values()), None)
-            blocks[()] = np.zeros(shape, dtype=getattr(some, "dtype", None))
-        return blocks
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:

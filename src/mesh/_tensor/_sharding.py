@@ -202,6 +202,16 @@ class Sharding:
         return tuple(tuple((s, s + n) for s, n in combo)
                      for combo in itertools.product(*self.runs(rank)))
 
+    def local_slices(self, rank: int, box: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
+        """Where the global ``box`` (``(start, stop)`` per tensor dim) lies in ``rank``'s
+        local tensor, as one slice per dim; the box must lie inside one run of the rank's
+        index list on every dim (a reshard's boxes do), else :class:`~mesh.ShardingError`."""
+        runs = self.runs(rank)
+        if len(box) != len(runs):
+            raise ShardingError(f"a box of the tensor {self.shape} has one (start, stop) per "
+                                f"dim, got {show(box)}")
+        return tuple(_slice(r, a, b, rank, box) for r, (a, b) in zip(runs, box))
+
     def local(self, full: Any, rank: int) -> Any:
         """``rank``'s local array of the full NumPy array ``full``, as torch's
         ``distribute_tensor`` gives it: the rank's indices per dim; a :class:`Partial`
@@ -257,6 +267,19 @@ class Sharding:
                 for i, k in zip(others, free):
                     coord[i] = k
                 yield view.ranks(base + view.layout(_flat(coord, view.shape)))
+
+
+def _slice(runs: Runs, a: int, b: int, rank: int, box: object) -> slice:
+    """Global ``[a, b)`` inside one run of ``runs``, as a slice of local positions."""
+    pos = 0
+    for start, n in runs:
+        if start <= a and b <= start + n:
+            return slice(pos + a - start, pos + b - start)
+        pos += n
+    if a == b:
+        return slice(0, 0)
+    raise ShardingError(f"the box {show(box)} is not held by rank {rank} in one piece "
+                        f"(its index list is {show(runs)})")
 
 
 def _flat(coord: list[int], shape: tuple[int, ...]) -> int:

@@ -1,0 +1,193 @@
+"""One process of an 8-rank Gloo world for ``tests/test_reshard_gloo.py``.
+
+Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's environment.
+
+- ``pairs``: :data:`PAIRS` random pairs of shardings over subsets of the 8 ranks (the same
+  ranks, disjoint ones, overlapping ones; ``sharding_cases.pair_in_world``, one seed on
+  every rank); every rank calls ``backend.reshard_tensor`` for each, and each destination
+  rank compares what it got with the full tensor sliced by ``Sharding.local`` (checked
+  against torch in ``tests/test_sharding_vs_torch.py``): bit for bit, or within rounding
+  for a partial source that was divided on the way.
+- ``sync``: RL weight sync.  Ranks 0-3 train a small MLP under (dp, tp) = (2, 2), TP then
+  FSDP2 (so ``_StridedShard``); ranks 4-7 serve it under tp = 4.  Every parameter moves
+  with ``backend.redistribute``; the same state dict also goes through DCP (saved by the
+  trainer's ranks, loaded by the server's).  Each server rank reports the largest
+  difference of its parameters from DCP's and from the full parameters of the same model
+  built in one process, and both times.
+
+The worker asserts nothing; it reports.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gloo_launch import start_together, write_report
+
+PAIRS = 1000
+WIDTH = 16
+TRAIN = [[0, 1], [2, 3]]  # (dp, tp)
+SERVE = [4, 5, 6, 7]  # tp
+LAYOUT = {  # what TP (Colwise on "0", Rowwise on "2") then FSDP2 give each parameter
+    "0.weight": ((32, 16), ("SS0/2", "S0"), ("S0",)),
+    "0.bias": ((32,), ("SS0/2", "S0"), ("S0",)),
+    "2.weight": ((16, 32), ("S0", "S1"), ("S1",)),
+    "2.bias": ((16,), ("S0", "R"), ("R",)),
+}
+"""name -> (shape, trainer placements on (dp, tp), server placements on tp)."""
+
+
+def _torch_placement(code: str) -> Any:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    if code == "R":
+        return Replicate()
+    if code.startswith("SS"):
+        dim, sf = code[2:].split("/")
+        return _StridedShard(int(dim), split_factor=int(sf))
+    return Shard(int(code[1:]))
+
+
+def _pairs(out_dir: str, backend: Any) -> None:
+    import numpy as np
+    import torch
+    from sharding_cases import pair_in_world
+
+    from backend import reshard_tensor
+    from mesh import Partial, reshard
+
+    rank = backend.rank
+    rng = random.Random(20261127)
+    bad: list[str] = []
+    checked = moved = 0
+    start = time.monotonic()
+    for i in range(PAIRS):
+        src, dst = pair_in_world(rng, backend.world_size)
+        full = np.array([rng.randint(-1000, 1000) for _ in range(int(np.prod(src.shape)))],
+                        dtype=np.float64).reshape(src.shape)
+        plan = reshard(src, dst)
+        local = (torch.from_numpy(src.local(full, rank))
+                 if src.view.coordinate(rank) is not None else None)
+        got = reshard_tensor(plan, local, dtype=torch.float64)
+        moved += sum(t.elements for t in plan.receives(rank))
+        if dst.view.coordinate(rank) is None:
+            if got is not None:
+                bad.append(f"pair {i}: rank {rank} is not in the destination but got a tensor")
+            continue
+        checked += 1
+        want = torch.from_numpy(dst.local(full, rank))
+        partial = any(isinstance(p, Partial) for p in src.placements)
+        same = (got.shape == want.shape and (torch.allclose(got, want) if partial
+                                              else torch.equal(got, want)))
+        if not same:
+            bad.append(f"pair {i}: {plan!r}: rank {rank} got {got.tolist()}, "
+                       f"want {want.tolist()}"[:600])
+    write_report(out_dir, rank, {"checked": checked, "bad": bad[:5], "n_bad": len(bad),
+                                 "moved": moved, "seconds": time.monotonic() - start})
+
+
+def _sync(out_dir: str, backend: Any) -> None:
+    import shutil
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    from backend import bind, redistribute
+    from mesh import MeshView
+
+    rank = backend.rank
+    train = bind(MeshView.from_ranks(TRAIN, ("dp", "tp")), backend)
+    serve = bind(MeshView.from_ranks(SERVE, ("tp",)), backend)
+    torch.manual_seed(0)
+    reference = nn.Sequential(nn.Linear(WIDTH, 2 * WIDTH), nn.ReLU(), nn.Linear(2 * WIDTH, WIDTH))
+    full = {k: v.detach().clone() for k, v in reference.state_dict().items()}
+    result: dict[str, Any] = {"rank": rank, "role": "train" if rank < 4 else "serve"}
+    ckpt = os.path.join(out_dir, "ckpt")
+    if rank < 4:
+        model = nn.Sequential(nn.Linear(WIDTH, 2 * WIDTH), nn.ReLU(),
+                              nn.Linear(2 * WIDTH, WIDTH))
+        model.load_state_dict(full)
+        parallelize_module(model, train["tp"].to_torch(),
+                           {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        fully_shard(model, mesh=train["dp"].to_torch())
+        state = {k: v for k, v in model.state_dict().items()}
+        result["placements"] = {k: [repr(p) for p in v.placements] for k, v in state.items()}
+        mesh = state["0.weight"].device_mesh
+    else:  # the trainer's mesh as this rank sees it: not a member
+        mesh = TorchDeviceMesh("cpu", TRAIN, mesh_dim_names=("dp", "tp"), _init_backend=False)
+        state = {k: DTensor.from_local(torch.empty(0), mesh,
+                                       [_torch_placement(c) for c in tp_], run_check=False,
+                                       shape=torch.Size(shape),
+                                       stride=torch.empty(shape).stride())
+                 for k, (shape, tp_, _) in LAYOUT.items()}
+    backend_world = backend  # every rank: one order
+    torch.distributed.barrier()
+    t0 = time.monotonic()
+    synced = {k: redistribute(state[k], serve, [_torch_placement(c) for c in LAYOUT[k][2]])
+              for k in sorted(LAYOUT)}
+    torch.distributed.barrier()
+    result["sync_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    if rank < 4:
+        group = bind(MeshView.from_ranks([0, 1, 2, 3], ("all",)), backend_world).get_group("all")
+        dcp.save(state, checkpoint_id=ckpt, process_group=group)
+    torch.distributed.barrier()
+    if rank >= 4:
+        group = serve.get_group("tp")
+        target = {k: distribute_tensor(torch.zeros(shape), serve.to_torch(),
+                                       [_torch_placement(c) for c in sp])
+                  for k, (shape, _, sp) in LAYOUT.items()}
+        dcp.load(target, checkpoint_id=ckpt, process_group=group)
+    torch.distributed.barrier()
+    result["dcp_s"] = time.monotonic() - t0
+    if rank >= 4:
+        result["vs_dcp"] = {k: float((synced[k].to_local() - target[k].to_local()).abs().max())
+                            for k in LAYOUT}
+        result["vs_full"] = {k: float((synced[k].full_tensor() - full[k]).abs().max())
+                             for k in LAYOUT}
+        result["local_shapes"] = {k: list(synced[k].to_local().shape) for k in LAYOUT}
+    torch.distributed.barrier()
+    if rank == 0:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    write_report(out_dir, rank, result)
+
+
+def main() -> None:
+    import torch
+
+    from backend import GlooBackend
+
+    torch.set_num_threads(1)
+    mode, out = sys.argv[1], sys.argv[2]
+    start_together(out, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+    backend = GlooBackend.from_env(timeout=timedelta(seconds=60))
+    if mode == "pairs":
+        _pairs(out, backend)
+    elif mode == "sync":
+        _sync(out, backend)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    torch.distributed.barrier()  # rank 0 holds the store: leave together
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
