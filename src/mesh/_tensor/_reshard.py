@@ -46,7 +46,7 @@ import attrs
 
 from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, show
 from ._placement import Partial
-from ._sharding import Label, Sharding
+from ._sharding import Label, Sharding, check_boxes
 
 __all__ = ["TIERS", "Reshard", "Transfer", "reshard"]
 
@@ -117,7 +117,7 @@ def _tile_dims(s: Sharding) -> tuple[int, ...]:
     return tuple(sorted(i for d in range(len(s.shape)) for i, _ in s.sharders(d)))
 
 
-@attrs.frozen(eq=False, repr=False)
+@attrs.frozen(eq=False, repr=False, init=False)
 class Reshard:
     """The plan moving a tensor from ``src`` to ``dst`` (made by :func:`reshard`).
 
@@ -132,6 +132,10 @@ class Reshard:
     dst: Sharding
     topology: Machine | None
     itemsize: int
+
+    def __init__(self, src: Sharding, dst: Sharding, topology: Machine | None = None, *,
+                 itemsize: int = 4) -> None:
+        self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize))
 
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r}, {self.elements_moved:,} elements moved)"
@@ -167,6 +171,7 @@ class Reshard:
                s: Sharding, coordinate: tuple[int, ...], src_side: bool) -> Iterator[_Cell]:
         per_dim = [tables[d].get(s.label(coordinate, d), [])
                    for d in range(len(s.shape))]
+        check_boxes(math.prod(len(p) for p in per_dim), "one rank's part of the plan")
         for combo in itertools.product(*per_dim):
             box = tuple((a, b) for a, b, _ in combo)
             other = tuple(x for _, _, lab in combo for x in lab)
@@ -232,6 +237,7 @@ class Reshard:
     # ---- per rank -----------------------------------------------------------------------
     def receives(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` receives (nothing if it is not in the destination), by source."""
+        rank = as_int(rank, "a rank")
         if self.dst.view.coordinate(rank) is None:
             return ()
         coord = self.dst.coordinate(rank)
@@ -248,6 +254,7 @@ class Reshard:
         """What ``rank`` already holds of its destination block, as a transfer from itself
         to itself (moved 0 bytes; its contribution is ``rank``'s own partial coordinate);
         None if it keeps nothing."""
+        rank = as_int(rank, "a rank")
         if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
             return None
         coord = self.dst.coordinate(rank)
@@ -266,6 +273,7 @@ class Reshard:
 
     def sends(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` sends (nothing if it is not in the source), by destination."""
+        rank = as_int(rank, "a rank")
         if self.src.view.coordinate(rank) is None:
             return ()
         coord = self.src.coordinate(rank)
@@ -351,8 +359,20 @@ class Reshard:
         np = numpy()
         if np is None:
             raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
+        if not isinstance(shards, Mapping):
+            raise MeshTypeError(f"Reshard.apply needs a mapping of source rank -> local "
+                                f"array, got a {type(shards).__name__}: {show(shards)}")
+        for r, a in shards.items():
+            want = self.src.local_shape(r)
+            if not isinstance(a, np.ndarray):
+                raise MeshTypeError(f"Reshard.apply: source rank {show(r)}'s local array must "
+                                    f"be a NumPy array of shape {want}, got a "
+                                    f"{type(a).__name__}: {show(a)}")
+            if a.shape != want:
+                raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
+                                    f"shape {a.shape}; the source gives it {want}")
         ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
-        dtype = next((a.dtype for a in shards.values() if hasattr(a, "dtype")), None)
+        dtype = next((a.dtype for a in shards.values()), None)
         out = {}
         for r in self._dst_ranks():
             shape = self.dst.local_shape(r)
@@ -397,22 +417,12 @@ def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
     return tuple(out)
 
 
-def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
-            itemsize: int = 4) -> Reshard:
-    """The plan moving a tensor sharded as ``src`` to the sharding ``dst``: any two views,
-    of one universe, disjoint ones or overlapping ones.
-
-    Exact and minimal: every destination element arrives once (one contribution per
-    partial coordinate of a :class:`Partial` source), from a holder of it; a rank keeps
-    what it already holds; with a ``topology`` an element crosses hosts only when no holder
-    shares the receiver's host; replicas share the sending.  ``itemsize`` is the bytes of
-    one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
-    different shapes, a :class:`Partial` destination, a source partial over several kinds
-    of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
-    """
+def _checked(src: object, dst: object, topology: object, itemsize: object) -> int:
+    """The checks of :func:`reshard`; the item size."""
     for name, s in (("src", src), ("dst", dst)):
         if not isinstance(s, Sharding):
             raise MeshTypeError(f"reshard's {name} must be a mesh.Sharding, got {show(s)}")
+    assert isinstance(src, Sharding) and isinstance(dst, Sharding), "checked above"
     if src.shape != dst.shape:
         raise ShardingError(f"reshard needs one tensor shape on both sides, got {src.shape} "
                             f"-> {dst.shape}")
@@ -429,8 +439,24 @@ def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
     size = as_int(itemsize, "itemsize")
     if size < 1:
         raise ShardingError(f"itemsize must be a positive int, got {size}")
-    if topology is not None and not (callable(getattr(topology, "host", None))
-                                     and callable(getattr(topology, "domain", None))):
+    if topology is not None and (isinstance(topology, type) or not (
+            callable(getattr(topology, "host", None))
+            and callable(getattr(topology, "domain", None)))):
         raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
-    return Reshard(src, dst, topology, size)
+    return size
 
+
+def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
+            itemsize: int = 4) -> Reshard:
+    """The plan moving a tensor sharded as ``src`` to the sharding ``dst``: any two views,
+    of one universe, disjoint ones or overlapping ones.
+
+    Exact and minimal: every destination element arrives once (one contribution per
+    partial coordinate of a :class:`Partial` source), from a holder of it; a rank keeps
+    what it already holds; with a ``topology`` an element crosses hosts only when no holder
+    shares the receiver's host; replicas share the sending.  ``itemsize`` is the bytes of
+    one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
+    different shapes, a :class:`Partial` destination, a source partial over several kinds
+    of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+    """
+    return Reshard(src, dst, topology, itemsize=itemsize)

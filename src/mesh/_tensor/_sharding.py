@@ -37,6 +37,7 @@ from .._core import (
     MeshTypeError,
     MeshView,
     ShardingError,
+    TooManyRanksError,
     as_int,
     check_limit,
     numpy,
@@ -54,7 +55,7 @@ from ._placement import (
     shard_runs,
 )
 
-__all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding"]
+__all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding", "check_boxes"]
 
 MAX_TENSOR_DIMS = 8
 """The most dims a sharded tensor may have."""
@@ -71,15 +72,22 @@ Label = tuple[int, ...]
 """A rank's coordinates on the view dims that shard one tensor dim, in view order."""
 
 
+def _few(value: object, what: str, most: int, why: str) -> tuple[Any, ...]:
+    """:func:`ordered` with at most ``most`` items, a :class:`~mesh.ShardingError` past it."""
+    try:
+        return ordered(value, what, most)
+    except TooManyRanksError:
+        n = len(value)  # type: ignore[arg-type]  # ordered() measured it before refusing
+        raise ShardingError(f"{why}, got {n:,}: {show(value)}") from None
+
+
 def _shape(value: object) -> tuple[int, ...]:
-    sizes = ordered(value, "a tensor shape", MAX_TENSOR_DIMS + 1)
-    if len(sizes) > MAX_TENSOR_DIMS:
-        raise ShardingError(f"a sharded tensor has at most {MAX_TENSOR_DIMS} dims, got "
-                            f"shape {show(value)}")
+    sizes = _few(value, "a tensor shape", MAX_TENSOR_DIMS,
+                 f"a sharded tensor has at most {MAX_TENSOR_DIMS} dims")
     out = tuple(as_int(s, "a tensor size") for s in sizes)
     if any(s < 0 for s in out):
         raise ShardingError(f"tensor sizes must be >= 0, got shape {show(out)}")
-    if math.prod(out) > MAX_ELEMENTS:
+    if any(s > MAX_ELEMENTS for s in out) or math.prod(out) > MAX_ELEMENTS:
         raise ShardingError(f"a tensor of shape {show(out)} has more than 2**62 elements")
     return out
 
@@ -108,7 +116,8 @@ class Sharding:
     def __init__(self, view: MeshView, placements: object, shape: object) -> None:
         if not isinstance(view, MeshView):
             raise MeshTypeError(f"a sharding's view must be a MeshView, got {show(view)}")
-        items = ordered(placements, "placements", view.ndim + 1)
+        items = _few(placements, "placements", view.ndim,
+                     f"placements must be one per dim of the view {view.names} ({view.ndim})")
         if len(items) != view.ndim:
             raise ShardingError(
                 f"placements must be one per dim of the view {view.names} ({view.ndim}), got "
@@ -126,8 +135,9 @@ class Sharding:
                                for i, p in self.sharders(d))
             if pieces > MAX_TILES:
                 raise ShardingError(
-                    f"tensor dim {d} is cut into {pieces:,} pieces over the view dims "
-                    f"{[view.names[i] for i, _ in self.sharders(d)]}; at most {MAX_TILES:,}")
+                    f"tensor dim {d} is cut into {pieces:,} pieces by "
+                    f"{[f'{view.names[i]!r}: {p!r}' for i, p in self.sharders(d)]}; at most "
+                    f"{MAX_TILES:,} (mesh.MAX_TILES)")
 
     def __repr__(self) -> str:
         return (f"Sharding({self.view.names}={self.view.shape}, {list(self.placements)}, "
@@ -173,7 +183,7 @@ class Sharding:
 
     def coordinate(self, rank: int) -> tuple[int, ...]:
         """``rank``'s coordinate in the view (a typed error if it is not in the universe)."""
-        c = self.view.coordinate(rank)
+        c = self.view.coordinate(as_int(rank, "a rank"))
         if c is None:
             self.view.instance_offset(rank)  # raises RankNotInMeshError, naming the rank
             raise AssertionError("unreachable: a rank outside the universe raises above")
@@ -199,18 +209,31 @@ class Sharding:
     def boxes(self, rank: int) -> tuple[tuple[tuple[int, int], ...], ...]:
         """The global elements ``rank`` holds as boxes: each a ``(start, stop)`` per tensor
         dim; their union, in row-major order of the runs, is the local tensor."""
-        return tuple(tuple((s, s + n) for s, n in combo)
-                     for combo in itertools.product(*self.runs(rank)))
+        runs = self.runs(rank)
+        check_boxes(math.prod(len(r) for r in runs), f"rank {rank}'s boxes")
+        return tuple(tuple((s, s + n) for s, n in combo) for combo in itertools.product(*runs))
 
     def local_slices(self, rank: int, box: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
         """Where the global ``box`` (``(start, stop)`` per tensor dim) lies in ``rank``'s
         local tensor, as one slice per dim; the box must lie inside one run of the rank's
         index list on every dim (a reshard's boxes do), else :class:`~mesh.ShardingError`."""
         runs = self.runs(rank)
-        if len(box) != len(runs):
+        pairs = _few(box, "a box", len(runs), f"a box of the tensor {self.shape} has one "
+                     "(start, stop) per dim")
+        if len(pairs) != len(runs):
             raise ShardingError(f"a box of the tensor {self.shape} has one (start, stop) per "
                                 f"dim, got {show(box)}")
-        return tuple(_slice(r, a, b, rank, box) for r, (a, b) in zip(runs, box))
+        bounds = []
+        for pair in pairs:
+            ab = _few(pair, "a box's (start, stop)", 2, "a box has one (start, stop) per dim")
+            if len(ab) != 2:
+                raise ShardingError(f"a box has one (start, stop) per dim, got {show(box)}")
+            a, b = as_int(ab[0], "a box's start"), as_int(ab[1], "a box's stop")
+            if not 0 <= a <= b:
+                raise ShardingError(f"a box's (start, stop) must have 0 <= start <= stop, got "
+                                    f"{show(box)}")
+            bounds.append((a, b))
+        return tuple(_slice(r, a, b, rank, box) for r, (a, b) in zip(runs, bounds))
 
     def local(self, full: Any, rank: int) -> Any:
         """``rank``'s local array of the full NumPy array ``full``, as torch's
@@ -219,9 +242,12 @@ class Sharding:
         np = numpy()
         if np is None:
             raise ShardingError("Sharding.local needs NumPy (pip install numpy)")
-        if tuple(getattr(full, "shape", ())) != self.shape:
-            raise ShardingError(f"Sharding.local needs an array of shape {self.shape}, got "
-                                f"{show(getattr(full, 'shape', full))}")
+        if not isinstance(full, np.ndarray):
+            raise MeshTypeError(f"Sharding.local needs a NumPy array of shape {self.shape}, "
+                                f"got {show(full)}")
+        if full.shape != self.shape:
+            raise ShardingError(f"Sharding.local needs an array of shape {self.shape}, got one "
+                                f"of shape {full.shape}")
         index = [np.array([s + j for s, n in runs for j in range(n)], dtype=np.int64)
                  for runs in self.runs(rank)]
         out = full[np.ix_(*index)] if index else full.copy()
@@ -267,6 +293,13 @@ class Sharding:
                 for i, k in zip(others, free):
                     coord[i] = k
                 yield view.ranks(base + view.layout(_flat(coord, view.shape)))
+
+
+def check_boxes(count: int, what: str) -> None:
+    """Refuse to list more than :data:`MAX_TILES` boxes (a typed error naming the count)."""
+    if count > MAX_TILES:
+        raise ShardingError(f"{what} would be {count:,} boxes, more than {MAX_TILES:,} "
+                            "(mesh.MAX_TILES): split factors this large cut a tensor too finely")
 
 
 def _slice(runs: Runs, a: int, b: int, rank: int, box: object) -> slice:
