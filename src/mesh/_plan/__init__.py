@@ -1,8 +1,8 @@
 """The plan wing of :mod:`mesh`: where a plan's groups land on machines, and what they cost.
 
 Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the command's
-``--svg``) and the recovery wing (``mesh._recover``, for ``--fail``); no other wing imports
-this one.
+``--svg``), the recovery wing (``mesh._recover``, for ``--fail``) and the tensor wing
+(``mesh._tensor``, for ``reshard``); no other wing imports this one.
 
 Module map: ``_blocks`` (host-block arithmetic: the most hosts a group spans, from the dim
 layout alone), ``_topofile`` (a topology's saved data, Slurm host lists, hosts files: text
@@ -15,7 +15,8 @@ least), ``_fail`` (what failed ranks do to a plan: the data of ``explain --fail`
 ``meshlayout`` command, not imported by ``import mesh``: ``_args`` (its argument types),
 ``_parser`` (its flags), ``_planfile`` (reading a plan file), ``_machine`` (the machine
 ``--topology``, ``--hosts`` or ``--hosts-file`` names), ``_differ`` (where that machine
-differs from the plan's topology) and ``_cli`` (the command).
+differs from the plan's topology), ``_moves`` (the data and picture of ``reshard``) and ``_cli``
+(the command).
 """
 
 from collections.abc import Sequence

@@ -1,5 +1,6 @@
 """The ``meshlayout`` command: ``meshlayout explain`` shows a plan before it is launched,
-``meshlayout compare`` sets plans side by side, ``meshlayout place`` chooses a rank order.
+``meshlayout compare`` sets plans side by side, ``meshlayout place`` chooses a rank order,
+``meshlayout reshard`` plans moving tensors from one plan's meshes to another's.
 
 Imports only :mod:`mesh` and :mod:`layout` (never torch): a 2**20-rank plan is explained
 in about a second on a laptop.  Exit status: 0 on success, 1 when ``--expect-intra-host``
@@ -28,15 +29,17 @@ from layout import show_error
 
 from .._core import MeshError, MeshView, show
 from .._draw import MAX_SVG_CELLS, svg
+from .._tensor import Sharding
 from . import _args
 from ._compare import compare_placed
 from ._differ import differences
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
 from ._fail import failed_on, failure
 from ._machine import machine, source
+from ._moves import Moves, traffic_svg
 from ._parser import parser
 from ._place import Placement
-from ._planfile import Refused, load
+from ._planfile import Refused, load, load_tensors
 from ._report import MIB, failure_report, topology_report
 from ._topology import Topology
 from ._traffic import Links
@@ -55,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted("meshlayout")
     files = [args.plan] if args.command == "explain" else getattr(args, "plans", [])
-    run = {"explain": _explain, "compare": _compare, "place": _place}[args.command]
+    if args.command == "reshard":
+        files = [args.source, args.dest]
+    run = {"explain": _explain, "compare": _compare, "place": _place,
+           "reshard": _reshard}[args.command]
     try:
         return run(args)
     except (Refused, MeshError) as e:
@@ -233,6 +239,23 @@ def _place(args: argparse.Namespace) -> int:
         _write(args.svg, "--svg", svg(found.view, host=topology, domain=topology,
                                       title=f"placed: {found.view!r} on {topology!r}"))
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    return 0
+
+
+def _reshard(args: argparse.Namespace) -> int:
+    """``meshlayout reshard``: every tensor's plan from SRC's sharding to DST's."""
+    src, src_topology = load_tensors(args.source)
+    dst, dst_topology = load_tensors(args.dest)
+    views = {f"{side}.{name}": s.view for side, tensors in (("src", src), ("dst", dst))
+             for name, s in tensors.items() if isinstance(s, Sharding)}
+    topology = _topology(args, src_topology or dst_topology, views, machine(args))
+    moves = Moves.of(src, dst, topology, itemsize=args.itemsize)
+    if args.svg is not None:
+        _write(args.svg, "--svg", traffic_svg(moves, f"{args.source} -> {args.dest}"))
+    print(json.dumps(moves.to_dict(args.rank), indent=2) if args.format == "json"
+          else moves.report(args.rank))
+    if args.svg is not None:
+        print(f"meshlayout reshard: wrote {args.svg}", file=sys.stderr)
     return 0
 
 

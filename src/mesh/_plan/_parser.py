@@ -75,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     _explain_parser(sub)
     _compare_parser(sub)
     _place_parser(sub)
+    _reshard_parser(sub)
     return top
 
 
@@ -132,6 +133,38 @@ def _place_parser(sub: Any) -> None:
     pl.add_argument("--svg", metavar="FILE", help="also write an SVG picture of the chosen view, "
                     "coloured by fast domain and host")
     _traffic_arguments(pl)
+
+
+_RESHARD_EPILOG = """\
+examples:
+  meshlayout reshard examples/trainer.py examples/server.py --devices-per-host 8
+  meshlayout reshard trainer.py server.py --topology machine.json --rank 5 --svg moves.svg
+
+Each plan file defines TENSORS, a dict of tensor name -> mesh.Sharding (a tensor's shape and
+placements over a view), and optionally TOPOLOGY; both name the same tensors. Every tensor
+is planned with mesh.reshard: each element from a holder nearest its receiver, replicas
+sharing the sending, what a rank holds already kept. The report gives each tensor's bytes,
+bytes across hosts, busiest rank and rounds, then the totals (bytes per link tier: kept,
+inside a host, inside a fast domain, across). Exit status: 0 done, 2 bad input.
+"""
+
+
+def _reshard_parser(sub: Any) -> None:
+    """``meshlayout reshard``: moving a model's tensors from one plan to another."""
+    r = sub.add_parser(
+        "reshard", help="plan moving tensors from one plan's meshes to another's",
+        description="Plan moving every tensor TENSORS names from the source plan's sharding "
+        "to the destination plan's (RL weight sync, elastic resize, checkpoint reshard): bytes "
+        "per link tier, the busiest rank, rounds, and one rank's transfers.",
+        epilog=_RESHARD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("source", metavar="SRC", help="a Python file defining TENSORS (and TOPOLOGY)")
+    r.add_argument("dest", metavar="DST", help="a Python file defining TENSORS")
+    _machine_arguments(r)
+    _format_argument(r)
+    r.add_argument("--itemsize", type=_args.positive, default=2,
+                   help="bytes per element (default 2: bf16)")
+    r.add_argument("--svg", metavar="FILE", help="also write an SVG picture of which ranks "
+                   "send to which (by host when a side has more than 256 ranks)")
 
 
 def _format_argument(p: argparse.ArgumentParser) -> None:

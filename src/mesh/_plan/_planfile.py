@@ -23,7 +23,7 @@ from .._core import MAX_PLAN_DIMS, MeshView, as_name, check_plan_dims, items_of,
 from ._fail import DerivedFrom
 from ._topology import Topology
 
-__all__ = ["MOST_PLAN_BYTES", "Refused", "load", "read_bounded"]
+__all__ = ["MOST_PLAN_BYTES", "Refused", "load", "load_tensors", "read_bounded"]
 
 
 class Refused(Exception):
@@ -49,6 +49,20 @@ def load(path: str) -> tuple[dict[str, MeshView], Topology | None, DerivedFrom |
     if topology is not None and not isinstance(topology, Topology):
         raise Refused(f"TOPOLOGY in {path!r} must be a mesh.Topology, got {_what(topology)}")
     return views, topology, derived_from
+
+
+def load_tensors(path: str) -> tuple[dict[str, Any], Topology | None]:
+    """TENSORS (a dict of tensor name -> :class:`mesh.Sharding`) and TOPOLOGY of a plan
+    file, for ``meshlayout reshard``; what TENSORS holds is checked by the command."""
+    ns = _run(path, _source(path))
+    tensors = ns.get("TENSORS")
+    if not isinstance(tensors, Mapping) or not tensors:
+        raise Refused(f"the plan file {path!r} must define TENSORS, a non-empty dict of tensor "
+                      f"name -> mesh.Sharding; it defines {_what(tensors)}")
+    topology = ns.get("TOPOLOGY")
+    if topology is not None and not isinstance(topology, Topology):
+        raise Refused(f"TOPOLOGY in {path!r} must be a mesh.Topology, got {_what(topology)}")
+    return dict(items_of(tensors, f"TENSORS in {path!r}", "a mapping", limit=1 << 16)), topology
 
 
 def _source(path: str) -> bytes:

@@ -1,0 +1,105 @@
+"""``meshlayout reshard SRC DST``: the example trainer and server plans, priced.
+
+Expected values are worked out here from the model's shapes: the server holds every
+weight twice (dp = 2 replicas of tp = 4 shards) and every norm 8 times (replicated on
+every rank), on ranks none of which trains, so that is what moves, across hosts (the
+trainer on host 0, the server on host 1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mesh._plan._cli import main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TRAINER, SERVER = str(EXAMPLES / "trainer.py"), str(EXAMPLES / "server.py")
+HIDDEN, FFN, VOCAB, LAYERS = 1024, 4096, 32000, 4
+LAYER = 3 * HIDDEN * HIDDEN + HIDDEN * HIDDEN + 2 * FFN * HIDDEN + HIDDEN * FFN
+SHARDED = 2 * VOCAB * HIDDEN + LAYERS * LAYER  # elements of the tp-sharded weights
+NORMS = LAYERS * HIDDEN  # elements of the replicated norms
+
+
+def _json(capsys: pytest.CaptureFixture[str], *flags: str) -> dict:
+    capsys.readouterr()  # what earlier calls printed
+    assert main(["reshard", TRAINER, SERVER, "--format", "json", *flags]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_every_element_moves_once_per_server_replica_across_hosts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got = _json(capsys)
+    assert len(got["tensors"]) == 2 + 5 * LAYERS
+    total = got["total"]
+    assert total["bytes"] == (2 * SHARDED + 8 * NORMS) * 2  # 2 bytes (bf16) each
+    assert total["tiers"] == {"local": 0, "host": 0, "domain": 0, "cross": total["bytes"]}
+    assert total["rounds"] == 2  # every server rank hears from two trainer ranks
+
+
+def test_the_busiest_rank_carries_its_share(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each of the 8 server ranks receives a quarter of the weights and every norm."""
+    got = _json(capsys)
+    assert got["total"]["busiest"]["bytes"] == (SHARDED // 4 + NORMS) * 2
+
+
+def test_one_ranks_transfers_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+    got = _json(capsys, "--rank", "9")
+    mine = got["rank"]["tensors"]["layers.0.wo"]
+    assert mine["sends"] == [] and mine["kept"] == 0
+    assert sum(n for _, n, _ in mine["receives"]) == HIDDEN * HIDDEN // 4 * 2
+    assert main(["reshard", TRAINER, SERVER, "--rank", "9"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"layers\.0\.wo: receives 256\.0 KiB from rank \d", text), text
+
+
+def test_a_machine_with_both_sides_on_one_host_moves_inside_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    got = _json(capsys, "--devices-per-host", "16")
+    assert got["total"]["tiers"]["host"] == got["total"]["bytes"] > 0
+
+
+def test_the_svg_has_one_cell_per_pair_of_ranks(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "moves.svg"
+    assert main(["reshard", TRAINER, SERVER, "--svg", str(out)]) == 0
+    pairs = _json(capsys)
+    picture = out.read_text()
+    assert picture.startswith("<svg") and picture.rstrip().endswith("</svg>")
+    assert picture.count("<rect") == 16  # 8 server ranks, 2 trainer ranks each
+    assert pairs["total"]["rounds"] == 2
+
+
+def test_plans_naming_other_tensors_are_refused(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.py"
+    other.write_text("from mesh import MeshView, Replicate, Sharding\n"
+                     "TENSORS = {'x': Sharding(MeshView.from_shape(2, ('a',)), [Replicate()], "
+                     "(4,))}\n")
+    assert main(["reshard", TRAINER, str(other)]) == 2
+    assert "the two plans must name the same tensors" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body, words", [
+    ("VIEWS = {}\n", "must define TENSORS"),
+    ("TENSORS = {'embed': 3}\n", "every entry must be a name (str) -> mesh.Sharding"),
+    ("TENSORS = {'embed': 1}\nTOPOLOGY = 'x'\n", "TOPOLOGY"),
+])
+def test_bad_plan_files_are_refused_naming_what_is_wrong(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, words: str) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(body)
+    assert main(["reshard", TRAINER, str(bad)]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_shapes_that_differ_are_refused(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.py"
+    other.write_text((EXAMPLES / "server.py").read_text().replace("VOCAB, LAYERS = 1024",
+                                                                   "VOCAB, LAYERS = 2048"))
+    assert main(["reshard", TRAINER, str(other)]) == 2
+    assert "one tensor shape on both sides" in capsys.readouterr().err
