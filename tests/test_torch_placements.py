@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("torch")
-from torch.distributed.tensor import Partial, Replicate, Shard  # noqa: E402
-from torch.distributed.tensor.placement_types import _StridedShard  # noqa: E402
+from torch.distributed.tensor import Partial, Replicate, Shard
+from torch.distributed.tensor.placement_types import _StridedShard
 
-import mesh  # noqa: E402
-from backend import BackendConfigError, from_torch_placements, to_torch_placements  # noqa: E402
+import mesh
+from backend import BackendConfigError, from_torch_placements, to_torch_placements
 
 TORCH = [Shard(0), Shard(3), _StridedShard(1, split_factor=4), Replicate(),
          *[Partial(op) for op in mesh.REDUCE_OPS]]
