@@ -1,5 +1,5 @@
-"""Every ``meshlayout explain``, ``compare`` and ``place`` command shown in the README prints the
-output shown under it."""
+"""Every ``meshlayout explain``, ``compare``, ``place`` and ``reshard`` command shown in the README
+prints the output shown under it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOWN = re.findall(
-    r"```bash\n(meshlayout (?:explain|compare|place) [^\n]*)\n```\n\n```text\n(.*?)\n```",
+    r"```bash\n(meshlayout (?:explain|compare|place|reshard) [^\n]*)\n```\n\n```text\n(.*?)\n```",
     (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
 
 
