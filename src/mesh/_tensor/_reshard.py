@@ -39,7 +39,7 @@ import functools
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -80,14 +80,27 @@ class Transfer:
 
 
 @attrs.frozen
-class _Cell:
-    box: Box
-    src: Label  # the source tile: coordinates on the source's sharding dims, in view order
-    dst: Label
+class _Holders:
+    """The ranks holding one source tile (one partial coordinate), grouped by host and by
+    fast domain, so a receiver finds its nearest holders in two lookups."""
 
-    @property
-    def elements(self) -> int:
-        return math.prod(b - a for a, b in self.box)
+    ranks: tuple[int, ...]
+    members: frozenset[int]
+    by_host: dict[int, tuple[int, ...]]
+    by_domain: dict[int, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, ranks: tuple[int, ...], where: Any) -> _Holders:
+        if len(ranks) == 1:
+            return cls(ranks, frozenset(ranks), {}, {})  # the one holder is always picked
+        by_host: dict[int, list[int]] = defaultdict(list)
+        by_domain: dict[int, list[int]] = defaultdict(list)
+        for r in ranks:
+            host, domain = where(r)
+            by_host[host].append(r)
+            by_domain[domain].append(r)
+        return cls(ranks, frozenset(ranks), {h: tuple(v) for h, v in by_host.items()},
+                   {d: tuple(v) for d, v in by_domain.items()})
 
 
 def _pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
@@ -148,56 +161,60 @@ class Reshard:
 
     # ---- the symbolic plan ------------------------------------------------------------
     @functools.cached_property
-    def _by_dst(self) -> tuple[dict[Label, list[tuple[int, int, Label]]], ...]:
-        out = []
-        for d in range(len(self.src.shape)):
-            table: dict[Label, list[tuple[int, int, Label]]] = defaultdict(list)
-            for a, b, ls, ld in _pieces(self.src.segments(d), self.dst.segments(d)):
-                table[ld].append((a, b, ls))
-            out.append(dict(table))
-        return tuple(out)
+    def _pieces(self) -> tuple[list[tuple[int, int, Label, Label]], ...]:
+        return tuple(_pieces(self.src.segments(d), self.dst.segments(d))
+                     for d in range(len(self.src.shape)))
+
+    def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
+        """The cells of a source (``side="src"``) or destination tile: (box, elements, the
+        other side's tile), memoized per tile."""
+        got = self._memo.get((side + " cells", tile))
+        if got is None:
+            mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
+            labels = _labels(mine, tile)
+            per_dim = [[(a, b, lo) for a, b, ls, ld in pieces
+                        if (ls if side == "src" else ld) == label
+                        for lo in ((ld if side == "src" else ls),)]
+                       for pieces, label in zip(self._pieces, labels)]
+            check_boxes(math.prod(len(p) for p in per_dim), "one rank's part of the plan")
+            order = _order(other)
+            got = tuple((tuple((a, b) for a, b, _ in combo),
+                         math.prod(b - a for a, b, _ in combo),
+                         _reordered(order, combo))
+                        for combo in itertools.product(*per_dim))
+            self._memo[side + " cells", tile] = got
+        return got
 
     @functools.cached_property
-    def _by_src(self) -> tuple[dict[Label, list[tuple[int, int, Label]]], ...]:
-        out = []
-        for d in range(len(self.src.shape)):
-            table: dict[Label, list[tuple[int, int, Label]]] = defaultdict(list)
-            for a, b, ls, ld in _pieces(self.src.segments(d), self.dst.segments(d)):
-                table[ls].append((a, b, ld))
-            out.append(dict(table))
-        return tuple(out)
+    def _memo(self) -> dict[tuple[str, Any], Any]:
+        return {}  # per tile: holders, receivers, cells; per rank: its host and domain
 
-    def _cells(self, tables: tuple[dict[Label, list[tuple[int, int, Label]]], ...],
-               s: Sharding, coordinate: tuple[int, ...], src_side: bool) -> Iterator[_Cell]:
-        per_dim = [tables[d].get(s.label(coordinate, d), [])
-                   for d in range(len(s.shape))]
-        check_boxes(math.prod(len(p) for p in per_dim), "one rank's part of the plan")
-        for combo in itertools.product(*per_dim):
-            box = tuple((a, b) for a, b, _ in combo)
-            other = tuple(x for _, _, lab in combo for x in lab)
-            mine = tuple(x for d in range(len(s.shape)) for x in s.label(coordinate, d))
-            src, dst = (mine, other) if src_side else (other, mine)
-            yield _Cell(box, _ordered(self.src, src), _ordered(self.dst, dst))
-
-    @functools.cached_property
-    def _memo(self) -> dict[tuple[str, Label], Any]:
-        return {}  # tiles' holders and receivers, filled as ranks ask (each rank is in one)
-
-    def _holders(self, tile: Label) -> dict[tuple[int, ...], tuple[int, ...]]:
+    def _holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         """The source ranks holding ``tile``, by their partial dims' coordinates."""
         got = self._memo.get(("src", tile))
         if got is None:
             got = self._memo["src", tile] = self._list_holders(tile)
         return got
 
-    def _list_holders(self, tile: Label) -> dict[tuple[int, ...], tuple[int, ...]]:
+    def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         s = self.src
         fixed = dict(zip(_tile_dims(s), tile))
+        if not s.partial_dims:
+            return {(): _Holders.of(tuple(s.holders(fixed)), self._where)}
         out: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for r in s.holders(fixed):
             c = s.coordinate(r)
             out[tuple(c[i] for i in s.partial_dims)].append(r)
-        return {k: tuple(v) for k, v in out.items()}
+        return {k: _Holders.of(tuple(v), self._where) for k, v in out.items()}
+
+    def _where(self, rank: int) -> tuple[int, int]:
+        """(host, fast domain) of ``rank``, memoized; (0, 0) without a topology."""
+        got = self._memo.get(("at", rank))
+        if got is None:
+            t = self.topology
+            got = self._memo["at", rank] = (0, 0) if t is None else (t.host(rank),
+                                                                      t.domain(rank))
+        return got
 
     def _receivers(self, tile: Label) -> dict[int, int]:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
@@ -219,19 +236,18 @@ class Reshard:
             return 0
         if self.topology is None:
             return 3
-        if self.topology.host(a) == self.topology.host(b):
-            return 1
-        return 2 if self.topology.domain(a) == self.topology.domain(b) else 3
+        (ha, da), (hb, db) = self._where(a), self._where(b)
+        return 1 if ha == hb else 2 if da == db else 3
 
-    def _pick(self, holders: tuple[int, ...], receiver: int, k: int) -> int:
-        """The holder that sends to ``receiver`` (the ``k``-th receiver of the cell)."""
-        if receiver in holders:
+    def _pick(self, holders: _Holders, receiver: int, k: int) -> int:
+        """The holder that sends to ``receiver`` (spread index ``k``): itself if it holds
+        the cell, else among the holders nearest it the ``k mod n``-th."""
+        if receiver in holders.members:
             return receiver
         if self.topology is None:
-            return holders[k % len(holders)]
-        tiers = [self._tier(h, receiver) for h in holders]
-        best = min(tiers)
-        near = [h for h, t in zip(holders, tiers) if t == best]
+            return holders.ranks[k % len(holders.ranks)]
+        host, domain = self._where(receiver)
+        near = holders.by_host.get(host) or holders.by_domain.get(domain) or holders.ranks
         return near[k % len(near)]
 
     # ---- per rank -----------------------------------------------------------------------
@@ -240,14 +256,14 @@ class Reshard:
         rank = as_int(rank, "a rank")
         if self.dst.view.coordinate(rank) is None:
             return ()
-        coord = self.dst.coordinate(rank)
-        k = self._receivers(_tile(self.dst, coord))[rank]
+        tile = _tile(self.dst, self.dst.coordinate(rank))
+        k = self._receivers(tile)[rank]
         got: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
-        for cell in self._cells(self._by_dst, self.dst, coord, src_side=False):
-            for combo, holders in self._holders(cell.src).items():
+        for box, _, src in self._cells_of("dst", tile):
+            for combo, holders in self._holders(src).items():
                 h = self._pick(holders, rank, k)
                 if h != rank:
-                    got[h, combo].append(cell.box)
+                    got[h, combo].append(box)
         return _transfers(got, rank, source_side=False)
 
     def keeps(self, rank: int) -> Transfer | None:
@@ -257,12 +273,12 @@ class Reshard:
         rank = as_int(rank, "a rank")
         if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
             return None
-        coord = self.dst.coordinate(rank)
+        tile = _tile(self.dst, self.dst.coordinate(rank))
         own: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
-        for cell in self._cells(self._by_dst, self.dst, coord, src_side=False):
-            for combo, holders in self._holders(cell.src).items():
-                if rank in holders:
-                    own[rank, combo].append(cell.box)
+        for box, _, src in self._cells_of("dst", tile):
+            for combo, holders in self._holders(src).items():
+                if rank in holders.members:
+                    own[rank, combo].append(box)
         found = _transfers(own, rank, source_side=True)
         return found[0] if found else None
 
@@ -278,12 +294,13 @@ class Reshard:
             return ()
         coord = self.src.coordinate(rank)
         combo = tuple(coord[i] for i in self.src.partial_dims)
-        holders = self._holders(_tile(self.src, coord))[combo]
+        tile = _tile(self.src, coord)
+        holders = self._holders(tile)[combo]
         out: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
-        for cell in self._cells(self._by_src, self.src, coord, src_side=True):
-            for r, k in self._receivers(cell.dst).items():
+        for box, _, dst in self._cells_of("src", tile):
+            for r, k in self._receivers(dst).items():
                 if r != rank and self._pick(holders, r, k) == rank:
-                    out[r, combo].append(cell.box)
+                    out[r, combo].append(box)
         return _transfers(out, rank, source_side=True)
 
     # ---- the whole plan -------------------------------------------------------------------
@@ -295,9 +312,15 @@ class Reshard:
         check_limit(self.dst.view.ranks.size, "the destination ranks of a plan's traffic",
                     1 << 20)
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for r in self._dst_ranks():
-            for t in self.receives(r):
-                out[t.source, r] += t.elements
+        tiles = {_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()}
+        for tile in sorted(tiles):
+            cells = self._cells_of("dst", tile)
+            for r, k in self._receivers(tile).items():
+                for _, n, src in cells:
+                    for holders in self._holders(src).values():
+                        h = self._pick(holders, r, k)
+                        if h != r and n:
+                            out[h, r] += n
         return dict(out)
 
     def traffic(self) -> dict[tuple[int, int], int]:
@@ -399,10 +422,26 @@ def _reduced(values: list[Any], op: str, np: Any) -> Any:
     return functools.reduce(np.maximum if op == "max" else np.minimum, values)
 
 
-def _ordered(s: Sharding, by_tensor_dim: Label) -> Label:
-    """A label listed tensor dim by tensor dim, reordered into view order (:func:`_tile`)."""
+def _labels(s: Sharding, tile: Label) -> list[Label]:
+    """A tile (coordinates on the sharding dims, in view order) as one label per tensor dim."""
+    at = dict(zip(_tile_dims(s), tile))
+    return [tuple(at[i] for i, _ in s.sharders(d)) for d in range(len(s.shape))]
+
+
+def _order(s: Sharding) -> list[int]:
+    """Where each coordinate of labels listed tensor dim by tensor dim goes in a tile."""
     dims = [i for d in range(len(s.shape)) for i, _ in s.sharders(d)]
-    return tuple(x for _, x in sorted(zip(dims, by_tensor_dim)))
+    rank = {i: n for n, i in enumerate(sorted(dims))}
+    return [rank[i] for i in dims]
+
+
+def _reordered(order: list[int], combo: tuple[tuple[int, int, Label], ...]) -> Label:
+    """The tile of one cell's labels (one per tensor dim), in view order."""
+    flat = [x for _, _, label in combo for x in label]
+    out = [0] * len(flat)
+    for at, x in zip(order, flat):
+        out[at] = x
+    return tuple(out)
 
 
 def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
@@ -458,5 +497,18 @@ def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
     one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
     different shapes, a :class:`Partial` destination, a source partial over several kinds
     of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+
+    A model's weights share few patterns (every layer's ``wq`` is sharded alike), so the
+    last plans made are kept and given again for equal arguments: a plan is a value of its
+    arguments, and what it computes is kept inside it.
     """
-    return Reshard(src, dst, topology, itemsize=itemsize)
+    size = _checked(src, dst, topology, itemsize)
+    if not isinstance(topology, Hashable) or topology.__hash__ is None:
+        return Reshard(src, dst, topology, itemsize=size)  # a machine that is no value
+    return _planned(src, dst, topology, size)
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(src: Sharding, dst: Sharding, topology: Hashable, itemsize: int) -> Reshard:
+    machine: Machine | None = topology  # type: ignore[assignment]  # reshard checked it is one
+    return Reshard(src, dst, machine, itemsize=itemsize)

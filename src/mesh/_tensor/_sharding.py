@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from layout import Layout, complement
+from layout import Layout, complement, make_layout
 
 from .._core import (
     MeshTypeError,
@@ -42,6 +42,7 @@ from .._core import (
     check_limit,
     numpy,
     ordered,
+    rank_rows,
     show,
 )
 from ._placement import (
@@ -154,12 +155,12 @@ class Sharding:
         """The (view dim, placement) pairs that shard tensor dim ``d``, in view order."""
         return self._sharders[d]
 
-    @property
+    @functools.cached_property
     def partial_dims(self) -> tuple[int, ...]:
         """The view dims placed :class:`Partial`."""
         return tuple(i for i, p in enumerate(self.placements) if isinstance(p, Partial))
 
-    @property
+    @functools.cached_property
     def free_dims(self) -> tuple[int, ...]:
         """The view dims that shard nothing (:class:`Replicate` or :class:`Partial`)."""
         return tuple(i for i, p in enumerate(self.placements)
@@ -266,10 +267,13 @@ class Sharding:
     @functools.cached_property
     def _segments(self) -> tuple[tuple[tuple[int, int, Label], ...], ...]:
         def of(d: int) -> tuple[tuple[int, int, Label], ...]:
-            sizes = [self.view.shape[i] for i, _ in self.sharders(d)]
-            return tuple(sorted((s, n, label)
-                                for label in itertools.product(*[range(k) for k in sizes])
-                                for s, n in self.label_runs(d, label)))
+            level: list[tuple[Label, Runs]] = [((), ((0, self.shape[d]),) if self.shape[d]
+                                                else ())]
+            for i, p in self.sharders(d):  # each prefix's runs cut once, not once per label
+                n = self.view.shape[i]
+                level = [((*label, k), shard_runs(runs, p, n, k))
+                         for label, runs in level for k in range(n)]
+            return tuple(sorted((s, n, label) for label, runs in level for s, n in runs))
         return tuple(of(d) for d in range(len(self.shape)))
 
     # ---- ranks from coordinates -------------------------------------------------------
@@ -279,20 +283,37 @@ class Sharding:
 
     def holders(self, fixed: dict[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
         """The ranks whose coordinates on the view dims in ``fixed`` are those values: every
-        instance, every coordinate on the other dims (in row-major order, instance first)."""
+        instance, every coordinate on the other dims (in row-major order, instance first);
+        from each dim's offsets (few ranks) or by array arithmetic over the layout."""
         view = self.view
         others = [i for i in range(view.ndim) if i not in fixed]
-        check_limit(self._starts.size * math.prod(view.shape[i] for i in others),
-                    "the holders of a tile", limit)
-        coord = [0] * view.ndim
-        for i, k in fixed.items():
-            coord[i] = k
-        for j in range(self._starts.size):
-            base = self._starts(j)
-            for free in itertools.product(*[range(view.shape[i]) for i in others]):
-                for i, k in zip(others, free):
-                    coord[i] = k
-                yield view.ranks(base + view.layout(_flat(coord, view.shape)))
+        count = self._starts.size * math.prod(view.shape[i] for i in others)
+        check_limit(count, "the holders of a tile", limit)
+        offsets = self._offsets
+        base = sum(offsets[i][k] for i, k in fixed.items())
+        if count <= _FEW and self._starts.size <= _FEW:
+            for start in self._start_offsets:
+                for free in itertools.product(*[offsets[i] for i in others]):
+                    yield view.ranks(start + base + sum(free))
+            return
+        inner = make_layout(*(view.layout[i] for i in others))
+        for row in rank_rows(view.ranks, self._starts, inner, base):
+            yield from row
+
+    @functools.cached_property
+    def _offsets(self) -> tuple[tuple[int, ...], ...]:
+        """Per view dim, the offset of each of its coordinates."""
+        return tuple(tuple(self.view.layout[i](k) for k in range(n))
+                     for i, n in enumerate(self.view.shape))
+
+    @functools.cached_property
+    def _start_offsets(self) -> tuple[int, ...]:
+        """The offset of each instance's first rank (only asked for with few instances)."""
+        return tuple(self._starts(j) for j in range(self._starts.size))
+
+
+_FEW = 64
+"""Holder listings this small are summed from per-dim offsets in Python."""
 
 
 def check_boxes(count: int, what: str) -> None:
@@ -315,9 +336,4 @@ def _slice(runs: Runs, a: int, b: int, rank: int, box: object) -> slice:
                         f"(its index list is {show(runs)})")
 
 
-def _flat(coord: list[int], shape: tuple[int, ...]) -> int:
-    x = 0
-    for c, n in zip(coord, shape):
-        x = x * n + c
-    return x
 
