@@ -82,7 +82,8 @@ Public names:
 - tensors between meshes: :func:`redistribute` (a DTensor to another facade or torch
   mesh, over any ranks: what torch refuses), :func:`reshard_tensor` (a
   :func:`mesh.reshard` plan executed over point-to-point batches), and
-  :func:`from_torch_placements` / :func:`to_torch_placements`;
+  :func:`from_torch_placements` / :func:`to_torch_placements`, :func:`sharding_of` (a
+  DTensor's placement as a :class:`mesh.Sharding`);
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
@@ -132,7 +133,15 @@ from ._core import (
     plug,
 )
 from ._deprecated import MOVED, moved
-from ._facade import Binding, DeviceMesh, bind, current_mesh, init_device_mesh, redistribute
+from ._facade import (
+    Binding,
+    DeviceMesh,
+    bind,
+    current_mesh,
+    init_device_mesh,
+    redistribute,
+    sharding_of,
+)
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
 from ._tensor import from_torch_placements, reshard_tensor, to_torch_placements
 
@@ -223,5 +232,6 @@ __all__ = [
     "from_torch_placements",
     "redistribute",
     "reshard_tensor",
+    "sharding_of",
     "to_torch_placements",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 from ._binding import Binding
 from ._device_mesh import DeviceMesh, current_mesh
 from ._entry import bind, init_device_mesh
-from ._redistribute import redistribute
+from ._redistribute import redistribute, sharding_of
 
 
 def __getattr__(name: str) -> Any:
@@ -33,4 +33,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Binding", "DeviceMesh", "TorchFacadeMesh", "bind", "current_mesh",
-           "init_device_mesh", "redistribute"]
+           "init_device_mesh", "redistribute", "sharding_of"]

@@ -19,7 +19,7 @@ from .._core import BackendConfigError
 from .._tensor import from_torch_placements, reshard_tensor
 from ._device_mesh import DeviceMesh
 
-__all__ = ["redistribute", "view_of"]
+__all__ = ["redistribute", "sharding_of", "view_of"]
 
 
 def view_of(device_mesh: Any) -> mesh.MeshView:
@@ -34,6 +34,30 @@ def view_of(device_mesh: Any) -> mesh.MeshView:
         return mesh.MeshView.from_ranks(device_mesh.mesh.tolist(), list(names))
     raise BackendConfigError(f"a mesh must be a backend.DeviceMesh or torch's DeviceMesh, got "
                              f"{show(device_mesh)}")
+
+
+def sharding_of(dtensor: Any) -> mesh.Sharding:
+    """A DTensor's placement as a :class:`mesh.Sharding`: its mesh's view, its placements,
+    its global shape (``DTensor.placements`` and ``DTensor.device_mesh`` as one value).
+
+    >>> from backend import TorchFakeBackend, bind, sharding_of
+    >>> from mesh import MeshView
+    >>> from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    >>> import torch
+    >>> tb = TorchFakeBackend(4, rank=1)
+    >>> dm = bind(MeshView.from_shape((2, 2), ("dp", "tp")), tb)
+    >>> dt = distribute_tensor(torch.zeros(8, 6), dm.to_torch(), [Replicate(), Shard(1)])
+    >>> s = sharding_of(dt)
+    >>> s.placements, s.local_shape(1)
+    ((Replicate(), Shard(1)), (8, 3))
+    >>> tb.shutdown()
+    """
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(dtensor, DTensor):
+        raise BackendConfigError(f"sharding_of needs a DTensor, got {show(dtensor)}")
+    return mesh.Sharding(view_of(dtensor.device_mesh), from_torch_placements(dtensor.placements),
+                         tuple(dtensor.shape))
 
 
 def redistribute(dtensor: Any, device_mesh: Any, placements: Sequence[Any], *,
@@ -52,9 +76,8 @@ def redistribute(dtensor: Any, device_mesh: Any, placements: Sequence[Any], *,
 
     if not isinstance(dtensor, DTensor):
         raise BackendConfigError(f"redistribute needs a DTensor, got {show(dtensor)}")
-    shape = tuple(dtensor.shape)
-    src = mesh.Sharding(view_of(dtensor.device_mesh), from_torch_placements(dtensor.placements),
-                        shape)
+    src = sharding_of(dtensor)
+    shape = src.shape
     dst = mesh.Sharding(view_of(device_mesh), from_torch_placements(placements), shape)
     plan = mesh.reshard(src, dst, topology, itemsize=dtensor.element_size())
     import torch.distributed as dist
