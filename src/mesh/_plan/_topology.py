@@ -364,6 +364,26 @@ class Topology:
         return tuple([r for (on, c, _), s in zip(self._runs, self._starts) if on == h
                       for r in range(s, s + c)])
 
+    def hosts_in(self, domain: int) -> tuple[int, ...]:
+        """The hosts of fast domain ``domain``, ascending: arithmetic for domains of
+        ``hosts_per_domain`` hosts, one pass over the runs of explicit domains.
+
+        >>> Topology(64, 4, hosts_per_domain=3).hosts_in(5)
+        (15,)
+        >>> Topology.from_hosts(list("aabbcc"), domains=list("xxyyxx")).hosts_in(0)
+        (0, 2)
+        """
+        d = as_int(domain, "a domain index")
+        if not 0 <= d < self.num_domains:
+            raise TopologyError(f"domain {show(d)} is not on this topology (valid: 0 <= domain "
+                                f"< {self.num_domains:,})")
+        if self._domain_runs is None:
+            assert self.hosts_per_domain is not None, "regular domains have a size"
+            f = self.hosts_per_domain
+            return tuple(range(d * f, min((d + 1) * f, self.num_hosts)))
+        return tuple([h for (on, c), s in zip(self._domain_runs, self._domain_starts)
+                      if on == d for h in range(s, s + c)])
+
     def host_size(self, host: int) -> int:
         """How many ranks run on host ``host``: O(1), without listing them (an explicit
         topology's runs are counted once, for every host).

@@ -65,6 +65,10 @@ class Machine(Protocol):
 
     def domain(self, rank: int) -> int: ...
 
+    def ranks_on(self, host: int) -> tuple[int, ...]: ...
+
+    def hosts_in(self, domain: int) -> tuple[int, ...]: ...
+
 
 @attrs.frozen
 class Transfer:
@@ -81,26 +85,25 @@ class Transfer:
 
 @attrs.frozen
 class _Holders:
-    """The ranks holding one source tile (one partial coordinate), grouped by host and by
-    fast domain, so a receiver finds its nearest holders in two lookups."""
+    """The ranks holding one source tile (one partial coordinate), and, per host and per
+    fast domain that a receiver asked from, the holders there (found from the few ranks of
+    that host or domain, not by locating every holder)."""
 
     ranks: tuple[int, ...]
     members: frozenset[int]
-    by_host: dict[int, tuple[int, ...]]
-    by_domain: dict[int, tuple[int, ...]]
+    near: dict[tuple[str, int], tuple[int, ...]] = attrs.field(factory=dict, eq=False)
 
     @classmethod
-    def of(cls, ranks: tuple[int, ...], where: Any) -> _Holders:
-        if len(ranks) == 1:
-            return cls(ranks, frozenset(ranks), {}, {})  # the one holder is always picked
-        by_host: dict[int, list[int]] = defaultdict(list)
-        by_domain: dict[int, list[int]] = defaultdict(list)
-        for r in ranks:
-            host, domain = where(r)
-            by_host[host].append(r)
-            by_domain[domain].append(r)
-        return cls(ranks, frozenset(ranks), {h: tuple(v) for h, v in by_host.items()},
-                   {d: tuple(v) for d, v in by_domain.items()})
+    def of(cls, ranks: tuple[int, ...]) -> _Holders:
+        return cls(ranks, frozenset(ranks))
+
+    def among(self, level: str, place: int, ranks: Any) -> tuple[int, ...]:
+        """The holders among ``ranks()`` (the ranks of host or domain ``place``), memoized."""
+        got = self.near.get((level, place))
+        if got is None:
+            got = self.near[level, place] = (() if len(self.ranks) == 1 else
+                                              tuple(r for r in ranks() if r in self.members))
+        return got
 
 
 def _pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
@@ -200,12 +203,12 @@ class Reshard:
         s = self.src
         fixed = dict(zip(_tile_dims(s), tile))
         if not s.partial_dims:
-            return {(): _Holders.of(tuple(s.holders(fixed)), self._where)}
+            return {(): _Holders.of(tuple(s.holders(fixed)))}
         out: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for r in s.holders(fixed):
             c = s.coordinate(r)
             out[tuple(c[i] for i in s.partial_dims)].append(r)
-        return {k: _Holders.of(tuple(v), self._where) for k, v in out.items()}
+        return {k: _Holders.of(tuple(v)) for k, v in out.items()}
 
     def _where(self, rank: int) -> tuple[int, int]:
         """(host, fast domain) of ``rank``, memoized; (0, 0) without a topology."""
@@ -214,6 +217,21 @@ class Reshard:
             t = self.topology
             got = self._memo["at", rank] = (0, 0) if t is None else (t.host(rank),
                                                                       t.domain(rank))
+        return got
+
+    def _ranks_on(self, host: int) -> tuple[int, ...]:
+        got = self._memo.get(("host", host))
+        if got is None:
+            assert self.topology is not None, "asked with a topology only"
+            got = self._memo["host", host] = self.topology.ranks_on(host)
+        return got
+
+    def _ranks_in(self, domain: int) -> tuple[int, ...]:
+        got = self._memo.get(("domain", domain))
+        if got is None:
+            assert self.topology is not None, "asked with a topology only"
+            got = self._memo["domain", domain] = tuple(
+                r for h in self.topology.hosts_in(domain) for r in self._ranks_on(h))
         return got
 
     def _receivers(self, tile: Label) -> dict[int, int]:
@@ -247,7 +265,9 @@ class Reshard:
         if self.topology is None:
             return holders.ranks[k % len(holders.ranks)]
         host, domain = self._where(receiver)
-        near = holders.by_host.get(host) or holders.by_domain.get(domain) or holders.ranks
+        near = (holders.among("host", host, lambda: self._ranks_on(host))
+                or holders.among("domain", domain, lambda: self._ranks_in(domain))
+                or holders.ranks)
         return near[k % len(near)]
 
     # ---- per rank -----------------------------------------------------------------------
@@ -478,9 +498,9 @@ def _checked(src: object, dst: object, topology: object, itemsize: object) -> in
     size = as_int(itemsize, "itemsize")
     if size < 1:
         raise ShardingError(f"itemsize must be a positive int, got {size}")
-    if topology is not None and (isinstance(topology, type) or not (
-            callable(getattr(topology, "host", None))
-            and callable(getattr(topology, "domain", None)))):
+    if topology is not None and (isinstance(topology, type) or not all(
+            callable(getattr(topology, m, None)) for m in ("host", "domain", "ranks_on",
+                                                             "hosts_in"))):
         raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
     return size
 
