@@ -320,6 +320,16 @@ def port(backends: tuple[str, ...] = CHEAP, *, inductor: bool = False,
     return pytest.mark.parametrize(("compile_backend", "mesh"), params)
 
 
+def compile_on_one_rank() -> contextlib.AbstractContextManager[None]:
+    """The flag ``compile_on_one_rank`` set for a block: ``torch.compiler.config``'s where it
+    lives there (torch 2.14, where ``torch.distributed.config``'s is a deprecated alias that
+    ``unittest.mock.patch`` cannot see), ``torch.distributed.config``'s before (2.13)."""
+    config = (torch.compiler.config if hasattr(torch.compiler.config, "compile_on_one_rank")
+              else dist_config)
+    patched: contextlib.AbstractContextManager[None] = config.patch(compile_on_one_rank=True)
+    return patched
+
+
 def breaks() -> int:
     """Graph breaks dynamo counted in this world so far."""
     return sum(counters["graph_break"].values())
@@ -1257,7 +1267,7 @@ def test_flattened_submesh_no_getattr_compile_on_one_rank(compile_backend: str,
         x = torch.randn(4, 4, requires_grad=True)
         # a cache hit (AOTAutograd's, inductor's) would skip the partition this case reads
         with patch.object(gc, "_aot_stage2a_partition", counting_partition), \
-                dist_config.patch(compile_on_one_rank=True), \
+                compile_on_one_rank(), \
                 torch._functorch.config.patch(enable_autograd_cache=False), \
                 torch._inductor.config.patch(fx_graph_cache=False):
             cnt = counter(cb)
@@ -1283,7 +1293,7 @@ def test_sibling_submesh_reconstruct_from_ancestor(compile_backend: str, mesh: s
             fsdp_dt = DTensor.from_local(dt.to_local(), fsdp, [Shard(0)], run_check=False)
             return fsdp_dt.redistribute(fsdp, [Replicate()]).to_local().sum()
 
-        with dist_config.patch(compile_on_one_rank=True):
+        with compile_on_one_rank():
             gm = make_fx(fn, tracing_mode="fake")(torch.randn(4, 4), concat)
         submesh_ops = [n for n in gm.graph.nodes
                        if n.op == "call_function" and "get_submesh" in str(n.target)]
@@ -1383,7 +1393,7 @@ def test_resolve_group_uses_op_with_compile_on_one_rank(compile_backend: str,
 
         mesh_1d = world_mesh(api)
         mesh_2d = dm(api, torch.arange(4).reshape(2, 2))
-        with dist_config.patch(compile_on_one_rank=True):
+        with compile_on_one_rank():
             got = [_resolve_group(mesh_1d)] + [_resolve_group((mesh_2d, d)) for d in range(2)]
             assert all(isinstance(g, dist.ProcessGroup) for g in got)
             assert got == [mesh_1d.get_group(0), mesh_2d.get_group(0), mesh_2d.get_group(1)]
@@ -1638,7 +1648,7 @@ def _aot_one_rank(fn: Callable[..., Any], *args: Any, backward: bool
             return gm
         return keep
 
-    with patch("torch.distributed.config.compile_on_one_rank", True):
+    with compile_on_one_rank():
         out = aot_function(fn, fw_compiler=keeper("fw"), bw_compiler=keeper("bw"))(*args)
         if backward:
             out.backward()
