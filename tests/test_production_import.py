@@ -8,6 +8,7 @@ Both runs are ``tests/production_worker.py`` (torch's ``init_device_mesh``, then
 from __future__ import annotations
 
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +59,41 @@ def test_every_redistribute_path_matches_torch_bit_for_bit_partial_included(runs
     assert "PP->RR" in done and "PP->S0S0" in done and "S0S0->RR" in done
 
 
+# What torch's own code logs in torch's own run, not a finding about the facade: torch 2.14's
+# AOT partitioner calls its own deprecated is_opaque_value when it compiles the backward of a
+# block compiled without fullgraph (the worker's fallback where 2.14 refuses fullgraph).
+TORCH_OWN_WARNINGS = (
+    "torch._library.opaque_object: is_opaque_value is deprecated, use is_custom_class_obj "
+    "instead",
+)
+
+
 def test_no_run_warns_to_flatten_or_otherwise(runs: Runs) -> None:
     theirs, ours = runs
     for rank in range(4):
-        assert ours[rank]["warnings"] == theirs[rank]["warnings"] == [], rank
+        assert ours[rank]["warnings"] == theirs[rank]["warnings"], rank
+        assert [w for w in theirs[rank]["warnings"] if w not in TORCH_OWN_WARNINGS] == [], rank
 
 
 def test_compiled_blocks_train_as_torch_and_as_eager(runs: Runs) -> None:
     theirs, ours = runs
     for rank in range(4):
         a, b = theirs[rank]["compiled_blocks"], ours[rank]["compiled_blocks"]
-        assert a == b, rank  # torch vs facade: losses, parameters, graph count
+        assert a == b, rank  # torch vs facade: losses, parameters, graph count, refusal
         assert b["compiled"] == b["eager"], rank  # aot_eager is bit-exact with eager
         assert b["graphs"] >= 4  # forward and backward of two blocks
+
+
+def test_blocks_compile_fullgraph_with_fsdp2_hooks_inside(runs: Runs) -> None:
+    """torchtitan's order (``block.compile(fullgraph=True)``, then ``fully_shard``) puts
+    FSDP2's hooks inside the compiled region; torch 2.14's dynamo refuses that on torch's own
+    ``init_device_mesh`` too, and the facade must be refused the same way."""
+    theirs, ours = runs
+    refused = {theirs[r]["compiled_blocks"]["fullgraph_refused"] for r in range(4)}
+    assert refused == {ours[r]["compiled_blocks"]["fullgraph_refused"] for r in range(4)}
+    assert len(refused) == 1
+    (why,) = refused
+    if why is not None:
+        pytest.skip("needs dynamo to trace FSDP2's hooks inside a fullgraph-compiled block "
+                    f"(block.compile(fullgraph=True) before fully_shard), which torch "
+                    f"{version('torch')} lacks: torch's own run is refused too ({why})")
