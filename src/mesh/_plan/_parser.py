@@ -7,6 +7,7 @@ mean together (a plan, a machine, a failure) is the command's (``_cli``).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 from typing import Any
 
 from . import _args
@@ -14,7 +15,7 @@ from ._explain import DEFAULT_DEVICES_PER_HOST
 from ._report import MIB
 from ._traffic import Links
 
-__all__ = ["parser"]
+__all__ = ["parser", "version"]
 
 _EPILOG = """\
 examples:
@@ -65,12 +66,22 @@ fast domain). Exit status: 0 done, 2 bad input.
 """
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, the one source), or
+    ``"unknown"`` when the package runs from a source tree that was never installed."""
+    try:
+        return importlib.metadata.version("meshlayout")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``meshlayout`` command's parser: ``explain``, ``compare`` and ``place`` and their
     flags."""
     top = argparse.ArgumentParser(
         prog="meshlayout", description="Device-mesh bookkeeping, offline: see a plan before "
         "launching it.")
+    top.add_argument("--version", action="version", version=f"meshlayout {version()}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _explain_parser(sub)
     _compare_parser(sub)

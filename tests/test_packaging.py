@@ -1,0 +1,67 @@
+"""The package as a real package: one version (pyproject.toml's) shown by ``meshlayout
+--version``; a source distribution and a wheel that carry the three packages with their
+``py.typed`` markers, the README, and (in the sdist) the example plans."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_install_light import _setuptools_builds
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+
+
+def test_meshlayout_version_is_pyprojects() -> None:
+    out = subprocess.run([sys.executable, "-m", "mesh", "--version"], capture_output=True,
+                         text=True, timeout=60, check=False, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"meshlayout {VERSION}"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An sdist and a wheel of a copy of this checkout, built by setuptools' PEP 517 hooks."""
+    if not _setuptools_builds():
+        pytest.skip("this interpreter's setuptools is older than 77 (SPDX license strings)")
+    work = tmp_path_factory.mktemp("dist")
+    source = work / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("src", "examples"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
+    for hook in ("build_sdist", "build_wheel"):
+        code = f"import setuptools.build_meta as b, sys\nprint(b.{hook}(sys.argv[1]))\n"
+        out = subprocess.run([sys.executable, "-c", code, str(work / "dist")],
+                             capture_output=True, text=True, timeout=300, check=False,
+                             cwd=source)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert (work / "dist" / out.stdout.split()[-1]).exists(), out.stdout[-2000:]
+    return work / "dist"
+
+
+def test_the_sdist_carries_the_packages_the_readme_and_the_examples(built: Path) -> None:
+    sdist = built / f"meshlayout-{VERSION}.tar.gz"
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    for package in ("layout", "mesh", "backend"):
+        assert f"src/{package}/py.typed" in names, sorted(names)[:20]
+    assert {"README.md", "pyproject.toml", "examples/trainer.py", "examples/demo.py"} <= names
+
+
+def test_the_wheel_carries_the_typed_packages_and_the_command(built: Path) -> None:
+    wheel = next(built.glob(f"meshlayout-{VERSION}-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        entry = z.read(f"meshlayout-{VERSION}.dist-info/entry_points.txt").decode()
+    assert {"layout/py.typed", "mesh/py.typed", "backend/py.typed"} <= names
+    assert "meshlayout = mesh._plan._cli:main" in entry
