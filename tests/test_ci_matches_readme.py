@@ -1,16 +1,27 @@
-"""CI runs exactly the steps of the README's test command, and the torch pin comes first."""
+"""CI runs exactly the steps of the README's test command, and the torch pin comes first; the
+README opens with its two commands for a fresh machine, and what must happen before them is
+written before them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from doc_pages import PAGES, name
+
 ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DEMO = "pip install -e . && python examples/demo.py"
+CPU_WHEEL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+VENV = "python -m venv .venv && . .venv/bin/activate"
+
+
+def _bash_blocks() -> list[str]:
+    return re.findall(r"```bash\n(.*?)\n```", README, re.S)
 
 
 def _readme_test_command() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
-    command = next(b for b in blocks if "pytest" in b)
+    command = next(b for b in _bash_blocks() if "pytest" in b)
     return [step.strip() for step in command.split("&&")]
 
 
@@ -32,3 +43,24 @@ def test_ci_runs_each_step_of_the_readme_test_command_in_order() -> None:
 def test_torch_is_pinned_before_the_project_is_installed() -> None:
     steps = _readme_test_command()
     assert steps.index("pip install torch==2.13.0") < steps.index('pip install -e ".[test]"')
+
+
+def test_the_readme_opens_with_the_demo_and_the_test_command() -> None:
+    first, second = _bash_blocks()[:2]
+    assert first == DEMO
+    assert "pytest" in second and second.startswith("pip install torch==2.13.0 && ")
+
+
+def test_the_venv_and_the_cpu_wheel_are_written_before_the_commands() -> None:
+    """A reader follows the page top down: a step to take before a command comes before it."""
+    demo, test = README.index(f"```bash\n{DEMO}"), README.index("```bash\npip install torch==")
+    assert README.index(VENV) < demo
+    assert README.index(CPU_WHEEL) < test
+
+
+def test_no_page_installs_meshlayout_from_a_package_index() -> None:
+    """meshlayout is on no index: ``pip install meshlayout`` (with or without extras) fails;
+    the pages install the checkout (``pip install -e``)."""
+    for page in PAGES:
+        found = re.findall(r"pip install [\"']?meshlayout", page.read_text(encoding="utf-8"))
+        assert found == [], name(page)

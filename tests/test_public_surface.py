@@ -1,11 +1,11 @@
 """Every public name is shown in use: each name in a package's ``__all__`` is used in the code
-of a test, a benchmark, an example or a Python block of the README (an export nobody uses is
-a private name not yet made private).
+of a test, a benchmark, an example or a Python block of the guide (README.md and every
+``docs/*.md`` page; an export nobody uses is a private name not yet made private).
 
 A use is a name in code, read from the syntax tree: a name, an attribute or an imported name
 (``from mesh import blast``, ``mesh.blast``).  A mention in a docstring, a comment, a string
-or the README's prose is no use; the README counts only inside its ``python`` (and ``py``)
-blocks, whose doctest examples are parsed as the code they are.
+or a page's prose is no use; a page counts only inside its ``python`` (and ``py``) blocks,
+whose doctest examples are parsed as the code they are.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from doc_pages import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS = ("tests", "property_tests", "bench", "examples")
@@ -39,7 +40,7 @@ def names_in(tree: ast.AST) -> set[str]:
 
 
 def readme_code(text: str) -> list[str]:
-    """The code of the README's Python blocks: each doctest example's source, or a block
+    """The code of a page's Python blocks: each doctest example's source, or a block
     without ``>>>`` whole."""
     code = []
     for block in _BLOCK.findall(text):
@@ -53,7 +54,7 @@ def readme_code(text: str) -> list[str]:
 @cache
 def _used() -> frozenset[str]:
     sources = [p.read_text() for d in USERS for p in sorted((ROOT / d).rglob("*.py"))]
-    sources += readme_code((ROOT / "README.md").read_text())
+    sources += [code for page in PAGES for code in readme_code(page.read_text(encoding="utf-8"))]
     return frozenset().union(*(names_in(ast.parse(s)) for s in sources))
 
 

@@ -1,5 +1,6 @@
-"""Every ``meshlayout explain``, ``compare``, ``place`` and ``reshard`` command shown in the README
-prints the output shown under it."""
+"""Every ``meshlayout explain``, ``compare``, ``place`` and ``reshard`` command shown in README.md
+or a ``docs/*.md`` page (a one-line ``bash`` block followed by a ``text`` block) prints the
+output shown under it."""
 
 from __future__ import annotations
 
@@ -9,23 +10,27 @@ import shlex
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from doc_pages import PAGES, README, ROOT, name, text
 
-ROOT = Path(__file__).resolve().parents[1]
-SHOWN = re.findall(
+_SHOWN = re.compile(
     r"```bash\n(meshlayout (?:explain|compare|place|reshard) [^\n]*)\n```\n\n```text\n(.*?)\n```",
-    (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    re.S)
+SHOWN = [(name(page), command, expected) for page in PAGES
+         for command, expected in _SHOWN.findall(text(page))]
 
 
-def test_the_readme_shows_an_explained_plan_and_a_comparison() -> None:
-    assert [c.split()[1] for c, _ in SHOWN][:2] == ["explain", "compare"], \
-        "no `meshlayout explain` and `compare` commands with their output in README.md"
+def test_the_pages_show_each_subcommand_with_its_output() -> None:
+    assert {c.split()[1] for _, c, _ in SHOWN} == {"explain", "compare", "place", "reshard"}
+    assert SHOWN[0][0] == name(README) and SHOWN[0][1].split()[1] == "explain", \
+        "no `meshlayout explain` command with its output in README.md"
 
 
-@pytest.mark.parametrize(("command", "expected"), SHOWN, ids=[c for c, _ in SHOWN])
-def test_the_readme_output_is_what_the_command_prints(command: str, expected: str) -> None:
+@pytest.mark.parametrize(("page", "command", "expected"), SHOWN,
+                         ids=[f"{p}: {c}" for p, c, _ in SHOWN])
+def test_the_output_shown_is_what_the_command_prints(page: str, command: str,
+                                                     expected: str) -> None:
     args = shlex.split(command)[1:]
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     out = subprocess.run([sys.executable, "-m", "mesh", *args], capture_output=True, text=True,
@@ -36,7 +41,7 @@ def test_the_readme_output_is_what_the_command_prints(command: str, expected: st
 
 @pytest.mark.skipif(shutil.which("meshlayout") is None, reason="the package is not installed")
 def test_the_console_script_prints_the_same() -> None:
-    command, expected = SHOWN[0]
+    _, command, expected = SHOWN[0]
     out = subprocess.run(shlex.split(command), capture_output=True, text=True, encoding="utf-8",
                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert out.returncode == 0, out.stderr

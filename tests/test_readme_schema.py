@@ -1,5 +1,5 @@
-"""The README's JSON tables list every key ``meshlayout explain`` and ``meshlayout compare``
-print, and no other.
+"""The JSON tables of the guide's pages (``docs/plans.md``) list every key ``meshlayout explain``,
+``compare`` and ``place`` print, and no other.
 
 A table row names a field in backticks (``views[].dims``: the items of a list are ``[]``);
 when its meaning is an object written ``{"key", "key" (note), ...}``, those quoted names
@@ -15,21 +15,29 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+from doc_pages import PAGES, ROOT, text
+
 PLAN = ["--world", "64", "--devices-per-host", "4", "--hosts-per-domain", "2", "--rank", "5"]
 
 
 def tables() -> list[list[tuple[str, str]]]:
-    """Every ``| field | meaning |`` table of the README: its rows as (field, meaning)."""
+    """Every ``| field | meaning |`` table of the pages: its rows as (field, meaning)."""
     found = []
-    for block in re.findall(r"\| field \| meaning \|\n\|---\|---\|\n((?:\|.*\|\n)+)", README):
-        found.append([tuple(cell.strip() for cell in line.strip("|").split(" | ", 1))
-                      for line in block.splitlines()])
+    for page in PAGES:
+        for block in re.findall(r"\| field \| meaning \|\n\|---\|---\|\n((?:\|.*\|\n)+)",
+                                text(page)):
+            found.append([tuple(cell.strip() for cell in line.strip("|").split(" | ", 1))
+                          for line in block.splitlines()])
     return found  # type: ignore[return-value]
+
+
+def table(schema: str) -> list[tuple[str, str]]:
+    """The one table whose ``schema`` row names ``schema`` (``meshlayout.explain/1``)."""
+    found = [rows for rows in tables() if ("`schema`", f'`"{schema}"`') in rows]
+    assert len(found) == 1, f"{len(found)} tables of the schema {schema} in the pages"
+    return found[0]
 
 
 def documented(rows: list[tuple[str, str]]) -> dict[str, set[str]]:
@@ -74,14 +82,14 @@ def test_the_explain_table_lists_every_key_of_the_json() -> None:
     data = run("explain", *PLAN, "--dims", "dp=4,cp=2,tp=8", "--fail", "13", "--spares", "64")
     data["topology"] = run("explain", "--dims", "dp=14,tp=8", *MACHINE)["topology"]
     assert data["topology"]["dims"]  # every part of the machine report is there
-    assert documented(tables()[0]) == keys_of(data)
+    assert documented(table("meshlayout.explain/1")) == keys_of(data)
 
 
 def test_the_compare_table_lists_every_key_of_its_json() -> None:
     data = run("compare", *PLAN, "--dims", "dp=8,tp=8", "--dims", "tp=8,dp=8",
                "--traffic", "tp=1GiB")
     found = keys_of(data, skip=frozenset({"plans", "traffic.bytes"}))  # documented elsewhere,
-    assert documented(tables()[1]) == found  # and a map from dim names
+    assert documented(table("meshlayout.compare/1")) == found  # and a map from dim names
     assert [keys_of(p) for p in data["plans"]] == [keys_of(run("explain", *PLAN, "--dims", d))
                                                    for d in ("dp=8,tp=8", "tp=8,dp=8")]
 
@@ -90,4 +98,4 @@ def test_the_place_table_lists_every_key_of_its_json() -> None:
     data = run("place", "--dims", "dp=7,ep=4,tp=4", *MACHINE, "--traffic", "ep=4GiB,tp=1GiB")
     assert data["runner_up"] is not None
     found = keys_of(data, skip=frozenset({"traffic.bytes", "chosen.view"}))  # a map; a view
-    assert documented(tables()[2]) == found
+    assert documented(table("meshlayout.place/1")) == found
