@@ -20,7 +20,9 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
   partial dims' coordinates (its own is free) and reduces them: summed at the destination.
   Reduce-scattering among the partial holders first moves ``(p-1)/p`` of the box per holder
   and then the box once, ``p·E`` in all against ``p·E`` (less the receiver's own) here, so it
-  never moves fewer bytes; the plan says which it chose (:attr:`Reshard.partial`).
+  never moves fewer bytes in all; the plan says which it chose (:attr:`Reshard.partial`).
+  (Where the partial holders share a host and the receivers are elsewhere, reducing first
+  would cross hosts with ``E`` instead of ``p·E``: not planned yet.)
 
 >>> from mesh import MeshView, Replicate, Shard, Sharding, StridedShard, reshard
 >>> train = MeshView.from_shape((2, 2), ("dp", "tp"))  # ranks 0-3
@@ -40,7 +42,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 
@@ -530,5 +532,4 @@ def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
 
 @functools.lru_cache(maxsize=256)
 def _planned(src: Sharding, dst: Sharding, topology: Hashable, itemsize: int) -> Reshard:
-    machine: Machine | None = topology  # type: ignore[assignment]  # reshard checked it is one
-    return Reshard(src, dst, machine, itemsize=itemsize)
+    return Reshard(src, dst, cast(Machine, topology), itemsize=itemsize)  # reshard checked it

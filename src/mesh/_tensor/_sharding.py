@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sized
+from typing import Any, cast
 
 import attrs
 
@@ -78,7 +78,7 @@ def _few(value: object, what: str, most: int, why: str) -> tuple[Any, ...]:
     try:
         return ordered(value, what, most)
     except TooManyRanksError:
-        n = len(value)  # type: ignore[arg-type]  # ordered() measured it before refusing
+        n = len(cast(Sized, value))  # ordered() measured it before refusing
         raise ShardingError(f"{why}, got {n:,}: {show(value)}") from None
 
 
