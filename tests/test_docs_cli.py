@@ -52,6 +52,12 @@ def _listed(sub: str) -> set[str]:
     return set(re.findall(r"^\| `(--[\w-]+)", section, re.M))
 
 
+def test_the_command_s_own_flags_are_listed_before_the_subcommands() -> None:
+    flags = set(re.findall(r"^ {2}(--[\w-]+)", _help().split("\noptions:\n", 1)[1], re.M))
+    head = PAGE.split("\n## meshlayout ", 1)[0]
+    assert flags and [f for f in sorted(flags) if f"  {f}" not in head] == []
+
+
 def test_every_subcommand_has_its_section() -> None:
     assert SUBCOMMANDS == ["explain", "compare", "place", "reshard"]
     assert re.findall(r"^## meshlayout (\w+)$", PAGE, re.M) == SUBCOMMANDS
