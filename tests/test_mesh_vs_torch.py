@@ -1,4 +1,4 @@
-"""Differential test: ``mesh.MeshView`` against torch 2.13's ``DeviceMesh`` (fake process group).
+"""Differential test: ``mesh.MeshView`` against torch's ``DeviceMesh`` (2.13, 2.14; fake groups).
 
 Every case is a small *program* (format in ``tests/torch_mesh_reference.py``; the program
 list, the brute-force model, the torch runner and the comparison are in
@@ -24,7 +24,7 @@ hand-written programs plus 60 random ones (fixed seed; shapes of 1-4 dims, <= 64
 size-1 dims, permuted explicit rank tensors, tensors over a subset of a larger world, worlds
 larger than the mesh; random chains of slices, flattens, unflattens and concatenations).
 
-Torch 2.13 behaviours found, relied on or worked around (each is exercised here):
+Torch 2.13 behaviours found, relied on or worked around (each is exercised here; 2.14 keeps them):
 
 - Process-group ranks are SORTED.  ``DeviceMesh`` creates groups with ``new_group(ranks)``,
   whose ``sort_ranks=True`` default sorts them (pytorch#193224); a dim spanning the whole
