@@ -2,8 +2,8 @@
 tools run, and ``import backend`` names the extra it needs.
 
 ``layout``, ``mesh`` and the ``meshlayout`` command never import torch, so torch is the
-``torch`` extra (``pip install 'meshlayout[torch]'``), not a dependency (a plain install was an
-896 MB venv).  The install test builds this checkout's wheel (with this interpreter's
+``torch`` extra (``pip install -e '.[torch]'`` from a checkout), not a dependency (a plain
+install was an 896 MB venv).  The install test builds this checkout's wheel (with this interpreter's
 setuptools when it is recent enough, else in pip's isolated build), installs it into a fresh
 venv (``python -m venv --without-pip``, driven by this pip's ``--python``; attrs comes from
 the package index), and runs the README's "Try it" demo and ``meshlayout explain`` there, with
@@ -127,7 +127,8 @@ def test_import_backend_in_a_plain_install_names_the_extra(venv: Path) -> None:
     python = venv / ("python.exe" if os.name == "nt" else "python")
     out = _run([str(python), "-c", "import backend"], venv)
     assert out.returncode == 1
-    assert "TorchMissingError" in out.stderr and "pip install 'meshlayout[torch]'" in out.stderr
+    assert "TorchMissingError" in out.stderr and "pip install -e '.[torch]'" in out.stderr
+    assert "pip install torch==2.13.0 --index-url" in out.stderr  # the pinned CPU wheel
 
 
 def test_import_backend_without_torch_is_an_import_error_naming_the_extra() -> None:
@@ -138,7 +139,7 @@ def test_import_backend_without_torch_is_an_import_error_naming_the_extra() -> N
             "try:\n"
             "    import backend\n"
             "except ModuleNotFoundError as e:\n"
-            "    print(type(e).__name__, e.name, 'meshlayout[torch]' in str(e))\n")
+            "    print(type(e).__name__, e.name, \"pip install -e '.[torch]'\" in str(e))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=False, cwd=ROOT)
     assert out.stdout.split() == ["TorchMissingError", "torch", "True"], out.stderr

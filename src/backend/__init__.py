@@ -91,10 +91,11 @@ Public names:
   :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
   which ``import backend`` raises without PyTorch installed).
 
-**Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (``pip install
-'meshlayout[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the ``meshlayout``
-command) do not.  Importing this package checks that torch is installed without importing
-it: :class:`FakeBackend` and :func:`check_spmd` still run without loading torch.
+**Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (from a checkout's
+root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the
+``meshlayout`` command) do not.  Importing this package checks that torch is installed
+without importing it: :class:`FakeBackend` and :func:`check_spmd` still run without loading
+torch.
 """
 
 import importlib.util
@@ -106,11 +107,10 @@ from ._core import TorchMissingError
 if importlib.util.find_spec("torch") is None:  # found, not imported: torch loads on first use
     raise TorchMissingError(
         "the backend package (process groups, the DeviceMesh facade, check_spmd) needs "
-        "PyTorch, which is not installed: install meshlayout's torch extra, pip install "
-        "'meshlayout[torch]' (from a checkout: pip install -e '.[torch]'; on a machine without "
-        "a GPU, PyTorch's CPU wheel first: pip install torch --index-url "
-        "https://download.pytorch.org/whl/cpu). The offline tools need no torch: layout, mesh "
-        "and the meshlayout command.")
+        "PyTorch, which is not installed: install meshlayout's torch extra from the checkout's "
+        "root, pip install -e '.[torch]' (on a machine without a GPU, PyTorch's CPU wheel "
+        "first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu). "
+        "The offline tools need no torch: layout, mesh and the meshlayout command.")
 
 from ._c10d import DiscoveryRecord, GroupSpec, Plan, discover_topology
 from ._core import (
