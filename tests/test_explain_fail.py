@@ -303,7 +303,7 @@ def test_explain_fail_imports_no_torch() -> None:
 
 def test_a_views_only_plan_gets_the_blast_of_a_world_too_large_for_ways(tmp_path: Path) -> None:
     """--fail derives ways for worlds up to 2**20 ranks; the blast radius alone is
-    arithmetic, so a plan file with VIEWS only gets it at 2**24 ranks (README)."""
+    arithmetic, so a plan file with VIEWS only gets it at 2**24 ranks (docs/failure.md)."""
     path = tmp_path / "plan.py"
     path.write_text("from mesh import MeshView\n"
                     "VIEWS = {'m': MeshView.from_shape((2**21, 8), ('dp', 'tp'))}\n")

@@ -346,7 +346,7 @@ def test_negative_and_numpy_integer_dims_count_from_the_end_as_torchs_list_does(
 
 def test_every_value_pickles_as_a_call_of_its_constructor() -> None:
     """The choice for pickles: ours re-validate (no BUILD opcode setting fields directly);
-    a pickle forged by hand is trusted input, as in all of Python (README)."""
+    a pickle forged by hand is trusted input, as in all of Python (docs/views.md)."""
     import pickletools
     from datetime import timedelta
 

@@ -245,7 +245,7 @@ def test_the_report_shows_the_levels_the_runner_up_and_the_order_as_given() -> N
 
 
 def test_the_runner_up_is_worse_or_there_is_none() -> None:
-    """The runner-up's estimate is worse than the chosen one's (the README: null when every
+    """The runner-up's estimate is worse than the chosen one's (docs/plans.md: null when every
     order weighed has the chosen estimate), never a tie printed as the runner-up.  One fast
     domain holding the whole machine: every order stays inside it.  Hosts of 1, 3, 2 and 2
     ranks in domains of 3 hosts (6 ranks, then 2): a = 4 leaves a domain whatever the

@@ -127,7 +127,7 @@ def test_the_same_machine_as_declared_has_no_differences(tmp_path: Path) -> None
 
 def test_without_a_machine_flag_the_report_is_unchanged() -> None:
     """The machine report is added only with the new flags: without them, explain prints
-    what it printed before (the README's examples hold the rest)."""
+    what it printed before (docs/plans.md's examples hold the rest)."""
     code, out, _ = run("explain", "--dims", "dp=4,tp=8")
     assert code == 0 and "the machine (" not in out
     assert "topology" not in data("explain", "--dims", "dp=4,tp=8")

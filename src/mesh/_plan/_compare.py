@@ -66,8 +66,9 @@ class Comparison:
     data: dict[str, Any] = attrs.field(validator=_check_data)
 
     def to_dict(self) -> dict[str, Any]:
-        """The comparison as plain JSON-able data (schema :data:`COMPARE_SCHEMA`, see the
-        README): ``{"plans": [<explain document of each plan>, ...], "rows": [...], ...}``."""
+        """The comparison as plain JSON-able data (schema :data:`COMPARE_SCHEMA`, see
+        docs/plans.md): ``{"plans": [<explain document of each plan>, ...], "rows": [...],
+        ...}``."""
         return self.data
 
     @property

@@ -103,7 +103,7 @@ class Explanation:
     data: dict[str, Any] = attrs.field(validator=_check_data)
 
     def to_dict(self) -> dict[str, Any]:
-        """The explanation as plain JSON-able data (schema :data:`SCHEMA`, see the README)."""
+        """The explanation as plain JSON-able data (schema :data:`SCHEMA`, see docs/plans.md)."""
         return self.data
 
     def crossing(self, dims: object, *, level: str = "host") -> list[str]:

@@ -148,8 +148,8 @@ class Placement:
         return seconds
 
     def to_dict(self) -> dict[str, Any]:
-        """The placement as plain JSON-able data (schema :data:`PLACE_SCHEMA`, see the
-        README); ``["chosen"]["view"]`` is the chosen view's ``to_dict()``."""
+        """The placement as plain JSON-able data (schema :data:`PLACE_SCHEMA`, see
+        docs/plans.md); ``["chosen"]["view"]`` is the chosen view's ``to_dict()``."""
         return self.data
 
     def __str__(self) -> str:
