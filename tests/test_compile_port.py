@@ -363,7 +363,7 @@ _TORCH_CLASS = "torch.distributed.device_mesh.DeviceMesh"
 def normalized(code: str) -> str:
     """A graph's text with process group names replaced (torch's are counters, ours
     ``ml-...``) and the mesh input's annotation read as torch's class (ours names the
-    facade's class): both documented differences (README, "Differences from torch")."""
+    facade's class): both documented differences (docs/backends.md, "Differences from torch")."""
     return _GROUP_NAME.sub("'<group>'", code).replace(_FACADE_CLASS, _TORCH_CLASS)
 
 
