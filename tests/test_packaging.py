@@ -1,6 +1,6 @@
 """The package as a real package: one version (pyproject.toml's) shown by ``meshlayout
 --version``; a source distribution and a wheel that carry the three packages with their
-``py.typed`` markers, the README, and (in the sdist) the example plans."""
+``py.typed`` markers, the README, and (in the sdist) the docs pages and the example plans."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
         shutil.copy(ROOT / name, source / name)
-    for folder in ("src", "examples"):
+    for folder in ("src", "examples", "docs"):
         shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
     for hook in ("build_sdist", "build_wheel"):
         code = f"import setuptools.build_meta as b, sys\nprint(b.{hook}(sys.argv[1]))\n"
@@ -55,7 +55,8 @@ def test_the_sdist_carries_the_packages_the_readme_and_the_examples(built: Path)
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     for package in ("layout", "mesh", "backend"):
         assert f"src/{package}/py.typed" in names, sorted(names)[:20]
-    assert {"README.md", "pyproject.toml", "examples/trainer.py", "examples/demo.py"} <= names
+    assert {"README.md", "pyproject.toml", "examples/trainer.py", "examples/demo.py",
+            "docs/tensors.md", "docs/cli.md"} <= names  # the README's links resolve
 
 
 def test_the_wheel_carries_the_typed_packages_and_the_command(built: Path) -> None:

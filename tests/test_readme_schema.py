@@ -1,5 +1,5 @@
-"""The JSON tables of the guide's pages (``docs/plans.md``) list every key ``meshlayout explain``,
-``compare`` and ``place`` print, and no other.
+"""The JSON tables of the guide's pages (``docs/plans.md``, ``docs/tensors.md``) list every key
+``meshlayout explain``, ``compare``, ``place`` and ``reshard`` print, and no other.
 
 A table row names a field in backticks (``views[].dims``: the items of a list are ``[]``);
 when its meaning is an object written ``{"key", "key" (note), ...}``, those quoted names
@@ -99,3 +99,11 @@ def test_the_place_table_lists_every_key_of_its_json() -> None:
     assert data["runner_up"] is not None
     found = keys_of(data, skip=frozenset({"traffic.bytes", "chosen.view"}))  # a map; a view
     assert documented(table("meshlayout.place/1")) == found
+
+
+def test_the_reshard_table_lists_every_key_of_its_json() -> None:
+    data = run("reshard", "examples/trainer.py", "examples/server.py", "--rank", "9")
+    assert data["rank"]["tensors"]  # every optional part is there
+    found = keys_of(data, skip=frozenset({"rank.tensors"}))  # a map from tensor names
+    assert documented(table("meshlayout.reshard/1")) == found
+    assert set(data["rank"]["tensors"]["embed"]) == {"sends", "receives", "kept"}

@@ -29,7 +29,10 @@ from ._planfile import Refused
 from ._report import MIB
 from ._topology import Topology
 
-__all__ = ["MAX_MATRIX", "Moves", "traffic_svg"]
+__all__ = ["MAX_MATRIX", "RESHARD_SCHEMA", "Moves", "traffic_svg"]
+
+RESHARD_SCHEMA = "meshlayout.reshard/1"
+"""The ``schema`` field of :meth:`Moves.to_dict` (``meshlayout reshard --format json``)."""
 
 MAX_MATRIX = 256
 """The most source (or destination) ranks :func:`traffic_svg` draws one by one; larger
@@ -121,7 +124,8 @@ class Moves:
                     "to": _placed(p.dst), "bytes": p.bytes_moved, "tiers": p.tier_bytes,
                     "busiest": {"rank": p.busiest[0], "bytes": p.busiest[1]},
                     "rounds": p.rounds, "partial": p.partial} for n, p in self.plans]
-        out: dict[str, Any] = {"tensors": tensors, "total": self.totals()}
+        out: dict[str, Any] = {"schema": RESHARD_SCHEMA, "tensors": tensors,
+                               "total": self.totals()}
         if rank is not None:
             out["rank"] = {"rank": rank, "tensors": self.rank(rank)}
         return out

@@ -170,7 +170,9 @@ def _reshard_parser(sub: Any) -> None:
         epilog=_RESHARD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("source", metavar="SRC", help="a Python file defining TENSORS (and TOPOLOGY)")
     r.add_argument("dest", metavar="DST", help="a Python file defining TENSORS")
-    _machine_arguments(r)
+    _machine_arguments(r, rank=False)
+    r.add_argument("--rank", type=_args.rank, help="also list this rank's transfers: what it "
+                   "sends, receives and keeps of each tensor")
     _format_argument(r)
     r.add_argument("--itemsize", type=_args.positive, default=2,
                    help="bytes per element (default 2: bf16)")
@@ -181,7 +183,7 @@ def _reshard_parser(sub: Any) -> None:
 def _format_argument(p: argparse.ArgumentParser) -> None:
     """``--format text|json``."""
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default) or json (schema in the README)")
+                   help="text (default) or json (its schema: docs/plans.md, docs/tensors.md)")
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
@@ -237,7 +239,7 @@ def _traffic_arguments(p: argparse.ArgumentParser) -> None:
 def _output_arguments(p: argparse.ArgumentParser) -> None:
     """How to answer: the report's format, checks that set the exit status, a picture."""
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default) or json (schema in the README)")
+                   help="text (default) or json (its schema: docs/plans.md, docs/tensors.md)")
     p.add_argument("--expect-intra-host", metavar="DIM,...", type=_args.dim_list,
                    help="exit 1 naming each of these dims (NAME, or VIEW.NAME for one view's) "
                    "whose groups cross hosts")
