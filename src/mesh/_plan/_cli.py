@@ -10,8 +10,8 @@ output left.  The flags are ``_parser``'s, plan files are read by ``_planfile``,
 machine flags (``--topology``, ``--hosts``, ``--hosts-file``) by ``_machine``.
 
 Bad input is refused before work proportional to it: a plan file is read up to
-:data:`~mesh._plan._planfile.MOST_PLAN_BYTES` (a device or a pipe that never ends is cut
-there), its ``VIEWS`` up to :data:`~mesh.MAX_PLAN_DIMS` entries, failed ranks are counted
+:data:`~mesh._plan._planfile.MOST_PLAN_BYTES` (a FIFO, a socket or a device is refused before
+it is opened), its ``VIEWS`` up to :data:`~mesh.MAX_PLAN_DIMS` entries, failed ranks are counted
 before they are listed, and ``--fail`` derives ways only for worlds it can list
 (:data:`~mesh._plan._fail.MOST_WAYS_RANKS`).
 """

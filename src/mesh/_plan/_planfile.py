@@ -71,10 +71,24 @@ def _source(path: str) -> bytes:
                         "in a data file the plan reads, e.g. MeshView.from_dict(json.load(...)))")
 
 
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISDIR, "a directory"))
+
+
 def read_bounded(path: str, what: str, most: int, hint: str = "") -> bytes:
     """The bytes of the file at ``path`` (``what`` names it in messages): at most ``most``
-    (a larger regular file is refused from its size, unread; a device or pipe is read one
-    byte past the limit), else :class:`Refused`."""
+    (a larger file is refused from its size, unread), else :class:`Refused`.  Only a regular
+    file is opened: a FIFO, a socket or a device is refused before opening (opening a FIFO
+    without a writer waits forever; a device may never end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise Refused(f"cannot read {what} {path!r}: {e.strerror or e}") from None
+    for test, kind in _SPECIAL:
+        if test(mode):
+            raise Refused(f"{what} {path!r} is {kind}, not a regular file: save what it gives "
+                          "to a file and pass that")
     try:
         with open(path, "rb") as f:
             info = os.fstat(f.fileno())
@@ -84,9 +98,9 @@ def read_bounded(path: str, what: str, most: int, hint: str = "") -> bytes:
             source = f.read(most + 1)
     except OSError as e:
         raise Refused(f"cannot read {what} {path!r}: {e.strerror or e}") from None
-    if len(source) > most:
+    if len(source) > most:  # it grew while read
         raise Refused(f"{what} {path!r} goes on past {most:,} bytes, the most "
-                      f"{what.replace('the ', 'a ', 1)} may have (is it a device or a pipe?)")
+                      f"{what.replace('the ', 'a ', 1)} may have")
     return source
 
 

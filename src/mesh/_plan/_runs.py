@@ -164,7 +164,8 @@ def canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | Non
                             f"{hosts:,} hosts")
     used = list(dict.fromkeys(d for d, _ in domains))
     if len(used) <= max(used):
-        idle = min(set(range(max(used) + 1)) - set(used))
+        taken = set(used)
+        idle = next(i for i in range(len(used) + 1) if i not in taken)  # bounded by the runs
         raise TopologyError(f"domain {idle:,} has no hosts: every domain holds at least one")
     new = {old: i for i, old in enumerate(used)}
     runs: list[list[int]] = []

@@ -203,7 +203,8 @@ class Topology:
         count = len(names) if names is not None else given
         order = list(dict.fromkeys(h for h, _, _ in runs))
         if len(order) < count:
-            idle = min(set(range(count)) - set(order))
+            taken = set(order)  # the least host without ranks is below len(order) + 1: bounded
+            idle = next(i for i in range(len(order) + 1) if i not in taken)
             label = names[idle] if names is not None else f"host{idle}"
             raise TopologyError(f"host {idle:,} ({label}) has no ranks: every host of a "
                                 "topology runs at least one rank")
