@@ -1,6 +1,6 @@
-"""CI runs exactly the steps of the README's test command, and the torch pin comes first; the
-README opens with its two commands for a fresh machine, and what must happen before them is
-written before them."""
+"""CI runs exactly the steps of the README's test command, and the torch pin comes first (then,
+in a venv of its own, the torch-facing tests on torch 2.14.1); the README opens with its two
+commands for a fresh machine, and what must happen before them is written before them."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _readme_test_command() -> list[str]:
 
 
 def _ci_commands() -> list[str]:
-    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    lines = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ").splitlines()
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith(("#", "set ",
                                                                                       "cd "))]
 
@@ -37,7 +37,24 @@ def test_ci_runs_each_step_of_the_readme_test_command_in_order() -> None:
     steps = _readme_test_command()
     positions = [ci.index(step) for step in steps]  # ValueError if a step is missing
     assert positions == sorted(positions)
-    assert ci[-1] == steps[-1] == "python -m pytest"
+    assert steps[-1] == "python -m pytest"
+    # After the README's run, only the run on torch 2.14.1, in a venv of its own.
+    assert all(c.startswith(("python -m venv .ci-venv214", ".ci-venv214/"))
+               for c in ci[positions[-1] + 1:])
+
+
+def test_ci_then_runs_the_torch_facing_tests_on_torch_2_14() -> None:
+    ci = _ci_commands()
+    after = ci[ci.index("python -m pytest") + 1:]
+    assert after[:4] == ["python -m venv .ci-venv214",
+                         ".ci-venv214/bin/pip install --quiet torch==2.14.1",
+                         '.ci-venv214/bin/pip install --quiet -e ".[test]"',
+                         ".ci-venv214/bin/pip install --quiet --no-deps nvidia-cutlass==4.2.0.0"]
+    (run,) = after[4:]
+    assert run.startswith(".ci-venv214/bin/python -m pytest ")
+    for pattern in (arg for arg in run.split()[3:] if not arg.startswith("-")):
+        assert sorted(ROOT.glob(pattern)), pattern  # each names test files that exist
+    assert ".ci-venv214/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_torch_is_pinned_before_the_project_is_installed() -> None:
