@@ -248,7 +248,7 @@ RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
                     "with_domains", "ranks_on", "host_size", "from_dict", "device",
-                    "first_crossing", "sizes", "ranks_in_order")
+                    "first_crossing", "sizes", "ranks_in_order", "hosts_in")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains", "in_order")
 PLACEMENT_METHODS = ("find", "to_dict", "__str__")
@@ -419,6 +419,19 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert out.shape == recv.shape, f"{where}: shape {out.shape} != {recv.shape}"
         nested = recv.instance(args[0] if args else kwargs["rank"], limit=out.size)
         assert out.tolist() == json.loads(json.dumps(nested)), f"{where}: != instance()"
+    elif isinstance(out, (mesh.Shard, mesh.StridedShard, mesh.Replicate, mesh.Partial)):
+        back = pickle.loads(pickle.dumps(out))
+        assert back == out and hash(back) == hash(out) and isinstance(repr(out), str), where
+        _plain_ints(tuple(getattr(out, f) for f in ("dim", "split_factor") if hasattr(out, f)),
+                    where)
+    elif isinstance(out, mesh.Sharding):
+        check_view(out.view, where)
+        _plain_ints(out.shape, where)
+        assert len(out.placements) == out.view.ndim and isinstance(repr(out), str), where
+    elif isinstance(out, mesh.Reshard):
+        assert out.src.shape == out.dst.shape and isinstance(repr(out), str), where
+    elif isinstance(out, mesh.Transfer):
+        _plain_ints((out.source, out.dest, out.elements, out.boxes, out.contribution), where)
     elif isinstance(out, (str, Layout, MeshError)):
         pass
     elif isinstance(out, float):
@@ -561,10 +574,11 @@ def test_every_public_name_is_fuzzed() -> None:
                 "deepcopy"} <= fuzzed[cls.__name__]
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
             "CommMemory", "blast", "drop", "substitute", "survive", "place",
-            "Placement"} <= fuzzed["mesh"]
+            "Placement", "Sharding", "reshard", "Shard", "StridedShard", "Replicate",
+            "Partial"} <= fuzzed["mesh"]
     placement = {n for n in dir(mesh.Placement) if not n.startswith("_")}
     assert placement <= {n for o, n in TARGETS if o == "Placement"}, placement
-    assert "MeshError" in ERRORS and len(ERRORS) == 18, ERRORS
+    assert "MeshError" in ERRORS and len(ERRORS) == 19, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

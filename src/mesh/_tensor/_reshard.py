@@ -46,7 +46,7 @@ from typing import Any, Protocol, cast
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, show
+from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, ordered, show
 from ._placement import Partial
 from ._sharding import Label, Sharding, check_boxes
 
@@ -72,17 +72,47 @@ class Machine(Protocol):
     def hosts_in(self, domain: int) -> tuple[int, ...]: ...
 
 
+def _count(value: object) -> int:
+    """A rank or an element count: an int >= 0."""
+    n = as_int(value, "a transfer's rank or element count")
+    if n < 0:
+        raise ShardingError(f"a transfer's ranks and element count are >= 0, got {n}")
+    return n
+
+
+def _boxes(value: object) -> tuple[Box, ...]:
+    """Boxes as tuples of ``(start, stop)`` int pairs, ``0 <= start <= stop``."""
+    out = []
+    for box in ordered(value, "a transfer's boxes"):
+        pairs = []
+        for pair in ordered(box, "a box"):
+            ab = ordered(pair, "a box's (start, stop)", 2)
+            a, b = (as_int(x, "a box's bound") for x in ab) if len(ab) == 2 else (1, 0)
+            if not 0 <= a <= b:
+                raise ShardingError(f"a box is (start, stop) pairs, 0 <= start <= stop; got "
+                                    f"{show(box)}")
+            pairs.append((a, b))
+        out.append(tuple(pairs))
+    return tuple(out)
+
+
+def _coords(value: object) -> tuple[int, ...]:
+    return tuple(as_int(c, "a contribution's coordinate") for c in
+                 ordered(value, "a transfer's contribution"))
+
+
 @attrs.frozen
 class Transfer:
     """Elements one rank sends another: ``boxes`` of the global tensor, ``elements`` in all.
     ``contribution`` is the source's coordinates on the partial dims (a :class:`Partial`
-    source; ``()`` otherwise)."""
+    source; ``()`` otherwise).  Made by a :class:`Reshard`; built by hand, its fields are
+    checked (typed errors)."""
 
-    source: int
-    dest: int
-    elements: int
-    boxes: tuple[Box, ...]
-    contribution: tuple[int, ...] = ()
+    source: int = attrs.field(converter=_count)
+    dest: int = attrs.field(converter=_count)
+    elements: int = attrs.field(converter=_count)
+    boxes: tuple[Box, ...] = attrs.field(converter=_boxes)
+    contribution: tuple[int, ...] = attrs.field(default=(), converter=_coords)
 
 
 @attrs.frozen
@@ -156,7 +186,7 @@ class Reshard:
         self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize))
 
     def __repr__(self) -> str:
-        return f"Reshard({self.src!r} -> {self.dst!r}, {self.elements_moved:,} elements moved)"
+        return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
 
     @property
     def partial(self) -> str | None:
