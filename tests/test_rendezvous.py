@@ -299,24 +299,49 @@ def test_a_partner_busy_with_another_group_extends_the_wait_by_at_most_one_timeo
         str(err)
 
 
+def _virtual_meet(world: World, rank: int, out: dict[str, Any],
+                  heartbeat: float | None = None) -> None:
+    """:func:`_meet` in virtual time: ``rank`` (of 4) meets rank 0 and 1 at ``g``."""
+    rz = Rendezvous(world.store(rank), rank, world_size=4, heartbeat=heartbeat,
+                    clock=world.clock_for(rank))
+    start = world.at()
+    try:
+        with rz.meet("g", [0, 1], TIMEOUT_S, dim="tp", desc="the 'tp' group (0, 1)",
+                     shown=(0, 1)):
+            pass
+        out["ok"] = True
+    except MembersMissingError as e:
+        out["error"] = e
+    out["waited"] = world.at() - start
+
+
+def _virtual_rank1_in(world: World, **more: float) -> None:
+    world.set(_key("r", 1), json.dumps({"group": "other", "round": 0, "size": 2,
+                                        "desc": "the 'dp' group (1, 3)", "ranks": [1, 3],
+                                        **more}))
+
+
 def test_a_partner_between_a_failed_group_and_this_one_is_waited_for() -> None:
     """Rank 1 left a failed group just before rank 0's deadline and needs 0.55 s (less
-    than the slack) to reach this one: rank 0 waits for it and both pass."""
-    store = HashStore()
-    t0 = time.time()
-    _rank1_in(store, "other", [1, 3], since=t0, until=t0 + 0.3, beat=t0)
+    than the slack) to reach this one: rank 0 waits for it and both pass (virtual time: it
+    failed on a busy machine when real threads ran late)."""
+    world = World()
+    t0 = world.now
+    _virtual_rank1_in(world, since=t0, until=t0 + 0.3, beat=t0)
     out0: dict[str, Any] = {}
-    waiter = threading.Thread(target=_meet, args=(Rendezvous(store, 0, world_size=4,
-                                                             heartbeat=None), [0, 1], out0))
-    waiter.start()
-    time.sleep(0.35)
-    _rank1_in(store, "other", [1, 3], since=t0, left=time.time())
-    time.sleep(0.55)  # rank 0's own deadline passes during this gap
     out1: dict[str, Any] = {}
-    _meet(Rendezvous(store, 1, world_size=4, heartbeat=None), [0, 1], out1)
-    waiter.join(10)
+
+    def rank1() -> None:
+        world.sleep(0.35)
+        _virtual_rank1_in(world, since=t0, left=world.now)
+        world.sleep(0.55)  # rank 0's own deadline passes during this gap
+        _virtual_meet(world, 1, out1)
+
+    world.spawn(_virtual_meet, world, 0, out0)
+    world.spawn(rank1)
+    world.join()
     assert out0.get("ok") and out1.get("ok"), (out0, out1)
-    assert out0["waited"] > TIMEOUT_S
+    assert out0["waited"] == pytest.approx(0.9, abs=0.01) and 0.9 > TIMEOUT_S
 
 
 def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None:
@@ -333,14 +358,17 @@ def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None
 
 
 def test_a_partner_whose_beat_stopped_inside_a_creation_is_named_gone() -> None:
-    store = HashStore()
-    long_ago = time.time() - 60
-    _rank1_in(store, "other", [1, 3], since=long_ago, until=time.time() + 60, beat=long_ago)
+    """Rank 1's record says it is inside another group's creation, but its beat stopped a
+    minute ago: rank 0 does not wait past its deadline for it and names it (virtual time)."""
+    world = World()
+    long_ago = world.now - 60
+    _virtual_rank1_in(world, since=long_ago, until=world.now + 60, beat=long_ago)
     out: dict[str, Any] = {}
-    _meet(Rendezvous(store, 0, world_size=4, heartbeat=0.1), [0, 1], out)
+    world.spawn(_virtual_meet, world, 0, out, 0.1)
+    world.join()
     err = out["error"]
-    assert err.missing == (1,) and out["waited"] < TIMEOUT_S + 0.5
-    assert "rank 1 has not answered for" in str(err) and "exited" in str(err)
+    assert err.missing == (1,) and out["waited"] == pytest.approx(TIMEOUT_S, abs=0.01)
+    assert "rank 1 has not answered for 60.5 s" in str(err) and "exited" in str(err)
 
 
 class _ArrivesWhenListed:
