@@ -131,6 +131,7 @@ from ._core import (
     RankLostError,
     ReentrantCreationError,
     plug,
+    warn_if_untested_torch,
 )
 from ._deprecated import MOVED, moved
 from ._facade import (
@@ -144,6 +145,8 @@ from ._facade import (
 )
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
 from ._tensor import from_torch_placements, reshard_tensor, to_torch_placements
+
+warn_if_untested_torch()  # once: outside the tested torch releases, say so
 
 if TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend

@@ -42,8 +42,10 @@ from ._options import GroupOptions, Override, as_options, dim_options, normalize
 from ._protocol import Backend
 from ._registry import overriding, plug, plugged, process_backend, register
 from ._universe import Universe
+from ._versions import TESTED_TORCH, untested_torch, warn_if_untested_torch
 
 __all__ = [
+    "TESTED_TORCH",
     "Backend",
     "BackendConfigError",
     "BackendError",
@@ -76,4 +78,6 @@ __all__ = [
     "plugged",
     "process_backend",
     "register",
+    "untested_torch",
+    "warn_if_untested_torch",
 ]
