@@ -15,7 +15,7 @@ protocol and its steps) over ``_rounds`` (a round's values and an attempt), ``_s
 ``_torch_groups`` (torch's creation and teardown); ``_loss`` (losing ranks: a failed
 collective diagnosed, the survivors' agreement on failed groups, ending and shrinking);
 ``_backends`` (the backends); ``_discover`` (each rank's record of where it runs, gathered
-into a topology).
+into a topology); ``_torch_private`` (every private name of torch the sub-package uses).
 """
 
 from typing import Any

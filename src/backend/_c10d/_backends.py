@@ -29,6 +29,7 @@ from ._loss import agreed_failures, diagnose, end_groups
 from ._rendezvous import Rendezvous
 from ._spec import GroupSpec
 from ._torch_groups import create_torch_group, destroy_groups, start_fake_world
+from ._torch_private import get_default_group, get_default_store
 
 __all__ = ["C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
            "torch_fake"]
@@ -102,7 +103,7 @@ class C10dBackend(CachedBackend[Any]):
         self._failed: set[str] = set()  # groups a collective failed on here (diagnose)
         self._shrunk_groups: list[Any] = []
         if self.meets and self.world_size > 1 and self._c10d != "fake":  # fake: no peers
-            self._rendezvous = Rendezvous(dist.distributed_c10d._get_default_store(), self.rank,
+            self._rendezvous = Rendezvous(get_default_store(), self.rank,
                                           world_size=self.world_size, heartbeat=heartbeat)
             self._rendezvous.warm(2)  # the main thread's and its waiting helper's
         _LIVE.add(self)
@@ -265,7 +266,7 @@ class NcclBackend(C10dBackend):
 
     def _can_split(self) -> bool:
         # a split is collective over the whole world: not once a rank of it is lost
-        default = dist.distributed_c10d._get_default_group()
+        default = get_default_group()
         return not self.lost and getattr(default, "bound_device_id", None) is not None
 
 

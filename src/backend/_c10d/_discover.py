@@ -350,9 +350,9 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
     seconds = _seconds(timeout, b)
     if record is None and b in _CACHE:
         return _CACHE[b]
-    import torch.distributed as dist
+    from ._torch_private import get_default_store
 
-    store = dist.distributed_c10d._get_default_store()
+    store = get_default_store()
     mine = DiscoveryRecord.read() if record is None else record
     try:
         k = publish(store, b.rank, b.world_size, mine, seconds)

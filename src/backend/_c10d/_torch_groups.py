@@ -189,16 +189,16 @@ def _named(name: str) -> Iterator[None]:
     for a leased clone from just before the call until torch asks for the name.  Every
     creation holds :data:`_PROLOGUE` over that step, so none reads another's entry.
     """
-    import torch.distributed.distributed_c10d as c10d
+    from . import _torch_private as private
 
     with _NAMES:
-        taken = set(c10d._world.pg_names.values()) | _in_flight
+        taken = set(private.world.pg_names.values()) | _in_flight
         while name in taken:
             name += "+"
         _in_flight.add(name)
         if _users[0] == 0:
-            _users[1] = c10d._process_group_name
-            c10d._process_group_name = _ours
+            _users[1] = private.process_group_name()
+            private.set_process_group_name(_ours)
         _users[0] += 1
         own = not _root_busy[0]
         _root_busy[0] = True
@@ -216,8 +216,8 @@ def _named(name: str) -> Iterator[None]:
         with _NAMES:
             _in_flight.discard(name)
             _users[0] -= 1
-            if _users[0] == 0 and c10d._process_group_name is _ours:
-                c10d._process_group_name = _users[1]
+            if _users[0] == 0 and private.process_group_name() is _ours:
+                private.set_process_group_name(_users[1])
             if own:
                 _root_busy[0] = False
 
@@ -238,12 +238,12 @@ def _prologue(swap: bool) -> tuple[Any, Lease | None]:
     for the name, after it read the default store), and meanwhile, with ``swap``, make the
     default group's store a connection of this creation's own (a :class:`Lease`, returned
     too: given back when the creation is over)."""
-    import torch.distributed.distributed_c10d as c10d
+    from . import _torch_private as private
 
     _PROLOGUE.acquire()
     try:
-        default = c10d._get_default_group()
-        pg_map: Any = c10d._world.pg_map
+        default = private.get_default_group()
+        pg_map: Any = private.world.pg_map
         entry = pg_map[default]
         held = lease(entry[1], "torch") if swap else None
         if held is not None:
@@ -287,9 +287,9 @@ def start_fake_world(world_size: int, rank: int, owner: object = None) -> bool:
                 "README's 'Testing without GPUs')")
     if dist.is_initialized():
         return False
-    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from ._torch_private import fake_store
 
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=world_size)
     _FAKE_WORLD[:] = [weakref.ref(owner) if owner is not None else (lambda: None)]
     return True
 
@@ -302,9 +302,11 @@ def destroy_groups(groups: list[Any], default: bool, *, abort: bool = False) -> 
         return  # nothing of torch's to destroy: don't import it
     import torch.distributed as dist
 
+    from ._torch_private import abort_process_group
+
     if not dist.is_initialized():
         return
-    end = dist.distributed_c10d._abort_process_group if abort else dist.destroy_process_group
+    end = abort_process_group if abort else dist.destroy_process_group
     for g in reversed(groups):
         if g is not None and g is not dist.group.WORLD:
             end(g)

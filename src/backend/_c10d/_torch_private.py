@@ -1,0 +1,75 @@
+"""Every private name of torch that ``backend._c10d`` uses, each imported here once (ARCHITECTURE
+§8): what it is for, and the torch releases it was checked on.  No other module of the
+sub-package reads a torch private name (``tests/test_torch_private.py`` checks both: that torch
+still has each name of :data:`REGISTRY`, and that nothing else reads one).
+
+Imports torch: the sub-package's modules import this one where they import torch, on first
+use of a backend (``import backend`` loads no torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch.distributed.distributed_c10d as c10d
+
+__all__ = ["REGISTRY", "abort_process_group", "fake_store", "get_default_group",
+           "get_default_store", "process_group_name", "set_process_group_name", "world"]
+
+# The default group's store (the creation barrier's and discovery's store);
+# checked on torch 2.13.0 and 2.14.1.
+get_default_store: Callable[[], Any] = c10d._get_default_store
+
+# The default process group (its store entry is swapped during a creation; a split's device);
+# checked on torch 2.13.0 and 2.14.1.
+get_default_group: Callable[[], Any] = c10d._get_default_group
+
+# torch's process-group registry (``pg_names``: the names taken; ``pg_map``: each group's
+# backend and store); torch mutates it and never rebinds it; checked on torch 2.13.0 and 2.14.1.
+world: Any = c10d._world
+
+
+def process_group_name() -> Callable[[Any, bool], Any]:
+    """The function torch asks for a new group's name (``_process_group_name``, read at call
+    time: creations replace it while in flight); checked on torch 2.13.0 and 2.14.1."""
+    found: Callable[[Any, bool], Any] = c10d._process_group_name
+    return found
+
+
+def set_process_group_name(name: Callable[[Any, bool], Any]) -> None:
+    """Replace torch's ``_process_group_name`` on its module (see :func:`process_group_name`):
+    ``new_group`` and ``split_group`` look it up there at each call."""
+    c10d._process_group_name = name  # type: ignore[assignment]
+
+
+def abort_process_group(group: Any = None) -> None:
+    """End ``group`` (None: the default group) without waiting for peers
+    (``_abort_process_group``; NCCL), looked up on torch's module at each call, as a patch of
+    it (``check_spmd``'s recorder) must see the call; checked on torch 2.13.0 and 2.14.1."""
+    c10d._abort_process_group(group)
+
+
+def fake_store() -> Any:
+    """A new ``FakeStore``, the store of torch's fake world (``torch.testing._internal``,
+    imported on first use only); checked on torch 2.13.0 and 2.14.1."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    return FakeStore()
+
+
+REGISTRY: tuple[tuple[str, str], ...] = (
+    ("torch.distributed.distributed_c10d._get_default_store",
+     "the default group's store: the creation barrier's and discovery's store"),
+    ("torch.distributed.distributed_c10d._get_default_group",
+     "the default process group: its store entry swapped during a creation, a split's device"),
+    ("torch.distributed.distributed_c10d._world",
+     "torch's registry of process groups: names taken (pg_names), stores (pg_map)"),
+    ("torch.distributed.distributed_c10d._process_group_name",
+     "the function torch asks for a new group's name: replaced while creations are in flight"),
+    ("torch.distributed.distributed_c10d._abort_process_group",
+     "ending a group without waiting for peers (NCCL's shutdown and rebind)"),
+    ("torch.testing._internal.distributed.fake_pg.FakeStore",
+     "the store of torch's fake world (TorchFakeBackend, the dry run)"),
+)
+"""(torch's name, what ``backend._c10d`` uses it for), one entry per name above."""
