@@ -8,7 +8,8 @@ with ``torch=True``.
 - ``_events``: what a run records (events, :class:`GroupRef`, the source line of a call);
 - ``_recording``: :class:`SpmdBackend`, the torch-free recorder with torch.distributed's
   vocabulary;
-- ``_torch``: recording torch-level programs on torch's fake process group;
+- ``_torch``: recording torch-level programs on torch's fake process group (the private
+  names of torch it uses: ``_torch_private``);
 - ``_run``: one rank's run, bounded (time limit, threads, async programs);
 - ``_creation``: the creation model (splits, hidden parent-wide splits, cache hits);
 - ``_collectives``: the collective matcher's model (calls, p2p pairs, all_to_all sizes);

@@ -36,7 +36,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from layout import show
 from mesh import MeshView
@@ -56,6 +55,18 @@ from ._events import (
     world_ref,
 )
 from ._recording import Recording
+from ._torch_private import (
+    ABORT_PROCESS_GROUP,
+    WARN_NOT_IN_GROUP,
+    TorchDispatchMode,
+    allgather_base,
+    c10d_functional,
+    c10d_functional_autograd,
+    dtensor_ops,
+    hash_ranks_to_str,
+    reduce_scatter_base,
+    resolve_process_group,
+)
 
 __all__ = ["TorchRecorder", "TorchSession"]
 
@@ -200,8 +211,8 @@ class TorchSession:
 # ---- the dispatch mode -----------------------------------------------------------------------
 
 _c = torch.ops.c10d
-_f = torch.ops._c10d_functional
-_fa = torch.ops._c10d_functional_autograd
+_f = c10d_functional
+_fa = c10d_functional_autograd
 
 
 def _unbox(pg: Any) -> Any:
@@ -209,7 +220,7 @@ def _unbox(pg: Any) -> Any:
 
 
 def _named(name: Any) -> Any:
-    return c10d._resolve_process_group(name)  # type: ignore[attr-defined]
+    return resolve_process_group(name)
 
 
 def _list(x: Any) -> list[Any]:
@@ -235,13 +246,13 @@ _OPS: dict[Any, Callable[[tuple[Any, ...]], tuple[str, Any, list[Any], dict[str,
     _c.reduce_.default: lambda a: ("reduce", _unbox(a[1]), _list(a[0]),
                                    {"reduce_op": a[2], "root": a[3]}),
     _c.allgather_.default: lambda a: ("all_gather", _unbox(a[2]), _list(a[1]), {}),
-    _c._allgather_base_.default: lambda a: ("all_gather", _unbox(a[2]), [a[1]], {}),
+    allgather_base.default: lambda a: ("all_gather", _unbox(a[2]), [a[1]], {}),
     _c.allgather_coalesced_.default: lambda a: ("all_gather", _unbox(a[2]), _list(a[1]), {}),
     _c.allgather_into_tensor_coalesced_.default: lambda a: ("all_gather", _unbox(a[2]),
                                                             _list(a[1]), {}),
     _c.reduce_scatter_.default: lambda a: ("reduce_scatter", _unbox(a[2]), _list(a[0]),
                                            {"reduce_op": a[3]}),
-    _c._reduce_scatter_base_.default: lambda a: ("reduce_scatter", _unbox(a[2]), [a[0]],
+    reduce_scatter_base.default: lambda a: ("reduce_scatter", _unbox(a[2]), [a[0]],
                                                  {"reduce_op": a[3]}),
     _c.reduce_scatter_tensor_coalesced_.default: lambda a: ("reduce_scatter", _unbox(a[2]),
                                                             _list(a[0]), {"reduce_op": a[3]}),
@@ -282,7 +293,7 @@ _OPS: dict[Any, Callable[[tuple[Any, ...]], tuple[str, Any, list[Any], dict[str,
                                               {"splits": (a[2], a[1])}),
     _f.isend.default: lambda a: ("send", _named(a[3]), [a[0]], {"peer": a[1], "post": True}),
     _f.irecv.default: lambda a: ("recv", _named(a[3]), [a[0]], {"peer": a[1], "post": True}),
-    torch.ops._dtensor.shard_dim_alltoall.default: lambda a: (
+    dtensor_ops.shard_dim_alltoall.default: lambda a: (
         "shard_dim_alltoall", _named(a[3]), [a[0]], {"reduce_op": f"dims {a[1]}->{a[2]}"}),
 }
 
@@ -349,7 +360,7 @@ class _Patches:
             name = str(getattr(made, "group_name", "")) if made not in (None,) and \
                 made is not c10d.GroupMember.NON_GROUP_MEMBER else ""
             if local and not name:
-                name = str(c10d._hash_ranks_to_str(list(members)))
+                name = str(hash_ranks_to_str(list(members)))
             self.recorder.trace.events.append(TorchCreate("new_group", members, local,
                                                      name or "(not a member)", site(2)))
         return made
@@ -400,7 +411,7 @@ class _Patches:
         if not self.recorder._quiet:
             self.recorder.trace.foreign.append((site(2), f"calls {op_name} on a group it is not in "
                                                     "(torch skips the call)"))
-        return self.originals["_warn_not_in_group"](op_name)
+        return self.originals[WARN_NOT_IN_GROUP](op_name)
 
     def objects(self, name: str) -> Callable[..., Any]:
         signature = inspect.signature(self.originals[name])
@@ -422,9 +433,9 @@ class _Patches:
             "batch_isend_irecv": self.nonblocking("batch_isend_irecv"),
             "new_group": self.new_group, "split_group": self.split_group,
             "destroy_process_group": self.lifecycle("destroy_process_group", self.destroyed),
-            "_abort_process_group": self.lifecycle("_abort_process_group", self.aborted),
+            ABORT_PROCESS_GROUP: self.lifecycle(ABORT_PROCESS_GROUP, self.aborted),
             "shrink_group": self.shrink_group, "get_rank": self.get_rank,
-            "_warn_not_in_group": self.warn_not_in_group,
+            WARN_NOT_IN_GROUP: self.warn_not_in_group,
         }
         for name in _OBJECTS:
             out[name] = self.objects(name)
@@ -439,8 +450,8 @@ def _patches(recorder: TorchRecorder) -> dict[str, Callable[..., Any]]:
 _OBJECTS = ("all_gather_object", "broadcast_object_list", "gather_object",
             "scatter_object_list", "send_object_list", "recv_object_list")
 _PATCHED = ("send", "recv", "isend", "irecv", "batch_isend_irecv", "new_group", "split_group",
-            "destroy_process_group", "_abort_process_group", "shrink_group", "get_rank",
-            "_warn_not_in_group", *_OBJECTS)
+            "destroy_process_group", ABORT_PROCESS_GROUP, "shrink_group", "get_rank",
+            WARN_NOT_IN_GROUP, *_OBJECTS)
 
 
 def _holders() -> list[tuple[Any, str, Any]]:
