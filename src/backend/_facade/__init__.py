@@ -12,7 +12,8 @@ through the core's plugs): what the package's ``__init__`` uses.
 Inside: ``_binding`` (the value; what meshes of one root share), ``_device_mesh``,
 ``_adopt`` (``from_group``'s checks), ``_entry``, ``_to_torch`` (``to_torch``),
 ``_torch_state`` (a universe's torch-side values), ``_torch_facade`` and ``_redistribute``
-(:func:`redistribute`, a DTensor to another mesh).
+(:func:`redistribute`, a DTensor to another mesh); ``_torch_private`` (every private name of
+torch the facade uses, and those torch reads on a facade mesh).
 """
 
 from typing import Any

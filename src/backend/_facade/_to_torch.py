@@ -7,9 +7,9 @@ is the mesh the program made, ``_root_mesh`` set to the conversion of that root 
 memoized per universe, so the slices of one root, converted separately, share one torch
 root and compose as torch expects (``_concatenate``, which FSDP2 uses to combine its DP
 mesh with a TP mesh); a flattened mesh is listed in its torch root's
-``_flatten_mapping``.  This uses torch 2.13's private ``DeviceMesh`` constructor
-arguments (``_layout``, ``_rank_map``, ``_root_mesh``, ``_init_backend``).  Torch is
-imported on first use only.
+``_flatten_mapping``.  This uses torch's private ``DeviceMesh`` constructor arguments
+(``_layout``, ``_rank_map``, ``_root_mesh``, ``_init_backend``) and attributes, through
+``_torch_private``.  Torch is imported on first use only.
 """
 
 from __future__ import annotations
@@ -43,15 +43,13 @@ class Mesh(Protocol):
 
 def _torch_mesh(mesh: Mesh, root: TorchDeviceMesh | None) -> TorchDeviceMesh:
     """A torch mesh with ``mesh``'s layout, names and rank over its universe's ranks."""
-    from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
-
+    from ._torch_private import new_torch_mesh
     from ._torch_state import torch_layout, universe_ranks
 
     b = mesh.binding
     try:
-        return TorchDeviceMesh(b.device_type, _layout=torch_layout(b.view.layout),
-                               _rank_map=universe_ranks(b)[0], mesh_dim_names=b.dim_names,
-                               _root_mesh=root, _init_backend=False, _rank=b.backend.rank)
+        return new_torch_mesh(b.device_type, torch_layout(b.view.layout), universe_ranks(b)[0],
+                              b.dim_names, root, b.backend.rank)
     except TypeError as e:  # another torch's private constructor
         raise BackendConfigError(f"to_torch() needs torch 2.13's DeviceMesh(_layout=, "
                                  f"_rank_map=, _root_mesh=) constructor: {e}") from None
@@ -79,13 +77,15 @@ def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     root = mesh._get_root_mesh()
     torch_root = None if root is mesh else to_torch(root)
     converted = _torch_mesh(mesh, torch_root)
+    from ._torch_private import flatten_mapping, pg_registry, set_dim_group_names
+
     groups = _groups(mesh)  # collective: outside the lock
-    converted._dim_group_names = [g.group_name for g in groups]
-    registry = (converted if torch_root is None else torch_root)._pg_registry
+    set_dim_group_names(converted, [g.group_name for g in groups])
+    registry = pg_registry(converted if torch_root is None else torch_root)
     with universe.lock:
         registry.update((g.group_name, g) for g in groups)
         converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
         name = b.view.names[0]
         if torch_root is not None and root._flatten_mapping.get(name) is mesh:
-            torch_root._flatten_mapping.setdefault(name, converted)
+            flatten_mapping(torch_root).setdefault(name, converted)
     return converted

@@ -47,6 +47,7 @@ from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
 from .._core import Override, as_options
 from ._device_mesh import DeviceMesh
+from ._torch_private import opaque_types, register_opaque_types, torch_flatten, torch_hash_key
 from ._torch_state import FlatRanks, torch_layout, universe_ranks
 
 __all__ = ["TorchFacadeMesh"]
@@ -155,7 +156,7 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
     @_once
     def _hash(self) -> int:
         """torch's hash of this mesh, computed once."""
-        return hash(TorchDeviceMesh._hash_key(self))
+        return hash(torch_hash_key(self))
 
     @_once
     def mesh(self) -> torch.Tensor:
@@ -176,8 +177,7 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         """See :meth:`backend.DeviceMesh.flatten`; under ``torch.compile``, torch's body
         (it calls :meth:`_create_flatten_mesh`, then reads the root's mapping)."""
         if _is_compiling():
-            return TorchDeviceMesh._flatten(self, mesh_dim_name,
-                                            backend_override)  # type: ignore[arg-type]
+            return torch_flatten(self, mesh_dim_name, backend_override)
         return DeviceMesh.flatten(self, mesh_dim_name, backend_override)
 
     def _create_flatten_mesh(self, mesh_dim_name: str,
@@ -217,13 +217,10 @@ def _share_torch_registration() -> None:
     itself, the same entry as torch's, makes both a dictionary hit.  Torch registers
     ``DeviceMesh`` when ``torch.distributed.tensor`` is imported; this makes sure it did.
     """
-    from torch._library import opaque_object
-    from torch.distributed import device_mesh
-
-    device_mesh._register_distributed_opaque_types()  # type: ignore[no-untyped-call]
-    info = opaque_object._OPAQUE_TYPES.get(TorchDeviceMesh)
+    register_opaque_types()
+    info = opaque_types.get(TorchDeviceMesh)
     if info is not None:
-        opaque_object._OPAQUE_TYPES[TorchFacadeMesh] = info
+        opaque_types[TorchFacadeMesh] = info
 
 
 _share_torch_registration()

@@ -8,12 +8,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import torch
-from torch.distributed._mesh_layout import _FlatLayout, _MeshLayout
 
 from layout import Layout
 from mesh import RankMap
 
 from ._binding import Binding
+from ._torch_private import FlatLayout, MeshLayout
 
 __all__ = ["FlatRanks", "torch_layout", "universe_ranks"]
 
@@ -90,9 +90,9 @@ class FlatRanks(Sequence[int]):
         return f"FlatRanks({self.ranks!r})"
 
 
-def torch_layout(layout: Layout) -> _MeshLayout:
+def torch_layout(layout: Layout) -> MeshLayout:
     """torch's ``_MeshLayout`` with one axis per top-level mode of ``layout``."""
-    return _MeshLayout([_FlatLayout(m.shape, m.stride) for m in layout])
+    return MeshLayout([FlatLayout(m.shape, m.stride) for m in layout])
 
 
 def universe_ranks(mesh: Binding[Any]) -> tuple[torch.Tensor, FlatRanks]:
