@@ -1,8 +1,8 @@
 """Tensors moving between meshes, over torch: torch's placements as :mod:`mesh`'s and back
 (``_placements``), and executing a :class:`mesh.Reshard` plan with point-to-point batches
-(``_exec``: :func:`reshard_tensor`).  Imports the core only; the facade's
-``redistribute`` (DTensor to DTensor across meshes) is built on it.  Torch is imported on
-first use.
+(``_exec``: :func:`reshard_tensor`); ``_torch_private`` holds the private names of torch
+it uses.  Imports the core only; the facade's ``redistribute`` (DTensor to DTensor across
+meshes) is built on it.  Torch is imported on first use.
 """
 
 from ._exec import reshard_tensor

@@ -24,11 +24,13 @@ __all__ = ["from_torch_placements", "to_torch_placements"]
 def from_torch_placements(placements: Sequence[Any]) -> tuple[Any, ...]:
     """torch's placements (``Shard``, ``_StridedShard``, ``Replicate``, ``Partial``) as
     :mod:`mesh`'s; anything else is refused with :class:`~backend.BackendConfigError`."""
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    from ._torch_private import StridedShard
 
     out: list[Any] = []
     for i, p in enumerate(placements):
-        if isinstance(p, _StridedShard):
+        if isinstance(p, StridedShard):
             out.append(mesh.StridedShard(p.dim, int(p.split_factor)))
         elif isinstance(p, Shard):
             out.append(mesh.Shard(p.dim))
@@ -45,13 +47,15 @@ def from_torch_placements(placements: Sequence[Any]) -> tuple[Any, ...]:
 
 def to_torch_placements(placements: Sequence[Any] | mesh.Sharding) -> tuple[Any, ...]:
     """:mod:`mesh`'s placements (or a :class:`mesh.Sharding`'s) as torch's."""
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    from ._torch_private import StridedShard
 
     items = placements.placements if isinstance(placements, mesh.Sharding) else placements
     out: list[Any] = []
     for i, p in enumerate(items):
         if isinstance(p, mesh.StridedShard):
-            out.append(_StridedShard(p.dim, split_factor=p.split_factor))
+            out.append(StridedShard(p.dim, split_factor=p.split_factor))
         elif isinstance(p, mesh.Shard):
             out.append(Shard(p.dim))
         elif isinstance(p, mesh.Replicate):
