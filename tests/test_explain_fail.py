@@ -213,12 +213,13 @@ def drawn(path: Path) -> tuple[dict[tuple[float, float], int], ET.Element]:
 
 
 def outlined(root: ET.Element, cells: dict[tuple[float, float], int], kind: str) -> set[int]:
-    """The ranks of the cells outlined with class ``kind`` (inset 2 or 3 px)."""
+    """The ranks of the cells outlined with class ``kind`` (inset 2 or 3 px, or 7 px inside
+    another outline)."""
     out = set()
     for r in root.iter(f"{SVG}rect"):
         if r.get("class") == kind:
             x, y = float(r.get("x", 0)), float(r.get("y", 0))
-            out |= {cells[x - i, y - i] for i in (2, 3) if (x - i, y - i) in cells}
+            out |= {cells[x - i, y - i] for i in (2, 3, 7) if (x - i, y - i) in cells}
     return out
 
 
@@ -245,6 +246,21 @@ def test_the_svg_keeps_the_drawn_ranks_red_outline_when_it_is_stranded(tmp_path:
     cells, root = drawn(picture)
     assert outlined(root, cells, "highlight") == {9}
     assert 9 not in outlined(root, cells, "broken")
+
+
+def test_stranded_members_of_the_drawn_ranks_groups_keep_their_member_outline(
+        tmp_path: Path) -> None:
+    """Rank 13 fails; rank 9's tp group (8-15) is the broken one: its healthy members keep
+    their green member outline and get the stranded one inside it, and the legend counts
+    rank 9's other members without rank 9."""
+    picture = tmp_path / "f.svg"
+    assert explain(*SMALL, "--fail", "13", "--rank", "9", "--svg", str(picture)).returncode == 0
+    cells, root = drawn(picture)
+    assert outlined(root, cells, "member") == {1, 17, 25, 8, 10, 11, 12, 14, 15}
+    assert outlined(root, cells, "broken") == {5, 21, 29, 8, 10, 11, 12, 14, 15}
+    legend = [t.text or "" for t in root.iter(f"{SVG}text")]
+    assert "green outline: the other members of rank 9's tp group (7 of its 8 ranks)" in legend
+    assert "blue outline: the other members of rank 9's dp group (3 of its 4 ranks)" in legend
 
 
 @pytest.mark.skipif(shutil.which("rsvg-convert") is None, reason="rsvg-convert not installed")

@@ -432,8 +432,8 @@ def test_the_legend_names_each_dims_outline_with_a_swatch() -> None:
     root = _root(svg(MeshView.from_shape((2, 4), ("dp", "tp")), rank=5))
     assert _texts(root, "legend")[-3:] == [
         "red outline: rank 5 (dp=1 tp=1)",
-        "blue outline: the other members of rank 5's dp group (2 ranks)",
-        "green outline: the other members of rank 5's tp group (4 ranks)"]
+        "blue outline: the other member of rank 5's dp group (1 of its 2 ranks)",
+        "green outline: the other members of rank 5's tp group (3 of its 4 ranks)"]
     assert [e.get("stroke") for e in _by_class(root, "swatch")] == ["#d62728", "#1f77b4",
                                                                     "#2ca02c"]
 

@@ -69,6 +69,7 @@ _LINE, _MARK = "#111111", "#d62728"  # host boundaries; the outline of ``rank``
 _DOMAIN_LINE = "#1f3a93"  # fast domain boundaries (dark blue, over the host lines)
 _CELL, _GAP, _MARGIN = 32, 28, 16  # px: smallest cell, space between panels, border
 _SWATCH = 20  # px: a legend line's swatch and the space after it
+_INNER = 7  # px: the inset of an outline drawn inside another (a stranded member)
 _TOP = _MARGIN + 30  # px: the top of the first panel, below the title
 _EM = 0.6  # a monospace glyph is about 0.6 em wide
 _AXIS, _LEGEND, _TITLE = 11, 12, 14  # font sizes, px
@@ -207,14 +208,14 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     hurt = _Hurt.of(view, g.coords, cells, failed)
     legend = [*_legend(view, k, hosts, keys, legend_fills, g.across, domains),
               *_outline_legend(sheet.inst, outlines), *hurt.legend(view.names, len(cells))]
-    hurt.mark(outlines)
+    inner = hurt.mark(outlines)
     head = title if title is not None else sheet.inst.heading()
     notes = hurt.notes(view.names)
     if domains is not None:
         notes = [f", domain {d}{note}" for d, note in zip(domains, notes)]
     return "\n".join([*_opening(g, head, legend),
                       *_panel_groups(g, cells, fills, hosts, notes),
-                      *_marks(g, hosts, outlines, domains), *_closing(g, legend)])
+                      *_marks(g, hosts, outlines, domains, inner), *_closing(g, legend)])
 
 
 def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
@@ -311,9 +312,10 @@ def _panel_groups(g: _Grid, cells: list[int], fills: list[str], hosts: list[int]
 
 
 def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline],
-           domains: list[int] | None = None) -> list[str]:
+           domains: list[int] | None = None, inner: dict[int, Outline] | None = None
+           ) -> list[str]:
     """The lines between cells on different hosts, then between domains, then every
-    cell's outline (on top)."""
+    cell's outline (on top), then the outlines drawn inside another (a stranded member)."""
     out = []
     if hosts is not None:
         out.append(f'<g class="host-boundaries" stroke="{_LINE}" stroke-width="4" '
@@ -327,6 +329,9 @@ def _marks(g: _Grid, hosts: list[int] | None, outlines: dict[int, Outline],
         out.append("</g>")
     for i, o in sorted(outlines.items()):
         (x, y), inset = g.at(i), 2 if o.kind in ("highlight", "failed") else 3
+        out.append(o.shapes(x + inset, y + inset, g.cell_px - 2 * inset))
+    for i, o in sorted((inner or {}).items()):
+        (x, y), inset = g.at(i), _INNER
         out.append(o.shapes(x + inset, y + inset, g.cell_px - 2 * inset))
     return out
 
@@ -356,8 +361,9 @@ def _outline_legend(inst: Instance, outlines: dict[int, Outline]) -> Legend:
     for k, name in enumerate(view.names):
         if view.shape[k] > 1:
             style = _member_style(k, name)
-            lines.append((f"{style.words}: the other members of rank {inst.rank}'s {name} "
-                          f"group ({view.shape[k]:,} ranks)", style))
+            n = view.shape[k]
+            lines.append((f"{style.words}: the other member{'s' * (n > 2)} of rank "
+                          f"{inst.rank}'s {name} group ({n - 1:,} of its {n:,} ranks)", style))
     return lines
 
 
@@ -382,13 +388,19 @@ class _Hurt:
                   for c in coords]
         return cls(bool(gone), dead, broken)
 
-    def mark(self, outlines: dict[int, Outline]) -> None:
-        """Add the failed cells (over any outline) and the stranded ones (over a member's)."""
+    def mark(self, outlines: dict[int, Outline]) -> dict[int, Outline]:
+        """Add the failed cells (over any outline) and the stranded ones; a stranded member
+        of the drawn rank's group keeps its member outline, and its stranded outline is
+        returned to be drawn inside it (both stay visible)."""
+        inner: dict[int, Outline] = {}
         for i, (d, b) in enumerate(zip(self.dead, self.broken)):
             if d:
                 outlines[i] = _FAILED
+            elif b and i in outlines and outlines[i].kind == "member":
+                inner[i] = _BROKEN
             elif b and outlines.get(i, _BROKEN).kind != "highlight":
                 outlines[i] = _BROKEN
+        return inner
 
     def notes(self, names: tuple[str, ...]) -> list[str]:
         """Each cell's tooltip note: failed, or the dims of its broken groups."""
