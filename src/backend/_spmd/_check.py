@@ -31,13 +31,17 @@ from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank
 from ._topology import topology_findings
 
-__all__ = ["MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
+__all__ = ["FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
 
 Program = Callable[[Any], object]
 _KINDS = ("auto", "gloo", "nccl")
 MAX_CHECKED_RANKS = 1 << 17
 """The largest world ``check_spmd`` runs a program for unless given a larger ``limit``
 (it runs the program once per rank: about a millisecond per rank for a torchtitan plan)."""
+
+FIRST_RUN_ALLOWANCE = 3
+"""How many times ``rank_timeout`` the first rank's run may take: it imports and warms what
+the program uses on first call (a busy machine took 20 s for that where a rank takes 10 ms)."""
 
 
 def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
@@ -77,7 +81,9 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     check falls back to every rank when they differ or a run cannot be derived (the
     report's notes say which).  Checked on those ranks, not proven for the others.  Each
     rank's program must finish within ``rank_timeout`` seconds (a finding, and the check
-    stops there).  Worlds over ``limit`` ranks are refused.
+    stops there); the first rank to run gets :data:`FIRST_RUN_ALLOWANCE` times as long, as
+    it pays the program's first imports and caches (on a busy machine that alone took
+    longer than 10 s).  Worlds over ``limit`` ranks are refused.
 
     >>> from backend import GroupOptions, init_device_mesh
     >>> def program(backend):
@@ -115,8 +121,9 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
 
     def run(rank: int) -> Trace:
         recorder = make(world_size, rank)
+        first = not any(traces)  # it pays the program's first imports and caches
         try:
-            run_rank(program, recorder, rank_timeout,
+            run_rank(program, recorder, rank_timeout * (FIRST_RUN_ALLOWANCE if first else 1),
                      (lambda: session.around(recorder)) if session is not None else None)
         finally:
             if session is not None:
@@ -130,9 +137,10 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     for rank in range(world_size):
         if traces[rank] is None:
             ran += 1
-            if run(rank).timed_out is not None:
+            ran_past = run(rank).timed_out
+            if ran_past is not None:
                 notes.append(f"the check stopped after rank {rank}'s program ran past its "
-                             f"{rank_timeout:g} s limit: ranks {rank + 1} and up did not run")
+                             f"{ran_past:g} s limit: ranks {rank + 1} and up did not run")
                 break
     done = [t for t in traces if t is not None]
     if any(t.timed_out is not None for t in done):
