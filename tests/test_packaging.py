@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_install_light import _setuptools_builds
+from test_install_light import _OFFLINE, _pip_has_python_option, _run, _setuptools_builds
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)[1]
@@ -66,3 +66,39 @@ def test_the_wheel_carries_the_typed_packages_and_the_command(built: Path) -> No
         entry = z.read(f"meshlayout-{VERSION}.dist-info/entry_points.txt").decode()
     assert {"layout/py.typed", "mesh/py.typed", "backend/py.typed"} <= names
     assert "meshlayout = mesh._plan._cli:main" in entry
+
+
+def test_the_sdist_installs_in_a_fresh_venv_and_runs_the_command(built: Path,
+                                                                 tmp_path: Path) -> None:
+    """The sdist built into a wheel and installed (with attrs from the index) into a venv of
+    its own:
+    ``meshlayout --version`` and ``meshlayout reshard`` of the sdist's own example plans run
+    there, with nothing of this environment on the path."""
+    if not _pip_has_python_option():
+        pytest.skip("pip < 22.3 has no --python to install into a venv without pip")
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                tmp_path)
+    if made.returncode != 0:
+        pytest.skip(f"python -m venv cannot make a venv here: {made.stderr[-300:]}")
+    bindir = tmp_path / "venv" / "bin"
+    sdist = built / f"meshlayout-{VERSION}.tar.gz"
+    wheel = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                  "--disable-pip-version-check", "-w", str(tmp_path / "from_sdist"), str(sdist)],
+                 tmp_path, timeout=300)  # the sdist builds (with this setuptools, offline)
+    assert wheel.returncode == 0, wheel.stderr[-3000:]
+    done = _run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "-q",
+                 "--disable-pip-version-check",
+                 str(next((tmp_path / "from_sdist").glob("meshlayout-*.whl")))], tmp_path,
+                timeout=300)
+    if done.returncode != 0 and any(s in done.stderr for s in _OFFLINE):
+        pytest.skip(f"the package index cannot be reached for attrs: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    version = _run([str(bindir / "meshlayout"), "--version"], tmp_path)
+    assert version.stdout.strip() == f"meshlayout {VERSION}", version.stderr
+    with tarfile.open(sdist) as t:
+        t.extractall(tmp_path / "unpacked", filter="data")
+    examples = tmp_path / "unpacked" / f"meshlayout-{VERSION}" / "examples"
+    out = _run([str(bindir / "meshlayout"), "reshard", str(examples / "trainer.py"),
+                str(examples / "server.py"), "--format", "json"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert '"schema": "meshlayout.reshard/1"' in out.stdout
