@@ -25,7 +25,7 @@ from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
-from ._recording import SpmdBackend
+from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank
@@ -107,15 +107,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     _check_arguments(world_size, program, backend, limit, torch, topology, communicators,
                      nvls_slots, nvls_per_communicator, classes, rank_timeout)
     refuse_async(program)
-    make: Callable[[int, int], Any]
-    if torch:
-        from ._torch import TorchSession
-
-        session: Any = TorchSession(backend)
-        make = session.make
-    else:
-        session = None
-        make = lambda w, r: SpmdBackend(w, r, backend)  # noqa: E731
+    make, session = _recorders(backend, torch)
     traces: list[Trace | None] = [None] * world_size
     notes: list[str] = []
 
@@ -148,6 +140,17 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     return analyse(world_size, [t for t in traces if t is not None], backend,
                    topology=topology, budget=communicators, slots=nvls_slots,
                    per_comm=nvls_per_communicator, ran=ran, notes=notes)
+
+
+def _recorders(backend: Kind, torch: bool) -> tuple[Callable[[int, int], Recording], Any]:
+    """How each rank's recorder is made (``make(world_size, rank)``), and the torch session
+    the runs share (None without ``torch=True``)."""
+    if torch:
+        from ._torch import TorchSession
+
+        session = TorchSession(backend)
+        return session.make, session
+    return (lambda w, r: SpmdBackend(w, r, backend)), None
 
 
 def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace | None],

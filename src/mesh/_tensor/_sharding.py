@@ -48,7 +48,6 @@ from .._core import (
 from ._placement import (
     Partial,
     Placement,
-    Replicate,
     Runs,
     Shard,
     StridedShard,
@@ -159,16 +158,6 @@ class Sharding:
     def partial_dims(self) -> tuple[int, ...]:
         """The view dims placed :class:`Partial`."""
         return tuple(i for i, p in enumerate(self.placements) if isinstance(p, Partial))
-
-    @functools.cached_property
-    def free_dims(self) -> tuple[int, ...]:
-        """The view dims that shard nothing (:class:`Replicate` or :class:`Partial`)."""
-        return tuple(i for i, p in enumerate(self.placements)
-                     if isinstance(p, (Replicate, Partial)))
-
-    @property
-    def num_elements(self) -> int:
-        return math.prod(self.shape)
 
     # ---- per rank ---------------------------------------------------------------------
     def label(self, coordinate: tuple[int, ...], d: int) -> Label:
