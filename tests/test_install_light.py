@@ -61,18 +61,26 @@ def _pip_has_python_option() -> bool:
     return (major, minor) >= (22, 3)
 
 
+def copy_checkout(work: Path, files: tuple[str, ...], folders: tuple[str, ...]) -> Path:
+    """``work/checkout``: these files and folders of this checkout (no caches, no egg-info),
+    what a build sees."""
+    source = work / "checkout"
+    source.mkdir()
+    for name in files:
+        shutil.copy(ROOT / name, source / name)
+    for folder in folders:
+        shutil.copytree(ROOT / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return source
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with this checkout installed without extras; its ``bin`` folder."""
     if not _pip_has_python_option():
         pytest.skip("pip < 22.3 has no --python to install into a venv without pip")
     work = tmp_path_factory.mktemp("install")
-    source = work / "checkout"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "src", source / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    source = copy_checkout(work, ("pyproject.toml", "README.md"), ("src",))
     flags = ["--no-build-isolation"] if _setuptools_builds() else []
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
                   "--disable-pip-version-check", *flags, "-w", str(work / "wheels"),

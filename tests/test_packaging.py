@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -13,7 +12,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_install_light import _OFFLINE, _pip_has_python_option, _run, _setuptools_builds
+from test_install_light import (
+    _OFFLINE,
+    _pip_has_python_option,
+    _run,
+    _setuptools_builds,
+    copy_checkout,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)[1]
@@ -32,13 +37,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _setuptools_builds():
         pytest.skip("this interpreter's setuptools is older than 77 (SPDX license strings)")
     work = tmp_path_factory.mktemp("dist")
-    source = work / "checkout"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
-        shutil.copy(ROOT / name, source / name)
-    for folder in ("src", "examples", "docs"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
+    source = copy_checkout(work, ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"),
+                           ("src", "examples", "docs"))
     for hook in ("build_sdist", "build_wheel"):
         code = f"import setuptools.build_meta as b, sys\nprint(b.{hook}(sys.argv[1]))\n"
         out = subprocess.run([sys.executable, "-c", code, str(work / "dist")],
