@@ -205,6 +205,38 @@ def test_get_group_and_flatten_under_compile_run_torchs_bodies_over_our_state(
     assert mesh._flatten_mapping["cp_tp"].get_group() is mesh.get_group("cp_tp")
 
 
+def test_eager_get_group_and_flatten_run_our_code_with_nothing_added_for_the_compiler(
+        world: TorchFakeBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34, item 10: what compile needs costs nothing eager.  A facade mesh's
+    ``get_group`` and ``_flatten`` are the plain facade's code (no wrapper frame, no "are we
+    tracing" check: an eager call never asks ``torch.compiler.is_compiling``), and name
+    torch's bodies as what the trace inlines; the torch-free mesh's own methods name none."""
+    from backend._facade import TorchFacadeMesh
+
+    assert TorchFacadeMesh.get_group.__code__ is DeviceMesh.get_group.__code__
+    assert TorchFacadeMesh._flatten.__code__ is DeviceMesh.flatten.__code__
+    assert TorchFacadeMesh.get_group._torchdynamo_inline is TorchDeviceMesh.get_group
+    assert TorchFacadeMesh._flatten._torchdynamo_inline is TorchDeviceMesh._flatten
+    assert not hasattr(DeviceMesh.get_group, "_torchdynamo_inline")
+    assert not hasattr(DeviceMesh.flatten, "_torchdynamo_inline")
+    asked: list[int] = []
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: asked.append(1) or False)
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"))
+    flat = mesh["dp", "cp"]._flatten("dp_cp")
+    assert mesh.get_group("dp_cp") is flat.get_group() and asked == []
+
+
+def test_torchs_tracer_still_follows_a_functions_torchdynamo_inline() -> None:
+    """The attribute the facade's ``traced_as`` sets is read where torch's tracer takes a
+    function to inline (a function found on an object's class, and any function it calls)."""
+    import inspect
+
+    from torch._dynamo.variables import functions, user_defined
+
+    assert "_torchdynamo_inline" in inspect.getsource(functions.UserFunctionVariable.__init__)
+    assert "_torchdynamo_inline" in inspect.getsource(user_defined.UserDefinedObjectVariable)
+
+
 def test_after_a_loss_torchs_reads_forget_the_ended_groups(world: TorchFakeBackend) -> None:
     """``rebind`` ends the groups holding a lost rank: the old mesh's names and its root's
     registry forget them (a compiled function cannot find an ended group), the new root

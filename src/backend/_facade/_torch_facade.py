@@ -31,10 +31,12 @@ attribute here, computed once from the view on first read and then stored on the
   on first read (torch's mesh creates them when it is built) and then a plain list;
 - ``_hash``: torch's hash, computed once; ``mesh``: the instance tensor, once.
 
-Under ``torch.compile`` (``torch.compiler.is_compiling()``), ``get_group`` and
-``_flatten`` run torch's own bodies over this state, which the trace may inline; eager,
-they are ours.  Equality and hashing follow torch's for torch meshes and ours between
-facade meshes; the hash is torch's.
+``get_group`` and ``_flatten`` are ours, eager, with nothing added for the compiler: no
+"are we tracing" check, no wrapper (a per-step ``get_group`` is the plain facade's memo
+hit).  The trace inlines torch's own bodies over this state instead: each is a copy of our
+function that names torch's as the one to trace (``_torch_private.traced_as``).  Equality
+and hashing follow torch's for torch meshes and ours between facade meshes; the hash is
+torch's.
 """
 
 from __future__ import annotations
@@ -47,13 +49,19 @@ from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
 from .._core import Override, as_options
 from ._device_mesh import DeviceMesh
-from ._torch_private import opaque_types, register_opaque_types, torch_flatten, torch_hash_key
+from ._torch_private import (
+    opaque_types,
+    register_opaque_types,
+    torch_flatten,
+    torch_get_group,
+    torch_hash_key,
+    traced_as,
+)
 from ._torch_state import FlatRanks, torch_layout, universe_ranks
 
 __all__ = ["TorchFacadeMesh"]
 
 T = TypeVar("T")
-_is_compiling = torch.compiler.is_compiling
 
 
 class _once(Generic[T]):
@@ -164,21 +172,15 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         :attr:`backend.DeviceMesh.mesh`)."""
         return DeviceMesh.mesh.fget(self)  # type: ignore[attr-defined,no-any-return]
 
-    # ---- what torch.compile inlines: torch's bodies over the state above ----------------------
-    def get_group(self, mesh_dim: Any = None) -> Any:
-        """See :meth:`backend.DeviceMesh.get_group`; under ``torch.compile``, torch's body
-        (it finds the group through the root's ``_pg_registry``)."""
-        if _is_compiling():
-            return TorchDeviceMesh.get_group(self, mesh_dim)
-        return DeviceMesh.get_group(self, mesh_dim)
+    # ---- ours eager, torch's bodies under torch.compile (the trace inlines them) -------------
+    get_group = traced_as(DeviceMesh.get_group, torch_get_group)
+    """See :meth:`backend.DeviceMesh.get_group`; traced as torch's body (it finds the group
+    through the root's ``_pg_registry``)."""
 
-    def _flatten(self, mesh_dim_name: str | None = None,  # type: ignore[override]
-                 backend_override: Override | None = None) -> Any:
-        """See :meth:`backend.DeviceMesh.flatten`; under ``torch.compile``, torch's body
-        (it calls :meth:`_create_flatten_mesh`, then reads the root's mapping)."""
-        if _is_compiling():
-            return torch_flatten(self, mesh_dim_name, backend_override)
-        return DeviceMesh.flatten(self, mesh_dim_name, backend_override)
+    _flatten = traced_as(DeviceMesh.flatten,  # type: ignore[assignment]  # a superset of torch's
+                         torch_flatten)
+    """See :meth:`backend.DeviceMesh.flatten`; traced as torch's body (it calls
+    :meth:`_create_flatten_mesh`, then reads the root's mapping)."""
 
     def _create_flatten_mesh(self, mesh_dim_name: str,
                              backend_override: Override | None = None) -> None:

@@ -16,8 +16,9 @@ they import torch (``import backend`` loads no torch).
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -35,7 +36,10 @@ from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
 __all__ = ["REGISTRY", "TORCH_READS", "FlatLayout", "MeshLayout", "flatten_mapping",
            "new_torch_mesh", "opaque_types", "pg_registry", "register_opaque_types",
-           "set_dim_group_names", "torch_flatten", "torch_hash_key"]
+           "set_dim_group_names", "torch_flatten", "torch_get_group", "torch_hash_key",
+           "traced_as"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Registers DeviceMesh as torch.compile's opaque type (once; torch.distributed.tensor does);
 # checked on torch 2.13.0 and 2.14.1.
@@ -48,6 +52,35 @@ torch_hash_key: Callable[[Any], Any] = TorchDeviceMesh._hash_key
 # torch's body of DeviceMesh._flatten, which torch.compile inlines; checked on torch 2.13.0
 # and 2.14.1.
 torch_flatten: Callable[..., Any] = TorchDeviceMesh._flatten
+
+# torch's body of DeviceMesh.get_group, which torch.compile inlines (a public method: listed
+# for what it is used for, not as a private read).
+torch_get_group: Callable[..., Any] = TorchDeviceMesh.get_group
+
+_INLINE = "_torchdynamo_inline"
+"""The attribute of a function that torch.compile's tracer follows to the function it
+traces in its place (``torch._dynamo``: ``UserFunctionVariable`` reads it for every function
+it inlines, ``UserDefinedObjectVariable`` for a method found on an object's class; torch sets
+it on ``torch.compile``'s and ``torch.jit.script``'s wrappers); checked on torch 2.13.0 and
+2.14.1."""
+
+
+def traced_as(eager: F, traced: Callable[..., Any]) -> F:
+    """A copy of the function ``eager`` that ``torch.compile`` traces as ``traced``.
+
+    Eager calls run ``eager``'s code as it is: no "are we tracing" check, no wrapper frame
+    (a per-step call such as ``get_group`` costs what the plain facade's does).  The trace
+    inlines ``traced`` instead (torch's body, over the members torch registered), through
+    :data:`_INLINE`.  A copy, so ``eager`` itself (the torch-free mesh's method) keeps being
+    traced as written.
+    """
+    copy = types.FunctionType(eager.__code__, eager.__globals__, eager.__name__,
+                              eager.__defaults__, eager.__closure__)
+    copy.__kwdefaults__ = eager.__kwdefaults__
+    copy.__doc__, copy.__qualname__ = eager.__doc__, eager.__qualname__
+    copy.__module__, copy.__annotations__ = eager.__module__, dict(eager.__annotations__)
+    setattr(copy, _INLINE, traced)
+    return cast(F, copy)  # eager's code, defaults and closure: the same callable as eager
 
 
 def new_torch_mesh(device_type: str, layout: MeshLayout, rank_map: torch.Tensor,
@@ -93,6 +126,8 @@ REGISTRY: tuple[tuple[str, str], ...] = (
     ("torch.distributed._mesh_layout._FlatLayout", "one dim of a _MeshLayout"),
     (f"{_MESH}._hash_key", "torch's hash of a mesh, which the facade's hash is"),
     (f"{_MESH}._flatten", "torch's _flatten, run under torch.compile (the trace inlines it)"),
+    ("torch._dynamo.variables.functions.UserFunctionVariable",
+     "reads a function's _torchdynamo_inline: get_group and _flatten are traced as torch's"),
     (f"{_MESH}(_layout=)", "to_torch: the converted mesh's layout"),
     (f"{_MESH}(_rank_map=)", "to_torch: the universe's ranks as a tensor"),
     (f"{_MESH}(_root_mesh=)", "to_torch: the torch root a converted slice derives from"),
