@@ -206,4 +206,4 @@ def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str
     return render(self, rank, width=width)
 
 
-MeshView.render = _render  # type: ignore[method-assign]
+MeshView.render = _render  # type: ignore[method-assign]  # _core/_view.py declares it

@@ -312,7 +312,7 @@ class DeviceMesh(Generic[G]):
         """This process's index in its group along ``mesh_dim`` (its coordinate there)."""
         if type(mesh_dim) in _PLAIN:
             try:
-                return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]
+                return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]  # None: caught
             except (KeyError, TypeError):
                 pass
         owner, k = self._resolve(mesh_dim, "get_local_rank")

@@ -91,9 +91,15 @@ class _once(Generic[T]):
         return value
 
 
+def _plain(mesh: DeviceMesh[Any], name: str) -> Any:
+    """The plain facade's property ``name`` read on ``mesh`` (whose class stores the value
+    on first read instead)."""
+    return vars(DeviceMesh)[name].fget(mesh)
+
+
 # Our methods take the place of torch's of the same name (their signatures are a superset of
 # torch's, not the same): mypy sees the two hierarchies disagree, as intended.
-class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
+class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]  # ours win
     """A :class:`backend.DeviceMesh` that is also torch's ``DeviceMesh`` (see the module)."""
 
     # ---- torch's state, each computed once from the view -------------------------------------
@@ -108,7 +114,7 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         return universe_ranks(self.binding)[0]
 
     @_once
-    def _flatten_rank_map(self) -> FlatRanks:  # type: ignore[override]
+    def _flatten_rank_map(self) -> FlatRanks:  # type: ignore[override]  # not torch's tuple
         """The universe's ranks as :class:`FlatRanks`, one per universe."""
         return universe_ranks(self.binding)[1]
 
@@ -138,14 +144,16 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
         return self.get_coordinate()
 
     @_once
-    def _root_mesh(self) -> TorchFacadeMesh | None:  # type: ignore[override]
+    def _root_mesh(self) -> TorchFacadeMesh | None:  # type: ignore[override]  # our mesh
         """The mesh the program made that this one derives from; None for that mesh."""
-        return DeviceMesh._root_mesh.fget(self)  # type: ignore[attr-defined,no-any-return]
+        root: TorchFacadeMesh | None = _plain(self, "_root_mesh")
+        return root
 
     @_once
     def _flatten_mapping(self) -> dict[str, Any]:
         """On the root, the one-dim meshes ``_flatten`` made, by name; else an empty dict."""
-        return DeviceMesh._flatten_mapping.fget(self)  # type: ignore[attr-defined,no-any-return]
+        mapping: dict[str, Any] = _plain(self, "_flatten_mapping")
+        return mapping
 
     @_once
     def _pg_registry(self) -> dict[str, Any]:
@@ -170,7 +178,8 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]
     def mesh(self) -> torch.Tensor:
         """This process's instance as a torch int tensor, computed once (see
         :attr:`backend.DeviceMesh.mesh`)."""
-        return DeviceMesh.mesh.fget(self)  # type: ignore[attr-defined,no-any-return]
+        tensor: torch.Tensor = _plain(self, "mesh")
+        return tensor
 
     # ---- ours eager, torch's bodies under torch.compile (the trace inlines them) -------------
     get_group = traced_as(DeviceMesh.get_group, torch_get_group)

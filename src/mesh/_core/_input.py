@@ -7,8 +7,8 @@ of the package sees plain ``int``, ``str`` and ``tuple`` values only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sized
+from typing import Any, cast
 
 import layout
 from layout import show, show_error
@@ -70,7 +70,7 @@ def ordered(value: object, what: str, limit: int = 1 << 24) -> tuple[Any, ...]:
             not isinstance(value, (UNORDERED, type)) and hasattr(value, "tolist")
             and getattr(value, "ndim", None) == 1):
         try:
-            n = len(value)  # type: ignore[arg-type]
+            n = len(cast(Sized, value))  # a list, tuple, range or 1-D array
         except Exception:  # a hostile __len__, or a range past sys.maxsize
             raise MeshTypeError(f"{what} must be a sequence with a length, got "
                                 f"{show(value)}") from None

@@ -24,8 +24,9 @@ def _as_ranks(ranks: object) -> tuple[int, ...]:
     Checked in bulk (a plain-int list is not converted one by one; duplicates are found by
     sorting, with NumPy from 2**20 ranks), so a refusal costs about what a copy does.
     """
-    if type(ranks) in (list, tuple) and all([type(r) is int for r in ranks]):  # type: ignore[attr-defined]
-        rs: tuple[int, ...] = tuple(ranks)  # type: ignore[arg-type]
+    if isinstance(ranks, (list, tuple)) and type(ranks) in (list, tuple) and \
+            all([type(r) is int for r in ranks]):  # a plain list or tuple (not a subclass)
+        rs: tuple[int, ...] = tuple(ranks)
     else:
         rs = tuple([as_int(r, "every rank", error=InvalidRanksError)
                     for r in ordered(ranks, "ranks")])

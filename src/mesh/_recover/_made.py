@@ -6,7 +6,7 @@ subclasses with :meth:`Made._trusted` from fields the wing has already checked.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._core import MeshTypeError
 
@@ -27,9 +27,13 @@ class Made:
         raise MeshTypeError(f"{type(self).__name__} values are made by {self.MADE_BY}, not "
                             "constructed")
 
+    if TYPE_CHECKING:
+        def __attrs_init__(self, *fields: Any) -> None:
+            """attrs' initializer of each subclass (``attrs.frozen(init=False)``)."""
+
     @classmethod
     def _trusted(cls: type[_T], *fields: Any) -> _T:
         """A value from fields already known valid (no checks)."""
         made = cls.__new__(cls)
-        made.__attrs_init__(*fields)  # type: ignore[attr-defined]
+        made.__attrs_init__(*fields)
         return made
