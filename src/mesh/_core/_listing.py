@@ -77,21 +77,30 @@ def rank_table(ranks: RankMap, starts: Layout, inner: Layout, base: int = 0,
 
 def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str, *,
             array: bool) -> Any:
-    s_shapes, s_strides = _modes(starts)
-    i_shapes, i_strides = _modes(inner)
+    """The rows of :func:`rank_rows` (tuples, in pure Python while they are few) or of
+    :func:`rank_table` (a NumPy array), each listing guarded by its limit."""
     count = starts.size * inner.size
     big = count >= (_ROW_ARRAYS_FROM if starts.size == 1 else _ARRAYS_FROM)
     np = numpy() if array or big else None
     if array and np is None:
         raise ModuleNotFoundError("No module named 'numpy'")
-    if np is None:
-        if count > _PYTHON_MOST:
-            raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
-                                    f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
-        rs = ranks.ranks
-        return [tuple(offs) if rs is None else tuple([rs[o] for o in offs])
-                for offs in (py_offsets(i_shapes, i_strides, r)
-                             for r in py_offsets(s_shapes, s_strides, base))]
+    if np is not None:
+        return _np_listed(np, ranks, starts, inner, base, dtype)
+    if count > _PYTHON_MOST:
+        raise TooManyRanksError(f"listing {_n(count)} ranks without NumPy is refused (at "
+                                f"most {_PYTHON_MOST:,}); install NumPy or list fewer")
+    (s_shapes, s_strides), (i_shapes, i_strides) = _modes(starts), _modes(inner)
+    rs = ranks.ranks
+    return [tuple(offs) if rs is None else tuple([rs[o] for o in offs])
+            for offs in (py_offsets(i_shapes, i_strides, r)
+                         for r in py_offsets(s_shapes, s_strides, base))]
+
+
+def _np_listed(np: Any, ranks: RankMap, starts: Layout, inner: Layout, base: int,
+               dtype: str) -> Any:
+    """:func:`rank_table`'s array: refused before allocating past a quarter of the memory."""
+    (s_shapes, s_strides), (i_shapes, i_strides) = _modes(starts), _modes(inner)
+    count = starts.size * inner.size
     kind = np.dtype(dtype) if ranks.max_rank <= np.iinfo(dtype).max else np.dtype(np.int64)
     need = count * kind.itemsize * (1 if starts.size == 1 else 2)
     if need > _most_bytes():  # NumPy would allocate it lazily, and the kernel kill the process

@@ -71,7 +71,7 @@ class Instance:
 
     def member(self, k: int, i: int) -> int:
         """The ``i``-th member of the rank's group along dim ``k``."""
-        assert self.here is not None
+        assert self.here is not None, "member() is asked only on a panel with a rank drawn"
         return self.rank_at((*self.here[:k], i, *self.here[k + 1:]))
 
     def mark(self, crd: tuple[int, ...]) -> int:

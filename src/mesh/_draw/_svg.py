@@ -188,22 +188,10 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     sheet = Sheet.whole(Instance(view, None if rank is None else as_int(rank, "rank")))
     coords = list(sheet.cells())
     cells = [sheet.inst.rank_at(c) for c in coords]
-    hosts = None if host is None else [
-        as_int(host(r), f"host({r})", "an int (a host index)") for r in cells]
-    domains = None if dom is None else [
-        as_int(dom(r), f"domain({r})", "an int (a domain index)") for r in cells]
+    hosts = _per_cell(host, cells, "host", "an int (a host index)")
+    domains = _per_cell(dom, cells, "domain", "an int (a domain index)")
     g = _Grid.of(sheet, coords, cells, hosts)
-    if k is not None:
-        keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
-    elif domains is not None:
-        keys = [(d,) for d in domains]
-    else:
-        keys = [(h,) for h in hosts] if hosts is not None else [()] * len(cells)
-    fills = _colours(keys, g.pairs) if k is not None or hosts is not None or \
-        domains is not None else [_PLAIN] * len(cells)
-    legend_fills = fills
-    if k is None and domains is not None and hosts is not None:
-        fills = _shaded(fills, domains, hosts, g.pairs)
+    keys, fills, legend_fills = _fills(g, len(cells), k, hosts, domains)
     outlines = _outlines(sheet.inst, g.coords)
     hurt = _Hurt.of(view, g.coords, cells, failed)
     legend = [*_legend(view, k, hosts, keys, legend_fills, g.across, domains),
@@ -216,6 +204,33 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     return "\n".join([*_opening(g, head, legend),
                       *_panel_groups(g, cells, fills, hosts, notes),
                       *_marks(g, hosts, outlines, domains, inner), *_closing(g, legend)])
+
+
+def _per_cell(fn: Callable[[int], int] | None, cells: list[int], what: str,
+              expected: str) -> list[int] | None:
+    """``fn`` of every cell's rank, each checked to be an int (None without ``fn``)."""
+    if fn is None:
+        return None
+    return [as_int(fn(r), f"{what}({r})", expected) for r in cells]
+
+
+def _fills(g: _Grid, n: int, k: int | None, hosts: list[int] | None,
+           domains: list[int] | None) -> tuple[list[tuple[int, ...]], list[str], list[str]]:
+    """Each of the ``n`` cells' colour key and fill, and the fills the legend names: by
+    group along dim ``k``, else by domain (each host a shade of its domain's colour), else
+    by host, else plain."""
+    if k is not None:
+        keys = [(*c[:k], 0, *c[k + 1:]) for c in g.coords]
+    elif domains is not None:
+        keys = [(d,) for d in domains]
+    else:
+        keys = [(h,) for h in hosts] if hosts is not None else [()] * n
+    if k is None and hosts is None and domains is None:
+        return keys, [_PLAIN] * n, [_PLAIN] * n
+    fills = _colours(keys, g.pairs)
+    if k is None and domains is not None and hosts is not None:
+        return keys, _shaded(fills, domains, hosts, g.pairs), fills
+    return keys, fills, fills
 
 
 def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
@@ -596,17 +611,10 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
         lines.append(f"colours: {names[k]} groups ({_how_many(keys, 'group')} of "
                      f"{shape[k]} ranks{_repeat(keys, fills, 'groups')})")
     if hosts is not None:
-        per_host: dict[int, int] = {}
-        for h in hosts:
-            per_host[h] = per_host.get(h, 0) + 1
-        lo, hi = min(per_host.values()), max(per_host.values())
-        each = f"{lo}" if lo == hi else f"{lo} to {hi}"
-        plural = "s" * (len(per_host) > 1)
         if k is None and domains is None:
             lines.append(f"colours: hosts ({_how_many(keys, 'host')}"
                          f"{_repeat(keys, fills, 'hosts')})")
-        lines.append(f"thick lines: host boundaries ({len(per_host)} host{plural}, {each} ranks "
-                     "of this picture on each)")
+        lines.append(_host_lines(hosts))
     if domains is not None:
         if k is None:
             shades = ", a shade per host: touching hosts of a domain never share one" \
@@ -618,6 +626,18 @@ def _legend(view: MeshView, k: int | None, hosts: list[int] | None,
     if view.num_instances > 1:
         lines.append(f"one of {view.num_instances} instances of this view")
     return [(line, None) for line in lines]
+
+
+def _host_lines(hosts: list[int]) -> str:
+    """The legend's line for the host boundaries: how many hosts, how many ranks on each."""
+    per_host: dict[int, int] = {}
+    for h in hosts:
+        per_host[h] = per_host.get(h, 0) + 1
+    lo, hi = min(per_host.values()), max(per_host.values())
+    each = f"{lo}" if lo == hi else f"{lo} to {hi}"
+    plural = "s" * (len(per_host) > 1)
+    return (f"thick lines: host boundaries ({len(per_host)} host{plural}, {each} ranks "
+            "of this picture on each)")
 
 
 def _how_many(keys: list[tuple[int, ...]], noun: str) -> str:

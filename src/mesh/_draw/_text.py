@@ -208,7 +208,7 @@ def _arrange(items: list[list[str] | int], pw: int, width: int, space: str) -> l
 def _legend(inst: Instance, width: int) -> list[str]:
     """The rank's group along every dim: one line when it fits, else a line per dim."""
     view, here = inst.view, inst.here
-    assert here is not None
+    assert here is not None, "the legend is drawn only for a rank in the universe"
     head = f"rank {inst.rank}:"
     if sum(view.shape) <= width:  # else the groups cannot all fit on one line
         one = "; ".join(f"{n} group {tuple(inst.member(k, i) for i in range(s))}"
@@ -221,7 +221,7 @@ def _legend(inst: Instance, width: int) -> list[str]:
 def _group_line(inst: Instance, k: int, width: int) -> str:
     """``  name group (...)``: the whole group if it fits, else as many members as fit (the
     rank's among them) and the group's size."""
-    assert inst.here is not None
+    assert inst.here is not None, "a group line is drawn only for a rank in the universe"
     n = inst.view.shape[k]
     lead = f"  {inst.view.names[k]} group "
 
