@@ -125,16 +125,7 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
     """:func:`compare` of plans each on its own topology (``meshlayout compare`` reads one
     from each plan file): ``(name, views, topology or None)`` per plan."""
     nbytes = traffic_bytes(traffic)
-    if links is None:
-        links = Links()
-    elif not isinstance(links, Links):
-        raise MeshTypeError(f"links must be a mesh.Links or None, got {show(links)}")
-    check_plan_dims((v.ndim if isinstance(v, MeshView) else 1 for _, views, _ in plans
-                     for v in views.values()),  # rows x plans: bounded before any work
-                    "compare's plans, counted together")
-    names = [name for name, _, _ in plans]
-    if len(set(names)) < len(names):
-        raise DuplicateNameError(f"plan names must be unique, got {names!r}")
+    links = _checked(plans, links)
     placed = [_Placed(name, views, explain(views, topology, world=world, memory=memory,
                                            rank=rank).to_dict())
               for name, views, topology in plans]
@@ -146,16 +137,34 @@ def compare_placed(plans: list[tuple[str, dict[str, MeshView], Topology | None]]
     domains = any(p.data["hosts_per_domain"] != 1 for p in placed)
     rows = [row for d in dims for row in _dim_rows(placed, d, nbytes.get(d), links, domains)]
     rows += _plan_rows(placed, nbytes, links)
-    ranking = None
-    if nbytes:
-        totals = rows[-1]["values"]
-        order = sorted(range(len(placed)), key=lambda i: (
-            totals[i], placed[i].data["memory"]["bytes_per_rank"], i))
-        ranking = [placed[i].name for i in order]
     return Comparison({"schema": COMPARE_SCHEMA, "names": [p.name for p in placed],
                        "plans": [p.data for p in placed], "rows": rows,
                        "traffic": None if not nbytes else {"bytes": nbytes, **links.to_dict()},
-                       "ranking": ranking})
+                       "ranking": _ranking(placed, rows[-1]["values"]) if nbytes else None})
+
+
+def _checked(plans: list[tuple[str, dict[str, MeshView], Topology | None]],
+             links: Links | None) -> Links:
+    """``links`` (default ``Links()``) checked, the plans' dims bounded before any work and
+    their names unique: else the typed error."""
+    if links is None:
+        links = Links()
+    elif not isinstance(links, Links):
+        raise MeshTypeError(f"links must be a mesh.Links or None, got {show(links)}")
+    check_plan_dims((v.ndim if isinstance(v, MeshView) else 1 for _, views, _ in plans
+                     for v in views.values()),  # rows x plans: bounded before any work
+                    "compare's plans, counted together")
+    names = [name for name, _, _ in plans]
+    if len(set(names)) < len(names):
+        raise DuplicateNameError(f"plan names must be unique, got {names!r}")
+    return links
+
+
+def _ranking(placed: list[_Placed], totals: list[Any]) -> list[str]:
+    """The plans' names, cheapest traffic first (ties: less memory per rank, then order)."""
+    order = sorted(range(len(placed)), key=lambda i: (
+        totals[i], placed[i].data["memory"]["bytes_per_rank"], i))
+    return [placed[i].name for i in order]
 
 
 def _plans(plans: object) -> dict[str, dict[str, MeshView]]:

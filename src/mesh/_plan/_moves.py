@@ -152,17 +152,22 @@ class Moves:
         if any(p.partial for _, p in self.plans):
             lines.append("partial sources: contributions summed at the destination")
         if rank is not None:
-            lines += ["", f"rank {rank}:"]
-            for name, mine in self.rank(rank).items():
-                for verb, peers, word in (("sends", mine["sends"], "to"),
-                                          ("receives", mine["receives"], "from")):
-                    for peer, n, boxes in peers:
-                        shown = ", ".join(_box(b) for b in boxes[:3]) + (
-                            f" and {len(boxes) - 3} more" if len(boxes) > 3 else "")
-                        lines.append(f"  {name}: {verb} {_size(n)} {word} rank {peer}: {shown}")
-                if mine["kept"]:
-                    lines.append(f"  {name}: keeps {_size(mine['kept'])}")
+            lines += ["", f"rank {rank}:", *self._rank_lines(rank)]
         return "\n".join(lines)
+
+    def _rank_lines(self, rank: int) -> list[str]:
+        """The report's lines for ``rank``: per tensor, what it sends, receives and keeps."""
+        lines = []
+        for name, mine in self.rank(rank).items():
+            for verb, peers, word in (("sends", mine["sends"], "to"),
+                                      ("receives", mine["receives"], "from")):
+                for peer, n, boxes in peers:
+                    shown = ", ".join(_box(b) for b in boxes[:3]) + (
+                        f" and {len(boxes) - 3} more" if len(boxes) > 3 else "")
+                    lines.append(f"  {name}: {verb} {_size(n)} {word} rank {peer}: {shown}")
+            if mine["kept"]:
+                lines.append(f"  {name}: keeps {_size(mine['kept'])}")
+        return lines
 
 
 def _placed(s: Sharding) -> str:

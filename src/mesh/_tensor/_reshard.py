@@ -431,21 +431,7 @@ class Reshard:
         source rank -> its local array, as :meth:`Sharding.local` gives it), moving exactly
         what :meth:`receives` and :meth:`keeps` say and reducing a partial source's
         contributions (``backend.reshard_tensor`` does the same over process groups)."""
-        np = numpy()
-        if np is None:
-            raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
-        if not isinstance(shards, Mapping):
-            raise MeshTypeError(f"Reshard.apply needs a mapping of source rank -> local "
-                                f"array, got a {type(shards).__name__}: {show(shards)}")
-        for r, a in shards.items():
-            want = self.src.local_shape(r)
-            if not isinstance(a, np.ndarray):
-                raise MeshTypeError(f"Reshard.apply: source rank {show(r)}'s local array must "
-                                    f"be a NumPy array of shape {want}, got a "
-                                    f"{type(a).__name__}: {show(a)}")
-            if a.shape != want:
-                raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
-                                    f"shape {a.shape}; the source gives it {want}")
+        np = self._checked_shards(shards)
         ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
         dtype = next((a.dtype for a in shards.values()), None)
         out = {}
@@ -465,6 +451,26 @@ class Reshard:
             values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
             out[r] = _reduced(values, ops[0], np) if ops else values[0]
         return out
+
+    def _checked_shards(self, shards: object) -> Any:
+        """NumPy, once ``shards`` is checked to map source ranks to NumPy arrays of their
+        local shapes (else the typed error :meth:`apply` raises)."""
+        np = numpy()
+        if np is None:
+            raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
+        if not isinstance(shards, Mapping):
+            raise MeshTypeError(f"Reshard.apply needs a mapping of source rank -> local "
+                                f"array, got a {type(shards).__name__}: {show(shards)}")
+        for r, a in shards.items():
+            want = self.src.local_shape(r)
+            if not isinstance(a, np.ndarray):
+                raise MeshTypeError(f"Reshard.apply: source rank {show(r)}'s local array must "
+                                    f"be a NumPy array of shape {want}, got a "
+                                    f"{type(a).__name__}: {show(a)}")
+            if a.shape != want:
+                raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
+                                    f"shape {a.shape}; the source gives it {want}")
+        return np
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:
