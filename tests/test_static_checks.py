@@ -17,7 +17,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean_on_sources_tests_and_benchmarks() -> None:
-    out = _run("ruff", "check", "src", "tests", "property_tests", "bench", "examples")
+    out = _run("ruff", "check", "src", "tests", "property_tests", "bench", "examples", "tools")
     assert out.returncode == 0, out.stdout + out.stderr
 
 

@@ -89,7 +89,7 @@ def _outer_functions(tree: ast.AST) -> Iterator[tuple[str, ast.FunctionDef | ast
 
 def _explains(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     doc = ast.get_docstring(func) or ""
-    return re.search(r"\blong\b", doc) is not None
+    return re.search(r"\blong\b", doc, re.IGNORECASE) is not None
 
 
 def measure(path: Path, shown: str) -> FileMeasure:
