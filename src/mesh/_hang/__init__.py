@@ -52,7 +52,8 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
         raise FlightRecordError(f"the plan must be a mesh.MeshView or a non-empty mapping of "
                                 f"view name -> MeshView, got {show(views)}")
     files = _paths(paths)
-    hang = analyse([read_dump(p) for p in files], views)
+    seen: dict[object, object] = {}  # the values the dumps repeat, kept once
+    hang = analyse([read_dump(p, seen) for p in files], views)
     return report(hang, views, _host_words(topology))
 
 

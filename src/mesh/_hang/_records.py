@@ -110,10 +110,11 @@ class _Builtins(pickle.Unpickler):
         raise FlightRecordError(f"names the object {module}.{name}")
 
 
-def read_dump(path: str) -> FlightDump:
+def read_dump(path: str, seen: dict[Any, Any] | None = None) -> FlightDump:
     """The dump at ``path`` (pickle or JSON, at most :data:`MAX_DUMP_BYTES`), checked field
     by field; anything else raises :class:`~mesh.FlightRecordError` naming the file and
-    what is wrong with it."""
+    what is wrong with it.  Equal names, shapes and dtypes are kept once, in ``seen`` (pass
+    one dict for all the dumps of a job: 10,000 ranks' rings repeat the same few values)."""
     rank = _rank_of(path)
     data = _bytes(path)
     try:
@@ -121,7 +122,7 @@ def read_dump(path: str) -> FlightDump:
     except FlightRecordError as e:
         raise FlightRecordError(f"{path!r} is not a flight-recorder dump: it {e}") from None
     try:
-        return _dump(path, rank, raw)
+        return _dump(path, rank, raw, {} if seen is None else seen)
     except FlightRecordError as e:
         raise FlightRecordError(f"{path!r} is not a flight-recorder dump this release "
                                 f"reads: {e}") from None
@@ -169,7 +170,7 @@ def _decode(data: bytes) -> object:
                                 f"{str(e)[:200]})") from None
 
 
-def _dump(path: str, rank: int, raw: object) -> FlightDump:
+def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump:
     if not isinstance(raw, Mapping):
         raise FlightRecordError(f"it holds {type(raw).__name__}, not a dict")
     missing = [k for k in ("version", "entries") if k not in raw]
@@ -185,64 +186,83 @@ def _dump(path: str, rank: int, raw: object) -> FlightDump:
     if not isinstance(entries, list) or len(entries) > MAX_DUMP_ENTRIES:
         raise FlightRecordError(f"'entries' must be a list of at most {MAX_DUMP_ENTRIES:,} "
                                 f"calls, got {_kind(entries)}")
-    calls = tuple(_call(e, i) for i, e in enumerate(entries))
+    calls = tuple(_call(e, i, seen) for i, e in enumerate(entries))
     return FlightDump(path, rank, version, tuple(sorted(calls, key=lambda c: c.order)))
 
 
-def _call(entry: object, i: int) -> FlightCall:
-    if not isinstance(entry, Mapping):
+def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:
+    """One entry, checked field by field (plain loops: this runs once per recorded call, a
+    million times for a large job)."""
+    if type(entry) is not dict:
         raise FlightRecordError(f"entry {i} is {_kind(entry)}, not a dict")
     group = entry.get("process_group")
-    if not (isinstance(group, (list, tuple)) and len(group) == 2 and
-            all(_is_text(g) for g in group)):
+    if not (type(group) in (list, tuple) and len(group) == 2 and _is_text(group[0]) and
+            _is_text(group[1])):
         raise FlightRecordError(f"entry {i}'s process_group must be (name, desc), got "
                                 f"{_kind(group)}")
-    p2p = entry.get("is_p2p", False)
-    seq = entry.get("p2p_seq_id" if p2p is True else "collective_seq_id")
+    p2p = entry.get("is_p2p", False) is True
+    seq = entry.get("p2p_seq_id" if p2p else "collective_seq_id")
     name = entry.get("profiling_name")
     order = entry.get("record_id")
     if not (_is_count(seq) and _is_text(name) and _is_count(order)):
         raise FlightRecordError(f"entry {i} needs an int sequence number, an int record_id "
                                 f"and a profiling_name, got {_kind(seq)}, {_kind(order)}, "
                                 f"{_kind(name)}")
-    shapes, dtypes = _shapes(entry.get("input_sizes"), i), _texts(entry.get("input_dtypes"), i)
     state, made = entry.get("state", ""), entry.get("time_created_ns")
-    return FlightCall(group[0], group[1], seq, p2p is True, name.rpartition(":")[2],
-                      shapes, dtypes, state if _is_text(state) else "?", order,
+    keep = seen.setdefault
+    return FlightCall(keep(group[0], group[0]), keep(group[1], group[1]), seq, p2p,
+                      keep(op := name.rpartition(":")[2], op),
+                      keep(shapes := _shapes(entry.get("input_sizes"), i), shapes),
+                      keep(dtypes := _texts(entry.get("input_dtypes"), i), dtypes),
+                      keep(state, state) if _is_text(state) else "?", order,
                       made if _is_count(made) else 0)
 
 
 def _shapes(sizes: object, i: int) -> tuple[tuple[int, ...], ...]:
     if sizes is None:
         return ()
-    if not (isinstance(sizes, list) and len(sizes) <= _MOST_TENSORS and all(
-            isinstance(s, list) and len(s) <= _MOST_DIMS and all(_is_count(n) for n in s)
-            for s in sizes)):
-        raise FlightRecordError(f"entry {i}'s input_sizes must be at most {_MOST_TENSORS} "
-                                f"shapes of at most {_MOST_DIMS} sizes, got {_kind(sizes)}")
-    return tuple(tuple(s) for s in sizes)
+    if type(sizes) is list and len(sizes) <= _MOST_TENSORS:
+        out = []
+        for s in sizes:
+            if type(s) is not list or len(s) > _MOST_DIMS:
+                break
+            shape = tuple(s)
+            if any(type(n) is not int or n < 0 for n in shape):
+                break
+            out.append(shape)
+        else:
+            return tuple(out)
+    raise FlightRecordError(f"entry {i}'s input_sizes must be at most {_MOST_TENSORS} "
+                            f"shapes of at most {_MOST_DIMS} sizes >= 0, got {_kind(sizes)}")
 
 
 def _texts(items: object, i: int) -> tuple[str, ...]:
     if items is None:
         return ()
-    if not (isinstance(items, list) and len(items) <= _MOST_TENSORS and
-            all(_is_text(t) for t in items)):
-        raise FlightRecordError(f"entry {i}'s input_dtypes must be at most {_MOST_TENSORS} "
-                                f"names, got {_kind(items)}")
-    return tuple(_DTYPES.get(t, t.lower()) for t in items)
-
+    if type(items) is list and len(items) <= _MOST_TENSORS:
+        out = []
+        for t in items:
+            if not _is_text(t):
+                break
+            out.append(_DTYPES.get(t) or t.lower())
+        else:
+            return tuple(out)
+    raise FlightRecordError(f"entry {i}'s input_dtypes must be at most {_MOST_TENSORS} "
+                            f"names, got {_kind(items)}")
 
 _DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
            "Int": "int32", "Long": "int64", "Bool": "bool", "Byte": "uint8", "Char": "int8"}
 
 
 def _is_count(value: object) -> TypeGuard[int]:
-    return type(value) is int and 0 <= value < 1 << 63
+    return type(value) is int and 0 <= value < _BIG
 
 
 def _is_text(value: object) -> TypeGuard[str]:
-    return isinstance(value, str) and len(value) <= _MOST_TEXT
+    return type(value) is str and len(value) <= _MOST_TEXT
+
+
+_BIG = 1 << 63
 
 
 def _kind(value: object) -> str:
