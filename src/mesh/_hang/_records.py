@@ -196,7 +196,7 @@ def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:
     if type(entry) is not dict:
         raise FlightRecordError(f"entry {i} is {_kind(entry)}, not a dict")
     group = entry.get("process_group")
-    if not (type(group) in (list, tuple) and len(group) == 2 and _is_text(group[0]) and
+    if not (isinstance(group, (list, tuple)) and len(group) == 2 and _is_text(group[0]) and
             _is_text(group[1])):
         raise FlightRecordError(f"entry {i}'s process_group must be (name, desc), got "
                                 f"{_kind(group)}")
