@@ -187,3 +187,42 @@ def test_any_damaged_dump_is_read_or_refused_in_bounded_time(tmp_path: Path, cut
     except FlightRecordError:
         pass
     assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--dims", "dp=2,tp=4"], "is not a flight-recorder dump: it cannot be decoded"),
+    ([], "give the job's plan: --plan FILE or --dims"),
+    (["--dims", "dp=2,tp=4", "--plan", "examples/hang/plan.py"], "one of them"),
+    (["--dims", "x=8"], None),  # the good dumps against a plan without their dims
+])
+def test_the_command_refuses_bad_input_with_a_message_and_status_2(
+        tmp_path: Path, args: list[str], words: str | None) -> None:
+    import subprocess
+    import sys
+
+    paths = _skip_job(tmp_path)
+    if words is not None and "decoded" in words:
+        Path(paths[3]).write_bytes(b"\x80\x04garbage")
+    out = subprocess.run([sys.executable, "-m", "mesh", "hang", *paths, *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (words or "the plan does not match the job") in out.stderr
+
+
+def test_members_an_nccl_dump_lists_place_a_hand_made_group(tmp_path: Path) -> None:
+    """A group with a desc of its own (not the facade's ``mesh_<dim>``) is the plan's group
+    whose members ``pg_config`` lists, though only some of them recorded calls."""
+    dumps = {}
+    for r in (0, 1):  # ranks 2 and 3 of the 'tp' group (0, 1, 2, 3) never call on it
+        data = dump(VIEW, r, [("tp", "all_reduce", (4, 8))])
+        for e in data["entries"]:
+            e["process_group"] = ("7", "my_tp")
+        data["pg_config"] = {"7": {"name": "7", "desc": "my_tp", "ranks": "[0, 1, 2, 3]"}}
+        dumps[r] = data
+    report = read_flight_records(write(tmp_path, dumps), VIEW)
+    [finding] = report.findings
+    assert (finding.group.dim, finding.group.by, finding.ranks) == ("tp", "members", (2, 3))
+    data = dumps[0]
+    data["pg_config"]["7"]["ranks"] = "[0, 1, 5]"  # members no group of the plan has
+    words = _error(write(tmp_path / "b", {0: data}))
+    assert "members (0, 1, 5) in pg_config is no group of the plan" in words

@@ -49,10 +49,11 @@ class PlanGroup:
 
 
 def place_group(desc: str, name: str, seen: Iterable[int], views: Mapping[str, MeshView],
-                world: int) -> PlanGroup | None:
+                world: int, listed: Sequence[int] | None = None) -> PlanGroup | None:
     """The plan's group that torch's group ``name`` (``desc`` its group_desc) is, from the
-    ranks ``seen`` on it; None when the plan has no such group."""
-    ranks = set(seen)
+    ranks ``seen`` on it and the members its dumps ``listed`` (NCCL's do, Gloo's do not);
+    None when the plan has no such group."""
+    ranks = set(seen) | set(listed or ())
     if name == "0" or desc == "default_pg":
         return PlanGroup(WORLD, WORLD, tuple(range(world)), (), WORLD)
     first = min(ranks)
@@ -61,10 +62,13 @@ def place_group(desc: str, name: str, seen: Iterable[int], views: Mapping[str, M
         for vname, view in views.items():
             if dim in view.names and _holds(view, first):
                 members = view.group(first, dim)
-                if ranks <= set(members):
+                if ranks <= set(members) and (listed is None or set(listed) == set(members)):
                     return _made(vname, view, dim, members, "desc")
         return None  # the facade named its dim: no other group of the plan can be it
-    return _by_members(ranks, first, views)
+    found = _by_members(ranks, first, views)
+    if found is not None and listed is not None and set(found.members) != set(listed):
+        return None  # the dumps list members no group of the plan has
+    return found
 
 
 def _by_members(ranks: set[int], first: int, views: Mapping[str, MeshView]) -> PlanGroup | None:

@@ -77,14 +77,17 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
                   f"(0 to {world - 1})" for d in dumps if d.rank >= world]
     dumps = [d for d in dumps if d.rank < world]
     by_group, descs = _by_group(dumps)
+    listed = {n: m for d in dumps for n, m in d.members.items()}
     states = []
     for name, calls in by_group.items():
-        group = place_group(descs[name], name, calls, views, world)
+        group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
             dims = sorted({f"{v}.{d}" for v, view in views.items() for d in view.names})
             mismatches.append(f"torch's group {name!r} (group_desc {descs[name]!r}) with "
-                              f"calls from ranks {_short(sorted(calls))} is no group of the "
-                              f"plan (its dims: {', '.join(dims[:12])})")
+                              f"calls from ranks {_short(sorted(calls))}"
+                              + (f" and members {_short(listed[name])} in pg_config"
+                                 if name in listed else "")
+                              + f" is no group of the plan (its dims: {', '.join(dims[:12])})")
             continue
         states.append(_state(name, group, calls, {d.rank for d in dumps}))
     if by_group and not states:

@@ -88,13 +88,15 @@ class FlightCall:
 
 @attrs.frozen
 class FlightDump:
-    """One rank's dump: the file it came from, the rank, the format and its calls in the
-    rank's order (oldest first; the recorder's ring keeps only the newest)."""
+    """One rank's dump: the file it came from, the rank, the format, its calls in the
+    rank's order (oldest first; the recorder's ring keeps only the newest) and the members
+    of each group its ``pg_config`` lists (NCCL's dumps do; Gloo's list none)."""
 
     path: str
     rank: int
     version: str
     calls: tuple[FlightCall, ...]
+    members: Mapping[str, tuple[int, ...]] = attrs.field(factory=dict)
 
     @property
     def newest_ns(self) -> int:
@@ -187,7 +189,27 @@ def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump
         raise FlightRecordError(f"'entries' must be a list of at most {MAX_DUMP_ENTRIES:,} "
                                 f"calls, got {_kind(entries)}")
     calls = tuple(_call(e, i, seen) for i, e in enumerate(entries))
-    return FlightDump(path, rank, version, tuple(sorted(calls, key=lambda c: c.order)))
+    return FlightDump(path, rank, version, tuple(sorted(calls, key=lambda c: c.order)),
+                      _members(raw.get("pg_config")))
+
+
+def _members(config: object) -> dict[str, tuple[int, ...]]:
+    """Each group's members as ``pg_config`` lists them (``"ranks": "[0, 1]"``); a group
+    listed without members, or not as torch writes it, is left out (Gloo lists none)."""
+    out: dict[str, tuple[int, ...]] = {}
+    if not isinstance(config, Mapping) or len(config) > MAX_DUMP_ENTRIES:
+        return out
+    for name, entry in config.items():
+        text = entry.get("ranks") if isinstance(entry, Mapping) else None
+        if not (_is_text(name) and isinstance(text, str) and text.startswith("[")):
+            continue
+        try:
+            ranks = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(ranks, list) and ranks and all(_is_count(r) for r in ranks):
+            out[name] = tuple(ranks)
+    return out
 
 
 def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:

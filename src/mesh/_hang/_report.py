@@ -223,11 +223,18 @@ def _unmatched(s: GroupState, causes: Mapping[int, str], views: Mapping[str, Mes
 
 
 def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
+    """One entry per group the blocked ranks wait at (a 10,000-rank job has thousands of
+    them behind one cause): its waiting ranks and whom they wait for."""
     if not blocked:
         return []
-    words = [f"rank {r} at {g.describe()} (waiting for {', '.join(map(str, w))})"
-             for r, g, w in blocked[:_MOST]]
-    more = f"; and {len(blocked) - _MOST} more" if len(blocked) > _MOST else ""
+    by_group: dict[tuple[int, ...], tuple[PlanGroup, list[int], set[int]]] = {}
+    for r, g, w in blocked:
+        entry = by_group.setdefault(g.members, (g, [], set()))
+        entry[1].append(r)
+        entry[2].update(w)
+    words = [f"{_who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
+             for g, ranks, w in list(by_group.values())[:_MOST]]
+    more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]
 
 
