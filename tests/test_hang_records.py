@@ -148,6 +148,17 @@ def _versions_mixed(tmp_path: Path) -> list[str]:
                                   1: dump(VIEW, 1, step(1), version="2.9")})
 
 
+def test_a_newer_format_is_read_and_noted_and_a_mix_refused(tmp_path: Path) -> None:
+    newer = write(tmp_path / "n", {r: dump(VIEW, r, step(1), version="2.11") for r in range(8)})
+    report = read_flight_records(newer, VIEW)
+    assert report.ok and report.notes == (
+        "the dumps' format 2.11 is newer than 2.10, which this release was checked on (torch "
+        "2.13): read as that, field by field",)
+    mixed = write(tmp_path / "x", {0: dump(VIEW, 0, step(1)),
+                                   1: dump(VIEW, 1, step(1), version="2.11")})
+    assert "different torch versions" in _error(mixed)
+
+
 def test_a_plan_that_does_not_fit_the_job_is_said_so(tmp_path: Path) -> None:
     paths = _skip_job(tmp_path)
     words = _error(paths, MeshView.from_shape(8, ("x",)))

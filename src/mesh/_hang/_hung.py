@@ -21,7 +21,7 @@ import attrs
 
 from .._core import FlightRecordError, MeshView
 from ._groups import PlanGroup, place_group
-from ._records import FlightCall, FlightDump
+from ._records import FORMATS, FlightCall, FlightDump
 
 __all__ = ["GroupState", "Hang", "analyse"]
 
@@ -58,7 +58,7 @@ class Hang:
     """Everything the analysis found (the report words it): the groups, each rank's newest
     call (``positions``: rank -> (torch group name, call)), the dumps' ranks, the ranks of
     the plan without a dump, what does not match the plan (``mismatches``) and each rank's
-    collective calls (``calls``)."""
+    collective calls (``calls``); ``notes`` on how they were read."""
 
     world: int
     states: tuple[GroupState, ...]
@@ -67,6 +67,7 @@ class Hang:
     no_dump: tuple[int, ...]
     mismatches: tuple[str, ...]
     calls: Mapping[int, tuple[FlightCall, ...]]
+    notes: tuple[str, ...] = ()
 
 
 def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
@@ -97,7 +98,10 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
     dumped = tuple(sorted(d.rank for d in dumps))
     return Hang(world, tuple(states), _positions(dumps), dumped,
                 tuple(r for r in range(world) if r not in set(dumped)), tuple(mismatches),
-                {d.rank: tuple(c for c in d.calls if not c.p2p) for d in dumps})
+                {d.rank: tuple(c for c in d.calls if not c.p2p) for d in dumps},
+                tuple(f"the dumps' format {v} is newer than {', '.join(FORMATS)}, which this "
+                      "release was checked on (torch 2.13): read as that, field by field"
+                      for v in sorted({d.version for d in dumps} - set(FORMATS))))
 
 
 def _check_one_job(dumps: Sequence[FlightDump]) -> None:

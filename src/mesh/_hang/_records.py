@@ -44,8 +44,10 @@ MAX_DUMP_ENTRIES = 1 << 16
 """The most calls one dump may hold (``TORCH_FR_BUFFER_SIZE`` rarely passes 20,000)."""
 
 FORMATS = ("2.10",)
-"""The dump formats (their ``version`` field) this release reads: torch 2.13 writes
-``"2.10"``; another format is refused by name rather than misread."""
+"""The dump formats (their ``version`` field) this release was checked on: torch 2.13 writes
+``"2.10"``.  A newer ``2.N`` is read as these are (every field is checked, so a change
+that matters is refused, naming the field), and the report notes it; an older one, or
+another major format, is refused by name rather than misread."""
 
 _MOST_DIMS = 16  # dims of one tensor shape
 _MOST_TENSORS = 64  # tensors of one call
@@ -180,10 +182,10 @@ def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump
         raise FlightRecordError(f"it lacks {', '.join(map(repr, missing))} (its keys: "
                                 f"{show(sorted(map(str, raw))[:12])})")
     version = raw["version"]
-    if version not in FORMATS:
+    if not _readable(version):
         raise FlightRecordError(f"its format is {show(version)}, and this release reads "
-                                f"{', '.join(map(repr, FORMATS))} (torch 2.13): read it with "
-                                "the meshlayout release of its torch")
+                                f"{', '.join(map(repr, FORMATS))} (torch 2.13) and newer 2.N: "
+                                "read it with the meshlayout release of its torch")
     entries = raw["entries"]
     if not isinstance(entries, list) or len(entries) > MAX_DUMP_ENTRIES:
         raise FlightRecordError(f"'entries' must be a list of at most {MAX_DUMP_ENTRIES:,} "
@@ -191,6 +193,14 @@ def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump
     calls = tuple(_call(e, i, seen) for i, e in enumerate(entries))
     return FlightDump(path, rank, version, tuple(sorted(calls, key=lambda c: c.order)),
                       _members(raw.get("pg_config")))
+
+
+def _readable(version: object) -> bool:
+    """Whether ``version`` is a known format, or a newer ``2.N`` one (read as the known)."""
+    if version in FORMATS:
+        return True
+    found = re.fullmatch(r"2\.(\d{1,4})", version) if isinstance(version, str) else None
+    return found is not None and int(found.group(1)) > max(int(f[2:]) for f in FORMATS)
 
 
 def _members(config: object) -> dict[str, tuple[int, ...]]:

@@ -41,7 +41,8 @@ class HangReport:
     """What the dumps of a hung job say under its plan.  ``findings``: the causes (a
     :class:`HangFinding` per stuck group); ``blocked``: ``(rank, group, waits for)`` per rank
     merely stuck behind them; ``groups``: every group as the dumps leave it; ``mismatches``:
-    what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump.
+    what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
+    ``notes``: how the dumps were read (a format newer than the one checked).
     ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
 
     world: int
@@ -51,6 +52,7 @@ class HangReport:
     findings: tuple[HangFinding, ...]
     blocked: tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]
     mismatches: tuple[str, ...]
+    notes: tuple[str, ...]
     host: Host = attrs.field(eq=False, repr=False)
     views: Mapping[str, MeshView] = attrs.field(eq=False, repr=False)
 
@@ -88,6 +90,7 @@ class HangReport:
             lines.append(f"- no dump from {_who(self.no_dump)}: died, or its dump was not "
                          "collected")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,7 +104,7 @@ class HangReport:
                 "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
                              "waits_for": list(w)} for r, g, w in self.blocked],
                 "groups": [self._state_dict(s) for s in self.groups if s.hung],
-                "mismatches": list(self.mismatches)}
+                "mismatches": list(self.mismatches), "notes": list(self.notes)}
 
     def _rank(self, rank: int, group: PlanGroup) -> dict[str, Any]:
         view = self.views.get(group.view)
@@ -148,7 +151,8 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host) -> HangReport:
             blocked += [(r, s.group, waits) for r in s.entered
                         if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
-                      tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, host, views)
+                      tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
+                      views)
 
 
 def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
