@@ -237,3 +237,16 @@ def test_members_an_nccl_dump_lists_place_a_hand_made_group(tmp_path: Path) -> N
     data["pg_config"]["7"]["ranks"] = "[0, 1, 5]"  # members no group of the plan has
     words = _error(write(tmp_path / "b", {0: data}))
     assert "members (0, 1, 5) in pg_config is no group of the plan" in words
+
+
+def test_ranks_that_wait_on_each_other_in_a_cycle_are_each_named(tmp_path: Path) -> None:
+    """Ranks 0, 1, 5, 4 each wait, at their 2nd call, for the next in the cycle (calls issued
+    in different orders); no rank is free, so every stuck group is a finding."""
+    tail = {0: "tp", 1: "dp", 5: "tp", 4: "dp", 2: "tp", 3: "tp", 6: "tp", 7: "tp"}
+    dumps = {r: dump(VIEW, r, [*step(1), (dim, "all_reduce", (4, 8) if dim == "tp" else (16,))])
+             for r, dim in tail.items()}
+    report = read_flight_records(write(tmp_path, dumps), VIEW)
+    assert {(f.group.dim, f.group.members, f.ranks) for f in report.findings} == {
+        ("tp", (0, 1, 2, 3), (1,)), ("dp", (1, 5), (5,)), ("tp", (4, 5, 6, 7), (4,)),
+        ("dp", (0, 4), (0,))}
+    assert all("the ranks wait on each other" in f.text for f in report.findings)

@@ -135,24 +135,32 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host) -> HangReport:
     states = {s.name: s for s in hang.states}
     skipped = _Skips(hang)
     findings: list[HangFinding] = []
-    blocked: list[tuple[int, PlanGroup, tuple[int, ...]]] = []
+    behind: list[GroupState] = []
     for s in sorted(hang.states, key=lambda s: s.group.members):
         if not s.hung:
             continue
         if s.desync is not None:
-            findings.append(_desync(s, hang.world))
+            findings.append(_desync(s))
             continue
         causes = {x: why for x in s.never + s.no_dump
                   if (why := _cause(x, s, states, positions, skipped)) is not None}
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
-            waits = s.never + s.no_dump
-            blocked += [(r, s.group, waits) for r in s.entered
-                        if r in positions and positions[r][0] == s.name]
+            behind.append(s)
+    if behind and not findings:  # every stuck rank waits behind another: a cycle
+        findings = [_unmatched(s, {x: _CYCLE for x in s.never + s.no_dump}, views, host)
+                    for s in behind]
+        behind = []
+    blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
+               if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
                       tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
                       views)
+
+
+_CYCLE = ("it waits in another stuck group in turn, and no rank is free: the ranks wait on each "
+          "other (calls issued in different orders)")
 
 
 def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
@@ -203,7 +211,7 @@ class _Skips:
         return before > after - 1
 
 
-def _desync(s: GroupState, world: int) -> HangFinding:
+def _desync(s: GroupState) -> HangFinding:
     assert s.desync is not None, "a desync finding needs the desync"
     seq, sides = s.desync
     words = [f"{_who(ranks)} {call.describe()}" for ranks, call in sides]
