@@ -22,14 +22,14 @@ from mesh._hang._records import MAX_DUMP_BYTES, MAX_DUMP_ENTRIES
 VIEW = MeshView.from_shape((2, 4), ("dp", "tp"))
 
 
-def _skip_job(tmp: Path, **kw: object) -> list[str]:
+def _skip_job(tmp: Path, *, as_json: bool = False) -> list[str]:
     """8 ranks, 3 steps; rank 5 skips its 3rd tp all_reduce and its program ends."""
     calls = {r: step(3) for r in range(8)}
     calls[5] = [*step(2), ("dp", "all_reduce", (16,))]
     waiting_tp = {4, 6, 7}  # they wait at the 3rd tp call; their dp peers wait behind them
     for r in waiting_tp:
         calls[r] = [*step(2), ("tp", "all_reduce", (4, 8))]
-    return write(tmp, {r: dump(VIEW, r, c) for r, c in calls.items()}, **kw)  # type: ignore[arg-type]
+    return write(tmp, {r: dump(VIEW, r, c) for r, c in calls.items()}, as_json=as_json)
 
 
 def test_a_skipped_call_names_the_group_by_dim_and_coordinate_and_the_skipper(
@@ -79,7 +79,7 @@ def test_a_job_without_a_hang_reports_none(tmp_path: Path) -> None:
 
 def _error(paths: list[str], views: object = VIEW) -> str:
     with pytest.raises(FlightRecordError) as e:
-        read_flight_records(paths, views)  # type: ignore[arg-type]
+        read_flight_records(paths, views)  # type: ignore[arg-type]  # bad input on purpose
     return str(e.value)
 
 
@@ -171,7 +171,7 @@ def test_a_plan_that_does_not_fit_the_job_is_said_so(tmp_path: Path) -> None:
 
 
 def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
-    assert "wrap it in a list" in _error("fr_trace_rank_0")  # type: ignore[arg-type]
+    assert "wrap it in a list" in _error("fr_trace_rank_0")  # type: ignore[arg-type]  # on purpose
     assert "no dump files given" in _error([])
     assert "a mesh.MeshView or a non-empty mapping" in _error(["x0"], {"a": 1})
 
