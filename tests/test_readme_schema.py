@@ -1,5 +1,5 @@
 """The JSON tables of the guide's pages (``docs/plans.md``, ``docs/tensors.md``) list every key
-``meshlayout explain``, ``compare``, ``place`` and ``reshard`` print, and no other.
+``meshlayout explain``, ``compare``, ``place``, ``reshard`` and ``hang`` print, and no other.
 
 A table row names a field in backticks (``views[].dims``: the items of a list are ``[]``);
 when its meaning is an object written ``{"key", "key" (note), ...}``, those quoted names
@@ -107,3 +107,16 @@ def test_the_reshard_table_lists_every_key_of_its_json() -> None:
     found = keys_of(data, skip=frozenset({"rank.tensors"}))  # a map from tensor names
     assert documented(table("meshlayout.reshard/1")) == found
     assert set(data["rank"]["tensors"]["embed"]) == {"sends", "receives", "kept"}
+
+
+def test_the_hang_table_lists_every_key_of_its_json() -> None:
+    out = subprocess.run([sys.executable, "-m", "mesh", "hang", "examples/hang", "--plan",
+                          "examples/hang/plan.py", "--format", "json"], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 1, out.stderr  # the example job hangs
+    data = json.loads(out.stdout)
+    assert data["findings"] and data["blocked"] and data["groups"]  # every part is there
+    maps = frozenset(f"{p}.coordinate" for p in (  # maps from dim names
+        "findings[].group", "findings[].ranks[]", "blocked[].group", "blocked[].rank",
+        "groups[].group", "groups[].never_entered[]"))
+    assert documented(table("meshlayout.hang/1")) == keys_of(data, skip=maps)

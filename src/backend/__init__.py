@@ -62,7 +62,8 @@ Public names:
 
 - the facade: :class:`DeviceMesh` (one :class:`Binding` value plus memos; ``rebind``
   goes on after lost ranks), :func:`init_device_mesh`, :func:`bind` (a view to a mesh),
-  :func:`current_mesh`;
+  :func:`current_mesh`; :func:`read_flight_records` (a hung job's flight-recorder dumps
+  read in the coordinates of a mesh or a plan: :func:`mesh.read_flight_records`);
 - backends: the :class:`Backend` protocol, :class:`FakeBackend` (no torch at all; groups
   are :class:`FakeGroup`), :class:`TorchFakeBackend` (real groups of torch's fake c10d
   backend, one process), :class:`GlooBackend`, :class:`NcclBackend` and
@@ -140,6 +141,7 @@ from ._facade import (
     bind,
     current_mesh,
     init_device_mesh,
+    read_flight_records,
     redistribute,
     sharding_of,
 )
@@ -233,6 +235,7 @@ __all__ = [
     "discover_topology",
     "init_device_mesh",
     "from_torch_placements",
+    "read_flight_records",
     "redistribute",
     "reshard_tensor",
     "sharding_of",

@@ -10,7 +10,9 @@ view (one panel model, ``_panels``, written as text by :func:`render` and as SVG
 plans on machines and reports on them (:class:`Topology`, :func:`explain`,
 :func:`compare`, what failed ranks do to a plan, the ``meshlayout`` command); it uses the
 drawing wing (the command's ``--svg``) and the recovery wing (its ``--fail``), and no
-wing uses it.  No import cycle anywhere.
+wing uses it.  ``_hang`` reads a hung job's flight-recorder dumps against its plan
+(:func:`read_flight_records`); it imports only the core, and ``_plan``'s command uses it
+(``meshlayout hang``).  No import cycle anywhere.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
@@ -66,7 +68,9 @@ semantics: :class:`Shard`, :class:`StridedShard`, :class:`Replicate`, :class:`Pa
 answered per rank) and :func:`reshard` (the plan moving it to another sharding, over the
 same, disjoint or overlapping ranks, as a :class:`Reshard` of :class:`Transfer` values),
 with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES` and :data:`REDUCE_OPS`, the
-reductions a :class:`Partial` may name.
+reductions a :class:`Partial` may name; a hung job: :func:`read_flight_records` (torch's
+flight-recorder dumps read against the plan, as a :class:`HangReport` of
+:class:`HangFinding` values; unreadable dumps raise :class:`FlightRecordError`).
 """
 
 import warnings
@@ -78,6 +82,7 @@ from ._core import (
     Dim,
     DuplicateNameError,
     Family,
+    FlightRecordError,
     InvalidDimsError,
     InvalidMeshDataError,
     InvalidNameError,
@@ -103,6 +108,7 @@ from ._core import (
     ordered,
 )
 from ._draw import MAX_SVG_CELLS, render, svg
+from ._hang import HangFinding, HangReport, read_flight_records
 from ._plan import (
     MAX_PLACED_DIMS,
     CommMemory,
@@ -138,8 +144,11 @@ __all__ = [
     "DimBlast",
     "DuplicateNameError",
     "Explanation",
+    "FlightRecordError",
     "FORMAT_VERSION",
     "Family",
+    "HangFinding",
+    "HangReport",
     "InvalidDimsError",
     "InvalidMeshDataError",
     "InvalidNameError",
@@ -187,6 +196,7 @@ __all__ = [
     "explain",
     "ordered",
     "place",
+    "read_flight_records",
     "render",
     "reshard",
     "substitute",

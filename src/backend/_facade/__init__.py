@@ -5,6 +5,8 @@ through the core's plugs): what the package's ``__init__`` uses.
 - the entry points :func:`init_device_mesh` and :func:`bind` (which check a plan's
   expectations of the machine, given or discovered through the c10d wing, before the mesh
   exists);
+- :func:`read_flight_records`, a hung job's flight-recorder dumps read against a facade
+  mesh or a plan (``_hang``, over :func:`mesh.read_flight_records`);
 - :func:`redistribute`, a DTensor moved to another mesh (over the tensor wing);
 - :class:`TorchFacadeMesh`, the mesh that is also torch's ``DeviceMesh``, loaded (with
   torch) on first use.
@@ -21,6 +23,7 @@ from typing import Any
 from ._binding import Binding
 from ._device_mesh import DeviceMesh, current_mesh
 from ._entry import bind, init_device_mesh
+from ._hang import read_flight_records
 from ._redistribute import redistribute, sharding_of
 
 
@@ -34,4 +37,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Binding", "DeviceMesh", "TorchFacadeMesh", "bind", "current_mesh",
-           "init_device_mesh", "redistribute", "sharding_of"]
+           "init_device_mesh", "read_flight_records", "redistribute", "sharding_of"]

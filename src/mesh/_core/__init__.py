@@ -16,6 +16,7 @@ groups), ``_view`` (:class:`MeshView`), ``_concat`` (:func:`concatenate`).
 from ._concat import concatenate
 from ._errors import (
     DuplicateNameError,
+    FlightRecordError,
     InvalidDimsError,
     InvalidMeshDataError,
     InvalidNameError,
@@ -59,6 +60,7 @@ __all__ = [
     "MAX_UNIVERSE",
     "Dim",
     "DuplicateNameError",
+    "FlightRecordError",
     "Family",
     "InvalidDimsError",
     "InvalidMeshDataError",

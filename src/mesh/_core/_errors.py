@@ -27,6 +27,7 @@ __all__ = [
     "TopologyError",
     "SurvivalError",
     "ShardingError",
+    "FlightRecordError",
 ]
 
 
@@ -143,3 +144,10 @@ class ShardingError(MeshError, ValueError):
     planned: placements that are not one per dim of the view, a placement naming a tensor
     dim the shape lacks, a negative or oversized tensor size, a ``Partial`` destination,
     two shardings of different shapes, or a plan over more tiles than its guard allows."""
+
+
+class FlightRecordError(MeshError, ValueError):
+    """Flight-recorder dumps that cannot be read as one job's: a file that is not a dump
+    (truncated, foreign, too large, pickled objects other than builtin containers and
+    scalars), a dump format this release does not know, two dumps of one rank, dumps of
+    different torch versions or jobs, or a plan none of whose groups the dumps use."""

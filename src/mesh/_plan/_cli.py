@@ -1,6 +1,7 @@
 """The ``meshlayout`` command: ``meshlayout explain`` shows a plan before it is launched,
 ``meshlayout compare`` sets plans side by side, ``meshlayout place`` chooses a rank order,
-``meshlayout reshard`` plans moving tensors from one plan's meshes to another's.
+``meshlayout reshard`` plans moving tensors from one plan's meshes to another's,
+``meshlayout hang`` reads a hung job's flight-recorder dumps against its plan.
 
 Imports only :mod:`mesh` and :mod:`layout` (never torch): a 2**20-rank plan is explained
 in about a second on a laptop.  Exit status: 0 on success, 1 when ``--expect-intra-host``
@@ -29,6 +30,7 @@ from layout import show_error
 
 from .._core import MeshError, MeshView, show
 from .._draw import MAX_SVG_CELLS, svg
+from .._hang import read_flight_records
 from .._tensor import Sharding
 from . import _args
 from ._compare import compare_placed
@@ -60,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = [args.plan] if args.command == "explain" else getattr(args, "plans", [])
     if args.command == "reshard":
         files = [args.source, args.dest]
+    if args.command == "hang":
+        files = [args.plan]
     run = {"explain": _explain, "compare": _compare, "place": _place,
-           "reshard": _reshard}[args.command]
+           "reshard": _reshard, "hang": _hang}[args.command]
     try:
         return run(args)
     except (Refused, MeshError) as e:
@@ -257,6 +261,20 @@ def _reshard(args: argparse.Namespace) -> int:
     if args.svg is not None:
         print(f"meshlayout reshard: wrote {args.svg}", file=sys.stderr)
     return 0
+
+
+def _hang(args: argparse.Namespace) -> int:
+    """``meshlayout hang``: the dumps against the plan; exit 1 when they show a hang."""
+    if (args.plan is None) == (args.dims is None):
+        raise Refused("give the job's plan: --plan FILE or --dims NAME=SIZE,... (one of them)")
+    if args.plan is not None:
+        views, plan_topology, _ = load(args.plan)
+    else:
+        views, plan_topology = {"mesh": _dims_view(args.dims, args.world)}, None
+    topology = _topology(args, plan_topology, views, machine(args))
+    found = read_flight_records(args.dumps, views, topology=topology)
+    print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
+    return 0 if found.ok else 1
 
 
 def _write(path: str, flag: str, text: str) -> None:

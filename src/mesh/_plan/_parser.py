@@ -87,6 +87,7 @@ def parser() -> argparse.ArgumentParser:
     _compare_parser(sub)
     _place_parser(sub)
     _reshard_parser(sub)
+    _hang_parser(sub)
     return top
 
 
@@ -178,6 +179,41 @@ def _reshard_parser(sub: Any) -> None:
                    help="bytes per element (default 2: bf16)")
     r.add_argument("--svg", metavar="FILE", help="also write an SVG picture of which ranks "
                    "send to which (by host when a side has more than 256 ranks)")
+
+
+_HANG_EPILOG = """\
+examples:
+  meshlayout hang examples/hang --plan examples/hang/plan.py
+  meshlayout hang dumps/* --dims dp=64,tp=8 --hosts 'node[001-064]' --devices-per-host 8
+  meshlayout hang dumps/* --plan plan.py --format json
+
+DUMPS are torch's flight-recorder dumps, one file per rank, the rank at the end of the name
+(TORCH_FR_BUFFER_SIZE set; written by torch._C._distributed_c10d._dump_fr_trace() or its
+_json twin, as pickle or JSON). They are read with an unpickler that loads builtin values
+only, never objects. The report names each stuck group by view, dim and coordinate; the
+ranks that never entered its pending call (coordinate and host), or the first call where
+members differ; and the ranks merely stuck behind them, in check_spmd's words (desync,
+unmatched). Exit status: 0 no hang in the records, 1 a hang found, 2 bad input.
+"""
+
+
+def _hang_parser(sub: Any) -> None:
+    """``meshlayout hang``: a hung job's flight-recorder dumps read in mesh coordinates."""
+    h = sub.add_parser(
+        "hang", help="read a hung job's flight-recorder dumps in mesh coordinates",
+        description="Read torch's flight-recorder dumps of a hung job against its plan: "
+        "which group is stuck (view, dim, coordinate), who never entered its pending call "
+        "(by coordinate and host), where members first differ, who waits behind them.",
+        epilog=_HANG_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    h.add_argument("dumps", nargs="+", metavar="DUMP", help="one dump file per rank, or a folder "
+                   "of them")
+    h.add_argument("--plan", metavar="PLAN", help="the job's plan: a Python file defining "
+                   "VIEWS (and TOPOLOGY)")
+    h.add_argument("--dims", metavar="NAME=SIZE,...", help="the job's one mesh instead of "
+                   "--plan, e.g. dp=64,tp=8")
+    _machine_arguments(h, rank=False)
+    h.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (its schema: docs/hang.md)")
 
 
 def _format_argument(p: argparse.ArgumentParser) -> None:

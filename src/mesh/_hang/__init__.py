@@ -1,0 +1,103 @@
+"""A hung job read in mesh coordinates: torch's flight-recorder dumps against the plan.
+
+Module map: ``_records`` reads dumps safely (a pickle of builtins only, or JSON; bounded);
+``_groups`` finds which group of the plan each of torch's process groups is; ``_hung``
+lines the members' calls up per group; ``_report`` words the result
+(:class:`HangReport`).  Imports only the core: no torch, no other wing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from .._core import FlightRecordError, MeshView, show
+from ._hung import analyse
+from ._records import FORMATS, MAX_DUMP_BYTES, read_dump
+from ._report import SCHEMA, HangFinding, HangReport, report
+
+__all__ = ["FORMATS", "MAX_DUMP_BYTES", "SCHEMA", "HangFinding", "HangReport",
+           "read_flight_records"]
+
+MAX_DUMPS = 1 << 20
+"""The most dump files one call reads (a million ranks)."""
+
+
+class _Hosts(Protocol):
+    def host(self, rank: int) -> int: ...
+
+    def host_name(self, host: int) -> str: ...
+
+
+def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | MeshView, *,
+                        topology: _Hosts | None = None) -> HangReport:
+    """What torch's flight-recorder dumps of a hung job (``paths``, one file per rank, the
+    rank at the end of the name, or folders of them) say under its plan ``views`` (a view,
+    or the plan's views by name): which group is stuck, by view, dim and coordinate; the
+    ranks that never entered its pending call (by coordinate and, with a
+    :class:`~mesh.Topology`, host); the first call where members diverge; and the ranks
+    merely waiting behind them.
+
+    Dumps that cannot be read as one job's raise :class:`~mesh.FlightRecordError` naming the
+    file and what is wrong; groups that the plan does not have are listed in
+    :attr:`HangReport.mismatches`.  The files are read with an unpickler that loads only
+    builtin containers and scalars, at most :data:`MAX_DUMP_BYTES` each.
+    """
+    if isinstance(views, MeshView):
+        views = {"mesh": views}
+    if not (isinstance(views, Mapping) and views and
+            all(isinstance(v, MeshView) for v in views.values())):
+        raise FlightRecordError(f"the plan must be a mesh.MeshView or a non-empty mapping of "
+                                f"view name -> MeshView, got {show(views)}")
+    files = _paths(paths)
+    seen: dict[object, object] = {}  # the values the dumps repeat, kept once
+    hang = analyse([read_dump(p, seen) for p in files], views)
+    return report(hang, views, _host_words(topology))
+
+
+def _paths(paths: Iterable[str]) -> list[str]:
+    if isinstance(paths, (str, bytes)):
+        raise FlightRecordError(f"paths must be a list of dump files, got the one string "
+                                f"{show(paths)} (wrap it in a list)")
+    files: list[str] = []
+    for p in paths:
+        if not isinstance(p, str):
+            raise FlightRecordError(f"a dump's path must be a str, got {show(p)}")
+        files += _folder(p) if os.path.isdir(p) else [p]
+        if len(files) > MAX_DUMPS:
+            raise FlightRecordError(f"more than {MAX_DUMPS:,} dump files")
+    if not files:
+        raise FlightRecordError("no dump files given: pass one per rank")
+    return files
+
+
+def _folder(path: str) -> list[str]:
+    """The dumps in a folder: its files whose names end in a rank (``.json`` or ``.pkl``
+    after it allowed), in name order."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        raise FlightRecordError(f"cannot list {path!r}: {e.strerror or e}") from None
+    found = [os.path.join(path, n) for n in names if _RANKED.search(n)]
+    if not found:
+        raise FlightRecordError(f"the folder {path!r} holds no file named like a dump (a name "
+                                "ending in its rank: fr_trace_rank_3, dump_3.json)")
+    return found
+
+
+_RANKED = re.compile(r"\d(\.json|\.pkl|\.pickle)?$")
+
+
+def _host_words(topology: _Hosts | None) -> Callable[[int], str | None]:
+    """A rank's host name on ``topology`` (None without one, or off it)."""
+    def host(rank: int) -> str | None:
+        if topology is None:
+            return None
+        try:
+            return topology.host_name(topology.host(rank))
+        except Exception:  # a rank the machine does not place: no host to name
+            return None
+    return host
+

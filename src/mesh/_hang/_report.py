@@ -1,0 +1,267 @@
+"""What a hung job's dumps say, in mesh coordinates and check_spmd's words:
+:class:`HangReport` and :class:`HangFinding` (``desync`` and ``unmatched``, the kinds
+``check_spmd`` gives the same faults before launch)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._core import MeshView
+from ._groups import PlanGroup, rank_words
+from ._hung import GroupState, Hang
+from ._records import FlightCall
+
+__all__ = ["SCHEMA", "HangFinding", "HangReport", "report"]
+
+SCHEMA = "meshlayout.hang/1"
+
+Host = Callable[[int], "str | None"]
+
+_MOST = 8  # lines of one kind written out
+
+
+@attrs.frozen
+class HangFinding:
+    """One cause of the hang: ``kind`` (``"desync"`` or ``"unmatched"``, as in
+    ``backend.FINDING_KINDS``), ``text`` (the group, the ranks, the call), ``ranks`` at fault
+    and the plan's ``group``."""
+
+    kind: str
+    text: str
+    ranks: tuple[int, ...]
+    group: PlanGroup
+
+
+@attrs.frozen
+class HangReport:
+    """What the dumps of a hung job say under its plan.  ``findings``: the causes (a
+    :class:`HangFinding` per stuck group); ``blocked``: ``(rank, group, waits for)`` per rank
+    merely stuck behind them; ``groups``: every group as the dumps leave it; ``mismatches``:
+    what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
+    ``notes``: how the dumps were read (a format newer than the one checked).
+    ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
+
+    world: int
+    dumped: tuple[int, ...]
+    no_dump: tuple[int, ...]
+    groups: tuple[GroupState, ...]
+    findings: tuple[HangFinding, ...]
+    blocked: tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]
+    mismatches: tuple[str, ...]
+    notes: tuple[str, ...]
+    host: Host = attrs.field(eq=False, repr=False)
+    views: Mapping[str, MeshView] = attrs.field(eq=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no group is stuck and everything fits the plan."""
+        return not (self.findings or self.blocked or self.mismatches)
+
+    @property
+    def suspects(self) -> tuple[int, ...]:
+        """The ranks to look at first: those at fault in a finding, and those without a
+        dump."""
+        return tuple(sorted({r for f in self.findings for r in f.ranks} | set(self.no_dump)))
+
+    def kinds(self) -> set[str]:
+        """The kinds of the findings (``"desync"``, ``"unmatched"``)."""
+        return {f.kind for f in self.findings}
+
+    def __str__(self) -> str:
+        hung = sum(s.hung for s in self.groups)
+        head = (f"meshlayout hang over {self.world} ranks: {len(self.dumped)} dumps, "
+                f"{len(self.groups)} groups with calls, {hung} stuck; "
+                + ("problems found" if not self.ok else "no hang in the records"))
+        lines = [head]
+        if self.suspects:
+            lines.append("look first at " + ", ".join(
+                f"rank {r}" + (f" ({h})" if (h := self.host(r)) is not None else "")
+                for r in self.suspects[:_MOST]) + (f" and {len(self.suspects) - _MOST} more"
+                                                   if len(self.suspects) > _MOST else ""))
+        lines += [f"- {f.text}" for f in self.findings[:_MOST]]
+        if len(self.findings) > _MOST:
+            lines.append(f"- and {len(self.findings) - _MOST} more")
+        lines += _behind(self.blocked)
+        if self.no_dump:
+            lines.append(f"- no dump from {_who(self.no_dump)}: died, or its dump was not "
+                         "collected")
+        lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (schema :data:`SCHEMA`, keys in docs/hang.md)."""
+        return {"schema": SCHEMA, "world": self.world, "dumps": len(self.dumped),
+                "no_dump": list(self.no_dump), "ok": self.ok,
+                "suspects": [{"rank": r, "host": self.host(r)} for r in self.suspects],
+                "findings": [{"kind": f.kind, "group": _group_dict(f.group),
+                              "ranks": [self._rank(r, f.group) for r in f.ranks],
+                              "text": f.text} for f in self.findings],
+                "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
+                             "waits_for": list(w)} for r, g, w in self.blocked],
+                "groups": [self._state_dict(s) for s in self.groups if s.hung],
+                "mismatches": list(self.mismatches), "notes": list(self.notes)}
+
+    def _rank(self, rank: int, group: PlanGroup) -> dict[str, Any]:
+        view = self.views.get(group.view)
+        place = view.coordinate(rank) if view is not None and \
+            view.ranks.offset_of(rank) is not None else None
+        return {"rank": rank, "host": self.host(rank),
+                "coordinate": dict(zip(view.names, place)) if view and place else {}}
+
+    def _state_dict(self, s: GroupState) -> dict[str, Any]:
+        return {"group": _group_dict(s.group), "torch_name": s.name, "seq": s.seq,
+                "call": _call_dict(s.call), "entered": list(s.entered),
+                "never_entered": [self._rank(r, s.group) for r in s.never + s.no_dump],
+                "desync_seq": s.desync[0] if s.desync else None}
+
+
+def _group_dict(g: PlanGroup) -> dict[str, Any]:
+    return {"view": g.view, "dim": g.dim, "members": list(g.members),
+            "coordinate": dict(g.coordinate), "matched_by": g.by}
+
+
+def _call_dict(c: FlightCall) -> dict[str, Any]:
+    return {"op": c.op, "shapes": [list(s) for s in c.shapes], "dtypes": list(c.dtypes)}
+
+
+def report(hang: Hang, views: Mapping[str, MeshView], host: Host) -> HangReport:
+    """Word ``hang``: each stuck group's cause, or the ranks it is stuck behind."""
+    positions = hang.positions
+    states = {s.name: s for s in hang.states}
+    skipped = _Skips(hang)
+    findings: list[HangFinding] = []
+    behind: list[GroupState] = []
+    for s in sorted(hang.states, key=lambda s: s.group.members):
+        if not s.hung:
+            continue
+        if s.desync is not None:
+            findings.append(_desync(s))
+            continue
+        causes = {x: why for x in s.never + s.no_dump
+                  if (why := _cause(x, s, states, positions, skipped)) is not None}
+        if causes:
+            findings.append(_unmatched(s, causes, views, host))
+        else:
+            behind.append(s)
+    if behind and not findings:  # every stuck rank waits behind another: a cycle
+        findings = [_unmatched(s, {x: _CYCLE for x in s.never + s.no_dump}, views, host)
+                    for s in behind]
+        behind = []
+    blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
+               if r in positions and positions[r][0] == s.name]
+    return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
+                      tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
+                      views)
+
+
+_CYCLE = ("it waits in another stuck group in turn, and no rank is free: the ranks wait on each "
+          "other (calls issued in different orders)")
+
+
+def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
+           positions: Mapping[int, tuple[str, FlightCall]], skipped: _Skips) -> str | None:
+    """Why ``x`` never entered ``s``'s pending call, when ``x`` is the cause (None: it is
+    stuck elsewhere, behind others)."""
+    if x in s.no_dump:
+        return "it left no dump: it died, or its dump was not collected"
+    if x not in positions:
+        return "it recorded no call at all"
+    name, call = positions[x]
+    where = states.get(name)
+    group = where.group.describe() if where else repr(name)
+    there = f"{call.describe()} on {group}, seq {call.seq}"
+    if where is None or not where.hung or call.seq < where.seq:
+        return f"its newest call ({there}) completed: its program went on without this call"
+    if skipped(s.group, s.seq, where.group, call.seq):
+        return (f"it went past it: it waits at {there}, which the other ranks there issued "
+                "after this call")
+    return None
+
+
+class _Skips:
+    """Whether the ranks that recorded call ``t`` on a dim issued call ``s`` on another dim
+    before it (then a rank at ``t`` without ``s`` skipped ``s``); memoized per question."""
+
+    def __init__(self, hang: Hang) -> None:
+        self._orders: dict[int, dict[tuple[str, str, int], int]] = {}
+        by_name = {s.name: s.group for s in hang.states}
+        for rank, calls in hang.calls.items():
+            self._orders[rank] = {(by_name[c.group].view, by_name[c.group].dim, c.seq): c.order
+                                  for c in calls if c.group in by_name}
+
+    @functools.cache  # noqa: B019 (one per report, dropped with it)
+    def __call__(self, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+        """Whether a rank at call ``t`` on ``h``'s dim that never issued call ``s`` on
+        ``g``'s dim skipped it: more of the other ranks at ``t`` issued ``s`` before it
+        than not (the rank asked about counts among those that did not, hence the 1)."""
+        before = after = 0
+        for orders in self._orders.values():
+            at = orders.get((h.view, h.dim, t))
+            if at is not None:
+                first = orders.get((g.view, g.dim, s))
+                if first is not None and first < at:
+                    before += 1
+                else:
+                    after += 1
+        return before > after - 1
+
+
+def _desync(s: GroupState) -> HangFinding:
+    assert s.desync is not None, "a desync finding needs the desync"
+    seq, sides = s.desync
+    words = [f"{_who(ranks)} {call.describe()}" for ranks, call in sides]
+    odd = min(sides, key=lambda side: len(side[0]))[0]
+    text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
+            f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
+    return HangFinding("desync", text, odd, s.group)
+
+
+def _unmatched(s: GroupState, causes: Mapping[int, str], views: Mapping[str, MeshView],
+               host: Host) -> HangFinding:
+    gone = tuple(sorted(causes))
+    shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why}"
+                      for x, why in list(causes.items())[:3])
+    more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
+    text = (f"{s.group.describe()} [{s.group.where()}]: {_who(gone)} never "
+            f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
+            f"seq {s.seq}), which {_who(s.entered)} {_verb(s.entered, 'issues', 'issue')}: "
+            f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
+    return HangFinding("unmatched", text, gone, s.group)
+
+
+def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
+    """One entry per group the blocked ranks wait at (a 10,000-rank job has thousands of
+    them behind one cause): its waiting ranks and whom they wait for."""
+    if not blocked:
+        return []
+    by_group: dict[tuple[int, ...], tuple[PlanGroup, list[int], set[int]]] = {}
+    for r, g, w in blocked:
+        entry = by_group.setdefault(g.members, (g, [], set()))
+        entry[1].append(r)
+        entry[2].update(w)
+    words = [f"{_who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
+             for g, ranks, w in list(by_group.values())[:_MOST]]
+    more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
+    return ["- stuck behind those: " + "; ".join(words) + more]
+
+
+def _who(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    shown = ", ".join(map(str, ranks[:8]))
+    return f"ranks ({shown}{', …' if len(ranks) > 8 else ''}; {len(ranks)} ranks)" \
+        if len(ranks) > 8 else f"ranks ({shown})"
+
+
+def _verb(ranks: Sequence[int], one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
+
+
+def _nth(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

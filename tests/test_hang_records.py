@@ -1,0 +1,252 @@
+"""Reading a hung job's flight-recorder dumps (:func:`mesh.read_flight_records`) without
+processes: hand-written dumps in torch 2.13's format (``tests/hang_synth.py``).  What is
+read and how it is worded; bad input (truncated, foreign, hostile, oversized, mixed-job or
+other-version dumps, a plan that does not fit) is a :class:`mesh.FlightRecordError` naming
+it, or a mismatch the report lists, never another exception."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+from hang_synth import dump, step, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mesh import FlightRecordError, HangFinding, MeshView, Topology, read_flight_records
+from mesh._hang._records import MAX_DUMP_BYTES, MAX_DUMP_ENTRIES
+
+VIEW = MeshView.from_shape((2, 4), ("dp", "tp"))
+
+
+def _skip_job(tmp: Path, *, as_json: bool = False) -> list[str]:
+    """8 ranks, 3 steps; rank 5 skips its 3rd tp all_reduce and its program ends."""
+    calls = {r: step(3) for r in range(8)}
+    calls[5] = [*step(2), ("dp", "all_reduce", (16,))]
+    waiting_tp = {4, 6, 7}  # they wait at the 3rd tp call; their dp peers wait behind them
+    for r in waiting_tp:
+        calls[r] = [*step(2), ("tp", "all_reduce", (4, 8))]
+    return write(tmp, {r: dump(VIEW, r, c) for r, c in calls.items()}, as_json=as_json)
+
+
+def test_a_skipped_call_names_the_group_by_dim_and_coordinate_and_the_skipper(
+        tmp_path: Path) -> None:
+    report = read_flight_records(_skip_job(tmp_path), {"train": VIEW},
+                                 topology=Topology(8, 4))
+    [finding] = report.findings
+    assert isinstance(finding, HangFinding)
+    assert (finding.kind, finding.group.dim, finding.group.members, finding.ranks) == \
+        ("unmatched", "tp", (4, 5, 6, 7), (5,))
+    assert finding.group.coordinate == (("dp", 1),)
+    assert "rank 5 (dp=1, tp=1; host host1)" in finding.text
+    assert "its 3rd call (all_reduce (4, 8) float32, seq 3)" in finding.text
+    assert {r for r, _, _ in report.blocked} == {0, 2, 3}  # their dp peers 4, 6, 7 wait
+    assert report.suspects == (5,)
+    assert str(report).splitlines()[1] == "look first at rank 5 (host1)"
+
+
+def test_json_dumps_read_as_the_pickles_do(tmp_path: Path) -> None:
+    pickles = read_flight_records(_skip_job(tmp_path / "p"), VIEW)
+    jsons = read_flight_records(_skip_job(tmp_path / "j", as_json=True), VIEW)
+    assert jsons.findings == pickles.findings and jsons.blocked == pickles.blocked
+
+
+def test_a_folder_reads_as_its_dumps(tmp_path: Path) -> None:
+    paths = _skip_job(tmp_path)
+    assert read_flight_records([str(tmp_path)], VIEW).findings == \
+        read_flight_records(paths, VIEW).findings
+
+
+def test_a_shape_desync_names_both_sides_and_the_first_differing_call(tmp_path: Path) -> None:
+    calls = {r: step(2) for r in range(8)}
+    calls[2] = [*step(1), ("tp", "all_reduce", (8, 4)), ("dp", "all_reduce", (16,))]
+    report = read_flight_records(write(tmp_path, {r: dump(VIEW, r, c) for r, c in
+                                                  calls.items()}), VIEW)
+    [finding] = report.findings
+    assert (finding.kind, finding.group.members, finding.ranks) == ("desync", (0, 1, 2, 3), (2,))
+    assert "desyncs at its 2nd call (seq 2): ranks (0, 1, 3) all_reduce (4, 8) float32; " \
+           "rank 2 all_reduce (8, 4) float32" in finding.text
+
+
+def test_a_job_without_a_hang_reports_none(tmp_path: Path) -> None:
+    report = read_flight_records(write(tmp_path, {r: dump(VIEW, r, step(2)) for r in range(8)}),
+                                 VIEW)
+    assert report.ok and report.findings == () and "no hang in the records" in str(report)
+
+
+def _error(paths: list[str], views: object = VIEW) -> str:
+    with pytest.raises(FlightRecordError) as e:
+        read_flight_records(paths, views)  # type: ignore[arg-type]  # bad input on purpose
+    return str(e.value)
+
+
+class _Boom:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_pickle_naming_code_is_refused_without_running_it(tmp_path: Path) -> None:
+    path = tmp_path / "fr_trace_rank_0"
+    path.write_bytes(pickle.dumps({"version": "2.10", "entries": [_Boom()]}))
+    os.chdir(tmp_path)
+    assert "names the object posix.system" in _error([str(path)]) or \
+        "names the object os.system" in _error([str(path)])
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (pickle.dumps({"version": "2.10", "entries": []})[:-5], "cannot be decoded"),
+    (pickle.dumps([1, 2, 3]), "holds list, not a dict"),
+    (b"\x00\x01garbage", "cannot be decoded"),
+    (b"{\"version\": \"2.10\"", "cannot be decoded"),
+    (pickle.dumps({"entries": []}), "lacks 'version'"),
+    (pickle.dumps({"version": "2.4", "entries": []}), "its format is '2.4'"),
+    (pickle.dumps({"version": "2.10", "entries": [{"process_group": 5}]}), "process_group"),
+    (pickle.dumps({"version": "2.10", "entries": [None] * (MAX_DUMP_ENTRIES + 1)}),
+     "at most 65,536 calls"),
+    (b"[" * 100_000 + b"]" * 100_000, "cannot be decoded"),
+])
+def test_a_file_that_is_no_dump_is_refused_naming_why(tmp_path: Path, data: bytes,
+                                                       words: str) -> None:
+    path = tmp_path / "fr_trace_rank_0"
+    path.write_bytes(data)
+    assert words in _error([str(path)])
+
+
+def test_an_oversized_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "fr_trace_rank_0"
+    with open(path, "wb") as f:
+        f.truncate(MAX_DUMP_BYTES + 1)  # sparse: nothing written, nothing read
+    assert "more than the 67,108,864 a dump may have" in _error([str(path)])
+
+
+def test_a_name_without_a_rank_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "trace.pkl"
+    path.write_bytes(pickle.dumps(dump(VIEW, 0, step(1))))
+    assert "must end in its rank" in _error([str(path)])
+
+
+def test_two_dumps_of_one_rank_are_refused(tmp_path: Path) -> None:
+    a = write(tmp_path / "a", {3: dump(VIEW, 3, step(1))})
+    b = write(tmp_path / "b", {3: dump(VIEW, 3, step(1))})
+    assert "two dumps of rank 3" in _error(a + b)
+
+
+def test_dumps_of_different_formats_or_days_are_not_one_job(tmp_path: Path) -> None:
+    mixed = _versions_mixed(tmp_path)
+    assert "its format is '2.9'" in _error(mixed)
+    days = write(tmp_path / "d", {0: dump(VIEW, 0, step(1)),
+                                  1: dump(VIEW, 1, step(1), t0=10**18 + 3 * 86_400 * 10**9)})
+    assert "hours apart: these dumps are not of one hang of one job" in _error(days)
+
+
+def _versions_mixed(tmp_path: Path) -> list[str]:
+    return write(tmp_path / "m", {0: dump(VIEW, 0, step(1)),
+                                  1: dump(VIEW, 1, step(1), version="2.9")})
+
+
+def test_a_newer_format_is_read_and_noted_and_a_mix_refused(tmp_path: Path) -> None:
+    newer = write(tmp_path / "n", {r: dump(VIEW, r, step(1), version="2.11") for r in range(8)})
+    report = read_flight_records(newer, VIEW)
+    assert report.ok and report.notes == (
+        "the dumps' format 2.11 is newer than 2.10, which this release was checked on (torch "
+        "2.13): read as that, field by field",)
+    mixed = write(tmp_path / "x", {0: dump(VIEW, 0, step(1)),
+                                   1: dump(VIEW, 1, step(1), version="2.11")})
+    assert "different torch versions" in _error(mixed)
+
+
+def test_a_plan_that_does_not_fit_the_job_is_said_so(tmp_path: Path) -> None:
+    paths = _skip_job(tmp_path)
+    words = _error(paths, MeshView.from_shape(8, ("x",)))
+    assert "the plan does not match the job" in words
+    assert "(group_desc 'mesh_dp') with calls from ranks (1, 5) is no group of the plan " \
+           "(its dims: mesh.x)" in words
+    small = read_flight_records(paths, MeshView.from_shape((2, 2), ("dp", "tp")))
+    assert any("the plan has 4 ranks" in m for m in small.mismatches)
+    assert "does not match the plan" in str(small)
+
+
+def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
+    assert "wrap it in a list" in _error("fr_trace_rank_0")  # type: ignore[arg-type]  # on purpose
+    assert "no dump files given" in _error([])
+    assert "a mesh.MeshView or a non-empty mapping" in _error(["x0"], {"a": 1})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 4000), flips=st.lists(st.tuples(st.integers(0, 4000),
+                                                          st.integers(0, 255)), max_size=8),
+       as_json=st.booleans())
+def test_any_damaged_dump_is_read_or_refused_in_bounded_time(tmp_path: Path, cut: int,
+                                                             flips: list[tuple[int, int]],
+                                                             as_json: bool) -> None:
+    """Law: a dump truncated anywhere and with any bytes changed gives a report or a
+    FlightRecordError, never another exception, within a second (work bounded by its size)."""
+    folder = tmp_path / f"f{cut}-{len(flips)}-{as_json}"
+    paths = write(folder, {r: dump(VIEW, r, step(2)) for r in range(8)}, as_json=as_json)
+    data = bytearray(Path(paths[5]).read_bytes())
+    for at, byte in flips:
+        data[at % len(data)] = byte
+    Path(paths[5]).write_bytes(bytes(data[:cut]) if cut < len(data) else bytes(data))
+    start = time.monotonic()
+    try:
+        read_flight_records(paths, VIEW)
+    except FlightRecordError:
+        pass
+    assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--dims", "dp=2,tp=4"], "is not a flight-recorder dump: it cannot be decoded"),
+    ([], "give the job's plan: --plan FILE or --dims"),
+    (["--dims", "dp=2,tp=4", "--plan", "examples/hang/plan.py"], "one of them"),
+    (["--dims", "x=8"], None),  # the good dumps against a plan without their dims
+])
+def test_the_command_refuses_bad_input_with_a_message_and_status_2(
+        tmp_path: Path, args: list[str], words: str | None) -> None:
+    import subprocess
+    import sys
+
+    paths = _skip_job(tmp_path)
+    if words is not None and "decoded" in words:
+        Path(paths[3]).write_bytes(b"\x80\x04garbage")
+    out = subprocess.run([sys.executable, "-m", "mesh", "hang", *paths, *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (words or "the plan does not match the job") in out.stderr
+
+
+def test_members_an_nccl_dump_lists_place_a_hand_made_group(tmp_path: Path) -> None:
+    """A group with a desc of its own (not the facade's ``mesh_<dim>``) is the plan's group
+    whose members ``pg_config`` lists, though only some of them recorded calls."""
+    dumps = {}
+    for r in (0, 1):  # ranks 2 and 3 of the 'tp' group (0, 1, 2, 3) never call on it
+        data = dump(VIEW, r, [("tp", "all_reduce", (4, 8))])
+        for e in data["entries"]:
+            e["process_group"] = ("7", "my_tp")
+        data["pg_config"] = {"7": {"name": "7", "desc": "my_tp", "ranks": "[0, 1, 2, 3]"}}
+        dumps[r] = data
+    report = read_flight_records(write(tmp_path, dumps), VIEW)
+    [finding] = report.findings
+    assert (finding.group.dim, finding.group.by, finding.ranks) == ("tp", "members", (2, 3))
+    data = dumps[0]
+    data["pg_config"]["7"]["ranks"] = "[0, 1, 5]"  # members no group of the plan has
+    words = _error(write(tmp_path / "b", {0: data}))
+    assert "members (0, 1, 5) in pg_config is no group of the plan" in words
+
+
+def test_ranks_that_wait_on_each_other_in_a_cycle_are_each_named(tmp_path: Path) -> None:
+    """Ranks 0, 1, 5, 4 each wait, at their 2nd call, for the next in the cycle (calls issued
+    in different orders); no rank is free, so every stuck group is a finding."""
+    tail = {0: "tp", 1: "dp", 5: "tp", 4: "dp", 2: "tp", 3: "tp", 6: "tp", 7: "tp"}
+    dumps = {r: dump(VIEW, r, [*step(1), (dim, "all_reduce", (4, 8) if dim == "tp" else (16,))])
+             for r, dim in tail.items()}
+    report = read_flight_records(write(tmp_path, dumps), VIEW)
+    assert {(f.group.dim, f.group.members, f.ranks) for f in report.findings} == {
+        ("tp", (0, 1, 2, 3), (1,)), ("dp", (1, 5), (5,)), ("tp", (4, 5, 6, 7), (4,)),
+        ("dp", (0, 4), (0,))}
+    assert all("the ranks wait on each other" in f.text for f in report.findings)
