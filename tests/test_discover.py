@@ -159,7 +159,9 @@ def test_a_world_of_64_on_16_hosts_in_racks_of_4_costs_each_rank_a_few_calls() -
     assert all(t == expected for t in found.values()) and len(found) == 64
     assert found[0].host_name(15) == "node15"
     calls = sorted(s.total() for s in stores.values())
-    assert calls[0] == 8 and calls[-1] <= 14  # rank 0 reads no neighbour
+    # 9 for most (rank 0, which reads no neighbour, 8); a run's first rank, the last to
+    # arrive and the last to check (any rank, as threads are scheduled) make up to 3 more
+    assert calls[0] >= 8 and calls[len(calls) // 2] == 9 and calls[-1] <= 14
     # bytes read: the neighbour's digest, the topology's compact data and the verdict, the
     # same for every rank but the last to arrive, which also reads the 16 runs once
     reads = sorted(s.bytes_read for r, s in stores.items() if r)
@@ -242,5 +244,34 @@ def test_a_fake_world_has_no_store_to_gather_through() -> None:
         with pytest.raises(ExpectationError):  # with the machine given, checked as usual
             bind(MeshView.from_shape((2, 4), ("dp", "tp")), b, topology=Topology(8, 2),
                  expect_intra_host=("tp",))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_call_that_fails_locally_still_uses_up_its_number(monkeypatch) -> None:
+    """Issue 34, item 3: a call that failed before it reached the store left its round to the
+    next call, which then filled it (mixing two calls).  The call's number is taken first."""
+    import torch.distributed as dist
+
+    from backend import GlooBackend
+    from backend._c10d import _discover
+    from backend._c10d._gather import namespace
+
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        b, record = GlooBackend(), DiscoveryRecord.of("n0", local_rank=0)
+        first = _discover._CALLS.upcoming
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the store went away")
+
+        monkeypatch.setattr(_discover, "gather", broken)
+        with pytest.raises(DiscoveryError, match="the store went away"):
+            discover(b, record=record, timeout=5)
+        monkeypatch.undo()
+        assert discover(b, record=record, timeout=5) == Topology(1, 1)
+        store = dist.distributed_c10d._get_default_store()
+        assert store.check([f"{namespace(first + 1)}/verdict"])
+        assert not store.check([f"{namespace(first)}/r/0"])
     finally:
         dist.destroy_process_group()

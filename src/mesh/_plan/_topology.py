@@ -67,9 +67,13 @@ class Topology:
     domain spanning hosts, such as an NVL72 rack of 18 hosts): host ``h`` is in domain
     ``h // hosts_per_domain``; the last domain may be partial.  Domains may also be
     explicit (partial racks, a rack split between jobs): ``from_hosts(..., domains=...)``.
+    :meth:`from_runs` takes runs of consecutive ranks on one host (what a launcher, a
+    hosts file or discovery knows).
 
-    An explicit topology is held as runs of consecutive ranks on one host (the data
-    grows with the hosts when ranks are numbered host by host, not with the ranks).
+    A topology composes two small values (``_kinds``): how ranks sit on hosts (regular,
+    or runs of consecutive ranks on one host: the data grows with the hosts when ranks
+    are numbered host by host, not with the ranks) and how hosts sit in fast domains
+    (regular, or runs of consecutive hosts); it asks them without branching on the form.
     Queries take a view and a dim and never list the world for a regular topology
     over an identity universe: :meth:`hosts_per_group` is O(ndim + devices per
     host**2) there (a group's host count depends only on where its first member
