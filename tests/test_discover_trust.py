@@ -215,3 +215,19 @@ def test_fuzzed_store_contents_never_split_hang_or_escape_untyped(plant) -> None
     out, took = _run(plant)
     assert sorted(out) == [0, 1, 2, 3]
     _same(out, took)
+
+
+def test_an_answer_that_joins_two_domains_is_refused_by_the_rank_at_the_boundary() -> None:
+    """The check of step 4: hosts n0 and n1 are in two NVLink domains; an answer that puts
+    them in one (every name and device right) is refused by rank 2, whose record and rank
+    1's differ in domain, and every rank says so."""
+    records = [DiscoveryRecord.of(f"n{r // 2}", local_rank=r % 2,
+                                  nvlink_domain=f"{r // 2:032x}/0") for r in range(4)]
+    joined = Topology.from_hosts(["n0", "n0", "n1", "n1"], hosts_per_domain=2).to_dict()
+    out, took = _run({"answer": Answer(NS, 4, joined, None).encode()}, records)
+    e = _same(out, took)
+    assert isinstance(e, DiscoveryError) and "ranks 1 and 2 are on one fast domain, but their " \
+        "records say they are not" in str(e)
+    clean, took = _run({}, records)
+    assert _same(clean, took) == Topology.from_hosts(["n0", "n0", "n1", "n1"],
+                                                     domains=["a", "a", "b", "b"])

@@ -237,7 +237,7 @@ class Gather:
             if ours != same:
                 raise _Stop(Fault(f"the answer says ranks {r - 1} and {r} are "
                                   f"{'' if same else 'not '}on one {what}, but their records "
-                                  f"say they are {'' if ours else 'not '}", r, key))
+                                  f"say they {'are' if ours else 'are not'}", r, key))
 
     def adopt(self) -> Topology:
         """Step 6: what the verdict says, on every rank alike."""
