@@ -2,11 +2,13 @@
 
 W ranks are simulated in one process, each with its own ``CountingStore``
 (tests/counting_store.py) over one shared in-process torch ``HashStore``, running the real
-protocol (``backend._c10d._discover``): first every rank's ``publish`` in rank order (a rank
-waits for its neighbour's record, which is then already there), then ``collect``.  Every
-rank's ``collect`` is the same code reading the same key, so it runs for a sample of ranks
-(the first and last 8, 16 spread between, and the last to arrive); calls and bytes of the
-others are those of the sample.  Machines at each W:
+protocol (``backend._c10d._gather``): first every rank's ``publish`` in rank order (a rank
+waits for its neighbour's record, which is then already there), then ``check`` of the
+answer and ``adopt`` of the verdict.  Every rank's ``check`` and ``adopt`` are the same code
+reading the same keys, so they run for a sample of ranks (the first and last 8, 16 spread
+between, and the last to arrive; the others' checks are counted at once); calls and bytes
+of the others are those of the sample.
+Machines at each W:
 
 - ``NVL72 racks``: hosts of 4 named ``gb[00000-...]``, racks of 18 hosts (the last partial),
   one NVLink domain per rack: a regular machine;
@@ -20,7 +22,7 @@ Anchor: gathering every rank's full record through the store (each rank ``set``-
 and ``multi_get``-s all W of them), measured for 4 ranks: its bytes per rank grow with W.
 
 Targets (exit 1 on a miss; counted, so checked in ``--smoke`` too): every rank makes at most
-10 store calls, each touching one key, at every W; on the regular machine a rank (but the
+14 store calls, each touching one key, at every W; on the regular machine a rank (but the
 last to arrive) reads at most 512 bytes at every W, growing only by the digits of the
 numbers it holds (at most 16 bytes from the smallest W to the largest), under 1/1000 of the
 anchor's at 131,072 ranks; on every machine it reads at most 512 bytes plus 24 per run of
@@ -46,12 +48,12 @@ from _common import verdict
 from torch._C._distributed_c10d import HashStore
 
 from backend import DiscoveryRecord
-from backend._c10d._discover import PREFIX, collect, publish
+from backend._c10d._discover import gather
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 CountingStore: Any = importlib.import_module("counting_store").CountingStore
 
-MOST_CALLS = 10
+MOST_CALLS = 14
 REGULAR_BYTES = 512
 DIGITS = 16
 PER_RUN_BYTES = 24
@@ -102,24 +104,32 @@ def simulate(w: int, record: Callable[[int], DiscoveryRecord]) -> dict[str, Any]
     shared = HashStore()
     stores = [CountingStore(shared) for _ in range(w)]
     t = time.perf_counter()
-    rounds = [publish(stores[r], r, w, record(r), 60.0) for r in range(w)]
+    parts = [gather(stores[r], r, w, record(r), 60.0, 0) for r in range(w)]
+    for part in parts:
+        part.publish()
     publish_s = time.perf_counter() - t
-    publish_calls = [s.total() for s in stores]  # then every rank's collect: 2 calls
-    sample = sorted({*range(8), *range(w - 8, w), *range(0, w, max(1, w // 16))})
-    found = None
+    publish_calls = [s.total() for s in stores]
+    last = max(range(w), key=lambda r: stores[r].bytes_read)  # read the runs
+    sample = sorted({*range(8), *range(w - 8, w), *range(0, w, max(1, w // 16)), last})
+    # every rank's check is the same code reading the same answer: run for the sample, the
+    # others counted at once (as their add of 1 each would)
+    shared.add(parts[0].key("checked"), w - len(sample))
     t = time.perf_counter()
     for r in sample:
-        found = collect(stores[r], rounds[r], w, 60.0)
+        parts[r].check()
+    found = None
+    for r in sample:
+        found = parts[r].adopt()
     collect_s = (time.perf_counter() - t) / len(sample)
     assert found is not None
-    data = json.loads(bytes(shared.get(f"{PREFIX}/{rounds[0]}/topology")))["topology"]
+    data = found.to_dict()
+    later = max(stores[r].total() - publish_calls[r] for r in sample)
     runs = len(data["ranks"] or ()) + len(data["domains"] or ())
-    last = max(range(w), key=lambda r: stores[r].bytes_read)  # read the runs
     sampled = [r for r in sample if r != last]
     reads = [stores[r].bytes_read for r in sampled]
     widest = max(s.widest for s in stores)
     return {"W": w, "topology": found, "runs": runs, "data_bytes": len(json.dumps(data)),
-            "calls_max": max(publish_calls) + 2, "calls": statistics.median_low(
+            "calls_max": max(publish_calls) + later, "calls": statistics.median_low(
                 [stores[r].total() for r in sampled]), "widest": widest,
             "read": max(reads), "read_min": min(reads), "last_read": stores[last].bytes_read,
             "written": max(s.bytes_written for s in stores), "publish_s": publish_s,
@@ -129,7 +139,7 @@ def simulate(w: int, record: Callable[[int], DiscoveryRecord]) -> dict[str, Any]
 def anchor(w: int, record: Callable[[int], DiscoveryRecord]) -> int:
     """Bytes one rank reads gathering every rank's full record (set, then multi_get)."""
     shared = HashStore()
-    line = [record(r)._line(r) for r in range(w)]
+    line = [record(r).run_line(r).encode() for r in range(w)]
     for r in range(w):
         shared.set(f"all/{r}", line[r])
     probe = CountingStore(shared)

@@ -18,7 +18,9 @@ from torch._C._distributed_c10d import HashStore
 
 from backend import BackendConfigError, DiscoveryError, DiscoveryRecord, FakeBackend
 from backend import discover_topology as discover
-from backend._c10d._discover import collect, machine_data, nvlink_domain, publish
+from backend._c10d._discover import gather, nvlink_domain
+from backend._c10d._discovery_record import RunLine
+from backend._c10d._gather import machine
 from mesh import Topology
 
 
@@ -136,8 +138,7 @@ def _world(records: list[DiscoveryRecord], timeout: float = 20.0, absent: int | 
     def rank(r: int) -> None:
         store = stores[r] = CountingStore(shared)
         try:
-            k = publish(store, r, len(records), records[r], timeout)
-            found[r] = collect(store, k, len(records), timeout)
+            found[r] = gather(store, r, len(records), records[r], timeout, 0).run()
         except DiscoveryError as e:
             found[r] = e
 
@@ -158,11 +159,13 @@ def test_a_world_of_64_on_16_hosts_in_racks_of_4_costs_each_rank_a_few_calls() -
     assert all(t == expected for t in found.values()) and len(found) == 64
     assert found[0].host_name(15) == "node15"
     calls = sorted(s.total() for s in stores.values())
-    assert calls[0] == 6 and calls[-1] <= 10  # rank 0 reads no neighbour
-    # bytes read: the neighbour's digest and the topology's compact data, the same for every
-    # rank but the last to arrive, which also reads the 16 runs once
+    # 9 for most (rank 0, which reads no neighbour, 8); a run's first rank, the last to
+    # arrive and the last to check (any rank, as threads are scheduled) make up to 3 more
+    assert calls[0] >= 8 and calls[len(calls) // 2] == 9 and calls[-1] <= 14
+    # bytes read: the neighbour's digest, the topology's compact data and the verdict, the
+    # same for every rank but the last to arrive, which also reads the 16 runs once
     reads = sorted(s.bytes_read for r, s in stores.items() if r)
-    assert reads[0] == reads[-2] < 300 and reads[-1] < reads[0] + 16 * 120
+    assert reads[0] == reads[-2] < 400 and reads[-1] < reads[0] + 16 * 120
 
 
 def test_hosts_named_alike_on_two_machines_are_two_hosts() -> None:
@@ -173,25 +176,27 @@ def test_hosts_named_alike_on_two_machines_are_two_hosts() -> None:
     assert found[0].host_name(0).startswith("worker#") != found[0].host_name(1)
 
 
-def test_a_missing_rank_fails_every_other_within_the_timeout() -> None:
+def test_a_missing_rank_is_named_by_every_other_within_the_timeout() -> None:
+    """Issue 34, item 3: a rank that never arrives is named (it was only counted), and every
+    other rank gets the same error."""
     records = [DiscoveryRecord.of(f"n{r // 2}", local_rank=r % 2) for r in range(4)]
     found, _ = _world(records, timeout=0.3, absent=3)
     assert sorted(found) == [0, 1, 2]
+    assert len({str(e) for e in found.values()}) == 1
     for e in found.values():
-        assert isinstance(e, DiscoveryError) and "3 of 4 ranks had arrived" in str(e)
+        assert isinstance(e, DiscoveryError) and "rank 3 did not arrive within 0.3 s" in str(e)
 
 
 def test_the_runs_make_the_machine() -> None:
     """Unknown local ranks go on from the host's last device; a host in two domains is an
     error."""
-    data = machine_data([[0, "h1", "a", None, None], [2, "h2", "b", None, None],
-                         [3, "h1", "a", None, None]], 5)
-    topo = Topology.from_dict(data)
+    topo = machine([RunLine(0, "h1", "a", None, None), RunLine(2, "h2", "b", None, None),
+                    RunLine(3, "h1", "a", None, None)], 5)
     assert [topo.host(r) for r in range(5)] == [0, 0, 1, 0, 0]
     assert [topo.device(r) for r in range(5)] == [0, 1, 0, 2, 3]
     with pytest.raises(DiscoveryError, match="two fast domains"):
-        machine_data([[0, "h1", "a", 0, "x"], [1, "h2", "b", 0, None],
-                      [2, "h1", "a", 1, "y"]], 3)
+        machine([RunLine(0, "h1", "a", 0, "x"), RunLine(1, "h2", "b", 0, None),
+                 RunLine(2, "h1", "a", 1, "y")], 3)
 
 
 def test_a_fake_backend_has_no_store_to_gather_through() -> None:
@@ -239,5 +244,34 @@ def test_a_fake_world_has_no_store_to_gather_through() -> None:
         with pytest.raises(ExpectationError):  # with the machine given, checked as usual
             bind(MeshView.from_shape((2, 4), ("dp", "tp")), b, topology=Topology(8, 2),
                  expect_intra_host=("tp",))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_call_that_fails_locally_still_uses_up_its_number(monkeypatch) -> None:
+    """Issue 34, item 3: a call that failed before it reached the store left its round to the
+    next call, which then filled it (mixing two calls).  The call's number is taken first."""
+    import torch.distributed as dist
+
+    from backend import GlooBackend
+    from backend._c10d import _discover
+    from backend._c10d._gather import namespace
+
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        b, record = GlooBackend(), DiscoveryRecord.of("n0", local_rank=0)
+        first = _discover._CALLS.upcoming
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the store went away")
+
+        monkeypatch.setattr(_discover, "gather", broken)
+        with pytest.raises(DiscoveryError, match="the store went away"):
+            discover(b, record=record, timeout=5)
+        monkeypatch.undo()
+        assert discover(b, record=record, timeout=5) == Topology(1, 1)
+        store = dist.distributed_c10d._get_default_store()
+        assert store.check([f"{namespace(first + 1)}/verdict"])
+        assert not store.check([f"{namespace(first)}/r/0"])
     finally:
         dist.destroy_process_group()

@@ -58,14 +58,21 @@ def _saved(ranks: list[list[int]] | None, domains: list[list[int]] | None) -> di
 
 
 @pytest.mark.parametrize(("ranks", "domains", "words"), [
-    ([[2**62, 16, 0]], None, "host 0 (host0) has no ranks"),
+    ([[2**62, 16, 0]], None,
+     "host 0 (host0) has no ranks: every host of a topology runs at least one rank (a run of "
+     "ranks is on host 4,611,686,018,427,387,904: a topology of 16 ranks has hosts 0 <= host "
+     "< 16)"),
     ([[0, 8, 0], [2**62, 8, 0]], None, "host 1 (host1) has no ranks"),
-    (None, [[2**62, 2]], "domain 0 has no hosts"),
+    (None, [[2**62, 2]],
+     "domain 0 has no hosts: every domain holds at least one (a run of hosts is in domain "
+     "4,611,686,018,427,387,904: 2 hosts have domains 0 <= domain < 2)"),
     (None, [[0, 1], [2**62, 1]], "domain 1 has no hosts"),
 ])
-def test_an_index_past_the_runs_is_refused_at_once(ranks: list[list[int]] | None,
-                                                   domains: list[list[int]] | None,
-                                                   words: str, tmp_path: Path) -> None:
+def test_an_index_past_the_world_is_refused_at_once_naming_it_and_the_bound(
+        ranks: list[list[int]] | None, domains: list[list[int]] | None, words: str,
+        tmp_path: Path) -> None:
+    """Issue 34, item 4: a 200-byte file with index 2**62 hung explain or ran out of memory;
+    every index is bounded by the world before any work that grows with it."""
     data = _saved(ranks, domains)
     start = time.monotonic()
     with pytest.raises(TopologyError, match=words.replace("(", r"\(").replace(")", r"\)")):

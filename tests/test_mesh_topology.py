@@ -460,3 +460,70 @@ def test_a_huge_irregular_machine_is_refused_without_offering_a_limit() -> None:
         with pytest.raises(TooManyRanksError) as e:
             query()
         assert "1,099,511,627,77" in str(e.value) and "limit=" not in str(e.value)
+
+
+# ---- Topology.from_runs -----------------------------------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), min_size=1, max_size=8),
+       st.lists(st.sampled_from("xyz"), min_size=4, max_size=4))
+def test_from_runs_is_from_hosts_of_the_same_ranks(pieces, domain_of) -> None:
+    """Law: for runs ``(host, count, first device)`` whose devices go on from the host's last
+    (what a hosts file gives), ``from_runs(runs, hosts=names, domains=...)`` equals
+    ``from_hosts`` of every rank's host (and domain), and answers alike rank by rank."""
+    used = sorted({h for h, _ in pieces})
+    if used != list(range(len(used))):
+        pieces = [(used.index(h), c) for h, c in pieces]  # no idle host
+    next_device: dict[int, int] = {}
+    runs = []
+    for h, c in pieces:
+        runs.append((h, c, next_device.get(h, 0)))
+        next_device[h] = next_device.get(h, 0) + c
+    hosts = max(h for h, _ in pieces) + 1
+    names = [f"n{h}" for h in range(hosts)]
+    per_rank = [names[h] for h, c in pieces for _ in range(c)]
+    made = Topology.from_runs(runs, hosts=names, domains=domain_of[:hosts])
+    ref = Topology.from_hosts(per_rank, domains=[domain_of[int(n[1:])] for n in per_rank])
+    assert made == ref and made.to_dict() == ref.to_dict()
+    assert [(made.host(r), made.device(r), made.domain(r)) for r in range(made.world_size)] \
+        == [(ref.host(r), ref.device(r), ref.domain(r)) for r in range(ref.world_size)]
+
+
+def test_from_runs_of_equal_hosts_is_the_regular_topology() -> None:
+    t = Topology.from_runs([(0, 4, 0), (1, 4, 0), (2, 4, 0)], hosts_per_domain=2)
+    assert t == Topology(12, 4, hosts_per_domain=2) and t.devices_per_host == 4
+    assert t.to_dict()["ranks"] is None  # saved in the regular form
+
+
+@pytest.mark.parametrize(("runs", "kwargs", "match"), [
+    ([], {}, "at least one run"),
+    ([(0, 4)], {}, r"runs\[0\] must be \(host, count, first_device\)"),
+    ([(0, 0, 0)], {}, "count >= 1"),
+    ([(-1, 2, 0)], {}, "host and device >= 0"),
+    ([(0, 2**62, 0), (1, 2**62, 0), (2, 1, 0)], {}, "at most 2\\*\\*63 ranks"),
+    ([(0, 4, 0), (2**62, 4, 0)], {},
+     r"host 1 \(host1\) has no ranks.*on host 4,611,686,018,427,387,904: a topology of 8 "
+     r"ranks has hosts 0 <= host < 8"),
+    ([(0, 4, 0), (2, 4, 0)], {}, r"host 1 \(host1\) has no ranks"),
+    ([(0, 4, 0), (1, 4, 0)], {"hosts": ["a"]}, "name each of the 2 hosts"),
+    ([(0, 4, 0), (1, 4, 0)], {"hosts": ["a", "a"]}, "host 'a' is named twice"),
+    ([(0, 4, 0), (1, 4, 0)], {"domains": ["x"]}, "one domain label per host"),
+    ([(0, 4, 0), (1, 4, 0)], {"domains": ["x", "y"], "hosts_per_domain": 2}, "not both"),
+    ([(0, 4, 0), (0, 4, 2)], {}, "two ranks claim one device"),
+    ({(0, 4, 0)}, {}, "set"),
+])
+def test_bad_runs_are_refused_naming_what_is_wrong(runs, kwargs, match) -> None:
+    with bounded(events=200_000, peak_bytes=1 << 22), pytest.raises(MeshError, match=match):
+        Topology.from_runs(runs, **kwargs)
+
+
+@pytest.mark.parametrize(("data", "match"), [
+    (_data(ranks=[[0, 4, 0], [2**62, 4, 0]]),
+     r"host 1 \(b\) has no ranks.*hosts 0 <= host < 8"),
+    (_data(hosts_per_domain=None, domains=[[0, 1], [2**62, 1]]),
+     r"domain 1 has no hosts.*2 hosts have domains 0 <= domain < 2"),
+])
+def test_an_index_past_the_world_is_refused_naming_it_and_the_bound(data, match) -> None:
+    """Issue 34, item 4: an index is bounded by the world (hosts by the ranks, domains by
+    the hosts) before any work that grows with it, and the error names index and bound."""
+    with bounded(events=20_000, peak_bytes=1 << 20), pytest.raises(TopologyError, match=match):
+        Topology.from_dict(data)

@@ -43,7 +43,9 @@ def _discover(out_dir: str) -> None:
         bind,
         discover_topology,
     )
-    from backend._c10d._discover import collect, publish
+    from backend._c10d._discover import _CALLS, gather
+    from backend._c10d._discovery_record import Answer
+    from backend._c10d._gather import namespace
     from mesh import MeshView, Topology
 
     backend = GlooBackend.from_env(timeout=timedelta(seconds=30))
@@ -66,9 +68,27 @@ def _discover(out_dir: str) -> None:
     # the same gather on the real store, each rank's calls counted
     counted = CountingStore(dist.distributed_c10d._get_default_store())
     record = DiscoveryRecord.of(f"node{rank // 4}", local_rank=rank % 4)
-    round_ = publish(counted, rank, backend.world_size, record, 30.0)
-    collect(counted, round_, backend.world_size, 30.0)
+    gather(counted, rank, backend.world_size, record, 30.0, _CALLS.take()).run()
     out["calls"] = dict(counted.calls)
+    # values planted under the next call's keys before it (rank 0 plants, then a barrier):
+    # every rank must end alike, with the same typed error
+    forged = Topology.from_hosts(["node0"] * 8).to_dict()
+    planted = {"forged answer": ("answer", Answer(namespace(_CALLS.upcoming), 8, forged,
+                                                  None).encode()),
+               "junk run record": ("runs", b"junk\n"),
+               "stale counter": ("n", b"3")}
+    out["planted"] = {}
+    for case, (key, value) in planted.items():
+        if rank == 0:
+            dist.distributed_c10d._get_default_store().set(
+                f"{namespace(_CALLS.upcoming)}/{key}", value)
+        dist.barrier()
+        try:
+            found = discover_topology(backend, timeout=30, record=DiscoveryRecord.of(
+                f"node{rank // 4}", local_rank=rank % 4))
+            out["planted"][case] = found.to_dict()
+        except DiscoveryError as e:
+            out["planted"][case] = f"DiscoveryError: {e}"
     # a plan checked against the pretend machine of 2 hosts: tp = 8 cannot stay inside one
     two = Topology.from_dict(out["found"]["2 hosts of 4"])
     before = len(backend.created)

@@ -11,52 +11,65 @@ nothing else is imported to find it).  A host's fast domain is its NVLink domain
 Slurm block (``SLURM_TOPOLOGY_ADDR_PATTERN`` starting with ``block``, as the topology/block
 plugin of GB200 clusters sets it), else the host alone.
 
-**The gather** (keys under ``meshlayout/topo/``; ``k`` is the round, so repeated discoveries
-on one store never meet an old answer).  Ranks on one host are usually consecutive, so the
-world is told as *runs*: consecutive ranks on one host, at consecutive devices, in one domain.
-
-1. ``add(epoch, 1)``: the round is ``(value - 1) // world_size`` (every rank takes a ticket
-   per discovery);
-2. ``set(k/r/<rank>)`` to a 13-byte digest of its host, domain and Slurm address and its
-   local rank; then ``wait`` + ``get`` of rank ``r - 1``'s: rank ``r`` starts a run unless it
-   continues that one (same digest, next device);
-3. a run's first rank ``append``-s its whole record (about 100 bytes) to ``k/runs``;
-4. ``add(k/n, 1)``: the rank that makes it ``world_size`` reads ``k/runs`` (one record per
-   run), builds the topology and ``set``-s ``k/topology`` to its ``to_dict()`` JSON (or to
-   the reason it could not: two ranks on one device);
-5. every rank ``wait`` + ``get``-s ``k/topology``.
-
-Store calls per rank: 7 (rank 0, which has no neighbour, 6; a run's first rank one more;
-the last to arrive two more: at most 10), whatever the world.  Bytes read per rank: the
-neighbour's digest and the topology's data, which holds a run per host (about 16 bytes)
-only where hosts are not regular, a run of hosts per fast domain only where domains are
-not, and the host names as a Slurm host list (``node[0001-4096]``): a few hundred bytes for
-a regular machine named in sequence, O(hosts + domains) at worst (O(ranks) only for ranks
-dealt round-robin).  The last rank reads the runs once.  ``bench/discover_scale.py``
-counts both at 131,072 ranks.
+**The gather** (``_gather``, whose docstring states the steps, their cost and the threat
+model; the records it writes: ``_discovery_record``).  Ranks on one host are usually
+consecutive, so the world is told as *runs*: consecutive ranks on one host, at consecutive
+devices, in one domain; a run's first rank writes its whole record, every other rank only a
+33-byte digest its neighbour compares.  The last rank to arrive builds the machine
+(``Topology.from_runs``); every rank checks it against its own record and its neighbour's
+before all adopt the one verdict: the same machine, or the same
+:class:`~backend.DiscoveryError` naming the rank or key at fault.  Store calls per rank: 8
+to 14, whatever the world; bytes read: a digest, the topology's compact data (a run per
+host only where hosts are not regular, the host names as a Slurm host list) and the
+verdict.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import socket
+import threading
+import time
 import weakref
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import attrs
 
-from layout import show, show_error
+from layout import show
 from mesh import MeshError, Topology
 
 from .._core import BackendConfigError, BackendError, DiscoveryError, process_backend
+from ._discovery_record import Digest, RunLine
+from ._gather import Gather, namespace
 
-__all__ = ["DiscoveryRecord", "collect", "discover_topology", "publish"]
+__all__ = ["DiscoveryRecord", "discover_topology", "gather"]
 
-PREFIX = "meshlayout/topo"
+
+
+class _Calls:
+    """This process's discovery calls, counted as each starts: the call's part of the keys
+    (every rank calls in the same order, so the n-th calls of all ranks meet)."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._lock = threading.Lock()
+
+    @property
+    def upcoming(self) -> int:
+        """The number the next call will take."""
+        return self._next
+
+    def take(self) -> int:
+        with self._lock:
+            self._next += 1
+            return self._next - 1
+
+
+_CALLS = _Calls()
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _CACHE: weakref.WeakKeyDictionary[Any, Topology] = weakref.WeakKeyDictionary()
 
@@ -154,24 +167,20 @@ class DiscoveryRecord:
             return f"slurm:{addr.split('.')[0]}"
         return None
 
-    def _digest(self) -> str:
-        """What a neighbour compares: host, domain (12 hex digits) and the local rank."""
-        key = hashlib.sha256(f"{self.host}\n{self.domain}".encode()).hexdigest()[:12]
-        return f"{key}:{'-' if self.local_rank is None else self.local_rank}"
+    def digest(self) -> Digest:
+        """What a neighbour compares, and what this rank checks the answer against: its
+        host's and its fast domain's hashes (the host alone where it knows none), and its
+        local rank."""
+        return Digest(_hash(self.host), _hash(self.domain or f"host:{self.host}"),
+                      self.local_rank)
 
-    def _continues(self, prev: str) -> bool:
-        """Whether this rank continues the run of the rank before it (its digest ``prev``)."""
-        key, _, local = prev.partition(":")
-        mine, _, me = self._digest().partition(":")
-        if key != mine:
-            return False
-        if local == "-" or me == "-":
-            return local == me
-        return local.isdigit() and int(local) + 1 == int(me)
+    def run_line(self, rank: int) -> RunLine:
+        """The whole record, written by the rank that starts a run of ranks."""
+        return RunLine(rank, self.host, self.hostname, self.local_rank, self.domain)
 
-    def _line(self, rank: int) -> bytes:
-        return (json.dumps([rank, self.host, self.hostname, self.local_rank, self.domain])
-                + "\n").encode()
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _identity(hostname: str, boot_id: str) -> str:
@@ -235,89 +244,13 @@ def _device(pynvml: Any, local_rank: int) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(local_rank)
 
 
-# ---- the gather: two halves, so that a bench can run a simulated world phase by phase ----
-def publish(store: Any, rank: int, world_size: int, record: DiscoveryRecord,
-            timeout: float) -> int:
-    """Steps 1-4 of the gather for one rank; its round."""
-    k = (int(store.add(f"{PREFIX}/epoch", 1)) - 1) // world_size
-    base = f"{PREFIX}/{k}"
-    store.set(f"{base}/r/{rank}", record._digest())
-    starts = rank == 0 or not record._continues(
-        _get(store, f"{base}/r/{rank - 1}", timeout, base, world_size).decode())
-    if starts:
-        store.append(f"{base}/runs", record._line(rank))
-    if int(store.add(f"{base}/n", 1)) == world_size:
-        store.set(f"{base}/topology", _answer(bytes(store.get(f"{base}/runs")), world_size))
-    return k
-
-
-def collect(store: Any, k: int, world_size: int, timeout: float) -> Topology:
-    """Step 5: the topology of round ``k``, or the :class:`~backend.DiscoveryError` the
-    last rank to arrive found."""
-    base = f"{PREFIX}/{k}"
-    answer = json.loads(_get(store, f"{base}/topology", timeout, base, world_size))
-    if "error" in answer:
-        raise DiscoveryError(f"the ranks' records do not make one machine: {answer['error']}")
-    return Topology.from_dict(answer["topology"])
-
-
-def _get(store: Any, key: str, timeout: float, base: str, world_size: int) -> bytes:
-    try:
-        store.wait([key], timedelta(seconds=timeout))
-    except Exception as e:  # torch's DistStoreError (a RuntimeError) on a timeout
-        try:
-            came = f"{int(store.add(f'{base}/n', 0)):,} of {world_size:,} ranks had arrived"
-        except Exception:
-            came = "the store does not answer (its host, rank 0, left?)"
-        raise DiscoveryError(
-            f"discovering the machine did not complete within {timeout:g} s: {came}; every "
-            "rank of the world must call discover_topology (or bind with expect_intra_*) "
-            f"the same number of times ({type(e).__name__}: {e})") from None
-    return bytes(store.get(key))
-
-
-def _answer(runs: bytes, world_size: int) -> bytes:
-    """The last rank's work: the topology of the runs, or the reason there is none."""
-    try:
-        data = machine_data([json.loads(line) for line in runs.splitlines() if line],
-                            world_size)
-        answer: dict[str, Any] = {"topology": Topology.from_dict(data).to_dict()}
-    except (MeshError, DiscoveryError) as e:
-        answer = {"error": show_error(e).split(": ", 1)[-1]}
-    return json.dumps(answer).encode()
-
-
-def machine_data(records: list[list[Any]], world_size: int) -> dict[str, Any]:
-    """The data of ``Topology.to_dict`` from the first record of every run (``[rank, host,
-    hostname, local_rank, domain]``, any order): runs of ranks per host (a device unknown
-    goes on from the host's last), one domain per host (its own where none is known); a
-    hostname that two hosts share is told apart by their identities."""
-    records = sorted(records)
-    hosts: dict[str, int] = {}
-    names: list[str] = []
-    taken: dict[str, str] = {}
-    next_device: list[int] = []
-    domains: list[str] = []
-    runs = []
-    for i, (rank, host, hostname, local, domain) in enumerate(records):
-        end = records[i + 1][0] if i + 1 < len(records) else world_size
-        h = hosts.get(host)
-        if h is None:
-            h = hosts[host] = len(names)
-            shared = taken.setdefault(hostname, host) != host
-            names.append(f"{hostname}#{host[:6]}" if shared else hostname)
-            next_device.append(0)
-            domains.append(domain or f"host:{host}")
-        elif (domain or f"host:{host}") != domains[h]:
-            raise DiscoveryError(f"host {names[h]!r} reports two fast domains: "
-                                 f"{domains[h]!r} and {domain!r}")
-        first = next_device[h] if local is None else local
-        runs.append([h, end - rank, first])
-        next_device[h] = first + end - rank
-    number: dict[str, int] = {}
-    return {"version": 1, "world": world_size, "devices_per_host": None, "ranks": runs,
-            "hosts_per_domain": None, "hosts": names,
-            "domains": [[number.setdefault(d, len(number)), 1] for d in domains]}
+# ---- the gather (``_gather``) --------------------------------------------------------------------
+def gather(store: Any, rank: int, world_size: int, record: DiscoveryRecord, timeout: float,
+           call: int, *, clock: Callable[[], float] = time.monotonic) -> Gather:
+    """Rank ``rank``'s part in this process's ``call``-th discovery (not yet run; ``clock``:
+    a test's virtual one)."""
+    return Gather(store, rank, world_size, record.digest(), record.run_line(rank),
+                  record.hostname, timeout, namespace(call), clock=clock)
 
 
 # ---- on request, or at bind time -----------------------------------------------------------------
@@ -354,9 +287,9 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
 
     store = get_default_store()
     mine = DiscoveryRecord.read() if record is None else record
+    call = _CALLS.take()  # counted before anything can fail: a failed call uses up its round
     try:
-        k = publish(store, b.rank, b.world_size, mine, seconds)
-        found = collect(store, k, b.world_size, seconds)
+        found = gather(store, b.rank, b.world_size, mine, seconds, call).run()
     except (BackendError, MeshError):
         raise
     except RuntimeError as e:  # a store that cannot gather (torch's FakeStore), or one lost

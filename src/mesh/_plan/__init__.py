@@ -6,8 +6,10 @@ Imports the core (``mesh._core``), the drawing wing (``mesh._draw``, for the com
 
 Module map: ``_blocks`` (host-block arithmetic: the most hosts a group spans, from the dim
 layout alone), ``_topofile`` (a topology's saved data, Slurm host lists, hosts files: text
-and data to fields), ``_topology`` (:class:`Topology`: hosts, fast domains, which groups
-cross them), ``_report`` (the text reports), ``_explain`` (:func:`explain`,
+and data to fields), ``_kinds`` (the kinds of machine a topology
+composes: even or listed hosts, even or listed domains), ``_runs`` (checking and making
+canonical the runs of ranks and of hosts), ``_topology`` (:class:`Topology`: hosts, fast
+domains, which groups cross them), ``_report`` (the text reports), ``_explain`` (:func:`explain`,
 :class:`Explanation`, :class:`CommMemory`: the plan's data), ``_traffic`` (:class:`Links`:
 the α-β time estimate), ``_compare`` (:func:`compare`, :class:`Comparison`: plans side by
 side), ``_place`` (:func:`place`, :class:`Placement`: the rank order whose estimate is

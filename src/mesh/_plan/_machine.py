@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from .._core import InvalidMeshDataError
 from ._planfile import Refused, read_bounded
@@ -47,8 +46,8 @@ def machine(args: argparse.Namespace) -> Topology | None:
             raise Refused("--hosts names the hosts; give --devices-per-host N too (the ranks "
                           "each host runs)")
         names = expand_hosts(args.hosts)
-        topo = Topology.from_dict(_regular(len(names) * args.devices_per_host,
-                                           args.devices_per_host, list(names)))
+        topo = Topology.from_runs([(h, args.devices_per_host, 0) for h in range(len(names))],
+                                  hosts=names)
     elif getattr(args, "hosts_file", None) is not None:
         topo = _hosts_file(args.hosts_file, args.devices_per_host,
                            args.hosts_per_domain is not None)
@@ -71,11 +70,6 @@ def _saved(path: str) -> Topology:
         return Topology.from_dict(data)
     except InvalidMeshDataError as e:
         raise InvalidMeshDataError(f"the topology file {path!r}: {e}") from None
-
-
-def _regular(world: int, per_host: int, names: list[str]) -> dict[str, Any]:
-    return {"version": 1, "world": world, "devices_per_host": per_host, "ranks": None,
-            "hosts_per_domain": 1, "domains": None, "hosts": names}
 
 
 def _hosts_file(path: str, slots: int | None, regrouped: bool) -> Topology:
@@ -107,11 +101,5 @@ def _hosts_file(path: str, slots: int | None, regrouped: bool) -> Topology:
                           f"{line.domain!r} (a host is in one fast domain)")
         runs.append([h, n, used.get(line.name, 0)])
         used[line.name] = used.get(line.name, 0) + n
-    data = {**_regular(sum(r[1] for r in runs), 1, list(index)), "devices_per_host": None,
-            "ranks": runs}
-    if all(named):
-        number: dict[str, int] = {}
-        data["hosts_per_domain"] = None
-        data["domains"] = [[number.setdefault(domain_of[h], len(number)), 1]
-                           for h in range(len(index))]
-    return Topology.from_dict(data)
+    domains = [domain_of[h] for h in range(len(index))] if all(named) else None
+    return Topology.from_runs(runs, hosts=list(index), domains=domains)

@@ -11,10 +11,13 @@ from .._core import MAX_UNIVERSE, MeshTypeError, TopologyError, as_int, as_size,
 
 __all__ = [
     "Runs",
+    "bounded_hosts",
     "canonical_domains",
     "checked_devices",
     "checked_per_domain",
+    "checked_runs",
     "domain_runs",
+    "host_domain_runs",
     "host_label_text",
     "label_text",
     "merged_runs",
@@ -100,6 +103,61 @@ def domain_runs(domains: object, of: list[int], hosts: int) -> Runs:
         per_host[h] for h in range(hosts)))
 
 
+def checked_runs(runs: object) -> Runs:
+    """``Topology.from_runs``'s runs checked in form: an ordered, non-empty sequence of
+    ``(host, count, first device)``, ints (NumPy and torch ints too), host and device >= 0,
+    count >= 1, all below 2**63, the counts adding up to at most 2**63 ranks."""
+    given = ordered(runs, "runs")
+    if not given:
+        raise TopologyError("runs must hold at least one run (host, count, first_device), got "
+                            "none")
+    out: list[tuple[int, ...]] = []
+    total = 0
+    for i, run in enumerate(given):
+        parts = ordered(run, f"runs[{i}]")
+        if len(parts) != 3:
+            raise TopologyError(f"runs[{i}] must be (host, count, first_device), got "
+                                f"{show(run)}")
+        h, c, d = (as_int(x, f"runs[{i}][{j}]") for j, x in enumerate(parts))
+        total += c
+        if not (0 <= h < MAX_UNIVERSE and 1 <= c and 0 <= d < MAX_UNIVERSE) or \
+                total > MAX_UNIVERSE:
+            raise TopologyError(f"runs[{i}] must be (host, count, first_device): host and "
+                                "device >= 0 below 2**63, count >= 1, the counts adding up to "
+                                f"at most 2**63 ranks; got {show(run)}")
+        out.append((h, c, d))
+    return tuple(out)
+
+
+def bounded_hosts(runs: Runs, world: int, names: Sequence[str] | None = None) -> int:
+    """The hosts the runs number (the largest host index + 1), every index checked below the
+    world first (a host runs at least one rank, so a larger index leaves a host idle):
+    nothing that grows with an index runs before this.  The error names the least idle
+    host (found among the runs: bounded) and the bound."""
+    most = max(h for h, _, _ in runs)
+    if most >= world:
+        taken = {h for h, _, _ in runs}
+        idle = next(i for i in range(len(taken) + 1) if i not in taken)
+        label = names[idle] if names is not None and idle < len(names) else f"host{idle}"
+        raise TopologyError(f"host {idle:,} ({label}) has no ranks: every host of a topology "
+                            f"runs at least one rank (a run of ranks is on host {most:,}: a "
+                            f"topology of {world:,} ranks has hosts 0 <= host < {world:,})")
+    return most + 1
+
+
+def host_domain_runs(domains: object, hosts: int) -> Runs:
+    """Each host's fast domain label (``domains[h]``, one per host, in host order) as runs of
+    hosts, domains numbered by first appearance."""
+    given = ordered(domains, "domains")
+    if len(given) != hosts:
+        raise TopologyError(f"domains must give one domain label per host ({hosts:,}), got "
+                            f"{len(given):,}")
+    index: dict[str, int] = {}
+    of = [index.setdefault(label_text(lab, f"domains[{h}]"), len(index))
+          for h, lab in enumerate(given)]
+    return tuple((d, len(list(g))) for d, g in itertools.groupby(of))
+
+
 def run_length(placed: list[tuple[int, int]]) -> Runs:
     """``(host, device)`` per rank as runs ``(host, count, first device)``."""
     runs: list[list[int]] = []
@@ -162,11 +220,15 @@ def canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | Non
     if total != hosts:
         raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
                             f"{hosts:,} hosts")
+    most = max(d for d, _ in domains)  # checked before any work that grows with it
     used = list(dict.fromkeys(d for d, _ in domains))
-    if len(used) <= max(used):
+    if len(used) <= most:
         taken = set(used)
         idle = next(i for i in range(len(used) + 1) if i not in taken)  # bounded by the runs
-        raise TopologyError(f"domain {idle:,} has no hosts: every domain holds at least one")
+        past = f" (a run of hosts is in domain {most:,}: {hosts:,} hosts have domains 0 <= " \
+            f"domain < {hosts:,})" if most >= hosts else ""
+        raise TopologyError(f"domain {idle:,} has no hosts: every domain holds at least "
+                            f"one{past}")
     new = {old: i for i, old in enumerate(used)}
     runs: list[list[int]] = []
     for d, c in domains:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
 import functools
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,12 +29,16 @@ from .._core import (
     show,
 )
 from ._blocks import most_blocks
+from ._kinds import Domains, EvenDomains, EvenHosts, Hosts, ListedDomains, ListedHosts, Stretch
 from ._runs import (
     Runs,
+    bounded_hosts,
     canonical_domains,
     checked_devices,
     checked_per_domain,
+    checked_runs,
     domain_runs,
+    host_domain_runs,
     host_label_text,
     merged_runs,
     named_once,
@@ -65,9 +67,13 @@ class Topology:
     domain spanning hosts, such as an NVL72 rack of 18 hosts): host ``h`` is in domain
     ``h // hosts_per_domain``; the last domain may be partial.  Domains may also be
     explicit (partial racks, a rack split between jobs): ``from_hosts(..., domains=...)``.
+    :meth:`from_runs` takes runs of consecutive ranks on one host (what a launcher, a
+    hosts file or discovery knows).
 
-    An explicit topology is held as runs of consecutive ranks on one host (the data
-    grows with the hosts when ranks are numbered host by host, not with the ranks).
+    A topology composes two small values (``_kinds``): how ranks sit on hosts (regular,
+    or runs of consecutive ranks on one host: the data grows with the hosts when ranks
+    are numbered host by host, not with the ranks) and how hosts sit in fast domains
+    (regular, or runs of consecutive hosts); it asks them without branching on the form.
     Queries take a view and a dim and never list the world for a regular topology
     over an identity universe: :meth:`hosts_per_group` is O(ndim + devices per
     host**2) there (a group's host count depends only on where its first member
@@ -84,14 +90,9 @@ class Topology:
     """
 
     world_size: int
-    devices_per_host: int | None
-    """Devices per host, or None for an explicit host list (hosts of differing sizes, or
-    ranks not numbered host by host)."""
-    hosts_per_domain: int | None
-    """Hosts per fast domain (1: a domain is a host), or None for explicit domains."""
-    _runs: Runs | None  # explicit hosts: (host, count, first device) runs, in rank order
-    _names: tuple[str, ...] | None  # each host's label, by index
-    _domain_runs: Runs | None  # explicit domains: (domain, hosts) runs, in host order
+    _hosts: Hosts  # how ranks sit on hosts: EvenHosts, or ListedHosts (runs of ranks)
+    _domains: Domains  # how hosts sit in fast domains: EvenDomains, or ListedDomains
+    _names: tuple[str, ...] | None  # each host's label, by index (None: host<i>)
 
     def __init__(self, world_size: object, devices_per_host: object, *,
                  hosts_per_domain: object = 1) -> None:
@@ -106,7 +107,18 @@ class Topology:
                 f"world_size {n:,} is not a whole number of hosts of {show(h)} devices (valid: "
                 f"a multiple of devices_per_host; use Topology.from_hosts for hosts of "
                 "differing sizes)")
-        self.__attrs_init__(n, h, f, None, None, None)
+        self.__attrs_init__(n, EvenHosts(n, h), EvenDomains(f, n // h), None)
+
+    @property
+    def devices_per_host(self) -> int | None:
+        """Devices per host, or None for an explicit host list (hosts of differing sizes, or
+        ranks not numbered host by host)."""
+        return self._hosts.devices_per_host
+
+    @property
+    def hosts_per_domain(self) -> int | None:
+        """Hosts per fast domain (1: a domain is a host), or None for explicit domains."""
+        return self._domains.hosts_per_domain
 
     @classmethod
     def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1,
@@ -145,31 +157,70 @@ class Topology:
                          host_domains)
 
     @classmethod
+    def from_runs(cls, runs: object, *, hosts: object = None, hosts_per_domain: object = 1,
+                  domains: object = None) -> Topology:
+        """A topology from runs of consecutive ranks, in rank order: ``runs[i] = (host,
+        count, first_device)`` puts the next ``count`` ranks on host index ``host`` (hosts
+        numbered anyhow, renumbered by first appearance), at devices ``first_device``,
+        ``first_device + 1``, ...; the world is the sum of the counts.  What a launcher, a
+        hosts file or discovery knows, without one entry per rank.
+
+        ``hosts``, if given, names each host index (``hosts[h]``: a str or an int label, each
+        once); ``domains[h]``, if given, is host ``h``'s fast domain label (instead of
+        ``hosts_per_domain``).  Every host index is bounded by the world, and every host
+        runs at least one rank; anything else is a :class:`~mesh.TopologyError` naming it.
+
+        >>> Topology.from_runs([(0, 4, 0), (1, 4, 0)]) == Topology(8, 4)
+        True
+        >>> t = Topology.from_runs([(0, 2, 0), (1, 3, 0), (0, 1, 2)], hosts=["a", "b"],
+        ...                        domains=["r1", "r2"])
+        >>> t.host(5), t.device(5), t.host_name(1), t.num_domains
+        (0, 2, 'b', 2)
+        """
+        checked = checked_runs(runs)
+        world = sum(c for _, c, _ in checked)
+        f = checked_per_domain(hosts_per_domain)
+        count = bounded_hosts(checked, world)
+        names = None if hosts is None else tuple(
+            host_label_text(n, f"hosts[{i}]") for i, n in enumerate(ordered(hosts, "hosts")))
+        if names is not None and len(names) != count:
+            raise TopologyError(f"hosts must name each of the {count:,} hosts the runs use, "
+                                f"got {len(names):,} names")
+        if domains is None:
+            return cls._made(world, checked, names, f, None)
+        if f != 1:
+            raise TopologyError("give hosts_per_domain or domains, not both (domains names "
+                                f"each host's domain), got hosts_per_domain={f}")
+        return cls._made(world, checked, names, None, host_domain_runs(domains, count))
+
+    @classmethod
     def from_dict(cls, d: object) -> Topology:
         """Inverse of :meth:`to_dict`; strict: anything else is a typed error.
 
         Refused with :class:`~mesh.InvalidMeshDataError`: a non-dict, a missing, unknown or
         wrongly typed key, a version other than 1; with :class:`~mesh.TopologyError`, data
         that does not fit together: ranks that do not add up to ``world`` (more ranks than
-        the world declares, or fewer), two ranks claiming one device, a host or a domain
+        the world declares, or fewer), a host index or domain index past the world's (before
+        any work that grows with it), two ranks claiming one device, a host or a domain
         without ranks, a host named twice.
         """
         f = fields_of(d)
         if f.ranks is not None:
             return cls._made(f.world, f.ranks, f.names, f.hosts_per_domain, f.domains)
-        assert f.devices_per_host is not None
-        if f.world % f.devices_per_host:
+        per_host = f.devices_per_host
+        if per_host is None:  # pragma: no cover - fields_of gives exactly one of the two
+            raise AssertionError("fields_of gives devices_per_host or ranks")
+        if f.world % per_host:
             raise TopologyError(f"'world' {f.world:,} is not a whole number of hosts of "
-                                f"{f.devices_per_host:,} devices")
-        hosts = f.world // f.devices_per_host
+                                f"{per_host:,} devices")
+        hosts = f.world // per_host
         if f.names is not None:
             if len(f.names) != hosts:
                 raise TopologyError(f"'hosts' names {len(f.names):,} hosts, but {f.world:,} "
-                                    f"ranks on hosts of {f.devices_per_host:,} are "
-                                    f"{hosts:,} hosts")
+                                    f"ranks on hosts of {per_host:,} are {hosts:,} hosts")
             named_once(f.names)
-        return cls._finish(f.world, f.devices_per_host, None, f.names, f.hosts_per_domain,
-                           f.domains, hosts)
+        return cls._finish(f.world, EvenHosts(f.world, per_host), f.names,
+                           f.hosts_per_domain, f.domains)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, versioned JSON-able data (the file ``meshlayout --topology`` reads): the
@@ -182,8 +233,8 @@ class Topology:
         >>> Topology.from_hosts(["n01", "n01", "n02", "n02", "n02"]).to_dict()["ranks"]
         [[0, 2, 0], [1, 3, 0]]
         """
-        return data_of(Fields(self.world_size, self.devices_per_host, self._runs,
-                              self.hosts_per_domain, self._domain_runs, self._names))
+        return data_of(Fields(self.world_size, self.devices_per_host, self._hosts.runs,
+                              self.hosts_per_domain, self._domains.runs, self._names))
 
     @classmethod
     def _made(cls, world: int, runs: Runs, names: tuple[str, ...] | None,
@@ -196,7 +247,7 @@ class Topology:
             why = "more than the world declares" if total > world else "fewer"
             raise TopologyError(f"the runs of ranks cover {total:,} ranks, {why}: the world "
                                 f"is {world:,} ranks")
-        given = max(h for h, _, _ in runs) + 1
+        given = bounded_hosts(runs, world, names)
         if names is not None and given > len(names):
             raise TopologyError(f"a run of ranks is on host {given - 1:,}, but 'hosts' names "
                                 f"only {len(names):,} hosts")
@@ -214,50 +265,48 @@ class Topology:
             named_once(names)
         merged = merged_runs([(new[h], c, d) for h, c, d in runs])
         one_rank_per_device(merged, names)
-        hosts = len(order)
         size = merged[0][1]
-        regular = len(merged) == hosts and all(
+        regular = len(merged) == len(order) and all(
             r == (i, size, 0) for i, r in enumerate(merged))
         if domains is not None:
             domains = tuple((d, c) for (d, c) in permuted_domains(domains, order, count))
-        return cls._finish(world, size if regular else None, None if regular else merged,
-                           names, per_domain, domains, hosts)
+        return cls._finish(world, EvenHosts(world, size) if regular else ListedHosts(merged),
+                           names, per_domain, domains)
 
     @classmethod
-    def _finish(cls, world: int, per_host: int | None, runs: Runs | None,
-                names: tuple[str, ...] | None, per_domain: int | None,
-                domains: Runs | None, hosts: int) -> Topology:
-        """The topology, its domains checked and made canonical."""
+    def _finish(cls, world: int, hosts: Hosts, names: tuple[str, ...] | None,
+                per_domain: int | None, domains: Runs | None) -> Topology:
+        """The topology, its domains checked and made canonical (exactly one of
+        ``per_domain`` and ``domains`` is given)."""
+        count = hosts.num_hosts
         if domains is not None:
-            per_domain, domains = canonical_domains(domains, hosts)
+            per_domain, domains = canonical_domains(domains, count)
         if per_domain is not None and per_domain > MAX_UNIVERSE:
             raise TopologyError(f"hosts_per_domain must be at most 2**63, got {per_domain:,}")
-        return cls._trusted(world, per_host, per_domain, runs, names, domains)
+        kind: Domains = EvenDomains(per_domain, count) if per_domain is not None else \
+            ListedDomains(domains or ())
+        return cls._trusted(world, hosts, kind, names)
 
     @classmethod
-    def _trusted(cls, world_size: int, devices_per_host: int | None,
-                 hosts_per_domain: int | None, runs: Runs | None,
-                 names: tuple[str, ...] | None, domains: Runs | None) -> Topology:
-        """A topology from fields already known valid and canonical (no checks)."""
+    def _trusted(cls, world_size: int, hosts: Hosts, domains: Domains,
+                 names: tuple[str, ...] | None) -> Topology:
+        """A topology from kinds already known valid and canonical (no checks)."""
         made = cls.__new__(cls)
-        made.__attrs_init__(world_size, devices_per_host, hosts_per_domain, runs, names,
-                            domains)
+        made.__attrs_init__(world_size, hosts, domains, names)
         return made
 
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
-        return Topology._trusted(self.world_size, self.devices_per_host,
-                                 checked_per_domain(hosts_per_domain), self._runs, self._names,
-                                 None)
+        return Topology._trusted(self.world_size, self._hosts, EvenDomains(
+            checked_per_domain(hosts_per_domain), self.num_hosts), self._names)
 
     # ---- values ------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the checks
         return Topology.from_dict, (self.to_dict(),)
 
     def _key(self) -> tuple[Any, ...]:
-        f = self.hosts_per_domain
-        return (self.world_size, self.devices_per_host, self._runs,
-                None if f is None else min(f, self.num_hosts), self._domain_runs)
+        return (self.world_size, self._hosts.devices_per_host, self._hosts.runs,
+                self._domains.key, self._domains.runs)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Topology) and self._key() == other._key()
@@ -269,34 +318,24 @@ class Topology:
         f = self.hosts_per_domain
         dom = f", hosts_per_domain={f}" if f is not None and f > 1 else \
             f", <{self.num_domains} domains>" if f is None else ""
-        if self._runs is None:
+        if isinstance(self._hosts, EvenHosts):
             return f"Topology({self.world_size}, {self.devices_per_host}{dom})"
         return f"Topology.from_hosts(<{self.world_size} ranks on {self.num_hosts} hosts>{dom})"
 
-    @functools.cached_property
+    @property
     def num_hosts(self) -> int:
         """The number of hosts."""
-        if self._runs is None:
-            assert self.devices_per_host is not None
-            return self.world_size // self.devices_per_host
-        return max(h for h, _, _ in self._runs) + 1
+        return self._hosts.num_hosts
 
-    @functools.cached_property
+    @property
     def num_domains(self) -> int:
         """The number of fast domains (with ``hosts_per_domain``, the last may hold fewer
         hosts)."""
-        if self._domain_runs is not None:
-            return max(d for d, _ in self._domain_runs) + 1
-        assert self.hosts_per_domain is not None
-        return -(-self.num_hosts // self.hosts_per_domain)
+        return self._domains.num_domains
 
     def host(self, rank: int) -> int:
         """The index of the host rank ``rank`` runs on."""
-        r = self._rank(rank)
-        if self._runs is None:
-            assert self.devices_per_host is not None
-            return r // self.devices_per_host
-        return self._runs[bisect.bisect_right(self._starts, r) - 1][0]
+        return self._hosts.host(self._rank(rank))
 
     def device(self, rank: int) -> int:
         """The device index of rank ``rank`` on its host (its ``LOCAL_RANK`` under
@@ -307,22 +346,11 @@ class Topology:
         >>> Topology.from_hosts(["a", "a", "b"], devices=[1, 0, 3]).device(2)
         3
         """
-        r = self._rank(rank)
-        if self._runs is None:
-            assert self.devices_per_host is not None
-            return r % self.devices_per_host
-        i = bisect.bisect_right(self._starts, r) - 1
-        return self._runs[i][2] + r - self._starts[i]
+        return self._hosts.device(self._rank(rank))
 
     def domain(self, rank: int) -> int:
         """The index of the fast domain rank ``rank`` runs in."""
-        return self._domain_of(self.host(rank))
-
-    def _domain_of(self, host: int) -> int:
-        if self._domain_runs is None:
-            assert self.hosts_per_domain is not None
-            return host // self.hosts_per_domain
-        return self._domain_runs[bisect.bisect_right(self._domain_starts, host) - 1][0]
+        return self._domains.domain_of(self.host(rank))
 
     def _rank(self, rank: int) -> int:
         r = as_int(rank, "a rank")
@@ -330,16 +358,6 @@ class Topology:
             raise TopologyError(f"rank {show(r)} is not on this topology {self!r} (valid: "
                                 f"0 <= rank < {self.world_size:,})")
         return r
-
-    @functools.cached_property
-    def _starts(self) -> tuple[int, ...]:
-        """The first rank of every run."""
-        return tuple(itertools.accumulate((c for _, c, _ in self._runs or ()), initial=0))
-
-    @functools.cached_property
-    def _domain_starts(self) -> tuple[int, ...]:
-        """The first host of every domain run."""
-        return tuple(itertools.accumulate((c for _, c in self._domain_runs or ()), initial=0))
 
     def host_name(self, host: int) -> str:
         """A host's label: the one given to :meth:`from_hosts`, else ``"host<i>"``."""
@@ -358,12 +376,7 @@ class Topology:
         (8, 9, 10, 11, 12, 13, 14, 15)
         """
         _check_listing(self.host_size(host), f"the ranks on host {host}", MAX_LISTED_RANKS)
-        h = as_int(host, "a host index")
-        if self._runs is None:
-            assert self.devices_per_host is not None
-            return tuple(range(h * self.devices_per_host, (h + 1) * self.devices_per_host))
-        return tuple([r for (on, c, _), s in zip(self._runs, self._starts) if on == h
-                      for r in range(s, s + c)])
+        return self._hosts.ranks_on(as_int(host, "a host index"))
 
     def hosts_in(self, domain: int) -> tuple[int, ...]:
         """The hosts of fast domain ``domain``, ascending: arithmetic for domains of
@@ -378,12 +391,7 @@ class Topology:
         if not 0 <= d < self.num_domains:
             raise TopologyError(f"domain {show(d)} is not on this topology (valid: 0 <= domain "
                                 f"< {self.num_domains:,})")
-        if self._domain_runs is None:
-            assert self.hosts_per_domain is not None, "regular domains have a size"
-            f = self.hosts_per_domain
-            return tuple(range(d * f, min((d + 1) * f, self.num_hosts)))
-        return tuple([h for (on, c), s in zip(self._domain_runs, self._domain_starts)
-                      if on == d for h in range(s, s + c)])
+        return self._domains.hosts_in(d)
 
     def host_size(self, host: int) -> int:
         """How many ranks run on host ``host``: O(1), without listing them (an explicit
@@ -393,17 +401,7 @@ class Topology:
         2
         """
         self.host_name(host)  # on the topology, or a TopologyError naming the valid hosts
-        if self._runs is None:
-            assert self.devices_per_host is not None
-            return self.devices_per_host
-        return self._host_sizes[as_int(host, "a host index")]
-
-    @functools.cached_property
-    def _host_sizes(self) -> tuple[int, ...]:
-        sizes = [0] * self.num_hosts
-        for h, c, _ in self._runs or ():
-            sizes[h] += c
-        return tuple(sizes)
+        return self._hosts.host_size(as_int(host, "a host index"))
 
     def sizes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """``(host sizes, domain sizes)``: the distinct numbers of ranks a host holds, and a
@@ -413,33 +411,14 @@ class Topology:
         >>> Topology(40, 4, hosts_per_domain=4).sizes()
         ((4,), (8, 16))
         """
-        if self._runs is None:
-            h = self.devices_per_host
-            assert h is not None
-            if self._domain_runs is None:
-                f = self.hosts_per_domain
-                assert f is not None
-                last = self.num_hosts % f
-                whole = {h * min(f, self.num_hosts)}
-                return (h,), tuple(sorted(whole | ({h * last} if last and last < f else set())))
-            per_domain = [0] * self.num_domains
-            for d, c in self._domain_runs:
-                per_domain[d] += c * h
-            return (h,), tuple(sorted(set(per_domain)))
-        hosts = self._host_sizes
-        per_domain = [0] * self.num_domains
-        for host, size in enumerate(hosts):
-            per_domain[self._domain_of(host)] += size
-        return tuple(sorted(set(hosts))), tuple(sorted(set(per_domain)))
+        return self._hosts.sizes(self._domains)
 
-    @functools.cached_property
+    @property
     def in_order(self) -> bool:
         """Whether ranks are numbered domain by domain and host by host: each host's ranks
         consecutive, hosts in index order, each domain's hosts consecutive (always so for
         a regular topology; what torchrun gives when nodes are listed rack by rack)."""
-        if self._runs is not None and len(self._runs) != self.num_hosts:
-            return False  # hosts are numbered by first appearance: one run each is in order
-        return self._domain_runs is None or len(self._domain_runs) == self.num_domains
+        return self._hosts.in_order and self._domains.in_order
 
     def ranks_in_order(self, *, limit: int = MAX_LISTED_RANKS) -> tuple[int, ...]:
         """Every rank, domain by domain, host by host (a host's ranks ascending): the
@@ -454,17 +433,11 @@ class Topology:
             raise TooManyRanksError(f"ranks_in_order() lists in Python at most "
                                     f"{_MOST_IN_PYTHON:,} ranks, and the topology has "
                                     f"{self.world_size:,}")
-        if self._runs is None and self._domain_runs is None:
+        if self.in_order:
             return tuple(range(self.world_size))
-        on: list[list[int]] = [[] for _ in range(self.num_hosts)]
-        if self._runs is None:
-            for h in range(self.num_hosts):
-                on[h] = list(range(h * (self.devices_per_host or 1),
-                                   (h + 1) * (self.devices_per_host or 1)))
-        else:
-            for (h, c, _), start in zip(self._runs, self._starts):
-                on[h].extend(range(start, start + c))
-        hosts = sorted(range(self.num_hosts), key=lambda h: (self._domain_of(h), h))
+        on = self._hosts.rank_lists()
+        of = self._domains.domain_of
+        hosts = sorted(range(self.num_hosts), key=lambda h: (of(h), h))
         return tuple([r for h in hosts for r in on[h]])
 
     # ---- queries ----------------------------------------------------------------------
@@ -522,31 +495,29 @@ class Topology:
                 return group
         raise AssertionError("unreachable: a group crosses")  # pragma: no cover
 
-    def _block_ranks(self, domains: bool) -> int:
-        """The ranks of a host (``domains``: a whole fast domain) of a regular topology."""
-        assert self.devices_per_host is not None
+    def _block_size(self, domains: bool) -> int | None:
+        """The ranks of every host (``domains``: of every fast domain but a partial last one)
+        when they are blocks of consecutive ranks of one size, else None."""
+        h, d = self._hosts, self._domains
+        if not isinstance(h, EvenHosts):
+            return None
         if not domains:
-            return self.devices_per_host
-        assert self.hosts_per_domain is not None
-        return self.devices_per_host * min(self.hosts_per_domain, self.num_hosts)
+            return h.per_host
+        return h.per_host * d.key if isinstance(d, EvenDomains) else None
 
-    def _labelled_runs(self, domains: bool) -> Iterator[tuple[int, int, int]]:
+    def _regular(self) -> tuple[int, int] | None:
+        """``(devices_per_host, hosts_per_domain)`` of a regular topology (even hosts in even
+        domains: answered by arithmetic), else None."""
+        h, d = self._hosts, self._domains
+        if isinstance(h, EvenHosts) and isinstance(d, EvenDomains):
+            return h.per_host, d.per_domain
+        return None
+
+    def _labelled_runs(self, domains: bool) -> Iterator[Stretch]:
         """``(first rank, end, host)`` (``domains``: domain) of every stretch of consecutive
         ranks on one host (domain), in rank order, each as long as it goes."""
-        def stretches() -> Iterator[tuple[int, int, int]]:
-            per = self.devices_per_host or 1
-            if self._runs is None and domains and self._domain_runs is not None:
-                for (_, c), h in zip(self._domain_runs, self._domain_starts):
-                    yield h * per, (h + c) * per, h  # the first host: its domain follows
-            elif self._runs is None:
-                for h in range(self.num_hosts):
-                    yield h * per, (h + 1) * per, h
-            else:
-                for (h, c, _), s in zip(self._runs, self._starts):
-                    yield s, s + c, h
         start, end, label = -1, -1, -1
-        for s, e, h in stretches():
-            here = self._domain_of(h) if domains else h
+        for s, e, here in self._hosts.stretches(self._domains if domains else None):
             if here == label:
                 end = e
                 continue
@@ -565,10 +536,11 @@ class Topology:
 
     def _most(self, fam: Family, domains: bool) -> int:
         """The most hosts (``domains``: fast domains) any group of ``fam`` spans."""
-        if self._runs is None and self._domain_runs is None and fam.ranks.is_identity:
-            assert self.devices_per_host is not None and self.hosts_per_domain is not None
-            return most_blocks(fam.layout, fam.ranks.size, self.devices_per_host * (
-                self.hosts_per_domain if domains else 1))
+        regular = self._regular()
+        if regular is not None and fam.ranks.is_identity:
+            per_host, per_domain = regular
+            return most_blocks(fam.layout, fam.ranks.size,
+                               per_host * (per_domain if domains else 1))
         return self._most_listed(fam, domains)
 
     def _most_listed(self, fam: Family, domains: bool) -> int:
@@ -591,9 +563,9 @@ class Topology:
         """The host (or domain) of every rank: an int ``per`` for blocks of ``per``
         consecutive ranks, else an array (a list without NumPy), one entry per rank (made
         once per topology)."""
-        if self._runs is None and self._domain_runs is None:
-            assert self.devices_per_host is not None and self.hosts_per_domain is not None
-            return self.devices_per_host * (self.hosts_per_domain if domains else 1)
+        regular = self._regular()
+        if regular is not None:
+            return regular[0] * (regular[1] if domains else 1)
         _check_listing(self.world_size, "the ranks of an explicit topology", MAX_LISTED_RANKS)
         return self._domains_of_ranks if domains else self._hosts_of_ranks
 
@@ -603,17 +575,16 @@ class Topology:
 
     @functools.cached_property
     def _domains_of_ranks(self) -> Any:
-        return self._of_ranks([self._domain_of(h) for h in range(self.num_hosts)])
+        return self._of_ranks([self._domains.domain_of(h) for h in range(self.num_hosts)])
 
     def _of_ranks(self, of_host: list[int]) -> Any:
         """``of_host[host(r)]`` for every rank ``r`` (an array, a list without NumPy)."""
-        runs = self._runs if self._runs is not None else tuple(
-            (h, self.devices_per_host or 1, 0) for h in range(self.num_hosts))
+        counts = list(self._hosts.host_counts())
         np = numpy()
         if np is not None:
             return np.asarray(of_host, dtype=np.int64)[np.repeat(
-                np.asarray([h for h, _, _ in runs], dtype=np.int64), [c for _, c, _ in runs])]
-        return [of_host[h] for h, c, _ in runs for _ in range(c)]
+                np.asarray([h for h, _ in counts], dtype=np.int64), [c for _, c in counts])]
+        return [of_host[h] for h, c in counts for _ in range(c)]
 
 
 def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | None:
@@ -622,13 +593,12 @@ def first_split(a: Topology, b: Topology, *, domains: bool = False) -> int | Non
     are the same partition so far), or the smaller world's size when one world is a prefix
     of the other; None when they agree everywhere.  Walks the runs of consecutive ranks of
     both in step: O(the runs before the first split), closed form for two regular ones."""
-    if a._runs is None and b._runs is None and (
-            not domains or (a._domain_runs is None and b._domain_runs is None)):
+    ra, rb = a._block_size(domains), b._block_size(domains)
+    if ra is not None and rb is not None:
         # rank r is on block r // p (a partial last domain too): blocks of p ranks
-        pa, pb = (t._block_ranks(domains) for t in (a, b))
         common = min(a.world_size, b.world_size)
-        if pa != pb and min(pa, pb) < common:
-            return min(pa, pb)
+        if ra != rb and min(ra, rb) < common:
+            return min(ra, rb)
         return None if a.world_size == b.world_size else common
     ia, ib = a._labelled_runs(domains), b._labelled_runs(domains)
     (sa, ea, la), (sb, eb, lb) = next(ia), next(ib)
