@@ -343,6 +343,7 @@ class Trace:
     error: str | None = None  # the program raised (its error, with where)
     error_at: int = 0  # how many group requests came before the error
     timed_out: float | None = None  # the time limit it ran past
+    ran_out: tuple[int, int] | None = None  # (bytes grown, the bound) past its memory bound
     raw_rank: bool = False  # the program read its global rank itself
     threads: set[threading.Thread] = attrs.Factory(set)  # the threads that made calls
     left_threads: int = 0  # threads still running after the program returned
@@ -353,3 +354,17 @@ class Trace:
     @property
     def requests(self) -> int:
         return sum(isinstance(e, (Create, Hit)) for e in self.events)
+
+    @property
+    def stopped(self) -> str | None:
+        """Which per-rank bound the run went past, in words (None: neither)."""
+        if self.timed_out is not None:
+            return f"ran past its {self.timed_out:g} s limit"
+        if self.ran_out is not None:
+            return f"grew past its memory bound of {_mib(self.ran_out[1])}"
+        return None
+
+
+def _mib(size: int) -> str:
+    """Bytes in MiB, as a report writes them (``256 MiB``)."""
+    return f"{size / (1 << 20):.0f} MiB"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from layout import show
 from mesh import Dim, MeshView
@@ -55,6 +55,7 @@ class Recording:
 
     trace: Trace
     kind: Kind
+    torch_groups: ClassVar[bool]  # the backend's: whether its groups are torch's
     _rank: int
     _world_size: int
     _refs: dict[int, tuple[Any, GroupRef]]

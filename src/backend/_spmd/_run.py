@@ -1,5 +1,5 @@
-"""Running a program for one rank, bounded: a per-rank time limit, threads watched, async
-programs refused.
+"""Running a program for one rank, bounded: a per-rank time limit and memory bound, threads
+watched, async programs refused, and torch.distributed as the program found it.
 
 The limit: in the main thread of a POSIX process, ``SIGALRM`` (a real-time timer, nested
 inside any timer already set, such as pytest-timeout's, which is restored after) raises
@@ -8,6 +8,13 @@ catches it goes on being interrupted); elsewhere a watchdog thread raises it
 asynchronously in the program's thread (``PyThreadState_SetAsyncExc``), which interrupts
 Python code but not a call blocked in C.  ``RankTimeout`` derives from ``BaseException``
 so that a program's ``except Exception`` does not swallow it.
+
+The memory bound: a watcher thread reads the process's resident set (``/proc/self/statm``)
+every few milliseconds and raises :class:`RankMemory` in the program, the same way, once it
+has grown past the bound since the rank started (a check runs every rank in one process:
+a rank that keeps a real tensor of gigabytes would soon take the machine).  A single
+allocation is interrupted after it returns; where the resident set cannot be read (no
+``/proc``) the bound is not enforced.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import ctypes
 import inspect
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -28,13 +36,22 @@ from layout import show, show_error
 from .._core import BackendConfigError, NotAMemberError, overriding
 from ._events import library_dirs
 from ._recording import Recording
+from ._report import TORCH_HINT
 
-__all__ = ["AwaitableProgram", "RankTimeout", "refuse_async", "run_rank"]
+__all__ = ["AwaitableProgram", "RankMemory", "RankStopped", "RankTimeout", "refuse_async",
+           "resident_bytes", "run_rank", "torch_kept"]
 
-
-class RankTimeout(BaseException):
-    """Raised in a program that ran past its per-rank time limit (a ``BaseException``, so
+class RankStopped(BaseException):
+    """Raised in a program that went past a per-rank bound (a ``BaseException``, so
     ``except Exception`` in the program does not stop it)."""
+
+
+class RankTimeout(RankStopped):
+    """Raised in a program that ran past its per-rank time limit."""
+
+
+class RankMemory(RankStopped):
+    """Raised in a program that grew the process past its per-rank memory bound."""
 
 
 class AwaitableProgram(BackendConfigError):
@@ -52,15 +69,17 @@ def refuse_async(program: object) -> None:
 
 
 def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float,
-             around: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
-             ) -> None:
+             around: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+             memory: int | None = None) -> None:
     """Run ``program(recorder)`` with ``recorder`` as the process's backend, within
-    ``limit`` seconds; what happened goes to ``recorder.trace``."""
+    ``limit`` seconds and ``memory`` bytes of growth (None: unbounded); what happened goes
+    to ``recorder.trace``."""
     trace = recorder.trace
     before = set(threading.enumerate())
+    bound = _MemoryBound(memory)
     try:
         with overriding(recorder, recorder.told), (around or contextlib.nullcontext)(), \
-                _deadline(limit):
+                _deadline(limit), bound:
             result = program(recorder)
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
@@ -73,14 +92,104 @@ def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float
         raise
     except RankTimeout:
         trace.timed_out = limit
+    except RankMemory:
+        pass  # the bound says how far it grew (below)
     except NotAMemberError as e:
         trace.error, trace.error_at = show_error(e), trace.requests
     except Exception as e:  # the program's own failure (its message may not print)
-        trace.error = f"{show_error(e)} ({_where(e)})"
+        hint = f"; {TORCH_HINT}" if not recorder.torch_groups and _in_torch(e) else ""
+        trace.error = f"{show_error(e)} ({_where(e)}){hint}"
         trace.error_at = trace.requests
     finally:
         recorder._closed = True
+    if bound.grown is not None and trace.timed_out is None:
+        trace.ran_out = (bound.grown, bound.limit)
     _watch_threads(trace, before)
+
+
+def _in_torch(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside ``torch.distributed`` (a program calling it on the
+    torch-free recorder's groups, or before any torch world is up)."""
+    part = os.sep + os.path.join("torch", "distributed") + os.sep
+    return any(part in f.filename for f in traceback.extract_tb(error.__traceback__))
+
+
+def resident_bytes() -> int | None:
+    """The process's resident set in bytes (None where ``/proc/self/statm`` is absent)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _MemoryBound:
+    """A context: the program's thread gets :class:`RankMemory` once the resident set grew
+    past ``limit`` bytes since entry; ``grown`` then holds how far (checked at exit too)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit or 0
+        self.start = resident_bytes() if limit is not None else None
+        self.grown: int | None = None
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def _over(self) -> bool:
+        now = resident_bytes()
+        if self.start is not None and now is not None and now - self.start > self.limit:
+            self.grown = now - self.start
+        return self.grown is not None
+
+    def __enter__(self) -> None:
+        if self.start is None:
+            return
+        target = threading.get_ident()
+
+        def watch() -> None:
+            while not self._stop.wait(0.005):
+                if self._over():
+                    _interrupt(target, RankMemory, self._stop)
+                    return
+
+        self._watcher = threading.Thread(target=watch, name="check_spmd-memory", daemon=True)
+        self._watcher.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._watcher is not None:
+            _stop_watching(self._stop, self._watcher)
+            if self.grown is None:
+                self._over()
+
+
+def _interrupt(target: int, error: type[BaseException], stop: threading.Event) -> None:
+    """Raise ``error`` in thread ``target``, again every 0.1 s until ``stop`` is set."""
+    while True:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target),
+                                                   ctypes.py_object(error))
+        if stop.wait(0.1):
+            return
+
+
+@contextlib.contextmanager
+def torch_kept() -> Iterator[None]:
+    """Undo, at the end, what a program rebound in the loaded ``torch.distributed`` modules:
+    every function, class or module they held by name before is put back (names added are
+    left)."""
+    held = {name: (module, dict(vars(module))) for name, module in list(sys.modules.items())
+            if module is not None and (name == "torch.distributed"
+                                       or name.startswith("torch.distributed."))}
+    try:
+        yield
+    finally:
+        for module, before in held.values():
+            now = vars(module)
+            for name, value in before.items():
+                if now.get(name, _GONE) is not value and (callable(value)
+                                                          or inspect.ismodule(value)):
+                    setattr(module, name, value)
+
+
+_GONE = object()
 
 
 def _where(error: BaseException) -> str:
@@ -135,11 +244,8 @@ def _watchdog(limit: float) -> Iterator[None]:
     stop = threading.Event()
 
     def watch() -> None:
-        if stop.wait(limit):
-            return
-        while not stop.wait(0.1):  # again until the program stops
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target),
-                                                       ctypes.py_object(RankTimeout))
+        if not stop.wait(limit):
+            _interrupt(target, RankTimeout, stop)
 
     watcher = threading.Thread(target=watch, name="check_spmd-watchdog", daemon=True)
     watcher.start()
@@ -150,7 +256,7 @@ def _watchdog(limit: float) -> Iterator[None]:
 
 
 def _stop_watching(stop: threading.Event, watcher: threading.Thread) -> None:
-    """Stop the watchdog and take the ``RankTimeout`` it may have left pending here.
+    """Stop the watcher and take the ``RankStopped`` it may have left pending here.
 
     A pending one is delivered at the next Python call (here, ``_pending``), never cleared
     with ``PyThreadState_SetAsyncExc(thread, NULL)``: on CPython 3.11 that leaves the
@@ -162,7 +268,7 @@ def _stop_watching(stop: threading.Event, watcher: threading.Thread) -> None:
             watcher.join()
             _pending()
             return
-        except RankTimeout:
+        except RankStopped:
             continue  # delivered: once the watchdog has ended, no other can come
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -192,7 +193,7 @@ class TorchSession:
         for module, name, _ in self.holders:
             setattr(module, name, ours[name])
         try:
-            with _Calls(recorder):
+            with _Calls(recorder), _in_threads(recorder):
                 yield
         finally:
             for module, name, original in self.holders:
@@ -206,6 +207,27 @@ class TorchSession:
             pass
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _in_threads(recorder: TorchRecorder) -> Iterator[None]:
+    """Threads started during the run record too: dispatch modes are per thread, so each
+    thread ``threading`` starts enters its own mode before its first call (through
+    ``threading.setprofile``, which every such thread installs before ``run``; the hook
+    then puts the profile function that was there back).  Threads started before the run
+    (a pool the program made earlier) are not seen."""
+    before = threading.getprofile()
+
+    def enter(frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(before)
+        if not threading.current_thread().name.startswith("check_spmd-"):  # not our watchers
+            _Calls(recorder).__enter__()  # type: ignore[no-untyped-call]  # torch's is untyped; kept for the thread's life
+
+    threading.setprofile(enter)
+    try:
+        yield
+    finally:
+        threading.setprofile(before)
 
 
 # ---- the dispatch mode -----------------------------------------------------------------------
