@@ -15,6 +15,7 @@ with ``torch=True``.
 - ``_collectives``: the collective matcher's model (calls, p2p pairs, all_to_all sizes);
 - ``_lifecycle``: after a failure (abort vs destroy, shrink, ended groups, revokes);
 - ``_topology``: ranks per host, NVLS slots, communicators per rank;
+- ``_keys``: the meeting keys and channels of the replay, as named values;
 - ``_matcher``: the replay every model lowers to;
 - ``_reduce``: checking fewer ranks (``classes=``);
 - ``_report``: :class:`SpmdReport`, :class:`Finding` and the words.

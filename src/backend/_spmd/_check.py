@@ -23,6 +23,7 @@ from .._core import BackendConfigError
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
+from ._keys import Key
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
 from ._recording import Recording, SpmdBackend
@@ -246,7 +247,7 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
             notes: Sequence[str] = ()) -> SpmdReport:
     """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
     nccl = kind == "nccl" or (kind == "auto" and any("cuda" in t.device_types for t in traces))
-    meets: dict[Hashable, Meet] = {}
+    meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []
     steps = [_lowered(t, world, nccl, meets, to_all, findings) for t in traces]
@@ -269,7 +270,7 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
                       calls, world if ran is None else ran, tuple(notes), words)
 
 
-def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Hashable, Meet], to_all: list[Any],
+def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: list[Any],
              findings: list[Finding]) -> list[Step]:
     """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
     findings met on the way (a call on an ended group, a creation that cannot be made, the
@@ -312,7 +313,7 @@ def _run_findings(t: Trace) -> list[Finding]:
     return found
 
 
-def _waits(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequence[Trace]
+def _waits(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace]
            ) -> tuple[Any, Any, tuple[tuple[int, str], ...]]:
     words: dict[int, str] = {}
 

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 from ._events import Create, Hit, TorchCreate, Trace
+from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, WorldCreationKey
 from ._matcher import Meet, Outcome, Step
 from ._report import Finding, group_words, verb, who
 
@@ -38,7 +39,7 @@ __all__ = ["CreationLowering", "creation_findings"]
 class CreationLowering:
     """Turns one rank's creation events into steps, adding their keys to ``meets``."""
 
-    def __init__(self, world: int, nccl: bool, meets: dict[Hashable, Meet]) -> None:
+    def __init__(self, world: int, nccl: bool, meets: dict[Key, Meet]) -> None:
         self.world = world
         self.nccl = nccl
         self.meets = meets
@@ -58,7 +59,7 @@ class CreationLowering:
             return Step((), (), True, index)
         n = self.seen[event.barrier]
         self.seen[event.barrier] += 1
-        key: Hashable = ("create", event.barrier, n)
+        key = CreateKey(event.barrier, n)
         if key not in self.meets:
             self.meets[key] = Meet(event.members, None, event)
         return Step((key,), (None,), True, index)
@@ -71,15 +72,15 @@ class CreationLowering:
                 return Step((), (), True, index)
             n = self.seen[event.name]
             self.seen[event.name] += 1
-            local: Hashable = ("new_group", event.name, members, n)
+            local = NewGroupKey(event.name, members, n)
             if local not in self.meets:
                 self.meets[local] = Meet(members, None, event)
             return Step((local,), (None,), True, index)
         k = self.world_wide
         self.world_wide += 1
-        key = ("world-creation", k)
+        key = WorldCreationKey(k)
         if key not in self.meets:
-            self.meets[key] = Meet(range(self.world), "torch-creation", event)
+            self.meets[key] = Meet(range(self.world), WORLD_CREATIONS, event)
         return Step((key,), ((event.what, event.ranks),), True, index)
 
 
@@ -96,7 +97,7 @@ def _hidden(label: str, members: Sequence[int], line: str, world: int) -> Findin
         f"hidden split {label} {line}", tuple(members))
 
 
-def creation_findings(outcome: Outcome, meets: dict[Hashable, Meet],
+def creation_findings(outcome: Outcome, meets: dict[Key, Meet],
                       traces: Sequence[Trace], world: int
                       ) -> tuple[list[tuple[str, tuple[int, ...], tuple[int, ...]]],
                                  list[Finding]]:
@@ -110,7 +111,7 @@ def creation_findings(outcome: Outcome, meets: dict[Hashable, Meet],
     found: list[Finding] = []
     hits: dict[int, dict[str, Hit]] = {}
     for wrong in outcome.mismatches:
-        if wrong.channel == "torch-creation":
+        if wrong.channel == WORLD_CREATIONS:
             found.append(_world_wide_desync(wrong.arrivals, traces, world))
     for key, absent in outcome.missing.items():
         info = meets[key].info
@@ -167,7 +168,7 @@ def _call(event: TorchCreate) -> str:
     return f"new_group({list(event.ranks)})"
 
 
-def _torch_never(info: TorchCreate, key: Hashable, gone: tuple[int, ...], world: int
+def _torch_never(info: TorchCreate, key: Key, gone: tuple[int, ...], world: int
                  ) -> Finding:
     if info.what == "new_group" and info.local:
         return Finding(
