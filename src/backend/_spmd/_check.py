@@ -22,7 +22,7 @@ from mesh import Topology
 from .._core import BackendConfigError
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
-from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
+from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork, is_nccl
 from ._keys import Key
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
@@ -246,7 +246,7 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
             budget: int | None, slots: int, per_comm: int, ran: int | None = None,
             notes: Sequence[str] = ()) -> SpmdReport:
     """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
-    nccl = kind == "nccl" or (kind == "auto" and any("cuda" in t.device_types for t in traces))
+    nccl = is_nccl(kind, {d for t in traces for d in t.device_types})
     meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []

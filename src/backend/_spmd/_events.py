@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -41,6 +41,7 @@ __all__ = [
     "Trace",
     "WaitRevoke",
     "WaitWork",
+    "is_nccl",
     "library_dirs",
     "program_reads",
     "site",
@@ -53,6 +54,16 @@ _BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
            for p in (layout, _mesh_package)), _BACKEND + os.sep)
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def is_nccl(kind: Kind, device_types: Iterable[str]) -> bool:
+    """Whether the backend being modelled is NCCL: asked for (``"nccl"``), or ``"auto"``
+    with a ``"cuda"`` mesh bound (the one place this is decided).
+
+    >>> is_nccl("auto", {"cpu"}), is_nccl("auto", {"cpu", "cuda"}), is_nccl("gloo", {"cuda"})
+    (False, True, False)
+    """
+    return kind == "nccl" or (kind == "auto" and "cuda" in device_types)
 
 
 def library_dirs() -> tuple[str, ...]:

@@ -101,7 +101,7 @@ def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float
         trace.error = f"{show_error(e)} ({_where(e)}){hint}"
         trace.error_at = trace.requests
     finally:
-        recorder._closed = True
+        recorder.close()
     if bound.grown is not None and trace.timed_out is None:
         trace.ran_out = (bound.grown, bound.limit)
     _watch_threads(trace, before)
