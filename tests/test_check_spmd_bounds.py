@@ -143,8 +143,8 @@ def test_a_programs_rebinding_of_torch_distributed_is_undone(torch_level: bool) 
 
 
 def _hog(backend: SpmdBackend) -> int:
-    data = [0] * 80_000_000  # 640 MB of real data
-    return len(data)
+    data = [0] * 80_000_000  # 640 MB of real data, held while the program goes on
+    return sum(1 for _ in range(1_000_000)) + len(data)
 
 
 def test_a_program_holding_real_data_gets_a_memory_verdict_not_a_timeout() -> None:
@@ -166,3 +166,27 @@ def test_a_bad_memory_bound_is_refused(bad: Any) -> None:
     with pytest.raises(BackendConfigError, match="rank_memory must be a positive number of "
                                                   "bytes or None"):
         check_spmd(2, _hog, rank_memory=bad)
+
+
+# ---- the core cache's observer hooks (what the recorder hears a retire end) ---------------
+
+def test_the_group_cache_tells_its_observer_of_creations_and_evictions_in_order() -> None:
+    from backend import FakeBackend
+    from backend._core import CacheObserver
+    from mesh import MeshView
+
+    heard: list[tuple[str, Any]] = []
+
+    class Ear(CacheObserver):
+        def created(self, record: Any) -> None:
+            heard.append(("created", record.dim))
+
+        def evicted(self, key: Any, value: Any) -> None:
+            heard.append(("evicted", value.ranks))
+
+    view = MeshView.from_shape((2, 4), ("dp", "tp"))
+    fake = FakeBackend(8, 1)
+    fake.observe(Ear())
+    fake.get_group(view, "tp"), fake.get_group(view, "dp")
+    fake.retire([0])  # rank 1's tp group (0, 1, 2, 3) holds rank 0; its dp group (1, 5) not
+    assert heard == [("created", "tp"), ("created", "dp"), ("evicted", (0, 1, 2, 3))]

@@ -210,16 +210,21 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
     if reason is not None:
         notes.append(f"ran every rank: classes= could not stand for them ({reason})")
         return ran
+    _derive_the_rest(members, traces)
+    notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
+                 "its group neighbours, each compared with its derivation; the others derived")
+    return ran
+
+
+def _derive_the_rest(members: dict[Hashable, list[int]], traces: list[Trace | None]) -> None:
+    """Every rank not run, derived from its class's representative."""
     for ranks in members.values():
         first = traces[ranks[0]]
-        assert first is not None
+        assert first is not None, "a class's representative ran before the rest are derived"
         shared: dict[Hashable, tuple[str, Sequence[int]]] = {}
         for r in ranks[1:]:
             if traces[r] is None:
                 traces[r] = derive(first, r, shared)
-    notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
-                 "its group neighbours, each compared with its derivation; the others derived")
-    return ran
 
 
 def _stopped(world: int, traces: list[Trace], ran: int, notes: list[str]) -> SpmdReport:

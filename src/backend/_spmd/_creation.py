@@ -109,7 +109,7 @@ def creation_findings(outcome: Outcome, meets: dict[Key, Meet],
     """
     never: dict[str, tuple[str, tuple[int, ...], set[int]]] = {}
     found: list[Finding] = []
-    hits: dict[int, dict[str, Hit]] = {}
+    hits = _Hits(traces)
     for wrong in outcome.mismatches:
         if wrong.channel == WORLD_CREATIONS:
             found.append(_world_wide_desync(wrong.arrivals, traces, world))
@@ -118,22 +118,35 @@ def creation_findings(outcome: Outcome, meets: dict[Key, Meet],
         gone = tuple(sorted(absent))
         if isinstance(info, TorchCreate):
             found.append(_torch_never(info, key, gone, world))
-            continue
-        if not isinstance(info, Create):
-            continue
+        elif isinstance(info, Create):
+            skipped = hits.skipped(info, gone, outcome.open.get(key, set()), world, found)
+            if skipped:
+                shown = () if info.split else tuple(info.members)
+                never.setdefault(info.barrier, (info.dim, shown, set()))[2].update(skipped)
+    out = [(d, m, tuple(sorted(a))) for d, m, a in never.values()]
+    return out, found
+
+
+class _Hits:
+    """Each rank's cache hits by barrier (read on first need)."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        self.traces = traces
+        self.hits: dict[int, dict[str, Hit]] = {}
+
+    def skipped(self, info: Create, gone: tuple[int, ...], entered: set[int], world: int,
+                found: list[Finding]) -> set[int]:
+        """Of the ranks ``gone`` from ``info``'s creation, those that never ask for it; a
+        cache hit is a finding instead."""
         skipped = set()
         for m in gone:
-            held = hits.setdefault(m, {h.barrier: h for h in traces[m].events
-                                       if isinstance(h, Hit)}).get(info.barrier)
+            held = self.hits.setdefault(m, {h.barrier: h for h in self.traces[m].events
+                                            if isinstance(h, Hit)}).get(info.barrier)
             if held is None:
                 skipped.add(m)
             else:
-                found.append(_cache_hit(held, m, outcome.open.get(key, set()), world))
-        if skipped:
-            shown = () if info.split else tuple(info.members)
-            never.setdefault(info.barrier, (info.dim, shown, set()))[2].update(skipped)
-    out = [(d, m, tuple(sorted(a))) for d, m, a in never.values()]
-    return out, found
+                found.append(_cache_hit(held, m, entered, world))
+        return skipped
 
 
 def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequence[Trace],
@@ -147,7 +160,7 @@ def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequen
         side.sort()
         rank, index = side[0]
         event = traces[rank].events[index]
-        assert isinstance(event, TorchCreate)
+        assert isinstance(event, TorchCreate), "a world-wide creation's offers are torch's"
         ranks = tuple(sorted(r for r, _ in side))
         sizes.append((len(ranks), ranks))
         words.append(f"{who(ranks, world)} {_call(event)} ({event.line})")

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Hashable, Iterable, Sequence
+from types import FrameType
 from typing import Any, Literal
 
 import attrs
@@ -81,12 +82,12 @@ def site(depth: int = 2) -> str:
     """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
     the standard library: the program's line that made the call."""
     dirs = library_dirs()
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(dirs) and not _stdlib(name):
             return f"{os.path.basename(name)}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "?"
 
 
@@ -128,7 +129,7 @@ class GroupRef:
     def members(self) -> Sequence[int]:
         """The global ranks in group order (a range for the whole world in order)."""
         if self._members is None:
-            assert self.spec is not None
+            assert self.spec is not None, "a GroupRef without members has the spec they come from"
             found: Sequence[int] = self.spec.members
             if len(found) == self.spec.world_size and found == tuple(range(len(found))):
                 found = range(len(found))

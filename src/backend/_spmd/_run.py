@@ -13,8 +13,9 @@ The memory bound: a watcher thread reads the process's resident set (``/proc/sel
 every few milliseconds and raises :class:`RankMemory` in the program, the same way, once it
 has grown past the bound since the rank started (a check runs every rank in one process:
 a rank that keeps a real tensor of gigabytes would soon take the machine).  A single
-allocation is interrupted after it returns; where the resident set cannot be read (no
-``/proc``) the bound is not enforced.
+allocation is interrupted after it returns; one freed before the watcher looked is found
+at the end from the process's peak (``VmHWM``, when the run raised it).  Where the
+resident set cannot be read (no ``/proc``) the bound is not enforced.
 """
 
 from __future__ import annotations
@@ -80,14 +81,7 @@ def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float
     try:
         with overriding(recorder, recorder.told), (around or contextlib.nullcontext)(), \
                 _deadline(limit), bound:
-            result = program(recorder)
-            if inspect.isawaitable(result):
-                if inspect.iscoroutine(result):
-                    result.close()
-                raise AwaitableProgram(
-                    "check_spmd runs the program synchronously, but it returned an awaitable "
-                    f"({show(result)}); pass a function that runs it, e.g. "
-                    "lambda backend: asyncio.run(program(backend))")
+            _refuse_awaitable(program(recorder))
     except AwaitableProgram:
         raise
     except RankTimeout:
@@ -97,14 +91,31 @@ def run_rank(program: Callable[[Any], object], recorder: Recording, limit: float
     except NotAMemberError as e:
         trace.error, trace.error_at = show_error(e), trace.requests
     except Exception as e:  # the program's own failure (its message may not print)
-        hint = f"; {TORCH_HINT}" if not recorder.torch_groups and _in_torch(e) else ""
-        trace.error = f"{show_error(e)} ({_where(e)}){hint}"
-        trace.error_at = trace.requests
+        _raised(recorder, e)
     finally:
         recorder.close()
     if bound.grown is not None and trace.timed_out is None:
         trace.ran_out = (bound.grown, bound.limit)
     _watch_threads(trace, before)
+
+
+def _refuse_awaitable(result: object) -> None:
+    """A program that returned an awaitable is async: refused (a misuse, not a finding)."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise AwaitableProgram(
+            "check_spmd runs the program synchronously, but it returned an awaitable "
+            f"({show(result)}); pass a function that runs it, e.g. "
+            "lambda backend: asyncio.run(program(backend))")
+
+
+def _raised(recorder: Recording, error: Exception) -> None:
+    """Note the program's own error: where it raised, and the ``torch=True`` hint where it
+    raised inside ``torch.distributed`` on the torch-free recorder."""
+    hint = f"; {TORCH_HINT}" if not recorder.torch_groups and _in_torch(error) else ""
+    recorder.trace.error = f"{show_error(error)} ({_where(error)}){hint}"
+    recorder.trace.error_at = recorder.trace.requests
 
 
 def _in_torch(error: BaseException) -> bool:
@@ -125,40 +136,97 @@ def resident_bytes() -> int | None:
 
 class _MemoryBound:
     """A context: the program's thread gets :class:`RankMemory` once the resident set grew
-    past ``limit`` bytes since entry; ``grown`` then holds how far (checked at exit too)."""
+    past ``limit`` bytes since entry; ``grown`` then holds how far (checked at exit too).
+    The watching is done by one thread for the process (:class:`_Watcher`), which a rank
+    only registers with: a rank's run costs two reads of ``/proc``, not a thread."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit or 0
         self.start = resident_bytes() if limit is not None else None
+        self.peak = _peak_bytes() if limit is not None else None
         self.grown: int | None = None
-        self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self.target = threading.get_ident()
 
-    def _over(self) -> bool:
+    def over(self) -> bool:
+        """Whether the process grew past the bound (then ``grown`` says how far)."""
         now = resident_bytes()
         if self.start is not None and now is not None and now - self.start > self.limit:
             self.grown = now - self.start
         return self.grown is not None
 
     def __enter__(self) -> None:
-        if self.start is None:
-            return
-        target = threading.get_ident()
-
-        def watch() -> None:
-            while not self._stop.wait(0.005):
-                if self._over():
-                    _interrupt(target, RankMemory, self._stop)
-                    return
-
-        self._watcher = threading.Thread(target=watch, name="check_spmd-memory", daemon=True)
-        self._watcher.start()
+        if self.start is not None:
+            _WATCHER.watch(self)
 
     def __exit__(self, *exc: object) -> None:
-        if self._watcher is not None:
-            _stop_watching(self._stop, self._watcher)
-            if self.grown is None:
-                self._over()
+        if self.start is None:
+            return
+        while True:  # unregister, then take a RankMemory it may have left pending here
+            try:
+                _WATCHER.watch(None)  # none is raised here after this
+                _pending()  # a Python call: a pending one is delivered on entry
+                break
+            except RankMemory:
+                continue
+        if self.grown is None and not self.over():
+            self._peaked()
+
+    def _peaked(self) -> None:
+        """What the watcher may have missed (an allocation freed before it looked): the
+        process's peak, where the run raised it (a peak below the one before is not seen)."""
+        peak = _peak_bytes()
+        if self.peak is not None and self.start is not None and peak is not None and \
+                peak > self.peak and peak - self.start > self.limit:
+            self.grown = peak - self.start
+
+
+def _peak_bytes() -> int | None:
+    """The process's peak resident set in bytes (``VmHWM``; None where it cannot be read)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class _Watcher:
+    """The process's memory watcher: while a rank is registered, reads the resident set
+    every 5 ms and interrupts the rank's thread (again every 0.1 s) once it is over its
+    bound; idle (blocked, no polling) otherwise."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.bound: _MemoryBound | None = None
+        self.thread: threading.Thread | None = None
+
+    def watch(self, bound: _MemoryBound | None) -> None:
+        """Watch ``bound`` (None: stop watching), starting the thread on first use."""
+        with self.lock:
+            self.bound = bound
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="check_spmd-memory",
+                                               daemon=True)
+                self.thread.start()
+            self.lock.notify()
+
+    def _run(self) -> None:
+        last = 0.0
+        while True:
+            with self.lock:
+                while self.bound is None:
+                    self.lock.wait()
+                self.lock.wait(0.005)
+                bound = self.bound
+                if bound is not None and bound.over() and time.monotonic() - last >= 0.1:
+                    last = time.monotonic()
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(bound.target),
+                                                               ctypes.py_object(RankMemory))
+
+
+_WATCHER = _Watcher()
 
 
 def _interrupt(target: int, error: type[BaseException], stop: threading.Event) -> None:
@@ -203,7 +271,8 @@ def _where(error: BaseException) -> str:
 
 def _watch_threads(trace: Any, before: set[threading.Thread]) -> None:
     """Threads the program left running: given a moment to end, then counted."""
-    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()
+            and not t.name.startswith("check_spmd-")]  # not our watchers
     end = time.monotonic() + 0.2
     for t in left:
         t.join(max(0.0, end - time.monotonic()))
