@@ -14,7 +14,7 @@ every few milliseconds and raises :class:`RankMemory` in the program, the same w
 has grown past the bound since the rank started (a check runs every rank in one process:
 a rank that keeps a real tensor of gigabytes would soon take the machine).  A single
 allocation is interrupted after it returns; one freed before the watcher looked is found
-at the end from the process's peak (``VmHWM``, when the run raised it).  Where the
+at the end from the process's peak (``getrusage``, where the run raised it).  Where the
 resident set cannot be read (no ``/proc``) the bound is not enforced.
 """
 
@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import inspect
 import os
+import resource
 import signal
 import sys
 import threading
@@ -136,22 +137,24 @@ def resident_bytes() -> int | None:
 
 class _MemoryBound:
     """A context: the program's thread gets :class:`RankMemory` once the resident set grew
-    past ``limit`` bytes since entry; ``grown`` then holds how far (checked at exit too).
-    The watching is done by one thread for the process (:class:`_Watcher`), which a rank
-    only registers with: a rank's run costs two reads of ``/proc``, not a thread."""
+    past ``limit`` bytes above its lowest since entry; ``grown`` then holds how far.  The
+    watching is done by one thread for the process (:class:`_Watcher`), which a rank only
+    registers with: a run costs two ``getrusage`` calls and a lock, no file read while the
+    watcher is sampling (its latest sample is the start), no thread."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit or 0
-        self.start = resident_bytes() if limit is not None else None
-        self.peak = _peak_bytes() if limit is not None else None
+        self.start = _WATCHER.latest() if limit is not None else None
+        self.peak = _peak_bytes() if self.start is not None else 0
         self.grown: int | None = None
         self.target = threading.get_ident()
 
-    def over(self) -> bool:
-        """Whether the process grew past the bound (then ``grown`` says how far)."""
-        now = resident_bytes()
-        if self.start is not None and now is not None and now - self.start > self.limit:
-            self.grown = now - self.start
+    def seen(self, now: int) -> bool:
+        """Note a sample of the resident set; whether the run is over its bound."""
+        if self.start is not None:
+            self.start = min(self.start, now)
+            if now - self.start > self.limit:
+                self.grown = now - self.start
         return self.grown is not None
 
     def __enter__(self) -> None:
@@ -168,60 +171,70 @@ class _MemoryBound:
                 break
             except RankMemory:
                 continue
-        if self.grown is None and not self.over():
-            self._peaked()
-
-    def _peaked(self) -> None:
-        """What the watcher may have missed (an allocation freed before it looked): the
-        process's peak, where the run raised it (a peak below the one before is not seen)."""
-        peak = _peak_bytes()
-        if self.peak is not None and self.start is not None and peak is not None and \
-                peak > self.peak and peak - self.start > self.limit:
-            self.grown = peak - self.start
+        peak = _peak_bytes()  # what the watcher missed: an allocation freed before it looked
+        if self.grown is None and peak > self.peak and peak - self.start > self.limit:
+            self.grown = peak - self.start  # (a peak below the process's earlier one is unseen)
 
 
-def _peak_bytes() -> int | None:
-    """The process's peak resident set in bytes (``VmHWM``; None where it cannot be read)."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+def _peak_bytes() -> int:
+    """The process's peak resident set in bytes (``getrusage``: a system call, no file)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _MAXRSS_UNIT
+
+
+_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes there, KiB on Linux
 
 
 class _Watcher:
-    """The process's memory watcher: while a rank is registered, reads the resident set
-    every 5 ms and interrupts the rank's thread (again every 0.1 s) once it is over its
-    bound; idle (blocked, no polling) otherwise."""
+    """The process's memory watcher: while ranks register (:meth:`watch`), samples the
+    resident set every 5 ms and interrupts the registered rank's thread (again every
+    0.1 s) once it is over its bound; after a second with none registered it idles
+    (blocked, no sampling) until the next.  Registering costs a lock, not a wake-up."""
 
     def __init__(self) -> None:
-        self.lock = threading.Condition()
+        self.lock = threading.Lock()
         self.bound: _MemoryBound | None = None
+        self.sample: int | None = None  # the latest, while sampling
+        self.idle = True
+        self.wake = threading.Event()
         self.thread: threading.Thread | None = None
 
+    def latest(self) -> int | None:
+        """The resident set now: the latest sample while sampling, else read."""
+        with self.lock:
+            sample = None if self.idle else self.sample
+        return sample if sample is not None else resident_bytes()
+
     def watch(self, bound: _MemoryBound | None) -> None:
-        """Watch ``bound`` (None: stop watching), starting the thread on first use."""
+        """Watch ``bound`` (None: none), waking the thread (started on first use) if idle."""
         with self.lock:
             self.bound = bound
+            wake = bound is not None and self.idle
+            if wake:
+                self.idle, self.sample = False, None
+        if wake:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="check_spmd-memory",
                                                daemon=True)
                 self.thread.start()
-            self.lock.notify()
+            self.wake.set()
 
     def _run(self) -> None:
-        last = 0.0
+        seen = fired = time.monotonic()
         while True:
+            if self.idle:
+                self.wake.wait()
+                self.wake.clear()
+                seen = time.monotonic()
+            time.sleep(0.005)
+            rss, now = resident_bytes(), time.monotonic()  # read outside the lock
             with self.lock:
-                while self.bound is None:
-                    self.lock.wait()
-                self.lock.wait(0.005)
-                bound = self.bound
-                if bound is not None and bound.over() and time.monotonic() - last >= 0.1:
-                    last = time.monotonic()
+                bound, self.sample = self.bound, rss
+                if bound is None:
+                    self.idle = now - seen > 1.0
+                    continue
+                seen = now
+                if rss is not None and bound.seen(rss) and now - fired >= 0.1:
+                    fired = now
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(bound.target),
                                                                ctypes.py_object(RankMemory))
 
