@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
-from ._events import Call, Trace, WaitWork
+from ._events import Call, TorchGroupKey, Trace, WaitWork
 from ._keys import CallChannel, CallKey, Key, P2PChannel, P2PKey
 from ._matcher import Meet, Mismatch, Outcome, Step
 from ._report import Finding, verb, who
@@ -119,8 +119,7 @@ def _never(key: CallKey, info: Call, gone: tuple[int, ...], offered: tuple[int, 
 
 
 def _torch_made(call: Call) -> bool:
-    key = call.group.key
-    return isinstance(key, tuple) and key[0] == "pg"
+    return isinstance(call.group.key, TorchGroupKey)
 
 
 def _fewer(traces: Sequence[Trace], gone: tuple[int, ...], info: Call) -> str:

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Hashable, Iterable, Sequence
 from types import FrameType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import attrs
 
@@ -28,6 +28,7 @@ from .._c10d import GroupSpec, Plan
 
 __all__ = [
     "Abort",
+    "AdoptedKey",
     "Call",
     "Create",
     "Destroy",
@@ -38,10 +39,13 @@ __all__ = [
     "Retire",
     "Revoke",
     "Shrink",
+    "ShrunkKey",
     "TorchCreate",
+    "TorchGroupKey",
     "Trace",
     "WaitRevoke",
     "WaitWork",
+    "WorldKey",
     "is_nccl",
     "library_dirs",
     "program_reads",
@@ -102,6 +106,38 @@ def program_reads(depth: int) -> bool:
     if not name.startswith(library_dirs()):
         return True
     return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
+
+
+class WorldKey(NamedTuple):
+    """The key of the default group of a world of ``size`` ranks."""
+
+    size: int
+    kind: Literal["world"] = "world"
+
+
+class TorchGroupKey(NamedTuple):
+    """The key of a group torch code made (``dist.new_group``, ...): torch's name for it and
+    its members."""
+
+    name: str
+    members: tuple[int, ...]
+    kind: Literal["pg"] = "pg"
+
+
+class AdoptedKey(NamedTuple):
+    """The key of a group adopted with ``from_group`` (or made elsewhere for this rank)."""
+
+    name: str
+    members: tuple[int, ...]
+    kind: Literal["adopted"] = "adopted"
+
+
+class ShrunkKey(NamedTuple):
+    """The key of the group ``shrink_group`` made of ``parent`` without ``exclude``."""
+
+    parent: Hashable
+    exclude: tuple[int, ...]
+    kind: Literal["shrunk"] = "shrunk"
 
 
 class GroupRef:
@@ -167,7 +203,7 @@ def _short(members: Sequence[int]) -> str:
 
 def world_ref(world_size: int) -> GroupRef:
     """The default group."""
-    return GroupRef(("world", world_size), "world", range(world_size), None, True)
+    return GroupRef(WorldKey(world_size), "world", range(world_size), None, True)
 
 
 def spec_ref(spec: GroupSpec, offset: int, identity: str | None = None) -> GroupRef:

@@ -26,6 +26,7 @@ from .._core import (
 )
 from ._events import (
     Abort,
+    AdoptedKey,
     Call,
     Create,
     Destroy,
@@ -36,6 +37,7 @@ from ._events import (
     Retire,
     Revoke,
     Shrink,
+    ShrunkKey,
     Trace,
     WaitRevoke,
     WaitWork,
@@ -264,7 +266,7 @@ class SpmdBackend(Recording, FakeBackend):
         if isinstance(group, FakeGroup) and group.member == self._rank:
             # adopted by from_group or made elsewhere for this rank: named by its members
             members = group.ranks
-            ref = GroupRef(("adopted", group.name, members), group.name, members)
+            ref = GroupRef(AdoptedKey(group.name, members), group.name, members)
             self._refs[id(group)] = (group, ref)
             return ref
         what = (f"{show(group)} (rank {group.member}'s group, not rank {self._rank}'s)"
@@ -430,7 +432,7 @@ class SpmdBackend(Recording, FakeBackend):
         if self._rank in keep and keep:
             view = MeshView.from_ranks(keep, ("shrunk",))
             made = FakeGroup.of(view, "shrunk", self._rank, f"{ref.label}-shrunk")
-            made_ref = GroupRef(("shrunk", ref.key, exclude), f"{ref.label} shrunk",
+            made_ref = GroupRef(ShrunkKey(ref.key, exclude), f"{ref.label} shrunk",
                                 tuple(keep))
             self._refs[id(made)] = (made, made_ref)
         self.note(Shrink(ref, exclude, made_ref, site(2)))

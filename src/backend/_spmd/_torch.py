@@ -51,6 +51,7 @@ from ._events import (
     Kind,
     Shrink,
     TorchCreate,
+    TorchGroupKey,
     program_reads,
     site,
     world_ref,
@@ -140,7 +141,7 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]  # torch
         found = self._by_name.get(name)
         if found is None:
             members = tuple(dist.get_process_group_ranks(group))
-            found = GroupRef(("pg", name, members), name, members)
+            found = GroupRef(TorchGroupKey(name, members), name, members)
             self._by_name[name] = found
         self._refs[id(group)] = (group, found)
         return found
