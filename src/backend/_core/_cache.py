@@ -122,16 +122,19 @@ class GroupCache(Generic[G]):
                 del self._pending[key]
             fut.set_exception(e)
             raise
-        record = CreationRecord(key, dim, value)
+        self._store(CreationRecord(key, dim, value), fut)
+        return value
+
+    def _store(self, record: CreationRecord, fut: Future[G]) -> None:
+        """A creation succeeded: keep it, wake the threads waiting on it, tell observers."""
         with self._lock:
-            self._entries[key] = value
-            del self._pending[key]
+            self._entries[record.key] = record.group
+            del self._pending[record.key]
             self._records.append(record)
             observers = self._observers
-        fut.set_result(value)
+        fut.set_result(record.group)
         for observer in observers:
             observer.created(record)
-        return value
 
     def adopt(self, key: GroupKey, value: G) -> G:
         """``value`` for ``key``, unless the cache holds one already (then that one)."""

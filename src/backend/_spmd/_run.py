@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import inspect
 import os
-import resource
 import signal
 import sys
 import threading
@@ -177,7 +176,12 @@ class _MemoryBound:
 
 
 def _peak_bytes() -> int:
-    """The process's peak resident set in bytes (``getrusage``: a system call, no file)."""
+    """The process's peak resident set in bytes (``getrusage``: a system call, no file; 0
+    where there is none)."""
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return 0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _MAXRSS_UNIT
 
 
