@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from spmd_corpus import CASES
 
-from backend import BackendConfigError, SpmdBackend, check_spmd, init_device_mesh
+from backend import FINDING_KINDS, BackendConfigError, SpmdBackend, check_spmd, init_device_mesh
 from backend._spmd._check import RANK_MEMORY
+from backend._spmd._report import REPORT_KINDS
 
 
 def _tp_desync_in_a_thread(backend: Any) -> None:
@@ -99,9 +100,11 @@ def test_an_error_of_the_program_itself_gets_no_torch_hint() -> None:
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kinds_are_empty_exactly_when_the_report_is_ok(case: Any) -> None:
-    """Law: ``report.kinds()`` is empty exactly when ``report.ok``, over the whole corpus."""
+    """Law: ``report.kinds()`` is empty exactly when ``report.ok``, and names only kinds
+    that are documented, over the whole corpus."""
     report = check_spmd(case.world, case.program, **case.check)
     assert (not report.kinds()) == report.ok, str(report)
+    assert report.kinds() <= set(FINDING_KINDS) | set(REPORT_KINDS)
 
 
 def test_kinds_name_the_problems_that_are_not_findings() -> None:
