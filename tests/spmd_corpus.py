@@ -537,3 +537,13 @@ def not_in_group(backend: Any) -> None:
 
     pair = dist.new_group([0, 1])
     dist.all_reduce(torch.ones(4), group=pair)  # ranks 2 and 3 are not in it: a no-op
+
+
+@case("a program that holds real data", 0, 4, {"memory"})
+def holds_data(backend: Any) -> None:
+    """Each rank keeps 320 MB of real data while it works, past the default per-rank bound
+    (256 MiB)."""
+    data = [0] * 40_000_000
+    mesh = _mesh(backend, (2, 2), ("dp", "tp"))
+    rows = sum(1 for _ in range(2_000_000))  # the step's work, with the data held
+    backend.all_reduce((len(data) // rows,), group=mesh.get_group("tp"))

@@ -22,7 +22,7 @@ A backend author reads this list, then ``_base`` (the one class to subclass) and
 """
 
 from ._base import CachedBackend, Retired
-from ._cache import CreationRecord, GroupKey
+from ._cache import CacheObserver, CreationRecord, GroupKey
 from ._errors import (
     BackendConfigError,
     BackendError,
@@ -49,6 +49,7 @@ __all__ = [
     "Backend",
     "BackendConfigError",
     "BackendError",
+    "CacheObserver",
     "CachedBackend",
     "CreationRecord",
     "DiscoveryError",

@@ -13,7 +13,7 @@ import attrs
 from layout import show
 from mesh import Dim, MeshView, RankMap
 
-from ._cache import CreationRecord, GroupCache, GroupKey, group_key
+from ._cache import CacheObserver, CreationRecord, GroupCache, GroupKey, group_key
 from ._errors import BackendConfigError, NotAMemberError
 from ._loss import Loss, Members
 from ._members import holds_any
@@ -72,6 +72,10 @@ class CachedBackend(Generic[G]):
     def created(self) -> tuple[CreationRecord, ...]:
         """Every group this backend created, in order (for audits and tests)."""
         return self._cache.records
+
+    def observe(self, observer: CacheObserver) -> None:
+        """Tell ``observer`` what this backend's group cache creates and evicts."""
+        self._cache.observe(observer)
 
     def universe(self, ranks: RankMap) -> Universe:
         """This backend's state for the universe ``ranks`` (made on first use).

@@ -15,7 +15,7 @@ from mesh import Family, MeshView
 from ._errors import GroupCreationError, ReentrantCreationError
 from ._options import GroupOptions
 
-__all__ = ["CreationRecord", "GroupCache", "GroupKey", "group_key"]
+__all__ = ["CacheObserver", "CreationRecord", "GroupCache", "GroupKey", "group_key"]
 
 
 def _wait(fut: Future[G], dim: str) -> G:
@@ -61,6 +61,18 @@ class CreationRecord:
     group: Any
 
 
+class CacheObserver:
+    """Told what a :class:`GroupCache` does, after it did it (outside its lock; a hook must
+    not ask the cache to create).  The hooks do nothing here: an observer overrides those
+    it needs (the offline check's recorder hears which groups a ``retire`` ended)."""
+
+    def created(self, record: CreationRecord) -> None:
+        """A creation succeeded."""
+
+    def evicted(self, key: GroupKey, value: Any) -> None:
+        """An entry was forgotten by :meth:`GroupCache.evict` (created or adopted)."""
+
+
 class GroupCache(Generic[G]):
     """Create each key's value once, on first request; concurrent requests wait for it.
 
@@ -71,7 +83,8 @@ class GroupCache(Generic[G]):
     :class:`~backend.ReentrantCreationError` instead of waiting on itself forever.
     ``records`` lists every successful creation in order; :meth:`adopt` stores a value
     made elsewhere (``from_group``'s groups), which is no creation: :meth:`clear` forgets it
-    without returning it, so whoever made it ends it.
+    without returning it, so whoever made it ends it.  :meth:`observe` adds a
+    :class:`CacheObserver`, told of creations and evictions.
     """
 
     def __init__(self) -> None:
@@ -79,6 +92,12 @@ class GroupCache(Generic[G]):
         self._entries: dict[GroupKey, G] = {}
         self._pending: dict[GroupKey, tuple[Future[G], int]] = {}
         self._records: list[CreationRecord] = []
+        self._observers: tuple[CacheObserver, ...] = ()
+
+    def observe(self, observer: CacheObserver) -> None:
+        """Tell ``observer`` of every creation and eviction from now on."""
+        with self._lock:
+            self._observers = (*self._observers, observer)
 
     def get_or_create(self, key: GroupKey, dim: str, create: Callable[[], G]) -> G:
         """The value for ``key``, calling ``create()`` if no one has yet."""
@@ -103,12 +122,19 @@ class GroupCache(Generic[G]):
                 del self._pending[key]
             fut.set_exception(e)
             raise
-        with self._lock:
-            self._entries[key] = value
-            del self._pending[key]
-            self._records.append(CreationRecord(key, dim, value))
-        fut.set_result(value)
+        self._store(CreationRecord(key, dim, value), fut)
         return value
+
+    def _store(self, record: CreationRecord, fut: Future[G]) -> None:
+        """A creation succeeded: keep it, wake the threads waiting on it, tell observers."""
+        with self._lock:
+            self._entries[record.key] = record.group
+            del self._pending[record.key]
+            self._records.append(record)
+            observers = self._observers
+        fut.set_result(record.group)
+        for observer in observers:
+            observer.created(record)
 
     def adopt(self, key: GroupKey, value: G) -> G:
         """``value`` for ``key``, unless the cache holds one already (then that one)."""
@@ -125,11 +151,16 @@ class GroupCache(Generic[G]):
         order (they leave :attr:`records`)."""
         gone = set(keys)
         with self._lock:
-            for key in gone:
-                self._entries.pop(key, None)
+            left = [(k, self._entries[k]) for k in self._entries if k in gone]  # in order
+            for key, _ in left:
+                del self._entries[key]
             created = [r for r in self._records if r.key in gone]
             self._records = [r for r in self._records if r.key not in gone]
-            return created
+            observers = self._observers
+        for observer in observers:
+            for key, value in left:
+                observer.evicted(key, value)
+        return created
 
     @property
     def records(self) -> tuple[CreationRecord, ...]:

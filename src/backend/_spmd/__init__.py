@@ -10,11 +10,13 @@ with ``torch=True``.
   vocabulary;
 - ``_torch``: recording torch-level programs on torch's fake process group (the private
   names of torch it uses: ``_torch_private``);
-- ``_run``: one rank's run, bounded (time limit, threads, async programs);
+- ``_run``: one rank's run, bounded (time limit, memory, threads, async programs; what it
+  rebinds in ``torch.distributed`` put back);
 - ``_creation``: the creation model (splits, hidden parent-wide splits, cache hits);
 - ``_collectives``: the collective matcher's model (calls, p2p pairs, all_to_all sizes);
 - ``_lifecycle``: after a failure (abort vs destroy, shrink, ended groups, revokes);
 - ``_topology``: ranks per host, NVLS slots, communicators per rank;
+- ``_keys``: the meeting keys and channels of the replay, as named values;
 - ``_matcher``: the replay every model lowers to;
 - ``_reduce``: checking fewer ranks (``classes=``);
 - ``_report``: :class:`SpmdReport`, :class:`Finding` and the words.

@@ -22,22 +22,29 @@ from mesh import Topology
 from .._core import BackendConfigError
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
-from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
+from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork, is_nccl
+from ._keys import Key
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
 from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
-from ._run import refuse_async, run_rank
+from ._run import refuse_async, run_rank, torch_kept
 from ._topology import topology_findings
 
-__all__ = ["FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
+__all__ = ["FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "RANK_MEMORY", "SpmdReport",
+           "check_spmd"]
 
 Program = Callable[[Any], object]
 _KINDS = ("auto", "gloo", "nccl")
 MAX_CHECKED_RANKS = 1 << 17
 """The largest world ``check_spmd`` runs a program for unless given a larger ``limit``
 (it runs the program once per rank: about a millisecond per rank for a torchtitan plan)."""
+
+RANK_MEMORY = 256 << 20
+"""How far one rank's program may grow the process by default, in bytes (256 MiB): a check
+runs every rank in one process, and a rank's run holds shapes and meta tensors (a
+torchtitan-like step with ``torch=True`` grows it by less than 1 MiB after the first)."""
 
 FIRST_RUN_ALLOWANCE = 3
 """How many times ``rank_timeout`` the first rank's run may take: it imports and warms what
@@ -49,7 +56,8 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                topology: Topology | None = None, communicators: int | None = None,
                nvls_slots: int = 128, nvls_per_communicator: int = 10,
                classes: Callable[[int], Hashable] | None = None,
-               rank_timeout: float = 10.0) -> SpmdReport:
+               rank_timeout: float = 10.0, rank_memory: int | None = RANK_MEMORY
+               ) -> SpmdReport:
     """Run ``program(backend)`` for every rank of ``world_size`` and check offline that the
     job can run: its groups, the calls on them, and the contracts of the backend.
 
@@ -80,10 +88,14 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     its group neighbours in the class, whose runs are compared with their derivation; the
     check falls back to every rank when they differ or a run cannot be derived (the
     report's notes say which).  Checked on those ranks, not proven for the others.  Each
-    rank's program must finish within ``rank_timeout`` seconds (a finding, and the check
-    stops there); the first rank to run gets :data:`FIRST_RUN_ALLOWANCE` times as long, as
-    it pays the program's first imports and caches (on a busy machine that alone took
-    longer than 10 s).  Worlds over ``limit`` ranks are refused.
+    rank's program must finish within ``rank_timeout`` seconds and grow the process by at
+    most ``rank_memory`` bytes (:data:`RANK_MEMORY` by default, None: unbounded; a
+    ``timeout`` or ``memory`` finding, and the check stops there); the first rank to run
+    gets :data:`FIRST_RUN_ALLOWANCE` times as long, as it pays the program's first imports
+    and caches (on a busy machine that alone took longer than 10 s).  Calls from threads
+    the program starts are recorded (``threads`` when they come from several).  What the
+    program rebinds in ``torch.distributed`` is put back when the check ends.  Worlds over
+    ``limit`` ranks are refused.
 
     >>> from backend import GroupOptions, init_device_mesh
     >>> def program(backend):
@@ -104,42 +116,60 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
       the 'all' group (0, 1, 2, 3) (waiting for 0)
     Remedies: ...
     """
-    _check_arguments(world_size, program, backend, limit, torch, topology, communicators,
-                     nvls_slots, nvls_per_communicator, classes, rank_timeout)
+    _check_arguments(world_size, program, backend, limit, torch, classes, rank_timeout,
+                     rank_memory)
+    _check_machine(world_size, topology, communicators, nvls_slots, nvls_per_communicator)
     refuse_async(program)
-    make, session = _recorders(backend, torch)
-    traces: list[Trace | None] = [None] * world_size
-    notes: list[str] = []
+    runs = _Runs(world_size, program, *_recorders(backend, torch), rank_timeout, rank_memory)
+    with torch_kept():
+        ran = runs.every(classes)
+    done = [t for t in runs.traces if t is not None]
+    if any(t.stopped is not None for t in done):
+        return _stopped(world_size, done, ran, runs.notes)
+    return analyse(world_size, done, backend, topology=topology, budget=communicators,
+                   slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran, notes=runs.notes)
 
-    def run(rank: int) -> Trace:
-        recorder = make(world_size, rank)
-        first = not any(traces)  # it pays the program's first imports and caches
+
+class _Runs:
+    """The runs of one check: ``traces[r]`` is rank ``r``'s (None until it ran or was
+    derived); ``notes`` say how the check ran."""
+
+    def __init__(self, world: int, program: Program, make: Callable[[int, int], Recording],
+                 session: Any, timeout: float, memory: int | None) -> None:
+        self.world, self.program, self.make, self.session = world, program, make, session
+        self.timeout, self.memory = timeout, memory
+        self.traces: list[Trace | None] = [None] * world
+        self.notes: list[str] = []
+
+    def run(self, rank: int) -> Trace:
+        """Run rank ``rank``'s program (the first run gets :data:`FIRST_RUN_ALLOWANCE`)."""
+        recorder = self.make(self.world, rank)
+        first = not any(self.traces)  # it pays the program's first imports and caches
+        session = self.session
         try:
-            run_rank(program, recorder, rank_timeout * (FIRST_RUN_ALLOWANCE if first else 1),
-                     (lambda: session.around(recorder)) if session is not None else None)
+            run_rank(self.program, recorder, self.timeout * (FIRST_RUN_ALLOWANCE if first else 1),
+                     (lambda: session.around(recorder)) if session is not None else None,
+                     self.memory)
         finally:
             if session is not None:
                 session.end(recorder)
-        traces[rank] = recorder.trace
+        self.traces[rank] = recorder.trace
         return recorder.trace
 
-    ran = 0
-    if classes is not None:
-        ran = _reduced(world_size, classes, traces, run, notes)
-    for rank in range(world_size):
-        if traces[rank] is None:
-            ran += 1
-            ran_past = run(rank).timed_out
-            if ran_past is not None:
-                notes.append(f"the check stopped after rank {rank}'s program ran past its "
-                             f"{ran_past:g} s limit: ranks {rank + 1} and up did not run")
-                break
-    done = [t for t in traces if t is not None]
-    if any(t.timed_out is not None for t in done):
-        return _stopped(world_size, done, ran, notes)
-    return analyse(world_size, [t for t in traces if t is not None], backend,
-                   topology=topology, budget=communicators, slots=nvls_slots,
-                   per_comm=nvls_per_communicator, ran=ran, notes=notes)
+    def every(self, classes: Callable[[int], Hashable] | None) -> int:
+        """Run (or derive, with ``classes``) every rank, until one goes past a bound;
+        returns how many ran."""
+        ran = 0 if classes is None else _reduced(self.world, classes, self.traces, self.run,
+                                                 self.notes)
+        for rank in range(self.world):
+            if self.traces[rank] is None:
+                ran += 1
+                stopped = self.run(rank).stopped
+                if stopped is not None:
+                    self.notes.append(f"the check stopped after rank {rank}'s program "
+                                      f"{stopped}: ranks {rank + 1} and up did not run")
+                    break
+        return ran
 
 
 def _recorders(backend: Kind, torch: bool) -> tuple[Callable[[int, int], Recording], Any]:
@@ -164,13 +194,13 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
         for ranks in members.values():
             rep = run(ranks[0])
             ran += 1
-            if rep.timed_out is not None:
+            if rep.stopped is not None:
                 return ran
             check_derivable(rep)
             for r in verifiers(rep, set(ranks)):
                 found = run(r)
                 ran += 1
-                if found.timed_out is not None:
+                if found.stopped is not None:
                     return ran
                 reason = same(found, derive(rep, r))
                 if reason:
@@ -180,33 +210,49 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
     if reason is not None:
         notes.append(f"ran every rank: classes= could not stand for them ({reason})")
         return ran
-    for ranks in members.values():
-        first = traces[ranks[0]]
-        assert first is not None
-        shared: dict[Hashable, tuple[str, Sequence[int]]] = {}
-        for r in ranks[1:]:
-            if traces[r] is None:
-                traces[r] = derive(first, r, shared)
+    _derive_the_rest(members, traces)
     notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
                  "its group neighbours, each compared with its derivation; the others derived")
     return ran
 
 
+def _derive_the_rest(members: dict[Hashable, list[int]], traces: list[Trace | None]) -> None:
+    """Every rank not run, derived from its class's representative."""
+    for ranks in members.values():
+        first = traces[ranks[0]]
+        assert first is not None, "a class's representative ran before the rest are derived"
+        shared: dict[Hashable, tuple[str, Sequence[int]]] = {}
+        for r in ranks[1:]:
+            if traces[r] is None:
+                traces[r] = derive(first, r, shared)
+
+
 def _stopped(world: int, traces: list[Trace], ran: int, notes: list[str]) -> SpmdReport:
-    found = [Finding("timeout", f"rank {t.rank}'s program ran past its {t.timed_out:g} s time "
-                     "limit (a loop, or a wait for something that never comes: a check runs "
-                     "each rank alone, so nothing a peer sends arrives)",
-                     "timeout", (t.rank,)) for t in traces if t.timed_out is not None]
+    found = [_bound_finding(t) for t in traces if t.stopped is not None]
     errors = tuple((t.rank, t.error_at, t.error) for t in traces if t.error is not None)
     return SpmdReport(world, 0, (), (), (), errors, tuple(found), 0, ran, tuple(notes))
+
+
+def _bound_finding(t: Trace) -> Finding:
+    """The finding of a run that went past its time limit or its memory bound."""
+    if t.timed_out is not None:
+        return Finding("timeout", f"rank {t.rank}'s program ran past its {t.timed_out:g} s "
+                       "time limit (a loop, or a wait for something that never comes: a check "
+                       "runs each rank alone, so nothing a peer sends arrives)",
+                       "timeout", (t.rank,))
+    grown, bound = t.ran_out or (0, 0)
+    return Finding("memory", f"rank {t.rank}'s program grew the process by {grown >> 20} MiB, "
+                   f"past its per-rank bound of {bound >> 20} MiB (rank_memory=): a check runs "
+                   "every rank in one process, so a rank's program should hold shapes or meta "
+                   "tensors, not real data", "memory", (t.rank,))
 
 
 def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topology | None,
             budget: int | None, slots: int, per_comm: int, ran: int | None = None,
             notes: Sequence[str] = ()) -> SpmdReport:
     """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
-    nccl = kind == "nccl" or (kind == "auto" and any("cuda" in t.device_types for t in traces))
-    meets: dict[Hashable, Meet] = {}
+    nccl = is_nccl(kind, {d for t in traces for d in t.device_types})
+    meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []
     steps = [_lowered(t, world, nccl, meets, to_all, findings) for t in traces]
@@ -229,7 +275,7 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
                       calls, world if ran is None else ran, tuple(notes), words)
 
 
-def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Hashable, Meet], to_all: list[Any],
+def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: list[Any],
              findings: list[Finding]) -> list[Step]:
     """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
     findings met on the way (a call on an ended group, a creation that cannot be made, the
@@ -272,7 +318,7 @@ def _run_findings(t: Trace) -> list[Finding]:
     return found
 
 
-def _waits(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequence[Trace]
+def _waits(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace]
            ) -> tuple[Any, Any, tuple[tuple[int, str], ...]]:
     words: dict[int, str] = {}
 
@@ -297,8 +343,8 @@ def _waits(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequence[Trace
 
 
 def _check_arguments(world_size: object, program: object, backend: object, limit: object,
-                     torch: object, topology: object, communicators: object, slots: object,
-                     per_comm: object, classes: object, rank_timeout: object) -> None:
+                     torch: object, classes: object, rank_timeout: object,
+                     rank_memory: object) -> None:
     if type(limit) is not int or limit < 1:
         raise BackendConfigError(f"limit must be a positive int, got {show(limit)}")
     if type(world_size) is not int or world_size < 1:
@@ -314,6 +360,19 @@ def _check_arguments(world_size: object, program: object, backend: object, limit
             f"backend must be one of {', '.join(map(repr, _KINDS))}, got {show(backend)}")
     if type(torch) is not bool:
         raise BackendConfigError(f"torch must be True or False, got {show(torch)}")
+    if classes is not None and not callable(classes):
+        raise BackendConfigError(f"classes must be a function of the rank, got {show(classes)}")
+    if not isinstance(rank_timeout, (int, float)) or isinstance(rank_timeout, bool) or \
+            not math.isfinite(rank_timeout) or rank_timeout <= 0:
+        raise BackendConfigError(f"rank_timeout must be a positive number of seconds, got "
+                                 f"{show(rank_timeout)}")
+    if rank_memory is not None and (type(rank_memory) is not int or rank_memory < 1):
+        raise BackendConfigError(f"rank_memory must be a positive number of bytes or None "
+                                 f"(unbounded), got {show(rank_memory)}")
+
+
+def _check_machine(world_size: int, topology: object, communicators: object, slots: object,
+                   per_comm: object) -> None:
     if topology is not None:
         if not isinstance(topology, Topology):
             raise BackendConfigError(f"topology must be a mesh.Topology, got {show(topology)}")
@@ -326,10 +385,3 @@ def _check_arguments(world_size: object, program: object, backend: object, limit
             continue
         if type(value) is not int or value < least:
             raise BackendConfigError(f"{name} must be an int >= {least}, got {show(value)}")
-    if classes is not None and not callable(classes):
-        raise BackendConfigError(f"classes must be a function of the rank, got {show(classes)}")
-    if not isinstance(rank_timeout, (int, float)) or isinstance(rank_timeout, bool) or \
-            not math.isfinite(rank_timeout) or rank_timeout <= 0:
-        raise BackendConfigError(f"rank_timeout must be a positive number of seconds, got "
-                                 f"{show(rank_timeout)}")
-

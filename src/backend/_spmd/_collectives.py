@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
-from ._events import Call, Trace, WaitWork
+from ._events import Call, TorchGroupKey, Trace, WaitWork
+from ._keys import CallChannel, CallKey, Key, P2PChannel, P2PKey
 from ._matcher import Meet, Mismatch, Outcome, Step
 from ._report import Finding, verb, who
 
@@ -32,81 +33,93 @@ def _nth(n: int) -> str:
 class CallLowering:
     """Turns one rank's calls into steps, adding their keys to ``meets``."""
 
-    def __init__(self, rank: int, meets: dict[Hashable, Meet],
-                 to_all: list[tuple[Hashable, int, Call]]) -> None:
+    def __init__(self, rank: int, meets: dict[Key, Meet],
+                 to_all: list[tuple[Key, int, Call]]) -> None:
         self.rank = rank
         self.meets = meets
         self.to_all = to_all
         self.seq: dict[Hashable, int] = defaultdict(int)
-        self.keys: dict[int, Hashable] = {}  # event index -> its key (for waits)
+        self.keys: dict[int, Key] = {}  # event index -> its key (for waits)
 
     def step(self, event: Call | WaitWork, index: int) -> Step:
         if isinstance(event, WaitWork):
             keys = tuple(self.keys[i] for i in event.calls if i in self.keys)
             return Step(keys, (None,) * len(keys), True, index)
-        group = event.group
-        if event.p2p:
-            assert event.peer is not None
-            peer = group.members[event.peer]
-            src, dst = (self.rank, peer) if event.op == "send" else (peer, self.rank)
-            channel: Hashable = ("p2p", group.key, src, dst)
-            n = self.seq[(channel, event.op)]
-            self.seq[(channel, event.op)] += 1
-            key: Hashable = ("p2p", group.key, src, dst, n)
-            participants: Sequence[int] = (min(src, dst), max(src, dst))
-        else:
-            channel = ("call", group.key)
-            n = self.seq[channel]
-            self.seq[channel] += 1
-            key = ("call", group.key, n)
-            participants = group.members
-            if event.op == "all_to_all" and event.splits is not None:
-                self.to_all.append((key, self.rank, event))
+        key, meet = self._p2p(event) if event.p2p else self._collective(event)
         if key not in self.meets:
-            self.meets[key] = Meet(participants, channel, event)
+            self.meets[key] = meet
         self.keys[index] = key
         return Step((key,), (event.signature(),), not event.post, index)
 
+    def _p2p(self, event: Call) -> tuple[Key, Meet]:
+        """The n-th send from ``src`` to ``dst`` meets the n-th recv at ``dst`` from ``src``."""
+        assert event.peer is not None, "a recorded send or recv names its peer"
+        peer = event.group.members[event.peer]
+        src, dst = (self.rank, peer) if event.op == "send" else (peer, self.rank)
+        channel = P2PChannel(event.group.key, src, dst)
+        n = self.seq[(channel, event.op)]
+        self.seq[(channel, event.op)] += 1
+        return P2PKey(event.group.key, src, dst, n), Meet((min(src, dst), max(src, dst)),
+                                                          channel, event)
 
-def call_findings(outcome: Outcome, meets: dict[Hashable, Meet], traces: Sequence[Trace],
-                  to_all: list[tuple[Hashable, int, Call]], world: int) -> list[Finding]:
+    def _collective(self, event: Call) -> tuple[Key, Meet]:
+        channel = CallChannel(event.group.key)
+        n = self.seq[channel]
+        self.seq[channel] += 1
+        key = CallKey(event.group.key, n)
+        if event.op == "all_to_all" and event.splits is not None:
+            self.to_all.append((key, self.rank, event))
+        return key, Meet(event.group.members, channel, event)
+
+
+def call_findings(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace],
+                  to_all: list[tuple[Key, int, Call]], world: int) -> list[Finding]:
     """Desyncs, calls some members never issue, and all_to_all sizes that do not pair."""
     found = [_desync(m, meets, traces, world) for m in outcome.mismatches
-             if isinstance(m.channel, tuple) and m.channel[0] in ("call", "p2p")]
+             if isinstance(m.channel, (CallChannel, P2PChannel))]
     for key, absent in outcome.missing.items():
         info = meets[key].info
         if not isinstance(info, Call):
             continue
         gone = tuple(sorted(absent))
-        offered = tuple(sorted(outcome.open.get(key, ())))
-        n = key[-1] + 1  # type: ignore[index]
-        if info.p2p:
-            src, dst = key[2], key[3]  # type: ignore[index]
-            if info.op == "send":
-                text = (f"rank {src}'s {_nth(n)} send to rank {dst} on {info.group.describe()} "
-                        f"({info.describe()}, {info.line}) has no matching recv at rank {dst}: "
-                        "the sender waits for it")
-            else:
-                text = (f"rank {dst}'s {_nth(n)} recv from rank {src} on "
-                        f"{info.group.describe()} ({info.describe()}, {info.line}) has no "
-                        f"matching send from rank {src}: the receiver waits for it")
-            found.append(Finding("unmatched", text, f"p2p {info.op} {info.line}", gone))
-            continue
-        found.append(Finding(
-            "unmatched",
-            f"{info.group.describe()}: {who(gone, world)} never "
-            f"{verb(gone, 'issues', 'issue')} its {_nth(n)} call ({info.describe()}, "
-            f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
-            f"{verb(offered, 'it waits', 'they wait')} ({_fewer(traces, gone, info)})",
-            f"never {'pg ' if _torch_made(info) else ''}{info.group.label} {info.op} "
-            f"{info.line}", gone))
+        if isinstance(key, P2PKey):
+            found.append(_unpaired(key, info, gone))
+        elif isinstance(key, CallKey):
+            offered = tuple(sorted(outcome.open.get(key, ())))
+            found.append(_never(key, info, gone, offered, traces, world))
     found += _splits(to_all, world)
     return found
 
 
+def _unpaired(key: P2PKey, info: Call, gone: tuple[int, ...]) -> Finding:
+    """A send without its recv, or a recv without its send."""
+    src, dst, n = key.src, key.dst, key.n + 1
+    if info.op == "send":
+        text = (f"rank {src}'s {_nth(n)} send to rank {dst} on {info.group.describe()} "
+                f"({info.describe()}, {info.line}) has no matching recv at rank {dst}: "
+                "the sender waits for it")
+    else:
+        text = (f"rank {dst}'s {_nth(n)} recv from rank {src} on "
+                f"{info.group.describe()} ({info.describe()}, {info.line}) has no "
+                f"matching send from rank {src}: the receiver waits for it")
+    return Finding("unmatched", text, f"p2p {info.op} {info.line}", gone)
+
+
+def _never(key: CallKey, info: Call, gone: tuple[int, ...], offered: tuple[int, ...],
+           traces: Sequence[Trace], world: int) -> Finding:
+    """A collective some members never issue."""
+    return Finding(
+        "unmatched",
+        f"{info.group.describe()}: {who(gone, world)} never "
+        f"{verb(gone, 'issues', 'issue')} its {_nth(key.n + 1)} call ({info.describe()}, "
+        f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
+        f"{verb(offered, 'it waits', 'they wait')} ({_fewer(traces, gone, info)})",
+        f"never {'pg ' if _torch_made(info) else ''}{info.group.label} {info.op} "
+        f"{info.line}", gone)
+
+
 def _torch_made(call: Call) -> bool:
-    key = call.group.key
-    return isinstance(key, tuple) and key[0] == "pg"
+    return isinstance(call.group.key, TorchGroupKey)
 
 
 def _fewer(traces: Sequence[Trace], gone: tuple[int, ...], info: Call) -> str:
@@ -117,16 +130,13 @@ def _fewer(traces: Sequence[Trace], gone: tuple[int, ...], info: Call) -> str:
     return f"rank {rank} issues {made} call{'s' if made != 1 else ''} on it; {ended}"
 
 
-def _desync(wrong: Mismatch, meets: dict[Hashable, Meet], traces: Sequence[Trace],
+def _desync(wrong: Mismatch, meets: dict[Key, Meet], traces: Sequence[Trace],
             world: int) -> Finding:
     sides: dict[Hashable, list[tuple[int, Call]]] = defaultdict(list)
     for rank, sig, index in wrong.arrivals:
-        call = traces[rank].events[index]
-        assert isinstance(call, Call)
-        sides[sig].append((rank, call))
-    first = meets[wrong.key].info
-    assert isinstance(first, Call)
-    n = wrong.key[-1] + 1  # type: ignore[index]
+        sides[sig].append((rank, _call(traces[rank], index)))
+    first: Call = meets[wrong.key].info
+    n = wrong.key.n + 1
     ordered = sorted(sides.values(), key=lambda side: min(r for r, _ in side))
     for side in ordered:
         side.sort(key=lambda rc: rc[0])
@@ -136,8 +146,8 @@ def _desync(wrong: Mismatch, meets: dict[Hashable, Meet], traces: Sequence[Trace
     pattern = "desync " + " | ".join(sorted(
         f"{c.op} {c.shapes} {c.dtype} {c.reduce_op} {c.line}" for c in
         (side[0][1] for side in sides.values())))
-    if first.p2p:
-        src, dst = wrong.key[2], wrong.key[3]  # type: ignore[index]
+    if isinstance(wrong.key, P2PKey):
+        src, dst = wrong.key.src, wrong.key.dst
         text = (f"the {_nth(n)} send from rank {src} to rank {dst} on {first.group.describe()} "
                 f"does not match its recv: " + "; ".join(words))
     else:
@@ -146,35 +156,51 @@ def _desync(wrong: Mismatch, meets: dict[Hashable, Meet], traces: Sequence[Trace
     return Finding("desync", text, pattern, odd)
 
 
-def _splits(to_all: list[tuple[Hashable, int, Call]], world: int) -> list[Finding]:
-    """Member i's input split for j must be member j's output split for i."""
-    by_key: dict[Hashable, dict[int, Call]] = defaultdict(dict)
+def _call(trace: Trace, index: int) -> Call:
+    """The call at ``index`` of ``trace`` (what a call key's offer points at)."""
+    call = trace.events[index]
+    if not isinstance(call, Call):
+        raise TypeError(f"event {index} of rank {trace.rank} is {call!r}, not a call")
+    return call
+
+
+def _splits(to_all: list[tuple[Key, int, Call]], world: int) -> list[Finding]:
+    """Member i's input split for j must be member j's output split for i: the first pair
+    that does not, per all_to_all."""
+    by_key: dict[Key, dict[int, tuple[tuple[int, ...], tuple[int, ...]]]] = defaultdict(dict)
+    first: dict[Key, dict[int, Call]] = defaultdict(dict)
     for key, rank, call in to_all:
-        by_key[key][rank] = call
+        if call.splits is not None:
+            by_key[key][rank] = call.splits
+            first[key][rank] = call
     found = []
-    for calls in by_key.values():
-        some = next(iter(calls.values()))
-        members = some.group.members
-        if len(calls) != len(members):
+    for key, splits in by_key.items():
+        calls = first[key]
+        group = next(iter(calls.values())).group
+        if len(splits) != len(group.members):
             continue  # a member never issues it: reported as unmatched
-        place = {r: i for i, r in enumerate(members)}
-        for r, call in calls.items():
-            i = place[r]
-            for j, peer in enumerate(members):
-                sent = call.splits[0][j]  # type: ignore[index]
-                got = calls[peer].splits[1][i]  # type: ignore[index]
-                if sent != got:
-                    found.append(Finding(
-                        "splits",
-                        f"all_to_all on {some.group.describe()}: rank {r} sends {sent} rows to "
-                        f"rank {peer} ({call.line}), which expects {got} from it "
-                        f"({calls[peer].line}): the sizes must pair up",
-                        f"splits {some.group.label} {call.line}", (r, peer)))
-                    break
-            else:
-                continue
-            break
+        pair = _unpaired_sizes(splits, group.members)
+        if pair is not None:
+            r, peer, sent, got = pair
+            found.append(Finding(
+                "splits",
+                f"all_to_all on {group.describe()}: rank {r} sends {sent} rows to "
+                f"rank {peer} ({calls[r].line}), which expects {got} from it "
+                f"({calls[peer].line}): the sizes must pair up",
+                f"splits {group.label} {calls[r].line}", (r, peer)))
     return found
+
+
+def _unpaired_sizes(splits: dict[int, tuple[tuple[int, ...], tuple[int, ...]]],
+                    members: Sequence[int]) -> tuple[int, int, int, int] | None:
+    """The first ``(rank, peer, rows sent, rows expected)`` whose sizes do not pair."""
+    place = {r: i for i, r in enumerate(members)}
+    for r, (sends, _) in splits.items():
+        for j, peer in enumerate(members):
+            got = splits[peer][1][place[r]]
+            if sends[j] != got:
+                return r, peer, sends[j], got
+    return None
 
 
 def wait_words(step: Step, trace: Trace) -> str | None:
@@ -189,7 +215,7 @@ def wait_words(step: Step, trace: Trace) -> str | None:
                     + (f" and {len(calls) - 1} more" if len(calls) > 1 else ""))
         return None
     if isinstance(event, Call):
-        n = step.keys[0][-1] + 1 if step.keys else 0  # type: ignore[index]
+        n = step.keys[0].n + 1 if step.keys else 0
         return (f"in {event.describe()} on {event.group.describe()} (its {_nth(n)} "
                 f"{'p2p call' if event.p2p else 'call'} there, {event.line})")
     return None

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 from ._events import Create, Hit, TorchCreate, Trace
+from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, WorldCreationKey
 from ._matcher import Meet, Outcome, Step
 from ._report import Finding, group_words, verb, who
 
@@ -38,7 +39,7 @@ __all__ = ["CreationLowering", "creation_findings"]
 class CreationLowering:
     """Turns one rank's creation events into steps, adding their keys to ``meets``."""
 
-    def __init__(self, world: int, nccl: bool, meets: dict[Hashable, Meet]) -> None:
+    def __init__(self, world: int, nccl: bool, meets: dict[Key, Meet]) -> None:
         self.world = world
         self.nccl = nccl
         self.meets = meets
@@ -58,7 +59,7 @@ class CreationLowering:
             return Step((), (), True, index)
         n = self.seen[event.barrier]
         self.seen[event.barrier] += 1
-        key: Hashable = ("create", event.barrier, n)
+        key = CreateKey(event.barrier, n)
         if key not in self.meets:
             self.meets[key] = Meet(event.members, None, event)
         return Step((key,), (None,), True, index)
@@ -71,15 +72,15 @@ class CreationLowering:
                 return Step((), (), True, index)
             n = self.seen[event.name]
             self.seen[event.name] += 1
-            local: Hashable = ("new_group", event.name, members, n)
+            local = NewGroupKey(event.name, members, n)
             if local not in self.meets:
                 self.meets[local] = Meet(members, None, event)
             return Step((local,), (None,), True, index)
         k = self.world_wide
         self.world_wide += 1
-        key = ("world-creation", k)
+        key = WorldCreationKey(k)
         if key not in self.meets:
-            self.meets[key] = Meet(range(self.world), "torch-creation", event)
+            self.meets[key] = Meet(range(self.world), WORLD_CREATIONS, event)
         return Step((key,), ((event.what, event.ranks),), True, index)
 
 
@@ -96,7 +97,7 @@ def _hidden(label: str, members: Sequence[int], line: str, world: int) -> Findin
         f"hidden split {label} {line}", tuple(members))
 
 
-def creation_findings(outcome: Outcome, meets: dict[Hashable, Meet],
+def creation_findings(outcome: Outcome, meets: dict[Key, Meet],
                       traces: Sequence[Trace], world: int
                       ) -> tuple[list[tuple[str, tuple[int, ...], tuple[int, ...]]],
                                  list[Finding]]:
@@ -108,31 +109,44 @@ def creation_findings(outcome: Outcome, meets: dict[Hashable, Meet],
     """
     never: dict[str, tuple[str, tuple[int, ...], set[int]]] = {}
     found: list[Finding] = []
-    hits: dict[int, dict[str, Hit]] = {}
+    hits = _Hits(traces)
     for wrong in outcome.mismatches:
-        if wrong.channel == "torch-creation":
+        if wrong.channel == WORLD_CREATIONS:
             found.append(_world_wide_desync(wrong.arrivals, traces, world))
     for key, absent in outcome.missing.items():
         info = meets[key].info
         gone = tuple(sorted(absent))
         if isinstance(info, TorchCreate):
             found.append(_torch_never(info, key, gone, world))
-            continue
-        if not isinstance(info, Create):
-            continue
+        elif isinstance(info, Create):
+            skipped = hits.skipped(info, gone, outcome.open.get(key, set()), world, found)
+            if skipped:
+                shown = () if info.split else tuple(info.members)
+                never.setdefault(info.barrier, (info.dim, shown, set()))[2].update(skipped)
+    out = [(d, m, tuple(sorted(a))) for d, m, a in never.values()]
+    return out, found
+
+
+class _Hits:
+    """Each rank's cache hits by barrier (read on first need)."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        self.traces = traces
+        self.hits: dict[int, dict[str, Hit]] = {}
+
+    def skipped(self, info: Create, gone: tuple[int, ...], entered: set[int], world: int,
+                found: list[Finding]) -> set[int]:
+        """Of the ranks ``gone`` from ``info``'s creation, those that never ask for it; a
+        cache hit is a finding instead."""
         skipped = set()
         for m in gone:
-            held = hits.setdefault(m, {h.barrier: h for h in traces[m].events
-                                       if isinstance(h, Hit)}).get(info.barrier)
+            held = self.hits.setdefault(m, {h.barrier: h for h in self.traces[m].events
+                                            if isinstance(h, Hit)}).get(info.barrier)
             if held is None:
                 skipped.add(m)
             else:
-                found.append(_cache_hit(held, m, outcome.open.get(key, set()), world))
-        if skipped:
-            shown = () if info.split else tuple(info.members)
-            never.setdefault(info.barrier, (info.dim, shown, set()))[2].update(skipped)
-    out = [(d, m, tuple(sorted(a))) for d, m, a in never.values()]
-    return out, found
+                found.append(_cache_hit(held, m, entered, world))
+        return skipped
 
 
 def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequence[Trace],
@@ -146,7 +160,7 @@ def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequen
         side.sort()
         rank, index = side[0]
         event = traces[rank].events[index]
-        assert isinstance(event, TorchCreate)
+        assert isinstance(event, TorchCreate), "a world-wide creation's offers are torch's"
         ranks = tuple(sorted(r for r, _ in side))
         sizes.append((len(ranks), ranks))
         words.append(f"{who(ranks, world)} {_call(event)} ({event.line})")
@@ -167,7 +181,7 @@ def _call(event: TorchCreate) -> str:
     return f"new_group({list(event.ranks)})"
 
 
-def _torch_never(info: TorchCreate, key: Hashable, gone: tuple[int, ...], world: int
+def _torch_never(info: TorchCreate, key: Key, gone: tuple[int, ...], world: int
                  ) -> Finding:
     if info.what == "new_group" and info.local:
         return Finding(

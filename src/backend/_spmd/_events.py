@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Hashable, Sequence
-from typing import Any, Literal
+from collections.abc import Hashable, Iterable, Sequence
+from types import FrameType
+from typing import Any, Literal, NamedTuple
 
 import attrs
 
@@ -27,6 +28,7 @@ from .._c10d import GroupSpec, Plan
 
 __all__ = [
     "Abort",
+    "AdoptedKey",
     "Call",
     "Create",
     "Destroy",
@@ -37,10 +39,14 @@ __all__ = [
     "Retire",
     "Revoke",
     "Shrink",
+    "ShrunkKey",
     "TorchCreate",
+    "TorchGroupKey",
     "Trace",
     "WaitRevoke",
     "WaitWork",
+    "WorldKey",
+    "is_nccl",
     "library_dirs",
     "program_reads",
     "site",
@@ -53,6 +59,16 @@ _BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OURS = (*(os.path.dirname(os.path.abspath(str(p.__file__))) + os.sep
            for p in (layout, _mesh_package)), _BACKEND + os.sep)
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def is_nccl(kind: Kind, device_types: Iterable[str]) -> bool:
+    """Whether the backend being modelled is NCCL: asked for (``"nccl"``), or ``"auto"``
+    with a ``"cuda"`` mesh bound (the one place this is decided).
+
+    >>> is_nccl("auto", {"cpu"}), is_nccl("auto", {"cpu", "cuda"}), is_nccl("gloo", {"cuda"})
+    (False, True, False)
+    """
+    return kind == "nccl" or (kind == "auto" and "cuda" in device_types)
 
 
 def library_dirs() -> tuple[str, ...]:
@@ -70,12 +86,12 @@ def site(depth: int = 2) -> str:
     """``file.py:line`` of the first frame (from ``depth`` up) outside torch, meshlayout and
     the standard library: the program's line that made the call."""
     dirs = library_dirs()
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith(dirs) and not _stdlib(name):
             return f"{os.path.basename(name)}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return "?"
 
 
@@ -90,6 +106,38 @@ def program_reads(depth: int) -> bool:
     if not name.startswith(library_dirs()):
         return True
     return frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND)
+
+
+class WorldKey(NamedTuple):
+    """The key of the default group of a world of ``size`` ranks."""
+
+    size: int
+    kind: Literal["world"] = "world"
+
+
+class TorchGroupKey(NamedTuple):
+    """The key of a group torch code made (``dist.new_group``, ...): torch's name for it and
+    its members."""
+
+    name: str
+    members: tuple[int, ...]
+    kind: Literal["pg"] = "pg"
+
+
+class AdoptedKey(NamedTuple):
+    """The key of a group adopted with ``from_group`` (or made elsewhere for this rank)."""
+
+    name: str
+    members: tuple[int, ...]
+    kind: Literal["adopted"] = "adopted"
+
+
+class ShrunkKey(NamedTuple):
+    """The key of the group ``shrink_group`` made of ``parent`` without ``exclude``."""
+
+    parent: Hashable
+    exclude: tuple[int, ...]
+    kind: Literal["shrunk"] = "shrunk"
 
 
 class GroupRef:
@@ -117,7 +165,7 @@ class GroupRef:
     def members(self) -> Sequence[int]:
         """The global ranks in group order (a range for the whole world in order)."""
         if self._members is None:
-            assert self.spec is not None
+            assert self.spec is not None, "a GroupRef without members has the spec they come from"
             found: Sequence[int] = self.spec.members
             if len(found) == self.spec.world_size and found == tuple(range(len(found))):
                 found = range(len(found))
@@ -155,7 +203,7 @@ def _short(members: Sequence[int]) -> str:
 
 def world_ref(world_size: int) -> GroupRef:
     """The default group."""
-    return GroupRef(("world", world_size), "world", range(world_size), None, True)
+    return GroupRef(WorldKey(world_size), "world", range(world_size), None, True)
 
 
 def spec_ref(spec: GroupSpec, offset: int, identity: str | None = None) -> GroupRef:
@@ -343,6 +391,7 @@ class Trace:
     error: str | None = None  # the program raised (its error, with where)
     error_at: int = 0  # how many group requests came before the error
     timed_out: float | None = None  # the time limit it ran past
+    ran_out: tuple[int, int] | None = None  # (bytes grown, the bound) past its memory bound
     raw_rank: bool = False  # the program read its global rank itself
     threads: set[threading.Thread] = attrs.Factory(set)  # the threads that made calls
     left_threads: int = 0  # threads still running after the program returned
@@ -353,3 +402,17 @@ class Trace:
     @property
     def requests(self) -> int:
         return sum(isinstance(e, (Create, Hit)) for e in self.events)
+
+    @property
+    def stopped(self) -> str | None:
+        """Which per-rank bound the run went past, in words (None: neither)."""
+        if self.timed_out is not None:
+            return f"ran past its {self.timed_out:g} s limit"
+        if self.ran_out is not None:
+            return f"grew past its memory bound of {_mib(self.ran_out[1])}"
+        return None
+
+
+def _mib(size: int) -> str:
+    """Bytes in MiB, as a report writes them (``256 MiB``)."""
+    return f"{size / (1 << 20):.0f} MiB"

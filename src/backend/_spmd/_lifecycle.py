@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 
 from ._events import Abort, Call, Destroy, Event, Retire, Revoke, Shrink, WaitRevoke
+from ._keys import Key, ShrinkChannel, ShrinkKey
 from ._matcher import Meet, Step
 from ._report import Finding
 
@@ -36,7 +37,7 @@ __all__ = ["Lifecycle"]
 class Lifecycle:
     """One rank's lifecycle state, read event by event."""
 
-    def __init__(self, rank: int, nccl: bool, meets: dict[Hashable, Meet]) -> None:
+    def __init__(self, rank: int, nccl: bool, meets: dict[Key, Meet]) -> None:
         self.rank = rank
         self.nccl = nccl
         self.meets = meets
@@ -114,10 +115,10 @@ class Lifecycle:
         self.shrunk[g.key] = event.line
         n = self.seq[g.key]
         self.seq[g.key] += 1
-        key = ("shrink", g.key, n)
+        key = ShrinkKey(g.key, n)
         if key not in self.meets:
             stay = tuple(r for r in g.members if r not in event.exclude)
-            self.meets[key] = Meet(stay, ("shrink", g.key), event)
+            self.meets[key] = Meet(stay, ShrinkChannel(g.key), event)
         return Step((key,), (event.exclude,), True, index)
 
     def breaks(self, call: Call, found: list[Finding]) -> bool:

@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 
+from ._keys import Channel, Key
+
 __all__ = ["Meet", "Mismatch", "Outcome", "Step", "replay"]
 
 
@@ -35,7 +37,7 @@ class Step:
     """One step of a rank: the keys it offers, a signature per key, whether it waits for
     them, and the index of the event it lowers (in the rank's trace)."""
 
-    keys: tuple[Hashable, ...]
+    keys: tuple[Key, ...]
     sigs: tuple[Hashable, ...]
     blocking: bool
     event: int
@@ -48,7 +50,7 @@ class Meet:
     words of a report, the first event that offered it."""
 
     participants: Sequence[int]
-    channel: Hashable | None = None
+    channel: Channel | None = None
     info: Any = None  # what the lowering keeps for words: the first event offering it
 
 
@@ -57,8 +59,8 @@ class Mismatch:
     """A key whose participants offered different signatures: ``arrivals`` lists each
     offer ``(rank, signature, event index)`` in the order they came."""
 
-    key: Hashable
-    channel: Hashable | None
+    key: Key
+    channel: Channel | None
     arrivals: list[tuple[int, Hashable, int]]
     ranks: set[int]
 
@@ -77,121 +79,144 @@ class Outcome:
     completed: int
     mismatches: list[Mismatch]
     stuck: dict[int, Step]
-    open: dict[Hashable, set[int]]
-    missing: dict[Hashable, set[int]]
+    open: dict[Key, set[int]]
+    missing: dict[Key, set[int]]
     waits: dict[int, set[int]]
     cycles: list[set[int]]
     blocked: list[int]
 
 
-def replay(steps: Sequence[Sequence[Step]], meets: dict[Hashable, Meet]) -> Outcome:
+def replay(steps: Sequence[Sequence[Step]], meets: dict[Key, Meet]) -> Outcome:
     """Match every rank's ``steps`` (rank ``r``'s at ``steps[r]``) over ``meets``."""
-    world = len(steps)
-    pos = [0] * world
-    offers: dict[Hashable, list[tuple[int, Hashable, int]]] = {}
-    offered: dict[Hashable, set[int]] = {}
-    done: set[Hashable] = set()
-    waiters: dict[Hashable, list[int]] = defaultdict(list)
-    pending: list[set[Hashable] | None] = [None] * world
-    desynced: set[Hashable] = set()
-    open_in: dict[Hashable, set[Hashable]] = defaultdict(set)  # channel -> its open keys
-    mismatched: dict[Hashable, Mismatch] = {}
-    queue: deque[int] = deque(range(world))
-    completed = 0
+    return _Replay(steps, meets).run()
 
-    def complete(key: Hashable) -> None:
-        nonlocal completed
-        completed += 1
-        done.add(key)
-        offers.pop(key, None)
-        offered.pop(key, None)
-        channel = meets[key].channel
-        if channel is not None:
-            open_in[channel].discard(key)
-        for r in waiters.pop(key, ()):
-            left = pending[r]
-            if left is None:
-                continue
-            left.discard(key)
-            if not left:
-                pending[r] = None
-                pos[r] += 1
-                queue.append(r)
 
-    def offer(r: int, key: Hashable, sig: Hashable, event: int) -> bool:
+class _Replay:
+    """The replay's state, one method per step of it: ranks :meth:`advance` through their
+    steps, each :meth:`offer` of a key either completes it (:meth:`complete`, which wakes
+    the ranks waiting on it), ends its channel (a mismatch), or leaves the rank waiting.
+
+    ``pos[r]``: rank ``r``'s next step; ``pending[r]``: the keys it waits for (None: it is
+    not waiting); ``offers``/``offered``: each open key's offers and the ranks that made
+    them; ``open_in``: a channel's open keys (what a desync there completes).
+    """
+
+    def __init__(self, steps: Sequence[Sequence[Step]], meets: dict[Key, Meet]) -> None:
+        self.steps, self.meets = steps, meets
+        world = len(steps)
+        self.pos = [0] * world
+        self.pending: list[set[Key] | None] = [None] * world
+        self.offers: dict[Key, list[tuple[int, Hashable, int]]] = {}
+        self.offered: dict[Key, set[int]] = {}
+        self.done: set[Key] = set()
+        self.waiters: dict[Key, list[int]] = defaultdict(list)
+        self.desynced: set[Channel] = set()
+        self.open_in: dict[Channel, set[Key]] = defaultdict(set)
+        self.mismatched: dict[Key, Mismatch] = {}
+        self.queue: deque[int] = deque(range(world))
+        self.completed = 0
+
+    def run(self) -> Outcome:
+        """Advance every rank until none can; then who waits for whom."""
+        while self.queue:
+            r = self.queue.popleft()
+            if self.pending[r] is None:
+                self.advance(r)
+        return _classify(self.steps, self.meets, self.pos, self.pending, self.offered,
+                         self.completed, list(self.mismatched.values()))
+
+    def advance(self, r: int) -> None:
+        """Rank ``r`` takes its steps until one must wait."""
+        mine = self.steps[r]
+        while self.pos[r] < len(mine):
+            step = mine[self.pos[r]]
+            wait = {key for key, sig in zip(step.keys, step.sigs)
+                    if self.offer(r, key, sig, step.event)}
+            if step.blocking and wait:
+                self.pending[r] = wait
+                for key in wait:
+                    self.waiters[key].append(r)
+                return
+            self.pos[r] += 1
+
+    def offer(self, r: int, key: Key, sig: Hashable, event: int) -> bool:
         """Rank ``r`` offers its step's ``key`` with signature ``sig``: whether it must
         wait for the key's other participants."""
-        wrong = mismatched.get(key)
+        wrong = self.mismatched.get(key)
         if wrong is not None:  # every side of a desync is reported
             if r not in wrong.ranks:
                 wrong.ranks.add(r)
                 wrong.arrivals.append((r, sig, event))
             return False
-        if key in done:
+        meet = self.meets[key]
+        if key in self.done or (meet.channel is not None and meet.channel in self.desynced):
             return False
-        meet = meets[key]
-        channel = meet.channel
-        if channel is not None and channel in desynced:
-            return False
-        got = offered.get(key)
+        got = self.offered.get(key)
         if got is None:
-            got = offered[key] = set()
-            offers[key] = []
-            if channel is not None:
-                open_in[channel].add(key)
-        if r not in got:
-            got.add(r)
-            these = offers[key]
-            these.append((r, sig, event))
-            if sig != these[0][1]:
-                mismatched[key] = Mismatch(key, channel, list(these), set(got))
-                if channel is not None:
-                    desynced.add(channel)
-                    for k in list(open_in[channel]):
-                        complete(k)
-                else:
-                    complete(key)
-                return False
-            if len(got) == len(meet.participants):
-                complete(key)
-                return False
+            got = self.offered[key] = set()
+            self.offers[key] = []
+            if meet.channel is not None:
+                self.open_in[meet.channel].add(key)
+        if r in got:
+            return True
+        got.add(r)
+        these = self.offers[key]
+        these.append((r, sig, event))
+        if sig != these[0][1]:
+            self.mismatch(key, meet.channel, these, got)
+            return False
+        if len(got) == len(meet.participants):
+            self.complete(key)
+            return False
         return True
 
-    def run(r: int) -> None:
-        mine = steps[r]
-        while pos[r] < len(mine):
-            step = mine[pos[r]]
-            wait = {key for key, sig in zip(step.keys, step.sigs)
-                    if offer(r, key, sig, step.event)}
-            if step.blocking and wait:
-                pending[r] = wait
-                for key in wait:
-                    waiters[key].append(r)
-                return
-            pos[r] += 1
+    def mismatch(self, key: Key, channel: Channel | None,
+                 these: list[tuple[int, Hashable, int]], got: set[int]) -> None:
+        """``key``'s offers differ: it and every open key of its channel end (what follows a
+        desync on a channel is its consequence)."""
+        self.mismatched[key] = Mismatch(key, channel, list(these), set(got))
+        if channel is None:
+            self.complete(key)
+            return
+        self.desynced.add(channel)
+        for k in list(self.open_in[channel]):
+            self.complete(k)
 
-    while queue:
-        r = queue.popleft()
-        if pending[r] is None:
-            run(r)
-    return _classify(steps, meets, pos, pending, offered, completed, list(mismatched.values()))
+    def complete(self, key: Key) -> None:
+        """``key`` met: the ranks waiting only for it go on."""
+        self.completed += 1
+        self.done.add(key)
+        self.offers.pop(key, None)
+        self.offered.pop(key, None)
+        channel = self.meets[key].channel
+        if channel is not None:
+            self.open_in[channel].discard(key)
+        for r in self.waiters.pop(key, ()):
+            left = self.pending[r]
+            if left is None:
+                continue
+            left.discard(key)
+            if not left:
+                self.pending[r] = None
+                self.pos[r] += 1
+                self.queue.append(r)
 
 
-def _classify(steps: Sequence[Sequence[Step]], meets: dict[Hashable, Meet], pos: list[int],
-              pending: list[set[Hashable] | None], offered: dict[Hashable, set[int]],
+def _classify(steps: Sequence[Sequence[Step]], meets: dict[Key, Meet], pos: list[int],
+              pending: list[set[Key] | None], offered: dict[Key, set[int]],
               completed: int, mismatches: list[Mismatch]) -> Outcome:
     """Who waits for whom at the end: never (a key not among a participant's remaining
     steps) or later (it is, but the participant is stuck elsewhere first)."""
-    ahead: dict[int, set[Hashable]] = {}
+    ahead: dict[int, set[Key]] = {}
 
-    def will_offer(rank: int, key: Hashable) -> bool:
+    def will_offer(rank: int, key: Key) -> bool:
         keys = ahead.get(rank)
         if keys is None:
             keys = ahead[rank] = {k for s in steps[rank][pos[rank]:] for k in s.keys}
         return key in keys
 
-    missing: dict[Hashable, set[int]] = {}
-    later: dict[Hashable, set[int]] = {}
+    missing: dict[Key, set[int]] = {}
+    later: dict[Key, set[int]] = {}
     for key, got in offered.items():
         absent = [m for m in meets[key].participants if m not in got]
         never = {m for m in absent if not will_offer(m, key)}

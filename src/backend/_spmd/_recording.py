@@ -4,9 +4,10 @@ program order as the values of ``_events``."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from layout import show
 from mesh import Dim, MeshView
@@ -14,26 +15,33 @@ from mesh import Dim, MeshView
 from .._c10d import GroupSpec, Plan
 from .._core import (
     BackendConfigError,
+    CachedBackend,
+    CacheObserver,
     FakeBackend,
     FakeGroup,
+    GroupKey,
     GroupOptions,
     Retired,
     as_options,
 )
 from ._events import (
     Abort,
+    AdoptedKey,
     Call,
     Create,
     Destroy,
+    Event,
     GroupRef,
     Hit,
     Kind,
     Retire,
     Revoke,
     Shrink,
+    ShrunkKey,
     Trace,
     WaitRevoke,
     WaitWork,
+    is_nccl,
     program_reads,
     site,
     spec_ref,
@@ -45,23 +53,39 @@ __all__ = ["REDUCE_OPS", "Recording", "SpmdBackend", "recorder_factory"]
 
 # ---- the recording part every recorder shares ---------------------------------------------
 
+if TYPE_CHECKING:
+    _Backend = CachedBackend[Any]  # what Recording is mixed into, for the type checker
+else:
+    _Backend = object
 
-class Recording:
+
+class _Ended(CacheObserver):
+    """Hears the groups the backend's cache evicts while :attr:`ended` is a list."""
+
+    def __init__(self) -> None:
+        self.ended: list[Any] | None = None
+
+    def evicted(self, key: GroupKey, value: Any) -> None:
+        if self.ended is not None:
+            self.ended.append(value)
+
+
+class Recording(_Backend):
     """Recording of group requests and lifecycle calls, mixed into a backend class
-    (:class:`SpmdBackend` here, a torch fake backend in ``_torch``).
+    (:class:`SpmdBackend` here, a torch fake backend in ``_torch``) before it, so that its
+    ``get_group``, ``adopt`` and ``retire`` wrap the backend's.
 
     ``kind`` is the backend being modelled; ``trace`` collects the events.
     """
 
     trace: Trace
     kind: Kind
-    _rank: int
-    _world_size: int
     _refs: dict[int, tuple[Any, GroupRef]]
     _known: set[Any]
     _adopted: set[int]
     _closed: bool
     _quiet: int
+    _ended: _Ended
 
     def _start_recording(self, kind: Kind) -> None:
         self.kind = kind
@@ -71,6 +95,37 @@ class Recording:
         self._adopted = set()  # id() of the groups adopted (from_group)
         self._closed = False
         self._quiet = 0  # > 0 while our own backend code creates (torch calls not recorded)
+        self._ended = _Ended()
+        self.observe(self._ended)
+
+    def note(self, event: Event) -> int:
+        """Record ``event`` (in program order); its index in the trace."""
+        self.trace.events.append(event)
+        return len(self.trace.events) - 1
+
+    def close(self) -> None:
+        """The program has ended: calls from threads it left running are no longer recorded."""
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether the program has ended (:meth:`close`)."""
+        return self._closed
+
+    @property
+    def quiet(self) -> bool:
+        """Whether our own backend code is at work (:meth:`quietly`): torch calls it makes
+        are not the program's."""
+        return self._quiet > 0
+
+    @contextlib.contextmanager
+    def quietly(self) -> Iterator[None]:
+        """While our own backend code creates or ends groups (nested)."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
 
     @property
     def rank(self) -> int:
@@ -84,11 +139,11 @@ class Recording:
         """Whether the modelled backend makes a family covering the world with one
         ``split_group``: NCCL with a device-bound default group (``NcclBackend.from_env``),
         while no rank is lost (then new groups are made among the survivors)."""
-        nccl = self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.trace.device_types)
-        return nccl and not self.lost  # type: ignore[attr-defined]
+        return self.nccl() and not self.lost
 
     def nccl(self) -> bool:
-        return self.kind == "nccl" or (self.kind == "auto" and "cuda" in self.trace.device_types)
+        """Whether the modelled backend is NCCL (:func:`~._events.is_nccl`)."""
+        return is_nccl(self.kind, self.trace.device_types)
 
     def told(self, device_type: str) -> None:
         """Hear that a mesh of this ``device_type`` (``"cpu"``, ``"cuda"``, ...) is bound to
@@ -115,8 +170,8 @@ class Recording:
             return
         split = spec.plan is Plan.SPLIT
         hidden = not split and self.nccl()  # members only, on a device-bound NCCL world
-        self.trace.events.append(Create(spec.barrier, spec.dim, spec.barrier_members(), split,
-                                        hidden, ref, site(3)))
+        self.note(Create(spec.barrier, spec.dim, spec.barrier_members(), split, hidden, ref,
+                         site(3)))
 
     def _note_hit(self, view: MeshView, dim: int, options: GroupOptions, group: Any,
                   source: str) -> None:
@@ -126,13 +181,13 @@ class Recording:
         known = self._refs.get(id(group))
         ref = known[1] if known is not None else spec_ref(spec, view.group_offset(self._rank,
                                                                                   dim))
-        self.trace.events.append(Hit(spec.barrier, spec.dim, spec.barrier_members(),
-                                     spec.plan is Plan.SPLIT, source, ref, site(3)))
+        self.note(Hit(spec.barrier, spec.dim, spec.barrier_members(), spec.plan is Plan.SPLIT,
+                      source, ref, site(3)))
 
     def get_group(self, view: MeshView, dim: Dim, options: GroupOptions | None = None) -> Any:
         """As the backend answers; a request answered from a group this rank did not create
         for the family (adopted, or kept across a rebind) is recorded as a cache hit."""
-        group = super().get_group(view, dim, options)  # type: ignore[misc]
+        group = super().get_group(view, dim, options)
         k = view.index(dim)
         opts = as_options(options)
         key = (view.family(k), opts)
@@ -147,16 +202,19 @@ class Recording:
         """As the backend adopts (``from_group``); noted, so that a later request answered
         by it is recorded as a cache hit."""
         self._adopted.add(id(group))
-        return super().adopt(view, dim, options, group)  # type: ignore[misc]
+        return super().adopt(view, dim, options, group)
 
     def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
-        """As the backend retires; recorded with the groups it ended."""
-        before = {id(g): g for _, g in self._cache.snapshot()}  # type: ignore[attr-defined]
-        gone = frozenset(self._checked_ranks(lost))  # type: ignore[attr-defined]
-        done: Retired = super().retire(gone, among=among)  # type: ignore[misc]
-        after = {id(g) for _, g in self._cache.snapshot()}  # type: ignore[attr-defined]
-        ended = tuple(self.ref(g) for i, g in before.items() if i not in after)
-        self.trace.events.append(Retire(gone, ended, site(2)))
+        """As the backend retires; recorded with the ranks it newly lost and the groups it
+        ended (as the cache's observer hears them evicted)."""
+        before = self.lost
+        ended: list[Any] = []
+        self._ended.ended = ended
+        try:
+            done = super().retire(lost, among=among)
+        finally:
+            self._ended.ended = None
+        self.note(Retire(self.lost - before, tuple(self.ref(g) for g in ended), site(2)))
         return done
 
     def ref(self, group: Any) -> GroupRef:
@@ -208,7 +266,7 @@ class SpmdBackend(Recording, FakeBackend):
         if isinstance(group, FakeGroup) and group.member == self._rank:
             # adopted by from_group or made elsewhere for this rank: named by its members
             members = group.ranks
-            ref = GroupRef(("adopted", group.name, members), group.name, members)
+            ref = GroupRef(AdoptedKey(group.name, members), group.name, members)
             self._refs[id(group)] = (group, ref)
             return ref
         what = (f"{show(group)} (rank {group.member}'s group, not rank {self._rank}'s)"
@@ -246,8 +304,7 @@ class SpmdBackend(Recording, FakeBackend):
                     None if splits is None else (_sizes(splits[0], ref), _sizes(splits[1], ref)),
                     post, self._batch)
         self.note_thread()
-        self.trace.events.append(call)
-        return len(self.trace.events) - 1
+        return self.note(call)
 
     def _place(self, ref: GroupRef, rank: object, what: str, me: int | None = None) -> int:
         if type(rank) is not int:
@@ -352,15 +409,17 @@ class SpmdBackend(Recording, FakeBackend):
     # ---- lifecycle ----------------------------------------------------------------------
     def destroy_process_group(self, group: Any) -> None:
         """``dist.destroy_process_group(group)`` (on NCCL a finalize: waits for its peers)."""
-        self.trace.events.append(Destroy(self.ref(group), site(2)))
+        self.note(Destroy(self.ref(group), site(2)))
 
     def abort_process_group(self, group: Any) -> None:
         """``dist._abort_process_group(group)`` (never waits for peers)."""
-        self.trace.events.append(Abort(self.ref(group), site(2)))
+        self.note(Abort(self.ref(group), site(2)))
 
-    def shrink_group(self, ranks_to_exclude: Sequence[int], group: Any = None) -> FakeGroup:
+    def shrink_group(self, ranks_to_exclude: Sequence[int], group: Any = None
+                     ) -> FakeGroup | None:
         """``dist.shrink_group(ranks_to_exclude, group)``: collective among the members not
-        excluded; returns the shrunk group (the members left, in group order)."""
+        excluded; returns the shrunk group (the members left, in group order; None on an
+        excluded rank)."""
         if not (type(ranks_to_exclude) in (list, tuple)
                 and all(type(r) is int for r in ranks_to_exclude)):
             raise BackendConfigError(f"shrink_group takes the global ranks to exclude as a list "
@@ -373,21 +432,21 @@ class SpmdBackend(Recording, FakeBackend):
         if self._rank in keep and keep:
             view = MeshView.from_ranks(keep, ("shrunk",))
             made = FakeGroup.of(view, "shrunk", self._rank, f"{ref.label}-shrunk")
-            made_ref = GroupRef(("shrunk", ref.key, exclude), f"{ref.label} shrunk",
+            made_ref = GroupRef(ShrunkKey(ref.key, exclude), f"{ref.label} shrunk",
                                 tuple(keep))
             self._refs[id(made)] = (made, made_ref)
-        self.trace.events.append(Shrink(ref, exclude, made_ref, site(2)))
-        return made  # type: ignore[return-value]
+        self.note(Shrink(ref, exclude, made_ref, site(2)))
+        return made
 
     def revoke_process_group(self, group: Any, *, wait: bool = True) -> None:
         """A revoke of ``group`` (``ncclCommRevoke``: stops its work, keeps it as a parent
         for a shrink); ``wait=False`` returns before the revoke ends: wait with
         :meth:`wait_revoked` before the next call on the group."""
-        self.trace.events.append(Revoke(self.ref(group), bool(wait), site(2)))
+        self.note(Revoke(self.ref(group), bool(wait), site(2)))
 
     def wait_revoked(self, group: Any) -> None:
         """Wait until the revoke of ``group`` has ended."""
-        self.trace.events.append(WaitRevoke(self.ref(group), site(2)))
+        self.note(WaitRevoke(self.ref(group), site(2)))
 
 
 class Work:
@@ -400,7 +459,7 @@ class Work:
 
     def wait(self) -> bool:
         """Wait for the calls (recorded: the match must come before the program goes on)."""
-        self._backend.trace.events.append(WaitWork(self._calls, site(2)))
+        self._backend.note(WaitWork(self._calls, site(2)))
         return True
 
     def is_completed(self) -> bool:

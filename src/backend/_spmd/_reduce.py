@@ -118,38 +118,56 @@ def derive(trace: Trace, rank: int,
     ``rank``'s group of the same family (checked derivable first).  ``shared`` keeps, across
     the ranks derived from one ``trace``, each group's barrier and members by the group's
     key (its family's identity and its offset): the same for every rank of the group."""
-    memo: dict[int, GroupRef] = {}
-    groups = {} if shared is None else shared
-
-    def moved(ref: GroupRef) -> GroupRef:
-        if ref.world:
-            return ref
-        found = memo.get(id(ref))
-        if found is None:
-            spec = ref.spec
-            assert spec is not None
-            moved_spec = attrs.evolve(spec, rank=rank)
-            found = memo[id(ref)] = spec_ref(moved_spec, _offset(spec.family, rank),
-                                             spec.identity)
-        return found
-
+    move = _Move(rank, {} if shared is None else shared)
     events: list[Event] = []
     for e in trace.events:
         if isinstance(e, Create):
-            g = moved(e.group)
-            spec: GroupSpec = g.spec  # type: ignore[assignment]
-            if e.split:  # one barrier and the whole world: the same on every rank
-                events.append(attrs.evolve(e, group=g))
-            else:
-                met = groups.get(g.key)
-                if met is None:
-                    met = groups[g.key] = (spec.barrier, spec.barrier_members())
-                events.append(attrs.evolve(e, barrier=met[0], members=met[1], group=g))
+            events.append(move.create(e))
         elif isinstance(e, Call):
-            events.append(attrs.evolve(e, group=moved(e.group)))
+            events.append(attrs.evolve(e, group=move.group(e.group)))
         else:
             events.append(e)
     return Trace(rank, events, device_types=set(trace.device_types))
+
+
+class _Move:
+    """Moves a representative's groups to ``rank``'s groups of the same families."""
+
+    def __init__(self, rank: int, shared: dict[Hashable, tuple[str, Sequence[int]]]) -> None:
+        self.rank = rank
+        self.shared = shared
+        self.memo: dict[int, GroupRef] = {}
+
+    def group(self, ref: GroupRef) -> GroupRef:
+        """``rank``'s group of ``ref``'s family (the world group stays)."""
+        if ref.world:
+            return ref
+        found = self.memo.get(id(ref))
+        if found is None:
+            spec = _spec(ref)
+            found = self.memo[id(ref)] = spec_ref(attrs.evolve(spec, rank=self.rank),
+                                                  _offset(spec.family, self.rank),
+                                                  spec.identity)
+        return found
+
+    def create(self, e: Create) -> Create:
+        """The creation of ``rank``'s group: its own barrier and members (a split's are the
+        same on every rank)."""
+        g = self.group(e.group)
+        if e.split:
+            return attrs.evolve(e, group=g)
+        met = self.shared.get(g.key)
+        if met is None:
+            spec = _spec(g)
+            met = self.shared[g.key] = (spec.barrier, spec.barrier_members())
+        return attrs.evolve(e, barrier=met[0], members=met[1], group=g)
+
+
+def _spec(ref: GroupRef) -> GroupSpec:
+    """The request a group came from (only groups made from views are derived)."""
+    if ref.spec is None:
+        raise Underivable(f"{ref.describe()} was not made from a view")
+    return ref.spec
 
 
 _VIEWS: dict[Any, Any] = {}

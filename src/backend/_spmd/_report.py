@@ -15,8 +15,8 @@ from layout import show
 
 from .._core import BackendConfigError
 
-__all__ = ["FINDING_KINDS", "Finding", "SpmdReport", "group_words", "ranks_words", "verb",
-           "who"]
+__all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport", "group_words",
+           "ranks_words", "verb", "who"]
 
 Members = tuple[int, ...]
 
@@ -34,8 +34,23 @@ FINDING_KINDS: Mapping[str, str] = MappingProxyType({
     "foreign": "a call on a group the rank does not own, or is not in",
     "threads": "calls from several threads, or threads left running",
     "timeout": "a program that ran past its per-rank time limit",
+    "memory": "a program that grew the process past its per-rank memory bound",
 })
 """Every :attr:`Finding.kind`, with what it means (read-only)."""
+
+REPORT_KINDS: Mapping[str, str] = MappingProxyType({
+    "never_created": "a group some member never asks for (SpmdReport.never_created)",
+    "deadlock": "ranks whose requests or calls wait on each other (SpmdReport.waiting)",
+    "blocked": "ranks stuck behind others (SpmdReport.blocked)",
+    "error": "a program that raised (SpmdReport.errors)",
+})
+"""The kinds :meth:`SpmdReport.kinds` names for the report's problems that are not
+:class:`Finding` values, with what they mean (read-only)."""
+
+TORCH_HINT = ("the program calls torch.distributed itself, which the torch-free recorder does "
+              "not run: check it with check_spmd(..., torch=True)")
+"""What the message of an error raised inside ``torch.distributed`` under the torch-free
+recorder ends with (``_run``)."""
 
 _MOST = 8  # entries of one kind written out in a report
 
@@ -114,8 +129,15 @@ class SpmdReport:
                     or self.findings)
 
     def kinds(self) -> set[str]:
-        """The kinds of the findings (``"desync"``, ``"cache_hit"``, ...)."""
-        return {f.kind for f in self.findings}
+        """The kinds of every problem: the findings' (``"desync"``, ``"cache_hit"``, ...,
+        :data:`FINDING_KINDS`) and the report's others (``"never_created"``, ``"deadlock"``,
+        ``"blocked"``, ``"error"``); empty exactly when the report is ok."""
+        found = {f.kind for f in self.findings}
+        for kind, present in (("never_created", self.never_created), ("deadlock", self.waiting),
+                              ("blocked", self.blocked), ("error", self.errors)):
+            if present:
+                found.add(kind)
+        return found
 
     def __str__(self) -> str:
         if self.calls:
@@ -181,7 +203,12 @@ class SpmdReport:
         out = []
         words = dict(self.wait_words)
         stuck = [r for c in self.waiting for r, _, _ in c] + [r for r, *_ in self.blocked]
-        creation = bool(self.never_created or self.errors) or any(r not in words for r in stuck)
+        torch_errors = [e for e in self.errors if e[2].endswith(TORCH_HINT)]
+        if torch_errors:
+            out.append("Remedies: a program that calls torch.distributed itself runs on "
+                       "torch's fake process group only with check_spmd(..., torch=True).")
+        creation = bool(self.never_created or len(self.errors) > len(torch_errors)) or \
+            any(r not in words for r in stuck)
         if creation:
             out.append("Remedies: ask for the same groups in the same order on every rank "
                        "(mesh.materialize() creates a mesh's groups in dim order); guard "

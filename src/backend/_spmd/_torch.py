@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ from ._events import (
     Kind,
     Shrink,
     TorchCreate,
+    TorchGroupKey,
     program_reads,
     site,
     world_ref,
@@ -74,7 +76,7 @@ _REDUCE = {int(v.value): v.name.lower()
            for v in dist.ReduceOp.RedOpType.__members__.values()}
 
 
-class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
+class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]  # torch's classes are Any
     """A torch fake backend that records: rank ``rank`` of ``world_size`` in torch's fake
     world (started here, ended by :meth:`shutdown`)."""
 
@@ -87,11 +89,8 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
         self._batch = 0
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> Any:
-        self._quiet += 1
-        try:
+        with self.quietly():
             group = super()._create(view, dim, options)
-        finally:
-            self._quiet -= 1
         self._note_create(view, dim, options, group)
         ref = self._refs[id(group)][1]
         if not ref.world:
@@ -99,18 +98,37 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
         return group
 
     def retire(self, lost: Any, *, among: Sequence[int] | None = None) -> Any:
-        self._quiet += 1
-        try:
+        with self.quietly():
             return super().retire(lost, among=among)
-        finally:
-            self._quiet -= 1
 
     def shutdown(self) -> None:
-        self._quiet += 1
-        try:
+        with self.quietly():
             super().shutdown()
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        """While the program is in a blocking ``send``/``recv`` (its calls wait)."""
+        self._blocking += 1
+        try:
+            yield
         finally:
-            self._quiet -= 1
+            self._blocking -= 1
+
+    @contextlib.contextmanager
+    def posting(self, batch: bool) -> Iterator[None]:
+        """While the program is in ``isend``/``irecv`` (its calls do not wait), or in a new
+        ``batch_isend_irecv`` (``batch``)."""
+        self._post += 1
+        if batch:
+            self.new_batch()
+        try:
+            yield
+        finally:
+            self._post -= 1
+
+    def new_batch(self) -> None:
+        """The calls recorded next belong to a new batch of p2p ops."""
+        self._batch += 1
 
     def ref(self, group: Any) -> GroupRef:
         """The :class:`GroupRef` of a torch process group (None: the world)."""
@@ -123,7 +141,7 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
         found = self._by_name.get(name)
         if found is None:
             members = tuple(dist.get_process_group_ranks(group))
-            found = GroupRef(("pg", name, members), name, members)
+            found = GroupRef(TorchGroupKey(name, members), name, members)
             self._by_name[name] = found
         self._refs[id(group)] = (group, found)
         return found
@@ -133,7 +151,7 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
                splits: tuple[Sequence[int], Sequence[int]] | None = None,
                post: bool = False) -> None:
         """Record one call seen in torch (ranks given as places in the group)."""
-        if self._quiet or self._closed:
+        if self.quiet or self.closed:
             return
         ref = self.ref(group)
         if ref.index(self._rank) is None:
@@ -146,7 +164,7 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]
             splits = None  # even
         self.note_thread()
         post = post or (self._post > 0 and not self._blocking)
-        self.trace.events.append(Call(
+        self.note(Call(
             op, ref, shapes, dtype, site(3),
             None if reduce_op is None else _reduce(reduce_op), root, peer,
             None if splits is None else (tuple(map(int, splits[0])), tuple(map(int, splits[1]))),
@@ -192,7 +210,7 @@ class TorchSession:
         for module, name, _ in self.holders:
             setattr(module, name, ours[name])
         try:
-            with _Calls(recorder):
+            with _Calls(recorder), _in_threads(recorder):
                 yield
         finally:
             for module, name, original in self.holders:
@@ -206,6 +224,27 @@ class TorchSession:
             pass
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _in_threads(recorder: TorchRecorder) -> Iterator[None]:
+    """Threads started during the run record too: dispatch modes are per thread, so each
+    thread ``threading`` starts enters its own mode before its first call (through
+    ``threading.setprofile``, which every such thread installs before ``run``; the hook
+    then puts the profile function that was there back).  Threads started before the run
+    (a pool the program made earlier) are not seen."""
+    before = threading.getprofile()
+
+    def enter(frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(before)
+        if not threading.current_thread().name.startswith("check_spmd-"):  # not our watchers
+            contextlib.ExitStack().enter_context(_Calls(recorder))  # for the thread's life
+
+    threading.setprofile(enter)
+    try:
+        yield
+    finally:
+        threading.setprofile(before)
 
 
 # ---- the dispatch mode -----------------------------------------------------------------------
@@ -298,11 +337,11 @@ _OPS: dict[Any, Callable[[tuple[Any, ...]], tuple[str, Any, list[Any], dict[str,
 }
 
 
-class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's mode is untyped
     """Records every collective the dispatcher sees into the recorder."""
 
     def __init__(self, recorder: TorchRecorder) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()  # type: ignore[no-untyped-call]  # torch's mode is untyped
         self.recorder = recorder
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
@@ -313,7 +352,7 @@ class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self.recorder.record(op, group, tensors, **extra)
         elif func is _f.batch_p2p_ops.default:
             group = _named(args[4])
-            self.recorder._batch += 1
+            self.recorder.new_batch()
             for kind, peer, t in zip(args[0], args[1], args[3]):
                 self.recorder.record("send" if kind == "isend" else "recv", group, [t],
                                      peer=peer, post=True)
@@ -333,27 +372,19 @@ class _Patches:
 
     def blocking(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            self.recorder._blocking += 1
-            try:
+            with self.recorder.blocking():
                 return self.originals[name](*args, **kwargs)
-            finally:
-                self.recorder._blocking -= 1
         return call
 
     def nonblocking(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            self.recorder._post += 1
-            if name == "batch_isend_irecv":
-                self.recorder._batch += 1
-            try:
+            with self.recorder.posting(batch=name == "batch_isend_irecv"):
                 return self.originals[name](*args, **kwargs)
-            finally:
-                self.recorder._post -= 1
         return call
 
     def new_group(self, ranks: Any = None, *args: Any, **kwargs: Any) -> Any:
         made = self.originals["new_group"](ranks, *args, **kwargs)
-        if not self.recorder._quiet:
+        if not self.recorder.quiet:
             local = bool(kwargs.get("use_local_synchronization", False))
             members = tuple(range(self.recorder.world_size)) if ranks is None else tuple(
                 ranks if kwargs.get("sort_ranks", True) is False else sorted(ranks))
@@ -361,33 +392,33 @@ class _Patches:
                 made is not c10d.GroupMember.NON_GROUP_MEMBER else ""
             if local and not name:
                 name = str(hash_ranks_to_str(list(members)))
-            self.recorder.trace.events.append(TorchCreate("new_group", members, local,
+            self.recorder.note(TorchCreate("new_group", members, local,
                                                      name or "(not a member)", site(2)))
         return made
 
     def split_group(self, *args: Any, **kwargs: Any) -> Any:
         made = self.originals["split_group"](*args, **kwargs)
-        if not self.recorder._quiet:
+        if not self.recorder.quiet:
             splits = kwargs.get("split_ranks", args[1] if len(args) > 1 else None) or []
             name = str(getattr(made, "group_name", "")) if made is not None else ""
-            self.recorder.trace.events.append(TorchCreate(
+            self.recorder.note(TorchCreate(
                 "split_group", tuple(tuple(s) for s in splits), False, name, site(2)))
         return made
 
     def lifecycle(self, name: str, event: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not self.recorder._quiet and not self.recorder._closed:
+            if not self.recorder.quiet and not self.recorder.closed:
                 event(*args, **kwargs)
             return self.originals[name](*args, **kwargs)
         return call
 
     def destroyed(self, group: Any = None) -> None:
         if group is not None and group is not c10d.GroupMember.NON_GROUP_MEMBER:
-            self.recorder.trace.events.append(Destroy(self.recorder.ref(group), site(4)))
+            self.recorder.note(Destroy(self.recorder.ref(group), site(4)))
 
     def aborted(self, group: Any = None) -> None:
         if group is not None and group is not c10d.GroupMember.NON_GROUP_MEMBER:
-            self.recorder.trace.events.append(Abort(self.recorder.ref(group), site(4)))
+            self.recorder.note(Abort(self.recorder.ref(group), site(4)))
 
     def shrink_group(self, ranks_to_exclude: Any, group: Any = None, *args: Any, **kwargs: Any
                      ) -> Any:
@@ -397,9 +428,9 @@ class _Patches:
         try:
             made = self.originals["shrink_group"](ranks_to_exclude, group, *args, **kwargs)
         finally:
-            if not self.recorder._quiet:
+            if not self.recorder.quiet:
                 mine = None if made is None else self.recorder.ref(made)
-                self.recorder.trace.events.append(Shrink(ref, exclude, mine, site(2)))
+                self.recorder.note(Shrink(ref, exclude, mine, site(2)))
         return made
 
     def get_rank(self, *args: Any, **kwargs: Any) -> Any:
@@ -408,7 +439,7 @@ class _Patches:
         return self.originals["get_rank"](*args, **kwargs)
 
     def warn_not_in_group(self, op_name: Any) -> Any:
-        if not self.recorder._quiet:
+        if not self.recorder.quiet:
             self.recorder.trace.foreign.append((site(2), f"calls {op_name} on a group it is not in "
                                                     "(torch skips the call)"))
         return self.originals[WARN_NOT_IN_GROUP](op_name)

@@ -42,7 +42,7 @@ reduce_scatter_base: Any = torch.ops.c10d._reduce_scatter_base_
 
 # A functional collective's group name -> the process group; checked on torch 2.13.0 and 2.14.1.
 resolve_process_group: Callable[[Any], Any] = \
-    c10d._resolve_process_group  # type: ignore[attr-defined]
+    c10d._resolve_process_group  # type: ignore[attr-defined]  # private: not in torch's stubs
 
 # The name torch gives a group created with use_local_synchronization on a rank outside it;
 # checked on torch 2.13.0 and 2.14.1.
