@@ -83,12 +83,7 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
     for name, calls in by_group.items():
         group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
-            dims = sorted({f"{v}.{d}" for v, view in views.items() for d in view.names})
-            mismatches.append(f"torch's group {name!r} (group_desc {descs[name]!r}) with "
-                              f"calls from ranks {_short(sorted(calls))}"
-                              + (f" and members {_short(listed[name])} in pg_config"
-                                 if name in listed else "")
-                              + f" is no group of the plan (its dims: {', '.join(dims[:12])})")
+            mismatches.append(_not_the_plans(name, descs[name], calls, listed.get(name), views))
             continue
         states.append(_state(name, group, calls, {d.rank for d in dumps}))
     if by_group and not states:
@@ -96,12 +91,23 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
                                 f"{len(by_group)} groups is a group of the plan ("
                                 + "; ".join(mismatches[:3]) + ")")
     dumped = tuple(sorted(d.rank for d in dumps))
+    have = set(dumped)
     return Hang(world, tuple(states), _positions(dumps), dumped,
-                tuple(r for r in range(world) if r not in set(dumped)), tuple(mismatches),
+                tuple(r for r in range(world) if r not in have), tuple(mismatches),
                 {d.rank: tuple(c for c in d.calls if not c.p2p) for d in dumps},
                 tuple(f"the dumps' format {v} is newer than {', '.join(FORMATS)}, which this "
                       "release was checked on (torch 2.13): read as that, field by field"
                       for v in sorted({d.version for d in dumps} - set(FORMATS))))
+
+
+def _not_the_plans(name: str, desc: str, calls: Calls, members: Sequence[int] | None,
+                   views: Mapping[str, MeshView]) -> str:
+    """Why torch's group ``name`` is listed under "does not match the plan"."""
+    dims = sorted({f"{v}.{d}" for v, view in views.items() for d in view.names})
+    listed = f" and members {_short(members)} in pg_config" if members is not None else ""
+    return (f"torch's group {name!r} (group_desc {desc!r}) with calls from ranks "
+            f"{_short(sorted(calls))}{listed} is no group of the plan (its dims: "
+            f"{', '.join(dims[:12])})")
 
 
 def _check_one_job(dumps: Sequence[FlightDump]) -> None:

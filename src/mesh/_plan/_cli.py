@@ -36,7 +36,7 @@ from . import _args
 from ._compare import compare_placed
 from ._differ import differences
 from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
-from ._fail import failed_on, failure
+from ._fail import DerivedFrom, failed_on, failure
 from ._machine import machine, source
 from ._moves import Moves, traffic_svg
 from ._parser import parser
@@ -115,10 +115,22 @@ def _explain(args: argparse.Namespace) -> int:
     failed = _crossings(args, found)
     placed = topology or Topology(found.to_dict()["world"], DEFAULT_DEVICES_PER_HOST)
     dead = _failed(args, placed)
+    outage = None if dead is None else _outage(args, views, placed, dead, plan)
+    picture = _picture(args, views, placed, dead, domains=given is not None)
+    _print(args, found, outage, diff)
+    if picture is not None:
+        print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
+    _tell_expectations(args, failed)
+    return 1 if failed else 0
+
+
+def _outage(args: argparse.Namespace, views: dict[str, MeshView], placed: Topology,
+            dead: list[int], plan: DerivedFrom | None) -> dict[str, Any]:
+    """What ``--fail`` breaks, the plan re-derived from the survivors (its code may exit:
+    refused)."""
     try:
-        outage = None if dead is None else failure(
-            views, placed, dead, hosts=args.fail_host or (), derived_from=plan,
-            spares=args.spares, rank=args.rank)
+        return failure(views, placed, dead, hosts=args.fail_host or (), derived_from=plan,
+                       spares=args.spares, rank=args.rank)
     except (Exception, KeyboardInterrupt):
         raise
     except BaseException as e:  # only the plan's code raises these here: as at load time
@@ -126,16 +138,16 @@ def _explain(args: argparse.Namespace) -> int:
             f"raised {show_error(e)}"
         raise Refused(f"PLAN in the plan file {args.plan!r} {what} when re-derived from the "
                       "survivors, instead of returning VIEWS") from None
-    picture = None
+
+
+def _picture(args: argparse.Namespace, views: dict[str, MeshView], placed: Topology,
+             dead: list[int] | None, *, domains: bool) -> str | None:
+    """Writes ``--svg`` (the name of the view drawn), or refuses the drawing flags without it."""
     if args.svg is not None:
-        picture = _write_svg(args, views, placed, dead or (), domains=given is not None)
-    elif args.view is not None or args.color_by is not None:
+        return _write_svg(args, views, placed, dead or (), domains=domains)
+    if args.view is not None or args.color_by is not None:
         raise Refused("--view and --color-by choose what --svg draws: give --svg FILE too")
-    _print(args, found, outage, diff)
-    if picture is not None:
-        print(f"meshlayout explain: wrote {args.svg} (view {picture})", file=sys.stderr)
-    _tell_expectations(args, failed)
-    return 1 if failed else 0
+    return None
 
 
 def _one_view(name: str) -> Callable[[MeshView], dict[str, MeshView]]:
@@ -231,7 +243,7 @@ def _place(args: argparse.Namespace) -> int:
         raise Refused("meshlayout place needs the machine: --topology FILE, --hosts LIST, "
                       "--hosts-file FILE, or --devices-per-host N (with --hosts-per-domain N)")
     topology = _topology(args, None, {"mesh": view}, given)
-    assert topology is not None
+    assert topology is not None, "a machine or --devices-per-host was given, so there is one"
     found = Placement.find(view.shape, view.names, topology, traffic=args.traffic,
                            links=_links(args))
     if args.out is not None:

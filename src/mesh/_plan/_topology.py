@@ -242,23 +242,8 @@ class Topology:
         """A topology from runs of ranks ``(host, count, first device)`` in rank order (hosts
         numbered anyhow), checked and made canonical: hosts renumbered by first appearance,
         runs that continue merged, the regular form when the runs are one per host."""
-        total = sum(c for _, c, _ in runs)
-        if total != world:
-            why = "more than the world declares" if total > world else "fewer"
-            raise TopologyError(f"the runs of ranks cover {total:,} ranks, {why}: the world "
-                                f"is {world:,} ranks")
-        given = bounded_hosts(runs, world, names)
-        if names is not None and given > len(names):
-            raise TopologyError(f"a run of ranks is on host {given - 1:,}, but 'hosts' names "
-                                f"only {len(names):,} hosts")
-        count = len(names) if names is not None else given
-        order = list(dict.fromkeys(h for h, _, _ in runs))
-        if len(order) < count:
-            taken = set(order)  # the least host without ranks is below len(order) + 1: bounded
-            idle = next(i for i in range(len(order) + 1) if i not in taken)
-            label = names[idle] if names is not None else f"host{idle}"
-            raise TopologyError(f"host {idle:,} ({label}) has no ranks: every host of a "
-                                "topology runs at least one rank")
+        order = _host_order(world, runs, names)
+        count = len(names) if names is not None else len(order)
         new = {old: i for i, old in enumerate(order)}
         if names is not None:
             names = tuple(names[old] for old in order)
@@ -633,3 +618,26 @@ def _rebuild(world: int, per_host: int | None, per_domain: int, labels: list[str
         return Topology.from_hosts([n for n in names for _ in range(per_host or 1)],
                                    hosts_per_domain=per_domain)
     return Topology(world, per_host, hosts_per_domain=per_domain)
+
+
+def _host_order(world: int, runs: Runs, names: tuple[str, ...] | None) -> list[int]:
+    """The hosts of ``runs`` in order of first appearance, checked: the runs cover the world,
+    every host index is bounded (by the world, and by ``names``) and every host runs a rank."""
+    total = sum(c for _, c, _ in runs)
+    if total != world:
+        why = "more than the world declares" if total > world else "fewer"
+        raise TopologyError(f"the runs of ranks cover {total:,} ranks, {why}: the world "
+                            f"is {world:,} ranks")
+    given = bounded_hosts(runs, world, names)
+    if names is not None and given > len(names):
+        raise TopologyError(f"a run of ranks is on host {given - 1:,}, but 'hosts' names "
+                            f"only {len(names):,} hosts")
+    count = len(names) if names is not None else given
+    order = list(dict.fromkeys(h for h, _, _ in runs))
+    if len(order) < count:
+        taken = set(order)  # the least host without ranks is below len(order) + 1: bounded
+        idle = next(i for i in range(len(order) + 1) if i not in taken)
+        label = names[idle] if names is not None else f"host{idle}"
+        raise TopologyError(f"host {idle:,} ({label}) has no ranks: every host of a "
+                            "topology runs at least one rank")
+    return order
