@@ -44,5 +44,5 @@ def _family(self: FakeGroup) -> MeshView:
     return self.dim_view
 
 
-CachedBackend.bind = _bind  # type: ignore[attr-defined]
-FakeGroup.family = property(_family)  # type: ignore[attr-defined]
+CachedBackend.bind = _bind  # type: ignore[attr-defined]  # a deprecated name, added here only
+FakeGroup.family = property(_family)  # type: ignore[attr-defined]  # a deprecated name, added here only
