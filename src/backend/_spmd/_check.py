@@ -14,30 +14,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from layout import show
 from mesh import Topology
 
 from .._core import BackendConfigError
+from ._classes import automatic
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
+from ._reads import Reads, watched_environment
 from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank
 from ._topology import topology_findings
 
-__all__ = ["FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "SpmdReport", "check_spmd"]
+__all__ = ["AUTO_CLASSES_ABOVE", "FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "SpmdReport",
+           "check_spmd"]
 
 Program = Callable[[Any], object]
 _KINDS = ("auto", "gloo", "nccl")
 MAX_CHECKED_RANKS = 1 << 17
 """The largest world ``check_spmd`` runs a program for unless given a larger ``limit``
 (it runs the program once per rank: about a millisecond per rank for a torchtitan plan)."""
+
+AUTO_CLASSES_ABOVE = 1024
+"""Above this many ranks ``check_spmd`` runs one rank per automatic class by default
+(``classes=None``); at or below it, every rank (about a second for a torchtitan step)."""
 
 FIRST_RUN_ALLOWANCE = 3
 """How many times ``rank_timeout`` the first rank's run may take: it imports and warms what
@@ -48,7 +55,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                limit: int = MAX_CHECKED_RANKS, torch: bool = False,
                topology: Topology | None = None, communicators: int | None = None,
                nvls_slots: int = 128, nvls_per_communicator: int = 10,
-               classes: Callable[[int], Hashable] | None = None,
+               classes: Callable[[int], Hashable] | Literal["auto", "every"] | None = None,
                rank_timeout: float = 10.0) -> SpmdReport:
     """Run ``program(backend)`` for every rank of ``world_size`` and check offline that the
     job can run: its groups, the calls on them, and the contracts of the backend.
@@ -111,12 +118,15 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     traces: list[Trace | None] = [None] * world_size
     notes: list[str] = []
 
-    def run(rank: int) -> Trace:
+    def run(rank: int, reads: Reads | None = None) -> Trace:
         recorder = make(world_size, rank)
+        recorder.reads = reads  # automatic classes: the program's reads answer with Syms
         first = not any(traces)  # it pays the program's first imports and caches
         try:
-            run_rank(program, recorder, rank_timeout * (FIRST_RUN_ALLOWANCE if first else 1),
-                     (lambda: session.around(recorder)) if session is not None else None)
+            with watched_environment(rank, world_size, reads):
+                run_rank(program, recorder,
+                         rank_timeout * (FIRST_RUN_ALLOWANCE if first else 1),
+                         (lambda: session.around(recorder)) if session is not None else None)
         finally:
             if session is not None:
                 session.end(recorder)
@@ -124,9 +134,13 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
         return recorder.trace
 
     ran = 0
-    if classes is not None:
+    if callable(classes):
         ran = _reduced(world_size, classes, traces, run, notes)
+    elif classes == "auto" or (classes is None and world_size > AUTO_CLASSES_ABOVE):
+        ran = automatic(world_size, run, traces, notes)
     for rank in range(world_size):
+        if traces[rank] is not None and traces[rank].timed_out is not None:  # type: ignore[union-attr]
+            break
         if traces[rank] is None:
             ran += 1
             ran_past = run(rank).timed_out
@@ -326,8 +340,10 @@ def _check_arguments(world_size: object, program: object, backend: object, limit
             continue
         if type(value) is not int or value < least:
             raise BackendConfigError(f"{name} must be an int >= {least}, got {show(value)}")
-    if classes is not None and not callable(classes):
-        raise BackendConfigError(f"classes must be a function of the rank, got {show(classes)}")
+    if not (classes is None or callable(classes) or (isinstance(classes, str) and classes in
+                                                      ("auto", "every"))):
+        raise BackendConfigError(f"classes must be 'auto', 'every', None or a function of the "
+                                 f"rank, got {show(classes)}")
     if not isinstance(rank_timeout, (int, float)) or isinstance(rank_timeout, bool) or \
             not math.isfinite(rank_timeout) or rank_timeout <= 0:
         raise BackendConfigError(f"rank_timeout must be a positive number of seconds, got "

@@ -39,6 +39,7 @@ from ._events import (
     spec_ref,
     world_ref,
 )
+from ._reads import Reads, asked_by_program, plain
 
 __all__ = ["REDUCE_OPS", "Recording", "SpmdBackend", "recorder_factory"]
 
@@ -71,11 +72,15 @@ class Recording:
         self._adopted = set()  # id() of the groups adopted (from_group)
         self._closed = False
         self._quiet = 0  # > 0 while our own backend code creates (torch calls not recorded)
+        self.reads: Reads | None = None  # automatic classes: the rank-dependent reads
 
     @property
     def rank(self) -> int:
-        """This process's global rank (a read by the program itself is noted: the check
-        cannot then derive another rank's run from this one)."""
+        """This process's global rank (a read by the program itself is noted: under
+        automatic classes, as a read of :mod:`._reads`; else the check cannot derive
+        another rank's run from this one)."""
+        if self.reads is not None:  # automatic classes: the program gets a Sym
+            return self.reads.rank() if asked_by_program(2) else self._rank  # type: ignore[return-value]
         if not self.trace.raw_rank and program_reads(2):
             self.trace.raw_rank = True
         return self._rank
@@ -250,6 +255,7 @@ class SpmdBackend(Recording, FakeBackend):
         return len(self.trace.events) - 1
 
     def _place(self, ref: GroupRef, rank: object, what: str, me: int | None = None) -> int:
+        rank = plain(rank)
         if type(rank) is not int:
             raise BackendConfigError(f"{what} must be a global rank (an int), got {show(rank)}")
         place = ref.index(rank)
@@ -409,8 +415,11 @@ class Work:
 
 def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
     """(shape, dtype) of a call's tensor argument."""
+    t = plain(t)
     if type(t) is int:
         t = (t,)
+    if type(t) in (tuple, list):
+        t = tuple(map(plain, t))
     if type(t) in (tuple, list):  # exactly: a subclass may iterate as it likes
         if not all(type(s) is int and s >= 0 for s in t):
             raise BackendConfigError(f"a tensor is given as a shape of ints >= 0, or as an "
@@ -454,7 +463,7 @@ def _reduce_name(op: Any) -> str:
 
 
 def _sizes(sizes: Sequence[int], ref: GroupRef) -> tuple[int, ...]:
-    out = tuple(sizes) if type(sizes) in (list, tuple) else ()
+    out = tuple(map(plain, sizes)) if type(sizes) in (list, tuple) else ()
     if len(out) != len(ref.members) or not all(type(s) is int and s >= 0 for s in out):
         raise BackendConfigError(f"all_to_all splits must be {len(ref.members)} sizes (one per "
                                  f"member of {ref.describe()}), got {show(sizes)}")
