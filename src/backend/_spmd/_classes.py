@@ -30,16 +30,18 @@ torch code makes of ``dist.get_rank()`` for itself; the neighbours' runs check b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
 
-from ._events import Trace
+from .._core import family_view
+from ._events import Call, Create, Event, GroupRef, Trace, spec_ref
 from ._reads import Evaluator, Reads
 from ._reduce import Underivable, check_derivable, derive, same, verifiers
 
-__all__ = ["MOST_CLASSES", "automatic"]
+__all__ = ["MOST_CLASSES", "Deriver", "automatic"]
 
 MOST_CLASSES = 256
 """The most classes automatic classes find before running every rank instead (a program
@@ -73,14 +75,13 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
         _forget(traces, [])
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
         return ran
-    derived = 0
+    derived, deriver = 0, Deriver(world)
     for c in found:
         if not c.derivable:
             continue
-        shared: dict[Hashable, tuple[str, Sequence[int]]] = {}
         for r in c.members.tolist():
             if traces[r] is None:
-                traces[r] = derive(c.rep, r, shared)
+                traces[r] = deriver.trace(c.rep, r)
                 derived += 1
     plain = sum(not c.derivable for c in found)
     notes.append(f"automatic classes: ran {ran} of {world} ranks ({len(found)} classes by "
@@ -130,6 +131,7 @@ def _verify(found: list[_Class], run: Run) -> int:
                                      f"symbolic run raised {c.rep.error or 'nothing'}")
         if why:
             raise Underivable(f"rank {c.rep.rank} runs differently on plain ints: {why}")
+        again.raw_rank = c.rep.raw_rank  # the rank reads were recorded, on the Sym run
         c.rep = again
         try:
             check_derivable(again)
@@ -171,3 +173,66 @@ def _show(expr: object) -> str:
     if expr[0] == "in":
         return "membership of a mesh"
     return f"({_show(expr[1])} {expr[0]} {_show(expr[2])})"
+
+
+class Deriver:
+    """Derives runs as :func:`~._reduce.derive` does, for many ranks of one world: each
+    group's :class:`GroupRef`, barrier and members are made once and shared by every
+    member that derives them, and each family's group offsets are computed for all ranks
+    at once (NumPy over its groups)."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+        self._groups: dict[str, tuple[GroupRef, str, Sequence[int]]] = {}
+        self._offsets: dict[Any, np.ndarray] = {}
+
+    def trace(self, rep: Trace, rank: int) -> Trace:
+        """``rank``'s run, from its class representative's ``rep``."""
+        moved: dict[int, tuple[GroupRef, str, Sequence[int]]] = {}
+        events: list[Event] = []
+        for e in rep.events:
+            if isinstance(e, (Create, Call)) and not e.group.world:
+                got = moved.get(id(e.group))
+                if got is None:
+                    got = moved[id(e.group)] = self._group(e.group, rank)
+                if isinstance(e, Call):
+                    events.append(Call(e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op,
+                                       e.root, e.peer, e.splits, e.post, e.batch))
+                elif e.split:  # one barrier and the whole world: the same on every rank
+                    events.append(Create(e.barrier, e.dim, e.members, True, e.hidden, got[0],
+                                         e.line))
+                else:
+                    events.append(Create(got[1], e.dim, got[2], False, e.hidden, got[0],
+                                         e.line))
+            else:
+                events.append(e)
+        return Trace(rank, events, device_types=set(rep.device_types))
+
+    def _group(self, ref: GroupRef, rank: int) -> tuple[GroupRef, str, Sequence[int]]:
+        spec = ref.spec
+        assert spec is not None, f"a derivable run's groups come from views: {ref!r}"
+        identity = spec.identity
+        offset = int(self._offset_table(spec.family)[rank])
+        key = f"{identity}@{offset}"
+        found = self._groups.get(key)
+        if found is None:
+            mine = attrs.evolve(spec, rank=rank)
+            found = self._groups[key] = (spec_ref(mine, offset, identity), mine.barrier,
+                                         mine.barrier_members())
+        return found
+
+    def _offset_table(self, family: Any) -> np.ndarray:
+        """Every rank's group offset in ``family`` (the universe offset of its group's
+        first member; -1 outside the universe)."""
+        table = self._offsets.get(family)
+        if table is None:
+            view = family_view(family)
+            groups = np.asarray(view.groups(0, limit=view.ranks.size), dtype=np.int64)
+            firsts = groups[:, 0]
+            if not view.ranks.is_identity:
+                firsts = np.asarray([view.ranks.offset_of(int(f)) for f in firsts],
+                                    dtype=np.int64)
+            table = np.full(max(self.world, int(groups.max()) + 1), -1, dtype=np.int64)
+            table[groups] = firsts[:, None]
+            self._offsets[family] = table
+        return table
