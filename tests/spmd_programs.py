@@ -57,12 +57,13 @@ def degrees(rng: random.Random, world: int) -> dict[str, int]:
 
 
 def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
-            plant: bool = False) -> Generated:
+            plant: bool = False, world: int | None = None) -> Generated:
     """The random valid program of ``seed``; with ``plant``, one rank (chosen from the seed)
     gives one collective on a group of two or more a different shape (a desync the check
-    must find)."""
+    must find).  ``world`` (a power of two) replaces the world drawn from the seed."""
     rng = random.Random(seed)
-    world = rng.choice([w for w in (4, 8, 16, 32, 64, 128) if w <= max_world])
+    drawn = rng.choice([w for w in (4, 8, 16, 32, 64, 128) if w <= max_world])
+    world = drawn if world is None else world
     sizes = degrees(rng, world)
     order = list(BASE)
     rng.shuffle(order)

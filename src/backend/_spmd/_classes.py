@@ -112,6 +112,9 @@ def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
         rep = run(int(left[0]), reads)
         if rep.timed_out is not None:
             return None, len(found) + 1
+        if type(reads.seen.get(("rank",))) is int:
+            return ("the program reads its rank as a number (an index, a str, the "
+                    "environment's RANK): every rank is a class of its own"), len(found) + 1
         alike = evaluator.matching(reads, left)
         alike[0] = True
         found.append(_Class(rep, reads, left[alike]))

@@ -270,10 +270,13 @@ class Evaluator:
         if head in ("//", "%"):
             valid &= b != 0
             b = np.where(b == 0, 1, b)
-        elif head in ("<<", ">>"):
-            valid &= (b >= 0) & (b < 62)
-            b = np.clip(b, 0, 61)
-        if head in ("*", "<<"):
+        elif head == ">>":  # any count >= 0 is Python's (0 or -1 past the width)
+            valid &= b >= 0
+            b = np.clip(b, 0, 63)
+        elif head == "<<":
+            valid &= (b >= 0) & (b < 31) & (np.abs(a) < 1 << 30)
+            b = np.clip(b, 0, 30)
+        if head == "*":
             valid &= (np.abs(a) < 1 << 30) & (np.abs(b) < 1 << 30)
         with np.errstate(all="ignore"):
             return _ARITH[head](a, b), valid
