@@ -263,7 +263,7 @@ def titan_degrees(world: int) -> dict[str, int]:
 
 
 def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None = None,
-               odd_rank: int | None = None) -> None:
+               odd_rank: int | None = None, spread: int = 1) -> None:
     """A torchtitan-like training step: torchtitan's meshes (pp, dp_replicate, dp_shard, cp,
     tp; ``batch``, ``fsdp`` and ``loss`` flattened), then per microbatch and layer an FSDP
     all-gather of the weights, a TP all-reduce, a CP all-gather of the keys (forward) and
@@ -273,7 +273,9 @@ def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None
     torch-free recorder through its methods; on a torch backend (``check_spmd(...,
     torch=True)``) through ``torch.distributed``.  With ``bug``, the ranks at that tp
     coordinate all-reduce a wrong shape once; with ``odd_rank``, that rank alone (read as
-    ``dist.get_rank()`` or ``backend.rank``) does, on its tp group."""
+    ``dist.get_rank()`` or ``backend.rank``) does, on its tp group; with ``spread``, the
+    backward TP all-reduce's shape varies with the dp_shard coordinate modulo ``spread``
+    (valid: a tp group lies at one dp_shard coordinate), making 4 x ``spread`` classes."""
     from backend import init_device_mesh
 
     world = backend.world_size
@@ -305,7 +307,8 @@ def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None
             b.recv((8, 512), _member(pp, stage + 1), group=pp)
         for _layer in range(layers):
             b.reduce_scatter((256, 64), group=cp)
-            b.all_reduce(hidden, group=tp)
+            b.all_reduce(hidden if spread == 1 else
+                         (1024, 512 + 8 * (coord["dp_shard"] % spread)), group=tp)
             b.reduce_scatter((4096 // deg["dp_shard"] // deg["cp"], 512), group=shard)
         if stage > 0:
             b.send((8, 512), _member(pp, stage - 1), group=pp)

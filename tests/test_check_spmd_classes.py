@@ -144,7 +144,7 @@ def test_one_rank_issuing_another_shape_on_its_tp_group_is_named_as_the_full_run
         "2779) all_reduce (1024, 512) float32 sum (spmd_programs.py:")
     assert "rank 2777 all_reduce (1024, 256) float32 sum" in report.findings[0].text
     assert report.ran is not None and report.ran < 200, report.notes
-    assert report.notes[0].startswith("automatic classes: ran ")
+    assert report.notes[0].startswith("automatic classes: 5 by what each rank's program reads")
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -175,7 +175,7 @@ def _rank_program(read: str) -> Any:
 def test_a_rank_read_through_dist_get_rank_is_a_read_of_one_class() -> None:
     auto = check_spmd(32, _rank_program("dist"), torch=True, classes="auto")
     assert [(f.kind, f.ranks) for f in auto.findings] == [("desync", (21,))]
-    assert auto.notes[0].startswith("automatic classes: ran ") and "(2 classes" in auto.notes[0]
+    assert auto.notes[0].startswith("automatic classes: 2 by what each rank's program reads; ")
     assert _same_report(auto, check_spmd(32, _rank_program("dist"), torch=True,
                                          classes="every"))
 
@@ -232,7 +232,7 @@ def test_the_default_is_automatic_above_1024_ranks_and_every_rank_below() -> Non
     assert check_spmd(1024, titan_step).ran == 1024
     big = check_spmd(2048, titan_step)
     assert big.ok and big.ran is not None and big.ran < 200
-    assert big.notes[0].startswith("automatic classes: ran ")
+    assert big.notes[0].startswith("automatic classes: 4 by what each rank's program reads; ")
 
 
 @pytest.mark.parametrize("bad", ["some", 3, ("auto",)])

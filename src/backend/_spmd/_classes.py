@@ -61,20 +61,22 @@ class _Class:
 def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]) -> int:
     """Place every rank in a class, verify the classes, derive the members' runs into
     ``traces`` (rank ``r``'s at ``traces[r]``); ranks left ``None`` are to be run.  Returns
-    how many ranks ran; ``notes`` says how the check ran."""
+    on how many ranks the program ran (0 when every rank is to run); ``notes`` says how
+    the check ran."""
     found, ran = _place(world, run)
     if found is None:  # a representative ran past its time limit: the check stops
         return ran
     if isinstance(found, str):
         _forget(traces, [])
         notes.append(f"ran every rank: {found}")
-        return ran
+        return 0  # the symbolic runs are dropped: every rank runs on plain ints
     try:
         ran += _verify(found, run)
     except Underivable as e:
         _forget(traces, [])
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
-        return ran
+        return 0
+    distinct = sum(t is not None for t in traces)
     derived, deriver = 0, Deriver(world)
     for c in found:
         if not c.derivable:
@@ -84,11 +86,11 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
                 traces[r] = deriver.trace(c.rep, r)
                 derived += 1
     plain = sum(not c.derivable for c in found)
-    notes.append(f"automatic classes: ran {ran} of {world} ranks ({len(found)} classes by "
-                 "what each rank's program reads, each verified on its group neighbours"
-                 + (f"; {plain} not derivable, run in full" if plain else "")
-                 + f"); {derived} derived")
-    return ran
+    notes.append(f"automatic classes: {len(found)} by what each rank's program reads"
+                 + (f" ({plain} not derivable: their ranks run)" if plain else "")
+                 + f"; ran {distinct} of {world} ranks ({ran} runs: each representative, "
+                 f"again on plain ints, and its group neighbours); derived {derived}")
+    return distinct
 
 
 def _forget(traces: list[Trace | None], keep: list[int]) -> None:
