@@ -81,12 +81,18 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     ``nvls_slots`` (at ``nvls_per_communicator`` each), and at most ``communicators`` per
     rank when that budget is given.
 
-    ``classes`` (a function of the rank) lets the check run fewer ranks: ranks of one class
-    must run the same program relative to their groups (e.g. ``lambda r: r // 256``, the
-    pipeline stage, for a step that differs only by stage); one rank per class runs, and
-    its group neighbours in the class, whose runs are compared with their derivation; the
-    check falls back to every rank when they differ or a run cannot be derived (the
-    report's notes say which).  Checked on those ranks, not proven for the others.  Each
+    ``classes`` says which ranks run.  ``"auto"`` (the default above
+    :data:`AUTO_CLASSES_ABOVE` ranks; ``None`` picks it there and every rank below): the
+    check finds the ranks that behave alike from what each rank's program reads (its rank
+    and coordinates answer with recorded symbolic ints, :mod:`._reads`), runs one per
+    class, verifies each class on a plain re-run and its group neighbours, and derives the
+    others (:mod:`._classes`); a program that branches on nearly every rank, or reads its
+    rank as a number, runs every rank.  ``"every"``: every rank runs.  A function of the
+    rank states the classes by hand (e.g. ``lambda r: r // 256``, the pipeline stage):
+    ranks of one class must run the same program relative to their groups; one rank per
+    class runs, and its group neighbours in the class, whose runs are compared with their
+    derivation; the check falls back to every rank when they differ or a run cannot be
+    derived.  The report's notes say how the check ran.  Each
     rank's program must finish within ``rank_timeout`` seconds (a finding, and the check
     stops there); the first rank to run gets :data:`FIRST_RUN_ALLOWANCE` times as long, as
     it pays the program's first imports and caches (on a busy machine that alone took
@@ -133,14 +139,29 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
         traces[rank] = recorder.trace
         return recorder.trace
 
-    ran = 0
     if callable(classes):
         ran = _reduced(world_size, classes, traces, run, notes)
     elif classes == "auto" or (classes is None and world_size > AUTO_CLASSES_ABOVE):
         ran = automatic(world_size, run, traces, notes)
-    for rank in range(world_size):
-        if traces[rank] is not None and traces[rank].timed_out is not None:  # type: ignore[union-attr]
-            break
+    else:
+        ran = 0
+    ran += _run_rest(world_size, traces, run, notes)
+    done = [t for t in traces if t is not None]
+    if any(t.timed_out is not None for t in done):
+        return _stopped(world_size, done, ran, notes)
+    return analyse(world_size, [t for t in traces if t is not None], backend,
+                   topology=topology, budget=communicators, slots=nvls_slots,
+                   per_comm=nvls_per_communicator, ran=ran, notes=notes)
+
+
+def _run_rest(world: int, traces: list[Trace | None], run: Callable[[int], Trace],
+              notes: list[str]) -> int:
+    """Run, in rank order, the ranks neither run nor derived yet; stop at a rank that runs
+    past its time limit (none runs when one did already).  Returns how many ran."""
+    if any(t is not None and t.timed_out is not None for t in traces):
+        return 0
+    ran = 0
+    for rank in range(world):
         if traces[rank] is None:
             ran += 1
             ran_past = run(rank).timed_out
@@ -148,12 +169,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                 notes.append(f"the check stopped after rank {rank}'s program ran past its "
                              f"{ran_past:g} s limit: ranks {rank + 1} and up did not run")
                 break
-    done = [t for t in traces if t is not None]
-    if any(t.timed_out is not None for t in done):
-        return _stopped(world_size, done, ran, notes)
-    return analyse(world_size, [t for t in traces if t is not None], backend,
-                   topology=topology, budget=communicators, slots=nvls_slots,
-                   per_comm=nvls_per_communicator, ran=ran, notes=notes)
+    return ran
 
 
 def _recorders(backend: Kind, torch: bool) -> tuple[Callable[[int, int], Recording], Any]:

@@ -26,7 +26,7 @@ and falls back to running every rank when a verifying run differs or a represent
 underivable.  So a program whose trace depends on something else than its class at a rank
 that is neither a representative nor a verifier (``if rank == 517``) escapes it: the
 reduction is sound for the programs the declaration describes, and checked, not proven,
-for the others.  The default (no ``classes``) runs every rank.
+for the others.  Without a function, ``_classes`` finds the classes itself.
 """
 
 from __future__ import annotations
