@@ -25,7 +25,20 @@ Anchors and targets:
   a tenth at the torch level) give 0 false positives, and N/10 of them with a planted
   desync are all flagged (0 false negatives).
 
+Automatic classes (issue 37; each check in a fresh process, ``torch=True``, the titan step
+through ``torch.distributed`` with one rank planted to all-reduce another shape on its tp
+group): the classes found, the ranks run, seconds, peak memory and the planted rank found;
+the target at 131,072 ranks is 60 s and 4 GiB on 2 cores (``--large``).  Cost: one run per
+class (again on plain ints) and its group neighbours' runs (about 12 + log2 of the largest
+group each), plus array work of O(world x distinct reads) per class to place the ranks;
+then the derivation and the replay of every rank, O(world x calls), which dominate at
+scale.  With ``spread`` the step makes 4 x spread classes; the worst case, a program that
+branches on every rank, runs every rank (the brute force's cost, plus up to 256
+representatives).  ``--sample N``: N random programs at 2,048 ranks and up, half planted.
+
 Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)
+      python bench/check_spmd.py --large        (automatic classes up to 131,072 ranks)
+      python bench/check_spmd.py --sample 6 --max-world 8192
       python bench/check_spmd.py --valid 10000  (the 10^4 random programs; about an hour)
       python bench/check_spmd.py --planted 1000 (1,000 planted programs only)
       python bench/check_spmd.py --smoke        (64 and 128 ranks, 20 programs; never fails
@@ -209,6 +222,33 @@ def automatic_classes(worlds: list[int], spreads: list[int], failures: list[str]
               "force, and a program that branches on every rank)")
 
 
+def large_sample(count: int, max_world: int, failures: list[str]) -> None:
+    """``count`` random programs at worlds of 2,048 to ``max_world`` ranks under automatic
+    classes (the default there), half valid (0 findings), half with a desync planted on a
+    rank drawn from the seed anywhere in the world (found)."""
+    import random
+
+    print(f"\n{count} random programs at 2,048 .. {max_world} ranks, automatic classes")
+    print(f"{'seed':>7} {'ranks':>7} {'planted':>8} {'ran':>6} {'s':>7}  verdict")
+    worlds = [w for w in (2048, 4096, 8192, 16384, 32768, 65536, 1 << 17) if w <= max_world]
+    for seed in range(20000, 20000 + count):
+        plant = seed % 2 == 1
+        world = random.Random(seed).choice(worlds)
+        g = program(seed, plant=plant, world=world)
+        t = time.perf_counter()
+        report = check_spmd(g.world, g.program, **g.check)
+        seconds = time.perf_counter() - t
+        if plant:
+            right = not g.planted or "desync" in report.kinds()
+        else:
+            right = report.ok
+        planted = ("yes" if g.planted else "no") if plant else "-"
+        print(f"{seed:>7} {world:>7} {planted:>8} {report.ran:>6} "
+              f"{seconds:>7.1f}  {'right' if right else 'WRONG'}", flush=True)
+        if not right:
+            failures.append(f"{'missed' if plant else 'false positive'}: {g.words}\n{report}")
+
+
 def random_programs(count: int, failures: list[str]) -> None:
     print(f"\n{count} random valid programs (tests/spmd_programs.py, worlds of 8 to 128)")
     if main(count) != 0:
@@ -236,6 +276,9 @@ def run(args: argparse.Namespace) -> int:
     failures: list[str] = []
     if args.one:
         return one(args)
+    if args.sample:
+        large_sample(args.sample, args.max_world, failures)
+        return verdict(failures, smoke=False)
     if args.large:
         automatic_classes([1024, 4096, 16384, 1 << 17], [1, 4, 16], failures)
         return verdict(failures, smoke=False)
@@ -265,6 +308,9 @@ if __name__ == "__main__":
                         help="check N random programs with a planted desync only")
     parser.add_argument("--large", action="store_true",
                         help="automatic classes only, up to 131,072 ranks (targets: 60 s, 4 GiB)")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="N random programs (half planted) at 2,048 .. --max-world ranks")
+    parser.add_argument("--max-world", type=int, default=1 << 17, metavar="W")
     parser.add_argument("--one", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--odd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--spread", type=int, default=1, help=argparse.SUPPRESS)

@@ -272,3 +272,28 @@ def test_a_coordinate_table_covers_every_rank_of_the_universe() -> None:
     np.testing.assert_array_equal(
         Evaluator(96).matching(reads, np.arange(96)),
         [_VIEW.coordinate(r)[2] == 5 for r in range(96)])
+
+
+def test_rank_77777_of_131072_is_a_class_of_its_own_and_the_stages_the_others() -> None:
+    """The classes of the titan step at 131,072 ranks with rank 77,777 planted (read as
+    ``backend.rank``): one per pipeline stage, the planted rank's stage less that rank, and
+    the rank alone; found from five runs (the derivation and the replay of every rank are
+    the bench's: ``python bench/check_spmd.py --large``)."""
+    from backend._spmd._classes import _place
+    from backend._spmd._run import run_rank
+
+    world = 1 << 17
+    prog = functools.partial(titan_step, odd_rank=77777)
+
+    def run(rank: int, reads: Reads | None) -> Any:
+        recorder = SpmdBackend(world, rank)
+        recorder.reads = reads
+        run_rank(prog, recorder, 60.0)
+        return recorder.trace
+
+    found, ran = _place(world, run)
+    assert not isinstance(found, str) and found is not None
+    assert ran == 5
+    assert [(int(c.members[0]), len(c.members)) for c in found] == [
+        (0, 32768), (32768, 32768), (65536, 32767), (77777, 1), (98304, 32768)]
+    assert 77777 not in found[2].members.tolist()
