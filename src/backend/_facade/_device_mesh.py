@@ -202,8 +202,9 @@ class DeviceMesh(Generic[G]):
     def get_coordinate(self) -> tuple[int, ...] | None:
         """This process's coordinate in the mesh, or None if it is not in the universe."""
         reads = getattr(self._binding.backend, "reads", None)  # check_spmd's automatic classes
-        if reads is not None:
-            return reads.coordinate(self._binding.view, self._coordinate)  # type: ignore[no-any-return]
+        if reads is not None:  # recorded reads: its symbolic ints stand for the coordinate
+            read: tuple[int, ...] | None = reads.coordinate(self._binding.view, self._coordinate)
+            return read
         return self._coordinate
 
     # ---- the root: the mesh the program made, as torch keeps it -------------------------------
@@ -323,8 +324,9 @@ class DeviceMesh(Generic[G]):
         if owner._coordinate is None:
             raise NotAMemberError(f"rank {self.get_rank()} is not in {owner!r}; it has no "
                                  "local rank there")
-        if reads is not None:
-            return reads.local(owner._binding.view, k, owner._coordinate[k])  # type: ignore[no-any-return]
+        if reads is not None:  # a recorded read: its symbolic int stands for the coordinate
+            read: int = reads.local(owner._binding.view, k, owner._coordinate[k])
+            return read
         return owner._coordinate[k]
 
     def _get_all_submeshes(self, mesh_dim_name: str) -> list[DeviceMesh[G]]:

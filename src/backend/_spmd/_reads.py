@@ -122,7 +122,8 @@ class Sym:
         self._reads, self._expr, self._value = reads, expr, value
 
     def _exact(self) -> int:
-        return self._reads.note(self._expr, self._value)  # type: ignore[no-any-return]
+        value: int = self._reads.note(self._expr, self._value)
+        return value
 
     def __index__(self) -> int:
         return self._exact()
@@ -315,7 +316,7 @@ def watched_environment(rank: int, world: int, reads: Reads | None) -> Iterator[
                 os.environ[k] = v
 
 
-class _Watched(os._Environ):  # type: ignore[type-arg]
+class _Watched(os._Environ):  # type: ignore[type-arg]  # typeshed: _Environ[AnyStr]
     """``os.environ`` for a run: the same variables; a program's read of its rank noted."""
 
     def __init__(self, env: Any, reads: Reads) -> None:
@@ -326,4 +327,5 @@ class _Watched(os._Environ):  # type: ignore[type-arg]
     def __getitem__(self, key: str) -> str:
         if key in _ENV_RANKS and asked_by_program(2):
             self._reads.note(("rank",), self._reads.rank_value)
-        return super().__getitem__(key)  # type: ignore[no-any-return]
+        value: str = super().__getitem__(key)
+        return value

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from layout import show
 from mesh import Dim, MeshView
@@ -79,8 +79,8 @@ class Recording:
         """This process's global rank (a read by the program itself is noted: under
         automatic classes, as a read of :mod:`._reads`; else the check cannot derive
         another rank's run from this one)."""
-        if self.reads is not None:  # automatic classes: the program gets a Sym
-            return self.reads.rank() if asked_by_program(2) else self._rank  # type: ignore[return-value]
+        if self.reads is not None:  # automatic classes: the program gets a Sym (as an int)
+            return cast(int, self.reads.rank()) if asked_by_program(2) else self._rank
         if not self.trace.raw_rank and program_reads(2):
             self.trace.raw_rank = True
         return self._rank
