@@ -45,7 +45,8 @@ __all__ = ["MOST_CLASSES", "Deriver", "automatic"]
 
 MOST_CLASSES = 256
 """The most classes automatic classes find before running every rank instead (a program
-that branches on nearly every rank gains nothing from them)."""
+that branches on nearly every rank gains nothing from them); after 16 classes, a pace that
+would pass it (classes found x world > MOST_CLASSES x ranks placed) stops them early."""
 
 Run = Callable[[int, "Reads | None"], Trace]
 
@@ -107,7 +108,9 @@ def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
     left = np.arange(world, dtype=np.int64)
     found: list[_Class] = []
     while left.size:
-        if len(found) == MOST_CLASSES:
+        placed = world - left.size  # at this pace, how many classes will there be?
+        if len(found) == MOST_CLASSES or (len(found) >= 16 and len(found) * world >
+                                          MOST_CLASSES * placed):
             return (f"the program's reads split the ranks into more than {MOST_CLASSES} "
                     "classes (it branches on nearly every rank)"), len(found)
         reads = Reads(int(left[0]))
