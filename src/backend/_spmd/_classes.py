@@ -31,15 +31,17 @@ torch code makes of ``dist.get_rank()`` for itself; the neighbours' runs check b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
 
 from .._core import family_view
 from ._events import Call, Create, Event, GroupRef, Trace, spec_ref
 from ._reads import Evaluator, Reads
 from ._reduce import Underivable, check_derivable, derive, same, verifiers
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["MOST_CLASSES", "Deriver", "automatic"]
 
@@ -64,6 +66,11 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
     ``traces`` (rank ``r``'s at ``traces[r]``); ranks left ``None`` are to be run.  Returns
     on how many ranks the program ran (0 when every rank is to run); ``notes`` says how
     the check ran."""
+    try:
+        import numpy  # noqa: F401  # the classes are found with array arithmetic
+    except ModuleNotFoundError:
+        notes.append("ran every rank: automatic classes need NumPy (pip install numpy)")
+        return 0
     found, ran = _place(world, run)
     if found is None:  # a representative ran past its time limit: the check stops
         return ran
@@ -104,6 +111,8 @@ def _forget(traces: list[Trace | None], keep: list[int]) -> None:
 def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
     """The classes, or why there are none worth having (None: a run timed out); and how
     many ranks ran."""
+    import numpy as np
+
     evaluator = Evaluator(world)
     left = np.arange(world, dtype=np.int64)
     found: list[_Class] = []
@@ -232,6 +241,8 @@ class Deriver:
     def _offset_table(self, family: Any) -> np.ndarray:
         """Every rank's group offset in ``family`` (the universe offset of its group's
         first member; -1 outside the universe)."""
+        import numpy as np
+
         table = self._offsets.get(family)
         if table is None:
             view = family_view(family)

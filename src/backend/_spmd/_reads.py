@@ -15,9 +15,9 @@ run is this rank's, moved to its own groups.
 
 Every expression is evaluated for all ranks at once (:class:`Evaluator`: NumPy over a
 coordinate table per view and dim, built once from the layout's groups), so grouping the
-world costs O(world x distinct reads) array work.  A read from the environment (``RANK``)
-is recorded as the rank itself.  Ints stay within +-2^61 (beyond, a rank is not grouped:
-it runs itself).
+world costs O(world x distinct reads) array work (NumPy, imported only then).  A read from
+the environment (``RANK``) is recorded as the rank itself.  Ints stay within +-2^61
+(beyond, a rank is not grouped: it runs itself).
 
 >>> reads = Reads(5)
 >>> r = reads.rank()
@@ -34,13 +34,14 @@ import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from mesh import MeshView
 
-from ._events import _BACKEND, _stdlib, library_dirs
+if TYPE_CHECKING:
+    import numpy as np
+
+from ._events import library_dirs
 
 __all__ = ["Evaluator", "Reads", "Sym", "asked_by_program", "plain", "watched_environment"]
 
@@ -48,13 +49,21 @@ Expr = Any  # ("rank",) | ("coord", view, k) | ("in", view) | (op, a[, b]); a, b
 _BIG = 1 << 61
 
 
+_BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
 def asked_by_program(depth: int) -> bool:
     """Whether the first frame ``depth`` up outside the standard library and the facade's
-    ``get_rank`` is the program's own (not torch's or meshlayout's)."""
+    ``get_rank`` is the program's own (not torch's or meshlayout's).  (``_events.
+    program_reads`` answers whether the program reads at all; this one also looks through
+    the facade's ``get_rank`` called by the library itself, e.g. for ``mesh.mesh``.)"""
     frame = sys._getframe(depth)
-    while frame.f_back is not None and (_stdlib(frame.f_code.co_filename) or (
-            frame.f_code.co_name == "get_rank" and frame.f_code.co_filename.startswith(
-                _BACKEND))):
+    while frame.f_back is not None:
+        name = frame.f_code.co_filename
+        stdlib = name.startswith(_STDLIB) and "site-packages" not in name
+        if not (stdlib or (frame.f_code.co_name == "get_rank" and name.startswith(_BACKEND))):
+            break
         frame = frame.f_back
     return not frame.f_code.co_filename.startswith(library_dirs())
 
@@ -233,6 +242,7 @@ class Evaluator:
 
     def matching(self, reads: Reads, ranks: Iterable[int]) -> np.ndarray:
         """For each of ``ranks``, whether every expression of ``reads`` gives its answer."""
+        import numpy as np
         idx = np.asarray(list(ranks) if not isinstance(ranks, np.ndarray) else ranks,
                          dtype=np.int64)
         ok = np.ones(len(idx), dtype=bool)
@@ -248,6 +258,8 @@ class Evaluator:
                ) -> tuple[np.ndarray, np.ndarray]:
         """``expr`` at every rank of ``idx``, and where it is defined (no division by zero,
         no overflow)."""
+        import numpy as np
+
         if isinstance(expr, int):
             return np.full(len(idx), expr, dtype=np.int64), np.ones(len(idx), dtype=bool)
         found = memo.get(expr)
@@ -257,6 +269,8 @@ class Evaluator:
 
     def _compute(self, expr: Expr, idx: np.ndarray, memo: dict[Expr, Any]
                  ) -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
+
         head = expr[0]
         every = np.ones(len(idx), dtype=bool)
         if head == "rank":
@@ -284,6 +298,8 @@ class Evaluator:
 
     def _table(self, view: MeshView, k: int) -> np.ndarray:
         """Every rank's coordinate along ``view``'s dim ``k`` (-1: not in the universe)."""
+        import numpy as np
+
         table = self._tables.get((view, k))
         if table is None:
             table = np.full(max(self.world, view.ranks.size), -1, dtype=np.int64)
