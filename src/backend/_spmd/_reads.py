@@ -21,7 +21,7 @@ the environment (``RANK``) is recorded as the rank itself.  Ints stay within +-2
 
 >>> reads = Reads(5)
 >>> r = reads.rank()
->>> (r % 4 == 1, r // 4 + 1 > 1)
+>>> (r % 4 == 1, r // 4 + 1 >= 1)
 (True, True)
 >>> Evaluator(8).matching(reads, range(8)).tolist()  # ranks with the same answers
 [False, True, False, False, False, True, False, False]
