@@ -194,14 +194,16 @@ def _show(expr: object) -> str:
 
 class Deriver:
     """Derives runs as :func:`~._reduce.derive` does, for many ranks of one world: each
-    group's :class:`GroupRef`, barrier and members are made once and shared by every
-    member that derives them, and each family's group offsets are computed for all ranks
-    at once (NumPy over its groups)."""
+    group's :class:`GroupRef`, barrier and members, and each call of a representative on
+    it, are made once and shared by every member that derives them (calls are values), and
+    each family's group offsets are computed for all ranks at once (NumPy over its groups).
+    The representatives' traces must outlive the deriver (calls are keyed by their id)."""
 
     def __init__(self, world: int) -> None:
         self.world = world
         self._groups: dict[str, tuple[GroupRef, str, Sequence[int]]] = {}
         self._offsets: dict[Any, np.ndarray] = {}
+        self._calls: dict[tuple[int, Any], Call] = {}  # (id of the rep's call, group key)
 
     def trace(self, rep: Trace, rank: int) -> Trace:
         """``rank``'s run, from its class representative's ``rep``."""
@@ -212,9 +214,13 @@ class Deriver:
                 got = moved.get(id(e.group))
                 if got is None:
                     got = moved[id(e.group)] = self._group(e.group, rank)
-                if isinstance(e, Call):
-                    events.append(Call(e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op,
-                                       e.root, e.peer, e.splits, e.post, e.batch))
+                if isinstance(e, Call):  # one value for every member of the group alike
+                    call = self._calls.get((id(e), got[0].key))
+                    if call is None:
+                        call = self._calls[(id(e), got[0].key)] = Call(
+                            e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op, e.root,
+                            e.peer, e.splits, e.post, e.batch)
+                    events.append(call)
                 elif e.split:  # one barrier and the whole world: the same on every rank
                     events.append(Create(e.barrier, e.dim, e.members, True, e.hidden, got[0],
                                          e.line))
