@@ -25,7 +25,20 @@ Anchors and targets:
   a tenth at the torch level) give 0 false positives, and N/10 of them with a planted
   desync are all flagged (0 false negatives).
 
+Automatic classes (issue 37; each check in a fresh process, ``torch=True``, the titan step
+through ``torch.distributed`` with one rank planted to all-reduce another shape on its tp
+group): the classes found, the ranks run, seconds, peak memory and the planted rank found;
+the target at 131,072 ranks is 60 s and 4 GiB on 2 cores (``--large``).  Cost: one run per
+class (again on plain ints) and its group neighbours' runs (about 12 + log2 of the largest
+group each), plus array work of O(world x distinct reads) per class to place the ranks;
+then the derivation and the replay of every rank, O(world x calls), which dominate at
+scale.  With ``spread`` the step makes 4 x spread classes; the worst case, a program that
+branches on every rank, runs every rank (the brute force's cost, plus up to 256
+representatives).  ``--sample N``: N random programs at 2,048 ranks and up, half planted.
+
 Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)
+      python bench/check_spmd.py --large        (automatic classes up to 131,072 ranks)
+      python bench/check_spmd.py --sample 6 --max-world 8192
       python bench/check_spmd.py --valid 10000  (the 10^4 random programs; about an hour)
       python bench/check_spmd.py --planted 1000 (1,000 planted programs only)
       python bench/check_spmd.py --smoke        (64 and 128 ranks, 20 programs; never fails
@@ -121,6 +134,121 @@ def reduction(world: int, failures: list[str]) -> None:
                                     f"... ({len(kinds)}), not {tp_groups} desyncs")
 
 
+AUTO_TARGET_S = 60.0
+AUTO_TARGET_GIB = 4.0
+
+
+def _one(world: int, odd: int | None, spread: int, mode: str) -> dict[str, Any]:
+    """One ``check_spmd(torch=True)`` of the titan step in a fresh process: its time, peak
+    memory and report, as a dict (the child prints it as JSON)."""
+    import json
+    import os
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--one", str(world), "--spread", str(spread),
+           "--mode", mode] + (["--odd", str(odd)] if odd is not None else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if out.returncode != 0:
+        return {"error": out.stderr[-2000:]}
+    found: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
+
+
+def one(args: argparse.Namespace) -> int:
+    import json
+    import resource
+
+    warnings.filterwarnings("ignore")
+    prog = functools.partial(titan_step, odd_rank=args.odd, spread=args.spread)
+    t = time.perf_counter()
+    report = check_spmd(args.one, prog, torch=True, classes=args.mode)
+    seconds = time.perf_counter() - t
+    print(json.dumps({"seconds": seconds, "gib": resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss / 2**20, "ran": report.ran, "notes": report.notes,
+        "kinds": [f.kind for f in report.findings], "ranks": [f.ranks for f in report.findings],
+        "texts": [f.text for f in report.findings], "calls": report.calls}))
+    return 0
+
+
+def _classes(notes: list[str]) -> str:
+    """How many classes a report's note counts ("automatic classes: 5 by ...")."""
+    head = "automatic classes: "
+    return notes[0][len(head):].split(" ")[0] if notes and notes[0].startswith(head) else "all"
+
+
+def automatic_classes(worlds: list[int], spreads: list[int], failures: list[str]) -> None:
+    """Automatic classes on the titan step through torch.distributed (``torch=True``), one
+    rank planted to all-reduce another shape on its tp group (rank 77,777 where the world
+    has it, else the rank at 0.6 of the world), each check in a fresh process."""
+    print("\nautomatic classes, torch=True, one planted rank (fresh process per row)")
+    print(f"{'ranks':>7} {'planted':>7} {'classes':>7} {'ran':>5} {'s':>7} {'GiB':>5} "
+          f"{'µs/rank':>8} {'found':>6}")
+    first: float | None = None
+    for world in worlds:
+        odd = 77777 if world > 77777 else int(world * 0.6)
+        got = _one(world, odd, 1, "auto")
+        if "error" in got:
+            failures.append(f"automatic classes at {world} ranks failed: {got['error']}")
+            continue
+        found = got["ranks"] == [[odd]] and got["kinds"] == ["desync"]
+        classes = _classes(got["notes"])
+        per = got["seconds"] / world * 1e6
+        first = first or per
+        print(f"{world:>7} {odd:>7} {classes:>7} {got['ran']:>5} {got['seconds']:>7.1f} "
+              f"{got['gib']:>5.2f} {per:>8.1f} {'yes' if found else 'MISSED':>6}", flush=True)
+        if not found:
+            failures.append(f"the planted desync at rank {odd} of {world} was missed: "
+                            f"{got['kinds']} {got['ranks']}")
+        if world == 1 << 17 and (got["seconds"] > AUTO_TARGET_S or got["gib"] > AUTO_TARGET_GIB):
+            failures.append(f"automatic classes at 131,072 ranks took {got['seconds']:.0f} s and "
+                            f"{got['gib']:.1f} GiB (targets {AUTO_TARGET_S:.0f} s, "
+                            f"{AUTO_TARGET_GIB:.0f} GiB)")
+    if first is not None:
+        print(f"  cost per rank at the largest world / at the smallest: {per / first:.2f}x")
+    world = worlds[min(1, len(worlds) - 1)]
+    print(f"\ngrowth with classes ({world} ranks, valid step, spread = dp_shard classes)")
+    print(f"{'spread':>7} {'classes':>7} {'ran':>5} {'s':>7}")
+    for spread in spreads:
+        got = _one(world, None, spread, "auto")
+        if "error" in got:
+            failures.append(f"spread {spread} failed: {got['error']}")
+            continue
+        print(f"{spread:>7} {_classes(got['notes']):>7} "
+              f"{got['ran']:>5} {got['seconds']:>7.1f}", flush=True)
+    every = _one(world, None, 1, "every")
+    if "error" not in every:
+        print(f"{'every':>7} {'-':>7} {every['ran']:>5} {every['seconds']:>7.1f}  (the brute "
+              "force, and a program that branches on every rank)")
+
+
+def large_sample(count: int, max_world: int, failures: list[str]) -> None:
+    """``count`` random programs at worlds of 2,048 to ``max_world`` ranks under automatic
+    classes (the default there), half valid (0 findings), half with a desync planted on a
+    rank drawn from the seed anywhere in the world (found)."""
+    import random
+
+    print(f"\n{count} random programs at 2,048 .. {max_world} ranks, automatic classes")
+    print(f"{'seed':>7} {'ranks':>7} {'planted':>8} {'ran':>6} {'s':>7}  verdict")
+    worlds = [w for w in (2048, 4096, 8192, 16384, 32768, 65536, 1 << 17) if w <= max_world]
+    for seed in range(20000, 20000 + count):
+        plant = seed % 2 == 1
+        world = random.Random(seed).choice(worlds)
+        g = program(seed, plant=plant, world=world)
+        t = time.perf_counter()
+        report = check_spmd(g.world, g.program, **g.check)
+        seconds = time.perf_counter() - t
+        if plant:
+            right = not g.planted or "desync" in report.kinds()
+        else:
+            right = report.ok
+        planted = ("yes" if g.planted else "no") if plant else "-"
+        print(f"{seed:>7} {world:>7} {planted:>8} {report.ran:>6} "
+              f"{seconds:>7.1f}  {'right' if right else 'WRONG'}", flush=True)
+        if not right:
+            failures.append(f"{'missed' if plant else 'false positive'}: {g.words}\n{report}")
+
+
 def random_programs(count: int, failures: list[str]) -> None:
     print(f"\n{count} random valid programs (tests/spmd_programs.py, worlds of 8 to 128)")
     if main(count) != 0:
@@ -146,6 +274,14 @@ def planted_programs(planted_count: int, start: int, failures: list[str]) -> Non
 def run(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore")
     failures: list[str] = []
+    if args.one:
+        return one(args)
+    if args.sample:
+        large_sample(args.sample, args.max_world, failures)
+        return verdict(failures, smoke=False)
+    if args.large:
+        automatic_classes([1024, 4096, 16384, 1 << 17], [1, 4, 16], failures)
+        return verdict(failures, smoke=False)
     if args.valid or args.planted:
         if args.valid:
             random_programs(args.valid, failures)
@@ -156,6 +292,8 @@ def run(args: argparse.Namespace) -> int:
     ranks_growth(worlds, failures)
     calls_growth(64 if args.smoke else 256, [1, 2] if args.smoke else [1, 2, 4, 8, 16], failures)
     reduction(128 if args.smoke else 1024, failures)
+    automatic_classes([256, 1024] if args.smoke else [1024, 4096, 16384],
+                      [1, 4] if args.smoke else [1, 4, 16], failures)
     if args.smoke:
         random_programs(20, failures)
     return verdict(failures, smoke=args.smoke)
@@ -168,4 +306,13 @@ if __name__ == "__main__":
                         help="check N random valid programs (and N/10 planted ones) only")
     parser.add_argument("--planted", type=int, default=0, metavar="N",
                         help="check N random programs with a planted desync only")
+    parser.add_argument("--large", action="store_true",
+                        help="automatic classes only, up to 131,072 ranks (targets: 60 s, 4 GiB)")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="N random programs (half planted) at 2,048 .. --max-world ranks")
+    parser.add_argument("--max-world", type=int, default=1 << 17, metavar="W")
+    parser.add_argument("--one", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--odd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--spread", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="auto", help=argparse.SUPPRESS)
     sys.exit(run(parser.parse_args()))

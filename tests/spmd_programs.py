@@ -57,12 +57,13 @@ def degrees(rng: random.Random, world: int) -> dict[str, int]:
 
 
 def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
-            plant: bool = False) -> Generated:
+            plant: bool = False, world: int | None = None) -> Generated:
     """The random valid program of ``seed``; with ``plant``, one rank (chosen from the seed)
     gives one collective on a group of two or more a different shape (a desync the check
-    must find)."""
+    must find).  ``world`` (a power of two) replaces the world drawn from the seed."""
     rng = random.Random(seed)
-    world = rng.choice([w for w in (4, 8, 16, 32, 64, 128) if w <= max_world])
+    drawn = rng.choice([w for w in (4, 8, 16, 32, 64, 128) if w <= max_world])
+    world = drawn if world is None else world
     sizes = degrees(rng, world)
     order = list(BASE)
     rng.shuffle(order)
@@ -261,16 +262,20 @@ def titan_degrees(world: int) -> dict[str, int]:
     return {**TITAN, "dp_shard": max(1, world // fixed)}
 
 
-def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None = None
-               ) -> None:
-    """A torchtitan-like training step on the recorder (torch-free): torchtitan's meshes
-    (pp, dp_replicate, dp_shard, cp, tp; ``batch``, ``fsdp`` and ``loss`` flattened), then
-    per microbatch and layer an FSDP all-gather of the weights, a TP all-reduce, a CP
-    all-gather of the keys (forward) and the reverse in backward with an FSDP
-    reduce-scatter of the gradients, the pipeline's p2p chain, a dp_replicate all-reduce of
-    the gradients and a loss all-reduce: 2 * micro * (3 + 3) * layers + about 10 calls per
-    rank (58 with the defaults).  With ``bug``, the ranks at that tp coordinate all-reduce
-    a wrong shape once."""
+def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None = None,
+               odd_rank: int | None = None, spread: int = 1) -> None:
+    """A torchtitan-like training step: torchtitan's meshes (pp, dp_replicate, dp_shard, cp,
+    tp; ``batch``, ``fsdp`` and ``loss`` flattened), then per microbatch and layer an FSDP
+    all-gather of the weights, a TP all-reduce, a CP all-gather of the keys (forward) and
+    the reverse in backward with an FSDP reduce-scatter of the gradients, the pipeline's
+    p2p chain, a dp_replicate all-reduce of the gradients and a loss all-reduce:
+    2 * micro * (3 + 3) * layers + about 10 calls per rank (58 with the defaults).  On the
+    torch-free recorder through its methods; on a torch backend (``check_spmd(...,
+    torch=True)``) through ``torch.distributed``.  With ``bug``, the ranks at that tp
+    coordinate all-reduce a wrong shape once; with ``odd_rank``, that rank alone (read as
+    ``dist.get_rank()`` or ``backend.rank``) does, on its tp group; with ``spread``, the
+    backward TP all-reduce's shape varies with the dp_shard coordinate modulo ``spread``
+    (valid: a tp group lies at one dp_shard coordinate), making 4 x ``spread`` classes."""
     from backend import init_device_mesh
 
     world = backend.world_size
@@ -283,29 +288,75 @@ def titan_step(backend: Any, *, layers: int = 4, micro: int = 2, bug: int | None
     shard = fsdp.get_group()
     coord = dict(zip(BASE, mesh.get_coordinate()))
     stage, last = coord["pp"], deg["pp"] - 1
-    b = backend
+    b: Any = _TitanTorch() if getattr(backend, "torch_groups", False) else backend
+    odd = odd_rank is not None and (b.get_rank() if b is not backend else backend.rank) \
+        == odd_rank
     hidden = (1024, 512)
     for m in range(micro):
         if stage > 0:
-            b.recv((8, 512), pp.ranks[stage - 1], group=pp)
+            b.recv((8, 512), _member(pp, stage - 1), group=pp)
         for layer in range(layers):
             b.all_gather((4096 // deg["dp_shard"] // deg["cp"], 512), group=shard)
-            wrong = bug is not None and coord["tp"] == bug and m == layer == 0
+            wrong = (odd or (bug is not None and coord["tp"] == bug)) and m == layer == 0
             b.all_reduce((1024, 256) if wrong else hidden, group=tp)
             b.all_gather((256, 64), group=cp)
         if stage < last:
-            b.send((8, 512), pp.ranks[stage + 1], group=pp)
+            b.send((8, 512), _member(pp, stage + 1), group=pp)
     for _m in range(micro):
         if stage < last:
-            b.recv((8, 512), pp.ranks[stage + 1], group=pp)
+            b.recv((8, 512), _member(pp, stage + 1), group=pp)
         for _layer in range(layers):
             b.reduce_scatter((256, 64), group=cp)
-            b.all_reduce(hidden, group=tp)
+            b.all_reduce(hidden if spread == 1 else
+                         (1024, 512 + 8 * (coord["dp_shard"] % spread)), group=tp)
             b.reduce_scatter((4096 // deg["dp_shard"] // deg["cp"], 512), group=shard)
         if stage > 0:
-            b.send((8, 512), pp.ranks[stage - 1], group=pp)
+            b.send((8, 512), _member(pp, stage - 1), group=pp)
     b.all_reduce((4096, 512), group=dp)
     b.all_reduce((1,), group=loss.get_group())
+
+
+def _member(group: Any, place: int) -> int:
+    """The global rank at ``place`` of ``group`` (a recorder's group or a torch one)."""
+    ranks = getattr(group, "ranks", None)
+    if ranks is not None:
+        return int(ranks[place])
+    import torch.distributed as dist
+
+    return dist.get_global_rank(group, place)
+
+
+class _TitanTorch:
+    """``titan_step``'s calls through ``torch.distributed`` (tensors of the shapes)."""
+
+    def __init__(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+
+    def _t(self, shape: tuple[int, ...]) -> Any:
+        return self.torch.empty(shape, device="meta")
+
+    def get_rank(self) -> Any:
+        return self.dist.get_rank()
+
+    def all_reduce(self, shape: tuple[int, ...], group: Any) -> None:
+        self.dist.all_reduce(self._t(shape), group=group)
+
+    def all_gather(self, shape: tuple[int, ...], group: Any) -> None:
+        out = (shape[0] * group.size(), *shape[1:])
+        self.dist.all_gather_into_tensor(self._t(out), self._t(shape), group=group)
+
+    def reduce_scatter(self, shape: tuple[int, ...], group: Any) -> None:
+        whole = (shape[0] * group.size(), *shape[1:])
+        self.dist.reduce_scatter_tensor(self._t(shape), self._t(whole), group=group)
+
+    def send(self, shape: tuple[int, ...], dst: int, group: Any) -> None:
+        self.dist.send(self._t(shape), dst=dst, group=group)
+
+    def recv(self, shape: tuple[int, ...], src: int, group: Any) -> None:
+        self.dist.recv(self._t(shape), src=src, group=group)
 
 
 def main(count: int, start: int = 0) -> int:

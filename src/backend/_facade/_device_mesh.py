@@ -201,6 +201,10 @@ class DeviceMesh(Generic[G]):
 
     def get_coordinate(self) -> tuple[int, ...] | None:
         """This process's coordinate in the mesh, or None if it is not in the universe."""
+        reads = getattr(self._binding.backend, "reads", None)  # check_spmd's automatic classes
+        if reads is not None:  # recorded reads: its symbolic ints stand for the coordinate
+            read: tuple[int, ...] | None = reads.coordinate(self._binding.view, self._coordinate)
+            return read
         return self._coordinate
 
     # ---- the root: the mesh the program made, as torch keeps it -------------------------------
@@ -310,7 +314,8 @@ class DeviceMesh(Generic[G]):
 
     def get_local_rank(self, mesh_dim: Dim | None = None) -> int:
         """This process's index in its group along ``mesh_dim`` (its coordinate there)."""
-        if type(mesh_dim) in _PLAIN:
+        reads = getattr(self._binding.backend, "reads", None)  # check_spmd's automatic classes
+        if type(mesh_dim) in _PLAIN and reads is None:
             try:
                 return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]  # None: caught
             except (KeyError, TypeError):
@@ -319,6 +324,9 @@ class DeviceMesh(Generic[G]):
         if owner._coordinate is None:
             raise NotAMemberError(f"rank {self.get_rank()} is not in {owner!r}; it has no "
                                  "local rank there")
+        if reads is not None:  # a recorded read: its symbolic int stands for the coordinate
+            read: int = reads.local(owner._binding.view, k, owner._coordinate[k])
+            return read
         return owner._coordinate[k]
 
     def _get_all_submeshes(self, mesh_dim_name: str) -> list[DeviceMesh[G]]:

@@ -18,7 +18,10 @@ with ``torch=True``.
 - ``_topology``: ranks per host, NVLS slots, communicators per rank;
 - ``_keys``: the meeting keys and channels of the replay, as named values;
 - ``_matcher``: the replay every model lowers to;
-- ``_reduce``: checking fewer ranks (``classes=``);
+- ``_reduce``: checking fewer ranks (``classes=`` a function; the derivation);
+- ``_reads``: a rank's rank-dependent reads, recorded as symbolic ints and evaluated for
+  every rank at once;
+- ``_classes``: automatic classes (``classes="auto"``, the default at scale) from the reads;
 - ``_report``: :class:`SpmdReport`, :class:`Finding` and the words.
 """
 

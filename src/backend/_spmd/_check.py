@@ -14,25 +14,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from layout import show
 from mesh import Topology
 
 from .._core import BackendConfigError
+from ._classes import automatic
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork, is_nccl
 from ._keys import Key
 from ._lifecycle import Lifecycle
 from ._matcher import Meet, Outcome, Step, replay
+from ._reads import Reads, watched_environment
 from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank, torch_kept
 from ._topology import topology_findings
 
-__all__ = ["FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "RANK_MEMORY", "SpmdReport",
+__all__ = ["AUTO_CLASSES_ABOVE", "FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "RANK_MEMORY",
+           "SpmdReport",
            "check_spmd"]
 
 Program = Callable[[Any], object]
@@ -46,6 +49,10 @@ RANK_MEMORY = 256 << 20
 runs every rank in one process, and a rank's run holds shapes and meta tensors (a
 torchtitan-like step with ``torch=True`` grows it by less than 1 MiB after the first)."""
 
+AUTO_CLASSES_ABOVE = 1024
+"""Above this many ranks ``check_spmd`` runs one rank per automatic class by default
+(``classes=None``); at or below it, every rank (about a second for a torchtitan step)."""
+
 FIRST_RUN_ALLOWANCE = 3
 """How many times ``rank_timeout`` the first rank's run may take: it imports and warms what
 the program uses on first call (a busy machine took 20 s for that where a rank takes 10 ms)."""
@@ -55,7 +62,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                limit: int = MAX_CHECKED_RANKS, torch: bool = False,
                topology: Topology | None = None, communicators: int | None = None,
                nvls_slots: int = 128, nvls_per_communicator: int = 10,
-               classes: Callable[[int], Hashable] | None = None,
+               classes: Callable[[int], Hashable] | Literal["auto", "every"] | None = None,
                rank_timeout: float = 10.0, rank_memory: int | None = RANK_MEMORY
                ) -> SpmdReport:
     """Run ``program(backend)`` for every rank of ``world_size`` and check offline that the
@@ -82,20 +89,26 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     ``nvls_slots`` (at ``nvls_per_communicator`` each), and at most ``communicators`` per
     rank when that budget is given.
 
-    ``classes`` (a function of the rank) lets the check run fewer ranks: ranks of one class
-    must run the same program relative to their groups (e.g. ``lambda r: r // 256``, the
-    pipeline stage, for a step that differs only by stage); one rank per class runs, and
-    its group neighbours in the class, whose runs are compared with their derivation; the
-    check falls back to every rank when they differ or a run cannot be derived (the
-    report's notes say which).  Checked on those ranks, not proven for the others.  Each
-    rank's program must finish within ``rank_timeout`` seconds and grow the process by at
-    most ``rank_memory`` bytes (:data:`RANK_MEMORY` by default, None: unbounded; a
-    ``timeout`` or ``memory`` finding, and the check stops there); the first rank to run
-    gets :data:`FIRST_RUN_ALLOWANCE` times as long, as it pays the program's first imports
-    and caches (on a busy machine that alone took longer than 10 s).  Calls from threads
-    the program starts are recorded (``threads`` when they come from several).  What the
-    program rebinds in ``torch.distributed`` is put back when the check ends.  Worlds over
-    ``limit`` ranks are refused.
+    ``classes`` says which ranks run.  ``"auto"`` (the default above
+    :data:`AUTO_CLASSES_ABOVE` ranks; ``None`` picks it there and every rank below): the
+    check finds the ranks that behave alike from what each rank's program reads (its rank
+    and coordinates answer with recorded symbolic ints, :mod:`._reads`), runs one per
+    class, verifies each class on a plain re-run and its group neighbours, and derives the
+    others (:mod:`._classes`); a program that branches on nearly every rank, or reads its
+    rank as a number, runs every rank.  ``"every"``: every rank runs.  A function of the
+    rank states the classes by hand (e.g. ``lambda r: r // 256``, the pipeline stage):
+    ranks of one class must run the same program relative to their groups; one rank per
+    class runs, and its group neighbours in the class, whose runs are compared with their
+    derivation; the check falls back to every rank when they differ or a run cannot be
+    derived.  The report's notes say how the check ran.  Each rank's program must finish
+    within ``rank_timeout`` seconds and grow the process by at most ``rank_memory`` bytes
+    (:data:`RANK_MEMORY` by default, None: unbounded; a ``timeout`` or ``memory`` finding,
+    and the check stops there); the first rank to run gets :data:`FIRST_RUN_ALLOWANCE`
+    times as long, as it pays the program's first imports and caches (on a busy machine
+    that alone took longer than 10 s).  Calls from threads the program starts are recorded
+    (``threads`` when they come from several).  What the program rebinds in
+    ``torch.distributed`` is put back when the check ends.  Worlds over ``limit`` ranks are
+    refused.
 
     >>> from backend import GroupOptions, init_device_mesh
     >>> def program(backend):
@@ -141,26 +154,36 @@ class _Runs:
         self.traces: list[Trace | None] = [None] * world
         self.notes: list[str] = []
 
-    def run(self, rank: int) -> Trace:
-        """Run rank ``rank``'s program (the first run gets :data:`FIRST_RUN_ALLOWANCE`)."""
+    def run(self, rank: int, reads: Reads | None = None) -> Trace:
+        """Run rank ``rank``'s program (the first run gets :data:`FIRST_RUN_ALLOWANCE`);
+        ``reads``: automatic classes, the program's reads answer with Syms."""
         recorder = self.make(self.world, rank)
+        recorder.reads = reads
         first = not any(self.traces)  # it pays the program's first imports and caches
         session = self.session
+        limit = self.timeout * (FIRST_RUN_ALLOWANCE if first else 1)
         try:
-            run_rank(self.program, recorder, self.timeout * (FIRST_RUN_ALLOWANCE if first else 1),
-                     (lambda: session.around(recorder)) if session is not None else None,
-                     self.memory)
+            with watched_environment(rank, self.world, reads):
+                run_rank(self.program, recorder, limit,
+                         (lambda: session.around(recorder)) if session is not None else None,
+                         self.memory)
         finally:
             if session is not None:
                 session.end(recorder)
         self.traces[rank] = recorder.trace
         return recorder.trace
 
-    def every(self, classes: Callable[[int], Hashable] | None) -> int:
-        """Run (or derive, with ``classes``) every rank, until one goes past a bound;
-        returns how many ran."""
-        ran = 0 if classes is None else _reduced(self.world, classes, self.traces, self.run,
-                                                 self.notes)
+    def every(self, classes: Callable[[int], Hashable] | str | None) -> int:
+        """Run (or derive, by ``classes``) every rank, until one goes past a bound; returns
+        how many ran."""
+        if callable(classes):
+            ran = _reduced(self.world, classes, self.traces, self.run, self.notes)
+        elif classes == "auto" or (classes is None and self.world > AUTO_CLASSES_ABOVE):
+            ran = automatic(self.world, self.run, self.traces, self.notes)
+        else:
+            ran = 0
+        if any(t is not None and t.stopped is not None for t in self.traces):
+            return ran  # a class's run went past a bound: no more runs
         for rank in range(self.world):
             if self.traces[rank] is None:
                 ran += 1
@@ -360,8 +383,10 @@ def _check_arguments(world_size: object, program: object, backend: object, limit
             f"backend must be one of {', '.join(map(repr, _KINDS))}, got {show(backend)}")
     if type(torch) is not bool:
         raise BackendConfigError(f"torch must be True or False, got {show(torch)}")
-    if classes is not None and not callable(classes):
-        raise BackendConfigError(f"classes must be a function of the rank, got {show(classes)}")
+    if not (classes is None or callable(classes) or (isinstance(classes, str) and classes in
+                                                      ("auto", "every"))):
+        raise BackendConfigError(f"classes must be 'auto', 'every', None or a function of the "
+                                 f"rank, got {show(classes)}")
     if not isinstance(rank_timeout, (int, float)) or isinstance(rank_timeout, bool) or \
             not math.isfinite(rank_timeout) or rank_timeout <= 0:
         raise BackendConfigError(f"rank_timeout must be a positive number of seconds, got "

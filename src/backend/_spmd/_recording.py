@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from layout import show
 from mesh import Dim, MeshView
@@ -47,6 +47,7 @@ from ._events import (
     spec_ref,
     world_ref,
 )
+from ._reads import Reads, asked_by_program, plain
 
 __all__ = ["REDUCE_OPS", "Recording", "SpmdBackend", "recorder_factory"]
 
@@ -97,6 +98,7 @@ class Recording(_Backend):
         self._quiet = 0  # > 0 while our own backend code creates (torch calls not recorded)
         self._ended = _Ended()
         self.observe(self._ended)
+        self.reads: Reads | None = None  # automatic classes: the rank-dependent reads
 
     def note(self, event: Event) -> int:
         """Record ``event`` (in program order); its index in the trace."""
@@ -129,8 +131,11 @@ class Recording(_Backend):
 
     @property
     def rank(self) -> int:
-        """This process's global rank (a read by the program itself is noted: the check
-        cannot then derive another rank's run from this one)."""
+        """This process's global rank (a read by the program itself is noted: under
+        automatic classes, as a read of :mod:`._reads`; else the check cannot derive
+        another rank's run from this one)."""
+        if self.reads is not None:  # automatic classes: the program gets a Sym (as an int)
+            return cast(int, self.reads.rank()) if asked_by_program(2) else self._rank
         if not self.trace.raw_rank and program_reads(2):
             self.trace.raw_rank = True
         return self._rank
@@ -307,6 +312,7 @@ class SpmdBackend(Recording, FakeBackend):
         return self.note(call)
 
     def _place(self, ref: GroupRef, rank: object, what: str, me: int | None = None) -> int:
+        rank = plain(rank)
         if type(rank) is not int:
             raise BackendConfigError(f"{what} must be a global rank (an int), got {show(rank)}")
         place = ref.index(rank)
@@ -468,8 +474,11 @@ class Work:
 
 def _tensor(t: Any, dtype: str | None) -> tuple[tuple[int, ...], str]:
     """(shape, dtype) of a call's tensor argument."""
+    t = plain(t)
     if type(t) is int:
         t = (t,)
+    if type(t) in (tuple, list):
+        t = tuple(map(plain, t))
     if type(t) in (tuple, list):  # exactly: a subclass may iterate as it likes
         if not all(type(s) is int and s >= 0 for s in t):
             raise BackendConfigError(f"a tensor is given as a shape of ints >= 0, or as an "
@@ -513,7 +522,7 @@ def _reduce_name(op: Any) -> str:
 
 
 def _sizes(sizes: Sequence[int], ref: GroupRef) -> tuple[int, ...]:
-    out = tuple(sizes) if type(sizes) in (list, tuple) else ()
+    out = tuple(map(plain, sizes)) if type(sizes) in (list, tuple) else ()
     if len(out) != len(ref.members) or not all(type(s) is int and s >= 0 for s in out):
         raise BackendConfigError(f"all_to_all splits must be {len(ref.members)} sizes (one per "
                                  f"member of {ref.describe()}), got {show(sizes)}")

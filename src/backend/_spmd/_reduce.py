@@ -26,7 +26,7 @@ and falls back to running every rank when a verifying run differs or a represent
 underivable.  So a program whose trace depends on something else than its class at a rank
 that is neither a representative nor a verifier (``if rank == 517``) escapes it: the
 reduction is sound for the programs the declaration describes, and checked, not proven,
-for the others.  The default (no ``classes``) runs every rank.
+for the others.  Without a function, ``_classes`` finds the classes itself.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def verifiers(rep: Trace, same_class: set[int], most: int = 8) -> list[int]:
 
 def check_derivable(trace: Trace) -> None:
     """Raise :class:`Underivable` saying why another rank's run cannot be derived."""
-    if trace.error is not None or trace.timed_out is not None:
+    if trace.error is not None or trace.stopped is not None:
         raise Underivable(f"rank {trace.rank}'s program raised or timed out")
     if trace.raw_rank:
         raise Underivable(f"rank {trace.rank}'s program reads its raw rank")

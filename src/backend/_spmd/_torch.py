@@ -42,7 +42,7 @@ from layout import show
 from mesh import MeshView
 
 from .._c10d import TorchFakeBackend
-from .._core import BackendConfigError, GroupOptions
+from .._core import BackendConfigError, GroupOptions, family_view
 from ._events import (
     Abort,
     Call,
@@ -56,6 +56,7 @@ from ._events import (
     site,
     world_ref,
 )
+from ._reads import Reads
 from ._recording import Recording
 from ._torch_private import (
     ABORT_PROCESS_GROUP,
@@ -434,9 +435,25 @@ class _Patches:
         return made
 
     def get_rank(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.recorder.trace.raw_rank and program_reads(2):
+        reads = self.recorder.reads
+        if reads is not None:  # automatic classes: the program's read is a Sym
+            group = (*args, *kwargs.values(), None)[0]
+            if program_reads(2):
+                return self.rank_in(reads, group, self.originals["get_rank"](group))
+        elif not self.recorder.trace.raw_rank and program_reads(2):
             self.recorder.trace.raw_rank = True
         return self.originals["get_rank"](*args, **kwargs)
+
+    def rank_in(self, reads: Reads, group: Any, value: int) -> Any:
+        """``dist.get_rank(group)`` read by the program: its rank, or its place in a group
+        made from a view, as a read; in a group torch code made, a read not derived."""
+        if group is None or group is dist.group.WORLD:
+            return reads.rank()
+        ref = self.recorder.ref(group)
+        if ref.spec is None:
+            self.recorder.trace.raw_rank = True
+            return value
+        return reads.local(family_view(ref.spec.family), 0, value, depth=4)
 
     def warn_not_in_group(self, op_name: Any) -> Any:
         if not self.recorder.quiet:

@@ -1,0 +1,263 @@
+"""Automatic classes: which ranks behave alike, found from what each rank's program reads.
+
+A program learns its rank only through reads (``_reads``): its rank, its coordinates, the
+groups it asks for.  Run under automatic classes, each answer is recorded with the
+expression it came from, and the program sees rank-dependent ints only as :class:`~._reads.
+Sym` values, so the recorded answers are everything it learnt of its rank.  Then:
+
+1. the smallest rank not yet placed runs (symbolically); its recorded expressions are
+   evaluated for every rank not yet placed, at once (NumPy: coordinates come from the
+   layouts); the ranks on which every expression gives the same answer are its class (a
+   deterministic program takes the same path there: the same requests and calls, each on
+   the rank's own group of the same family); repeat until every rank is placed;
+2. each class is verified: its representative runs again on plain ints (a program that
+   behaves differently on a ``Sym``, e.g. an ``isinstance`` test, differs there), and its
+   group neighbours in the class run (``_reduce.verifiers``) and must read the same answers
+   and give the representative's run moved to their groups;
+3. a class whose representative cannot be derived (it raised, used lifecycle calls, groups
+   torch code made, threads: ``_reduce.check_derivable``) runs every member itself; any
+   verification that differs, or more than :data:`MOST_CLASSES` classes (a program that
+   branches on nearly every rank), makes the check run every rank, and says so;
+4. the others are derived (``_reduce.derive``): the replay covers every rank.
+
+Cost: per class one run, one plain re-run and its group neighbours' runs, plus
+O(ranks left x distinct reads) array work to place the ranks; the derivation and the
+replay stay O(world x calls).  What is not recorded: the members of a group the program
+reads (``group.ranks``, ``dist.get_process_group_ranks``, ``mesh.mesh``), which are taken to
+be used as peers and roots (as places in the group: the derivation moves them), and reads
+torch code makes of ``dist.get_rank()`` for itself; the neighbours' runs check both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._core import family_view
+from ._events import Call, Create, Event, GroupRef, Trace, spec_ref
+from ._reads import Evaluator, Reads
+from ._reduce import Underivable, check_derivable, derive, same, verifiers
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["MOST_CLASSES", "Deriver", "automatic"]
+
+MOST_CLASSES = 256
+"""The most classes automatic classes find before running every rank instead (a program
+that branches on nearly every rank gains nothing from them); after 16 classes, a pace that
+would pass it (classes found x world > MOST_CLASSES x ranks placed) stops them early."""
+
+Run = Callable[[int, "Reads | None"], Trace]
+
+
+@attrs.define
+class _Class:
+    rep: Trace
+    reads: Reads
+    members: np.ndarray
+    derivable: bool = True
+
+
+def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]) -> int:
+    """Place every rank in a class, verify the classes, derive the members' runs into
+    ``traces`` (rank ``r``'s at ``traces[r]``); ranks left ``None`` are to be run.  Returns
+    on how many ranks the program ran (0 when every rank is to run); ``notes`` says how
+    the check ran."""
+    try:
+        import numpy  # noqa: F401  # the classes are found with array arithmetic
+    except ModuleNotFoundError:
+        notes.append("ran every rank: automatic classes need NumPy (pip install numpy)")
+        return 0
+    found, ran = _place(world, run)
+    if found is None:  # a representative ran past its time limit: the check stops
+        return ran
+    if isinstance(found, str):
+        _forget(traces, [])
+        notes.append(f"ran every rank: {found}")
+        return 0  # the symbolic runs are dropped: every rank runs on plain ints
+    try:
+        ran += _verify(found, run)
+    except Underivable as e:
+        _forget(traces, [])
+        notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
+        return 0
+    distinct = sum(t is not None for t in traces)
+    derived, deriver = 0, Deriver(world)
+    for c in found:
+        if not c.derivable:
+            continue
+        for r in c.members.tolist():
+            if traces[r] is None:
+                traces[r] = deriver.trace(c.rep, r)
+                derived += 1
+    plain = sum(not c.derivable for c in found)
+    notes.append(f"automatic classes: {len(found)} by what each rank's program reads"
+                 + (f" ({plain} not derivable: their ranks run)" if plain else "")
+                 + f"; ran {distinct} of {world} ranks ({ran} runs: each representative, "
+                 f"again on plain ints, and its group neighbours); derived {derived}")
+    return distinct
+
+
+def _forget(traces: list[Trace | None], keep: list[int]) -> None:
+    """Clear the symbolic runs (the check then runs those ranks on plain ints)."""
+    for r in range(len(traces)):
+        if r not in keep:
+            traces[r] = None
+
+
+def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
+    """The classes, or why there are none worth having (None: a run timed out); and how
+    many ranks ran."""
+    import numpy as np
+
+    evaluator = Evaluator(world)
+    left = np.arange(world, dtype=np.int64)
+    found: list[_Class] = []
+    while left.size:
+        placed = world - left.size  # at this pace, how many classes will there be?
+        if len(found) == MOST_CLASSES or (len(found) >= 16 and len(found) * world >
+                                          MOST_CLASSES * placed):
+            return (f"the program's reads split the ranks into more than {MOST_CLASSES} "
+                    "classes (it branches on nearly every rank)"), len(found)
+        reads = Reads(int(left[0]))
+        rep = run(int(left[0]), reads)
+        if rep.stopped is not None:
+            return None, len(found) + 1
+        if type(reads.seen.get(("rank",))) is int:
+            return ("the program reads its rank as a number (an index, a str, the "
+                    "environment's RANK): every rank is a class of its own"), len(found) + 1
+        alike = evaluator.matching(reads, left)
+        alike[0] = True
+        found.append(_Class(rep, reads, left[alike]))
+        left = left[~alike]
+    return found, len(found)
+
+
+def _verify(found: list[_Class], run: Run) -> int:
+    """Check each class (raises :class:`Underivable` saying where it does not stand);
+    marks the classes whose representative cannot be derived.  Returns the runs made."""
+    ran = 0
+    for c in found:
+        again = run(c.rep.rank, None)  # on plain ints: a Sym must not change the run
+        ran += 1
+        why = same(again, c.rep) or (None if again.error == c.rep.error else
+                                     f"it raised {again.error or 'nothing'} where the "
+                                     f"symbolic run raised {c.rep.error or 'nothing'}")
+        if why:
+            raise Underivable(f"rank {c.rep.rank} runs differently on plain ints: {why}")
+        again.raw_rank = c.rep.raw_rank  # the rank reads were recorded, on the Sym run
+        c.rep = again
+        try:
+            check_derivable(again)
+        except Underivable:
+            c.derivable = False
+            continue
+        for r in verifiers(again, set(c.members.tolist())):
+            reads = Reads(r)
+            got = run(r, reads)
+            ran += 1
+            why = _differs(c.reads, reads) or same(got, derive(again, r))
+            if got.stopped is not None or why:
+                raise Underivable(why or f"rank {r}'s program {got.stopped}")
+    return ran
+
+
+def _differs(want: Reads, got: Reads) -> str | None:
+    """None when ``got`` read what ``want`` did, with the same answers; else the first
+    difference in words."""
+    if want.seen == got.seen:
+        return None
+    for expr, answer in got.seen.items():
+        if want.seen.get(expr, answer) != answer or expr not in want.seen:
+            return (f"rank {got.rank_value} read {_show(expr)} = {answer!r} where its class "
+                    f"representative, rank {want.rank_value}, read "
+                    f"{want.seen.get(expr, 'nothing')!r}")
+    return f"rank {got.rank_value} read less than rank {want.rank_value}"
+
+
+def _show(expr: object) -> str:
+    """An expression in words: ``(rank // 4) == 1``, ``coordinate 0 of MeshView(...)``."""
+    if isinstance(expr, int):
+        return str(expr)
+    assert isinstance(expr, tuple), f"an expression is an int or a tuple, got {expr!r}"
+    if expr[0] == "rank":
+        return "rank"
+    if expr[0] == "coord":
+        return f"{expr[1].names[expr[2]]!r} coordinate"
+    if expr[0] == "in":
+        return "membership of a mesh"
+    return f"({_show(expr[1])} {expr[0]} {_show(expr[2])})"
+
+
+class Deriver:
+    """Derives runs as :func:`~._reduce.derive` does, for many ranks of one world: each
+    group's :class:`GroupRef`, barrier and members, and each call of a representative on
+    it, are made once and shared by every member that derives them (calls are values), and
+    each family's group offsets are computed for all ranks at once (NumPy over its groups).
+    The representatives' traces must outlive the deriver (calls are keyed by their id)."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+        self._groups: dict[str, tuple[GroupRef, str, Sequence[int]]] = {}
+        self._offsets: dict[Any, np.ndarray] = {}
+        self._calls: dict[tuple[int, Any], Call] = {}  # (id of the rep's call, group key)
+
+    def trace(self, rep: Trace, rank: int) -> Trace:
+        """``rank``'s run, from its class representative's ``rep``."""
+        moved: dict[int, tuple[GroupRef, str, Sequence[int]]] = {}
+        events: list[Event] = []
+        for e in rep.events:
+            if isinstance(e, (Create, Call)) and not e.group.world:
+                got = moved.get(id(e.group))
+                if got is None:
+                    got = moved[id(e.group)] = self._group(e.group, rank)
+                if isinstance(e, Call):  # one value for every member of the group alike
+                    call = self._calls.get((id(e), got[0].key))
+                    if call is None:
+                        call = self._calls[(id(e), got[0].key)] = Call(
+                            e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op, e.root,
+                            e.peer, e.splits, e.post, e.batch)
+                    events.append(call)
+                elif e.split:  # one barrier and the whole world: the same on every rank
+                    events.append(Create(e.barrier, e.dim, e.members, True, e.hidden, got[0],
+                                         e.line))
+                else:
+                    events.append(Create(got[1], e.dim, got[2], False, e.hidden, got[0],
+                                         e.line))
+            else:
+                events.append(e)
+        return Trace(rank, events, device_types=set(rep.device_types))
+
+    def _group(self, ref: GroupRef, rank: int) -> tuple[GroupRef, str, Sequence[int]]:
+        spec = ref.spec
+        assert spec is not None, f"a derivable run's groups come from views: {ref!r}"
+        identity = spec.identity
+        offset = int(self._offset_table(spec.family)[rank])
+        key = f"{identity}@{offset}"
+        found = self._groups.get(key)
+        if found is None:
+            mine = attrs.evolve(spec, rank=rank)
+            found = self._groups[key] = (spec_ref(mine, offset, identity), mine.barrier,
+                                         mine.barrier_members())
+        return found
+
+    def _offset_table(self, family: Any) -> np.ndarray:
+        """Every rank's group offset in ``family`` (the universe offset of its group's
+        first member; -1 outside the universe)."""
+        import numpy as np
+
+        table = self._offsets.get(family)
+        if table is None:
+            view = family_view(family)
+            groups = np.asarray(view.groups(0, limit=view.ranks.size), dtype=np.int64)
+            firsts = groups[:, 0]
+            if not view.ranks.is_identity:
+                firsts = np.asarray([view.ranks.offset_of(int(f)) for f in firsts],
+                                    dtype=np.int64)
+            table = np.full(max(self.world, int(groups.max()) + 1), -1, dtype=np.int64)
+            table[groups] = firsts[:, None]
+            self._offsets[family] = table
+        return table
