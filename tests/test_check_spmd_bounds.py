@@ -159,6 +159,20 @@ def test_a_program_holding_real_data_gets_a_memory_verdict_not_a_timeout() -> No
     assert took < 30, took  # the bound stops it, not the time limit
 
 
+def _brief(backend: SpmdBackend) -> None:
+    data = [0] * 40_000_000  # 320 MB, freed at once: a peak, not a level
+    del data
+
+
+def test_a_brief_peak_is_seen_after_a_higher_earlier_one() -> None:
+    """A rank's growth is judged on its own peak, whatever the process reached before (the
+    second of two checks in one process once missed a rank that held 305 MiB)."""
+    high = [0] * 100_000_000  # the process peaks at 800 MB first
+    del high
+    report = check_spmd(4, _brief)
+    assert report.kinds() == {"memory"} and report.ran == 1, str(report)
+
+
 def test_a_larger_bound_or_none_lets_it_run() -> None:
     assert check_spmd(2, _hog, rank_memory=None).ok
     assert check_spmd(2, _hog, rank_memory=2 << 30).ok
