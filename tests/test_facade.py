@@ -410,3 +410,14 @@ def test_unpickling_without_a_backend_says_it_comes_from_unpickling_and_what_to_
     text = out.stdout.decode()
     assert text.startswith("BackendConfigError unpickling a DeviceMesh"), text + out.stderr.decode()
     assert "TorchFakeBackend(world_size, rank)" in text and "RANK" in text
+
+
+def test_a_jobs_meshes_read_their_coordinate_with_nothing_added() -> None:
+    """check_spmd's automatic classes record coordinate reads through a class of their own:
+    the meshes of a backend that records none (every real job) are plain, and get_coordinate
+    is DeviceMesh's one attribute read (bench/hot_path.py holds it at parity with torch)."""
+    mesh = mesh3()
+    for m in (mesh, mesh["tp"], mesh["dp", "cp"]._flatten("dpcp")):
+        assert type(m) is DeviceMesh
+        assert type(m).get_coordinate is DeviceMesh.get_coordinate
+    assert mesh.get_coordinate() == (1, 0, 1) and mesh.get_local_rank("tp") == 1

@@ -134,6 +134,8 @@ class DeviceMesh(Generic[G]):
         The one place a mesh is made and its slots set."""
         kind: type[DeviceMesh[G]] = plugged("torch_facade")() \
             if binding.backend.torch_groups else DeviceMesh
+        if getattr(binding.backend, "reads", None) is not None:  # check_spmd's automatic classes
+            kind = _reading(kind)
         mesh: DeviceMesh[G] = object.__new__(kind)
         view, n = binding.view, binding.view.ndim
         mesh._binding = binding
@@ -201,10 +203,6 @@ class DeviceMesh(Generic[G]):
 
     def get_coordinate(self) -> tuple[int, ...] | None:
         """This process's coordinate in the mesh, or None if it is not in the universe."""
-        reads = getattr(self._binding.backend, "reads", None)  # check_spmd's automatic classes
-        if reads is not None:  # recorded reads: its symbolic ints stand for the coordinate
-            read: tuple[int, ...] | None = reads.coordinate(self._binding.view, self._coordinate)
-            return read
         return self._coordinate
 
     # ---- the root: the mesh the program made, as torch keeps it -------------------------------
@@ -314,20 +312,21 @@ class DeviceMesh(Generic[G]):
 
     def get_local_rank(self, mesh_dim: Dim | None = None) -> int:
         """This process's index in its group along ``mesh_dim`` (its coordinate there)."""
-        reads = getattr(self._binding.backend, "reads", None)  # check_spmd's automatic classes
-        if type(mesh_dim) in _PLAIN and reads is None:
+        if type(mesh_dim) in _PLAIN:
             try:
                 return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]  # None: caught
             except (KeyError, TypeError):
                 pass
+        owner, k = self._local(mesh_dim)
+        return owner._coordinate[k]  # type: ignore[index]  # _local checked it is not None
+
+    def _local(self, mesh_dim: Dim | None) -> tuple[DeviceMesh[G], int]:
+        """The mesh and dim ``mesh_dim`` names, this rank a member there (else refused)."""
         owner, k = self._resolve(mesh_dim, "get_local_rank")
         if owner._coordinate is None:
             raise NotAMemberError(f"rank {self.get_rank()} is not in {owner!r}; it has no "
                                  "local rank there")
-        if reads is not None:  # a recorded read: its symbolic int stands for the coordinate
-            read: int = reads.local(owner._binding.view, k, owner._coordinate[k])
-            return read
-        return owner._coordinate[k]
+        return owner, k
 
     def _get_all_submeshes(self, mesh_dim_name: str) -> list[DeviceMesh[G]]:
         """Every group along ``mesh_dim_name`` as a 1-D mesh over its own ranks (torch's
@@ -741,3 +740,34 @@ def _process_backend(fields: dict[str, Any]) -> Backend[Any]:
             "with backend.bind(view, FakeBackend(...))). Starting the default one failed: "
             f"{e}") from e
     return backend
+
+
+_READING: dict[type, type] = {}
+
+
+def _reading(kind: type[DeviceMesh[G]]) -> type[DeviceMesh[G]]:
+    """``kind`` whose coordinate reads are recorded (check_spmd's automatic classes: the
+    backend's ``reads`` answers the program with symbolic ints); a class of its own, so that
+    the meshes of a real job pay nothing for it."""
+    made = _READING.get(kind)
+    if made is None:
+        made = _READING[kind] = type(f"Reading{kind.__name__}", (_Reads, kind), {"__slots__": ()})
+    return made
+
+
+class _Reads:
+    """The coordinate reads of a mesh whose backend records them (:func:`_reading`)."""
+
+    __slots__ = ()
+
+    def get_coordinate(self: Any) -> tuple[int, ...] | None:
+        """This process's coordinate, as the program reads it (symbolic ints)."""
+        read: tuple[int, ...] | None = self._binding.backend.reads.coordinate(
+            self._binding.view, self._coordinate)
+        return read
+
+    def get_local_rank(self: Any, mesh_dim: Dim | None = None) -> int:
+        """This process's index along ``mesh_dim``, as the program reads it."""
+        owner, k = self._local(mesh_dim)
+        read: int = self._binding.backend.reads.local(owner._binding.view, k, owner._coordinate[k])
+        return read
