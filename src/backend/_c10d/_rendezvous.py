@@ -105,17 +105,20 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ._diagnosis import Peer, Snapshot, failure, look, next_deadline, reasons
-from ._liveness import Liveness
+import attrs
+
+from .._core import StoreRecordError
+from ._diagnosis import Peer, PeerState, Snapshot, failure, look, next_deadline, reasons
+from ._liveness import Doing, Liveness
+from ._records import MAX_COUNT, Reasons, read_claim, read_count, read_outcome
 from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, Attempt, decision
-from ._store import Helper, key
+from ._store import Helper, timed_out
 
 __all__ = ["Rendezvous"]
 
@@ -128,8 +131,10 @@ class Rendezvous(Liveness):
 
     def __init__(self, store: Any, rank: int, *, world_size: int,
                  heartbeat: float | None = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
-        super().__init__(store, rank, world_size=world_size, heartbeat=heartbeat, clock=clock)
+                 clock: Callable[[], float] = time.monotonic,
+                 namespace: str | None = None, publish_after: float = GRACE_S) -> None:
+        super().__init__(store, rank, world_size=world_size, heartbeat=heartbeat, clock=clock,
+                         namespace=namespace, publish_after=publish_after)
         self._passed: dict[str, int] = {}  # barrier -> the last round this rank passed
         self._helper = Helper()
 
@@ -159,7 +164,7 @@ class Rendezvous(Liveness):
         try:
             k = self._arrive(a)
             now = self.clock()
-            self._activate(self._record_of(a, creating=now,
+            self._activate(self._record_of(a, creating=True,
                                            until=now + timeout + self.explain_s))
             try:
                 yield k
@@ -177,11 +182,11 @@ class Rendezvous(Liveness):
         survivors telling each other which groups failed under them).
         """
         if note:
-            self._store().append(key("n", name), note + "\n")
+            self._store().append(self.key("n", name), note + "\n")
         with self.meet(name, members, timeout, dim="rebind",
                        desc=f"the rebind of {len(members)} surviving ranks", shown=()):
             pass
-        notes = self.peek(key("n", name)) or b""
+        notes = self.peek(self.key("n", name)) or b""
         return [line for line in notes.decode().split("\n") if line]
 
     def _arrive(self, a: Attempt) -> int:
@@ -200,13 +205,13 @@ class Rendezvous(Liveness):
                 raise
             if value == STOPPED:
                 self._left(a)
-                raise failure(self, a, a.why)
+                raise failure(self, a, a.why or Reasons(self.rank))
             go, closer = decision(value)
             if go:
                 self._passed[a.name] = k
                 return k
             why = self._why(a, closer)
-            if closer != self.rank and self.rank in why.get("missing", ()):
+            if closer != self.rank and self.rank in why.missing:
                 a.late = True  # its ticket came after the closer's look: on to the next round
                 continue
             self._left(a)
@@ -215,60 +220,87 @@ class Rendezvous(Liveness):
     def _take(self, a: Attempt) -> int:
         """Take a ticket.  ``add``'s result goes straight into ``a.tickets`` by C code
         (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
-        finds it there (:meth:`_abandon`)."""
+        finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
+        ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
+        counter = self.key("t", a.name)
         add = self._store().add
-        a.tickets.extend(itertools.starmap(add, ((key("t", a.name), 1),)))
+        try:
+            a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
+        except Exception:
+            read_count(counter, self.peek(counter))  # raises if the counter is junk
+            raise
+        if not 0 < a.tickets[-1] <= MAX_COUNT:
+            raise StoreRecordError(counter, f"the ticket {a.tickets[-1]} is outside [1, "
+                                   f"{MAX_COUNT}]")
         return int(a.tickets[-1])
 
-    def _record_of(self, a: Attempt, **more: Any) -> dict[str, Any]:
-        return {"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
-                "ranks": list(a.members[:SHOWN]), "since": a.start, "until": a.deadline,
-                **more}
+    def _record_of(self, a: Attempt, **more: Any) -> Doing:
+        """What this thread does in attempt ``a`` (its deadline, unless ``more`` says)."""
+        return Doing(**{"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
+                        "ranks": tuple(a.members[:SHOWN]), "since": a.start,
+                        "until": a.deadline, **more})
 
     def _decide(self, a: Attempt, outcome: int) -> int:
         """Commit (GO) or close (QUIT + this rank) this rank's round: one ``compare_set`` on its
         decision key, so exactly one wins; then the wake-up, which carries the value that won
         (whoever writes it writes that value).  The value that won."""
         store = self._store()
-        won = int(store.compare_set(key("d", a.name, a.round), "", str(outcome)))
-        store.set(key("o", a.name, a.round), str(won))
+        dkey = self.key("d", a.name, a.round)
+        won = read_outcome(dkey, store.compare_set(dkey, "", str(outcome)), a.members)
+        store.set(self.key("o", a.name, a.round), str(won))
         return won
 
     def _decided(self, a: Attempt) -> int | None:
-        value = self.peek(key("d", a.name, a.round))
-        return None if value is None else int(value)
+        dkey = self.key("d", a.name, a.round)
+        value = self.peek(dkey)
+        return None if value is None else read_outcome(dkey, value, a.members)
 
     def _get(self, a: Attempt, until: float) -> int | None:
         """The round's decision from its wake-up key, blocking in the store until ``until``
         (None: not woken by then).  In the main thread a helper blocks for it (see
-        :class:`Helper`) unless the wait is short (the grace period: a Ctrl-C then acts
-        within it)."""
-        if threading.current_thread() is threading.main_thread() and \
-                until - self.clock() > 2 * GRACE_S:
+        :class:`Helper`), so that a Ctrl-C acts at once."""
+        if threading.current_thread() is threading.main_thread():
             got: int | None = self._helper.run(lambda: self._get_here(a, until))
             return got
         return self._get_here(a, until)
 
     def _get_here(self, a: Attempt, until: float) -> int | None:
+        """One blocking ``get`` until ``until``.  A wait that ends early with the store's
+        timeout is asked again (a store whose clones share one timeout, such as torch's
+        ``HashStore``, may end it at another thread's shorter timeout); any other failure
+        is the store's own and is raised."""
         store = self._store()
-        store.set_timeout(timedelta(seconds=max(until - self.clock(), 0.001)))
-        try:
-            return int(store.get(key("o", a.name, a.round)))
-        except Exception:  # the store's wait timeout (DistStoreError)
-            if self.clock() < until - 0.05:  # not a timeout: the store itself failed
-                raise
-            return None
+        wake = self.key("o", a.name, a.round)
+        while (left := until - self.clock()) > 0:
+            store.set_timeout(timedelta(seconds=max(left, 0.001)))  # 0 would mean forever
+            try:
+                raw = store.get(wake)
+            except Exception as e:  # DistStoreError, at the timeout
+                if not timed_out(e):
+                    raise
+                continue
+            return read_outcome(wake, raw, a.members)
+        return None
 
     def _await(self, a: Attempt) -> int:
-        """Block until this round is decided: a short wait first (a barrier whose members all
-        come passes there, with no other store call), then the record and the wait to the
-        deadline, where the round is claimed and closed, or its closer awaited."""
-        got = self._get(a, min(self.clock() + GRACE_S, a.deadline))
-        if got is not None:
-            return got
-        self._publish(self._record_of(a))
+        """Block until this round is decided: the record (one ``set``, which TCPStore sends
+        without waiting for a reply), then one wait to the deadline (no store call with a
+        short timeout: c10d logs each one that expires), where the round is claimed and
+        closed, or its closer awaited.  A GO is believed only once the ticket counter says
+        the round is full (a wake-up planted before it filled names its key)."""
+        self._later(self._record_of(a))
         got = self._get(a, a.deadline)
-        return got if got is not None else self._past_deadline(a)
+        if got is None:
+            return self._past_deadline(a)
+        if got == GO:
+            counter = self.key("t", a.name)
+            count = read_count(counter, self.peek(counter))
+            if count < a.last:
+                raise StoreRecordError(self.key("o", a.name, a.round), f"it says GO, but the "
+                                       f"ticket counter reads {count}, short of the round's "
+                                       f"{a.last} (the wake-up was planted, or the counter "
+                                       "set back)")
+        return got
 
     def _past_deadline(self, a: Attempt) -> int:
         """At the deadline: a decision made but not woken up yet is awaited for
@@ -286,8 +318,9 @@ class Rendezvous(Liveness):
                                   "before waking the others (it exited, hangs or was "
                                   "interrupted)")
             return STOPPED
-        claim = self._store().compare_set(key("c", a.name, a.round), "", str(self.rank))
-        closer = int(claim)
+        ckey = self.key("c", a.name, a.round)
+        closer = read_claim(ckey, self._store().compare_set(ckey, "", str(self.rank)),
+                            a.members)
         if closer == self.rank:
             return self._close(a)
         got = self._get(a, a.cap + SLACK_S)  # the closer decides by its cap
@@ -295,7 +328,7 @@ class Rendezvous(Liveness):
             return got
         _, peers, snap = self._look(a, {})  # the closer is gone: close the round here
         if closer not in peers:
-            peers = {**peers, closer: Peer("claimed", a.cap)}
+            peers = {**peers, closer: Peer(PeerState.CLAIMED, a.cap)}
         return self._conclude(a, reasons(self, a, peers, snap))
 
     def _close(self, a: Attempt) -> int:
@@ -303,7 +336,10 @@ class Rendezvous(Liveness):
         deadline = a.deadline
         seen: dict[int, float] = {}  # ticket holders without a record: when first seen
         while True:
-            _, peers, snap = self._look(a, seen)
+            try:
+                _, peers, snap = self._look(a, seen)
+            except StoreRecordError as e:  # every member fails with it, now
+                return self._conclude(a, Reasons(self.rank, bad=(e.key, e.writer, e.reason)))
             until = next_deadline(self.clock(), deadline, a.cap, list(peers.values()))
             if until is None:
                 break
@@ -314,10 +350,10 @@ class Rendezvous(Liveness):
             deadline = until
         return self._conclude(a, reasons(self, a, peers, snap))
 
-    def _conclude(self, a: Attempt, why: dict[str, Any]) -> int:
+    def _conclude(self, a: Attempt, why: Reasons) -> int:
         """Close the round unless it was decided first: write the reasons, fill the round's
         tickets, then decide (and wake every member).  The value that won."""
-        self._store().set(key("w", a.name, a.round, self.rank), json.dumps(why))
+        self._store().set(self.key("w", a.name, a.round, self.rank), why.to_bytes())
         self._fill(a)
         return self._decide(a, QUIT + self.rank)
 
@@ -325,58 +361,71 @@ class Rendezvous(Liveness):
         """Take the round's remaining tickets (nobody holds them), so that no later ticket
         lands in a round being closed."""
         store = self._store()
-        counter = key("t", a.name)
-        seen = int(self.peek(counter) or 0)
+        counter = self.key("t", a.name)
+        seen = read_count(counter, self.peek(counter))
         while seen < a.last:
-            got = int(store.compare_set(counter, str(seen), str(a.last)))
+            got = read_count(counter, store.compare_set(counter, str(seen), str(a.last)))
             if got == a.last:
                 return
             seen = got
 
-    def _why(self, a: Attempt, closer: int | None) -> dict[str, Any]:
-        """The closer's reasons (written before it closed the round)."""
-        found: dict[str, Any] = json.loads(self.peek(key("w", a.name, a.round, closer)) or
-                                           b"{}")
-        return found
+    def _why(self, a: Attempt, closer: int | None) -> Reasons:
+        """The closer's reasons (written before it closed the round; read strictly)."""
+        if closer is None:
+            return Reasons(self.rank)
+        wkey = self.key("w", a.name, a.round, closer)
+        raw = self.peek(wkey)
+        if raw is None:
+            raise StoreRecordError(wkey, f"rank {closer} closed round {a.round} and left no "
+                                   "reasons (they were deleted)", writer=closer)
+        return Reasons.read(wkey, raw, by=closer, size=a.size, world=self.world)
 
     def _left(self, a: Attempt, error: BaseException | None = None) -> None:
         """Mark that this rank left a failed round (so a peer's policy sees it on its way),
         and whether an exception (an interrupt) ended it."""
-        more: dict[str, Any] = {"left": self.clock()}
-        if error is not None and not isinstance(error, Exception):
-            more["interrupted"] = type(error).__name__
+        stopped = None if error is None or isinstance(error, Exception) else \
+            type(error).__name__
         with contextlib.suppress(Exception):
-            self._store().set(key("r", self.rank), json.dumps(
-                self._merged(self._record_of(a, **more))))
+            self._write(self._record_of(a, left=self.clock(), interrupted=stopped))
 
     def _abandon(self, a: Attempt, error: BaseException) -> None:
-        """An exception (a Ctrl-C, a store failure) ended this attempt after it may have taken
-        a ticket: close its round unless it is decided, naming this rank and the members that
-        had not come, so nobody passes without it and its retry takes a ticket in a later
-        round (see the module).  Best effort: the store may be what failed."""
-        interrupted = type(error).__name__
+        """An exception (a Ctrl-C, a store failure, a store value not valid) ended this
+        attempt after it may have taken a ticket: close its round unless it is decided,
+        naming this rank and the members that had not come (or the bad value), so nobody
+        passes without it and its retry takes a ticket in a later round (see the module).
+        Best effort: the store may be what failed."""
         with contextlib.suppress(Exception):
-            if a.tickets:
-                a.round = (a.tickets[-1] - 1) // a.size
-            else:  # the ticket call raised: whether it counted is unknown
-                taken = int(self.peek(key("t", a.name)) or 0)
-                if taken == 0:
-                    return
-                a.round = (taken - 1) // a.size
-                if taken == a.last:  # full: a ticket of it was this rank's last, or none was
-                    self._left(a, error)
-                    return
-            self._left(a, error)
-            if self.peek(key("d", a.name, a.round)) is not None:
+            if not self._abandoned_round(a, error):
+                return
+            if self.peek(self.key("d", a.name, a.round)) is not None:
                 return  # decided: closed, or gone ahead (torch's creation names this rank)
+            if isinstance(error, StoreRecordError):
+                self._conclude(a, Reasons(self.rank, bad=(error.key, error.writer,
+                                                          error.reason)))
+                return
             _, peers, snap = self._look(a, {}) if a.size <= _LISTED_ON_INTERRUPT \
                 else (set(), {}, Snapshot(self))
             why = reasons(self, a, peers, snap)
-            why["missing"] = sorted({self.rank, *why["missing"]})[:SHOWN]
-            why["count"] = int(why["count"]) + 1
-            why["doing"] = {str(self.rank): [f"was interrupted ({interrupted}) while it waited "
-                                              "for this group", "interrupted"],
-                            **why["doing"]}
-            why["interrupted"] = {str(self.rank): interrupted}
-            self._conclude(a, why)
+            mine = (self.rank, f"was interrupted ({type(error).__name__}) while it waited "
+                    "for this group", "interrupted")
+            self._conclude(a, attrs.evolve(
+                why, missing=tuple(sorted({self.rank, *why.missing}))[:SHOWN],
+                count=why.count + 1,
+                doing=(mine, *(d for d in why.doing if d[0] != self.rank))[:SHOWN]))
 
+    def _abandoned_round(self, a: Attempt, error: BaseException) -> bool:
+        """Set ``a.round`` to the round an abandoned attempt may hold a ticket of and mark
+        this rank as having left it; whether that round must still be closed."""
+        if a.tickets:
+            a.round = (a.tickets[-1] - 1) // a.size
+        else:  # the ticket call raised: whether it counted is unknown
+            counter = self.key("t", a.name)
+            taken = read_count(counter, self.peek(counter))
+            if taken == 0:
+                return False
+            a.round = (taken - 1) // a.size
+            if taken == a.last:  # full: a ticket of it was this rank's last, or none was
+                self._left(a, error)
+                return False
+        self._left(a, error)
+        return True

@@ -1,23 +1,66 @@
-"""The store as the barrier uses it: its keys, pooled connections (one blocking call per
-connection), and the helper thread that blocks for the main thread so a Ctrl-C acts at once."""
+"""The store as the barrier uses it: its keys (namespaced per job and attempt), pooled
+connections (one blocking call per connection), and the helper thread that blocks for the
+main thread so a Ctrl-C acts at once."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import re
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Lease", "key", "lease"]
+__all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Lease", "job_namespace", "key", "lease",
+           "timed_out"]
 
 PREFIX = "meshlayout"
 ABSENT = "\x00meshlayout-absent"  # a value no key holds: a compare_set with it only reads
 
 
-def key(*parts: object) -> str:
-    return "/".join([PREFIX, *map(str, parts)])
+def key(namespace: str, *parts: object) -> str:
+    """The store key of ``parts`` in ``namespace``.
+
+    >>> key("job.0", "t", "ml-ab")
+    'meshlayout/job.0/t/ml-ab'
+    """
+    return "/".join([PREFIX, namespace, *map(str, parts)])
+
+
+def job_namespace(environ: dict[str, str] | None = None) -> str:
+    """This job's and attempt's namespace for the barrier's keys: torchelastic's run id and
+    restart count (``TORCHELASTIC_RUN_ID``, ``TORCHELASTIC_RESTART_COUNT``), so that keys an
+    earlier job or attempt left on a store that outlived it (an agent's) are never read as
+    this one's.  Without torchelastic: ``job.0`` (a store that lives as long as rank 0, as
+    ``init_process_group``'s does, holds only this job's keys).  Characters outside
+    ``[A-Za-z0-9_.:-]`` in the run id are replaced.
+
+    >>> job_namespace({"TORCHELASTIC_RUN_ID": "run 7", "TORCHELASTIC_RESTART_COUNT": "2"})
+    'run_7.2'
+    >>> job_namespace({})
+    'job.0'
+    """
+    env = os.environ if environ is None else environ
+    run = re.sub(r"[^A-Za-z0-9_.:-]", "_", env.get("TORCHELASTIC_RUN_ID", "") or "job")[:100]
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"{run}.{restart if restart.isdigit() and len(restart) < 10 else 0}"
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a store call ended at its timeout (torch's ``DistStoreError``: "wait timeout
+    after ...") rather than by a failure of the store (``DistNetworkError``: a refused or
+    broken connection).
+
+    >>> timed_out(RuntimeError("wait timeout after 50ms, keys: /o")), timed_out(
+    ...     ConnectionError("Connection reset by peer"))
+    (True, False)
+    """
+    if type(error).__name__ == "DistNetworkError":
+        return False
+    text = str(error).lower()
+    return "timeout" in text or "timed out" in text
 
 
 _POOLS: weakref.WeakKeyDictionary[Any, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
