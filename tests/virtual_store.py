@@ -61,12 +61,13 @@ class World:
         self._threads: list[threading.Thread] = []
 
     # ---- time and threads ----------------------------------------------------------------------
-    def clock_for(self, rank: int) -> Callable[[], float]:
-        """Rank ``rank``'s clock: the world's time (an interrupt due lands here too)."""
+    def clock_for(self, rank: int, offset: float = 0.0) -> Callable[[], float]:
+        """Rank ``rank``'s clock: the world's time plus ``offset`` (another host's clock
+        counts from another origin; an interrupt due lands here too)."""
 
         def clock() -> float:
             self._due(rank)
-            return self.now
+            return self.now + offset
 
         return clock
 
@@ -199,10 +200,14 @@ class World:
         with self._cv:
             return sorted(self._data)
 
-    def set(self, key: str, value: str) -> None:
+    def set(self, key: str, value: str | bytes) -> None:
         with self._cv:
-            self._data[key] = value.encode()
+            self._data[key] = value.encode() if isinstance(value, str) else bytes(value)
             self._wake()
+
+    def delete(self, key: str) -> None:
+        with self._cv:
+            self._data.pop(key, None)
 
 
 class VirtualStore:
