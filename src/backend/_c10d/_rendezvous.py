@@ -10,9 +10,11 @@ and, before torch's creation, has the members meet at this barrier.
 attempt of a member takes one *ticket* ``t = add(t/G, 1)``; tickets ``kN+1 .. kN+N`` make
 round ``k``.  The member holding the round's last ticket *commits* it:
 ``compare_set(d/G/k, "", GO)``, then wakes the others: ``set(o/G/k, GO)``.  The others block
-in the store on ``get(o/G/k)`` (on a connection of their own, so nothing else of the
-process waits behind them), first for a grace period (:data:`GRACE_S`; a barrier whose
-members all come passes here), then, having written their record, until their deadline.
+in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
+nothing else of the process waits behind them; one wait, never a short one: c10d logs every
+store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
+record written by another thread, and a barrier whose members all come writes none.  A
+waiter believes a GO only once the ticket counter says the round is full.
 A member whose deadline passes *claims* the round (``compare_set(c/G/k, "", rank)`` wins),
 lists who is missing (the only listing: once per failed round), applies the waiting policy
 (:func:`next_deadline`) and, when the policy says so, *closes* it: it writes its reasons
@@ -33,13 +35,31 @@ taken), *full* (N tickets: being committed, or filled by a closer), *go* (``GO``
 (``QUIT + closer``; reasons in ``w/G/k/<closer>``).  Transitions: open → full → go; open or
 full → quit.  A round never reopens.
 
-**Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter; ``o/G/k`` the wake-up and
+**Store keys** (under ``meshlayout/<job>/``, the job's and attempt's namespace,
+:func:`~._store.job_namespace`): ``t/G`` the ticket counter; ``o/G/k`` the wake-up and
 ``d/G/k`` the decision of each round; ``c/G/k`` the close claim (the claimer's rank) and
 ``w/G/k/<rank>`` the reasons of a failed one; ``r/<rank>`` this rank's record (the groups
-and rounds its threads wait in, since and until when, its last beat; whether it is inside
-torch's creation, left a failed round, or was interrupted; deleted at
-:meth:`Rendezvous.close`); ``n/G`` the notes of a rebind's barrier
-(:meth:`Rendezvous.agree`).  A group created at the first try leaves three keys (``t``,
+and rounds its threads wait in, for how long and how long until its deadline, its write
+count; whether it is inside torch's creation, left a failed round, or was interrupted;
+deleted at :meth:`Rendezvous.close`); ``l/<rank>`` a peer's note that that record stopped
+changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`).  Each value
+has one writer and one strict reader (:mod:`._records`).
+
+**Threat model.**  The store is shared and has no access control.  A peer on it can write,
+overwrite or delete any key at any time, and may be an earlier job or attempt (its keys
+left on a store that outlived it), a rank of this job that crashed, froze, was interrupted
+or runs with its wall clock stepped, or a writer of junk.  What the barrier guarantees
+whatever such a peer did: keys of another job or attempt are never read (namespaces); every
+value read is checked by its reader (bytes, types, bounds, a decision's closer and a claim's
+claimer are members, a counter never goes back below a ticket taken, a GO wake-up comes with
+a full counter), and one that fails raises :class:`~backend.StoreRecordError` naming the key
+and the writer the key or value names, on the member that reads it at once, and on every
+member of the round once one closes it with that reason (at the latest at the first
+deadline); no member waits past twice its timeout plus the slack; no decision compares two
+hosts' clocks (see :mod:`._liveness`).  What it cannot guarantee: against a writer *inside
+this job's namespace* that writes well-formed protocol values (a counter moved forward, a
+forged decision with a full counter), members can disagree or pass without a member, as
+no value in TCPStore can be authenticated; detecting that would cost every member a listing.  A group created at the first try leaves three keys (``t``,
 ``o``, ``d``: about 150 bytes, as torch leaves its own per-group keys) for the store's life; a
 failed round adds three or four more.  Round numbers never repeat, so nothing is deleted
 while a member may still read it.
@@ -85,10 +105,11 @@ until that creation's timeout) or fails naming who did not come.
   check that follows (two beats and half a second; the creation is watched, see
   ``_torch_groups._watched``, as Gloo may retry a dead member for several timeouts).  One
   interrupted while it waits closes its round at once.
-- *Cost*: on the success path a member makes 2 store calls (its ticket, the ``get`` of the
-  wake-up, which carries the decision) and the committer 3 (its ticket, the commit, the
-  wake-up), whatever N; nobody lists the members; a member that waits past the grace period
-  adds its record and a second ``get``. Liveness costs nothing while nothing is being
+- *Cost*: on the success path a member makes 3 store calls (its ticket, the ``get`` of the
+  wake-up, which carries the decision, and a read of the counter) and the committer 3 (its
+  ticket, the commit, the wake-up), whatever N; nobody lists the members; a member that
+  waits past the grace period adds its record (a ``set``, from another thread). Liveness
+  costs nothing while nothing is being
   created: a rank beats its record only while it is inside a creation that lasts (or
   explains a failure), every :func:`beat_period` seconds (1 s, longer for worlds over 2,000
   ranks: at most :data:`LIVENESS_WRITES_PER_S` beats per second whatever the world).
