@@ -43,7 +43,10 @@ and rounds its threads wait in, for how long and how long until its deadline, it
 count; whether it is inside torch's creation, left a failed round, or was interrupted;
 deleted at :meth:`Rendezvous.close`); ``l/<rank>`` a peer's note that that record stopped
 changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`).  Each value
-has one writer and one strict reader (:mod:`._records`).
+has one writer and one strict reader (:mod:`._records`).  A group created at the first try
+leaves three keys (``t``, ``o``, ``d``: about 150 bytes, as torch leaves its own per-group
+keys) for the store's life; a failed round adds three or four more.  Round numbers never
+repeat, so nothing is deleted while a member may still read it.
 
 **Threat model.**  The store is shared and has no access control.  A peer on it can write,
 overwrite or delete any key at any time, and may be an earlier job or attempt (its keys
@@ -59,10 +62,7 @@ deadline); no member waits past twice its timeout plus the slack; no decision co
 hosts' clocks (see :mod:`._liveness`).  What it cannot guarantee: against a writer *inside
 this job's namespace* that writes well-formed protocol values (a counter moved forward, a
 forged decision with a full counter), members can disagree or pass without a member, as
-no value in TCPStore can be authenticated; detecting that would cost every member a listing.  A group created at the first try leaves three keys (``t``,
-``o``, ``d``: about 150 bytes, as torch leaves its own per-group keys) for the store's life; a
-failed round adds three or four more.  Round numbers never repeat, so nothing is deleted
-while a member may still read it.
+no value in TCPStore can be authenticated; detecting that would cost every member a listing.
 
 **Interrupted and retried attempts.** The ticket is taken by one C call whose result is
 stored before any Python code runs, so an interrupt (``KeyboardInterrupt``, or any exception
