@@ -13,8 +13,9 @@ round ``k``.  The member holding the round's last ticket *commits* it:
 in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
 nothing else of the process waits behind them; one wait, never a short one: c10d logs every
 store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
-record written by another thread, and a barrier whose members all come writes none.  A
-waiter believes a GO only once the ticket counter says the round is full.
+record written by another thread, and a barrier whose members all come writes none.  The
+wait is a ``multi_get`` of the wake-up and the ticket counter: a waiter believes a GO only
+if the counter says the round is full.
 A member whose deadline passes *claims* the round (``compare_set(c/G/k, "", rank)`` wins),
 lists who is missing (the only listing: once per failed round), applies the waiting policy
 (:func:`next_deadline`) and, when the policy says so, *closes* it: it writes its reasons
@@ -105,8 +106,8 @@ until that creation's timeout) or fails naming who did not come.
   check that follows (two beats and half a second; the creation is watched, see
   ``_torch_groups._watched``, as Gloo may retry a dead member for several timeouts).  One
   interrupted while it waits closes its round at once.
-- *Cost*: on the success path a member makes 3 store calls (its ticket, the ``get`` of the
-  wake-up, which carries the decision, and a read of the counter) and the committer 3 (its
+- *Cost*: on the success path a member makes 2 store calls (its ticket, the ``multi_get``
+  of the wake-up, which carries the decision, and the counter) and the committer 3 (its
   ticket, the commit, the wake-up), whatever N; nobody lists the members; a member that
   waits past the grace period adds its record (a ``set``, from another thread). Liveness
   costs nothing while nothing is being
@@ -286,42 +287,40 @@ class Rendezvous(Liveness):
         return self._get_here(a, until)
 
     def _get_here(self, a: Attempt, until: float) -> int | None:
-        """One blocking ``get`` until ``until``.  A wait that ends early with the store's
-        timeout is asked again (a store whose clones share one timeout, such as torch's
-        ``HashStore``, may end it at another thread's shorter timeout); any other failure
-        is the store's own and is raised."""
+        """One blocking read of the wake-up and the ticket counter (``multi_get``: it waits
+        for the wake-up, then reads both in one round trip) until ``until``.  A GO is
+        believed only if the counter says the round is full (a wake-up planted before it
+        filled names its key).  A wait that ends early with the store's timeout is asked
+        again (a store whose clones share one timeout, such as torch's ``HashStore``, may
+        end it at another thread's shorter timeout); any other failure is the store's own
+        and is raised."""
         store = self._store()
-        wake = self.key("o", a.name, a.round)
+        wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
         while (left := until - self.clock()) > 0:
             store.set_timeout(timedelta(seconds=max(left, 0.001)))  # 0 would mean forever
             try:
-                raw = store.get(wake)
+                raw, count = store.multi_get([wake, counter])
             except Exception as e:  # DistStoreError, at the timeout
                 if not timed_out(e):
                     raise
                 continue
-            return read_outcome(wake, raw, a.members)
+            value = read_outcome(wake, raw, a.members)
+            if value == GO and read_count(counter, count) < a.last:
+                raise StoreRecordError(wake, f"it says GO, but the ticket counter reads "
+                                       f"{read_count(counter, count)}, short of the round's "
+                                       f"{a.last} (the wake-up was planted, or the counter "
+                                       "set back)")
+            return value
         return None
 
     def _await(self, a: Attempt) -> int:
         """Block until this round is decided: the record (one ``set``, which TCPStore sends
         without waiting for a reply), then one wait to the deadline (no store call with a
         short timeout: c10d logs each one that expires), where the round is claimed and
-        closed, or its closer awaited.  A GO is believed only once the ticket counter says
-        the round is full (a wake-up planted before it filled names its key)."""
+        closed, or its closer awaited."""
         self._later(self._record_of(a))
         got = self._get(a, a.deadline)
-        if got is None:
-            return self._past_deadline(a)
-        if got == GO:
-            counter = self.key("t", a.name)
-            count = read_count(counter, self.peek(counter))
-            if count < a.last:
-                raise StoreRecordError(self.key("o", a.name, a.round), f"it says GO, but the "
-                                       f"ticket counter reads {count}, short of the round's "
-                                       f"{a.last} (the wake-up was planted, or the counter "
-                                       "set back)")
-        return got
+        return got if got is not None else self._past_deadline(a)
 
     def _past_deadline(self, a: Attempt) -> int:
         """At the deadline: a decision made but not woken up yet is awaited for
