@@ -4,12 +4,9 @@ constants, one member's attempt, and torch's name for the group a round passed."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
-
-if TYPE_CHECKING:
-    from ._records import Reasons
 
 __all__ = ["GO", "GRACE_S", "QUIT", "SHOWN", "SLACK_S", "STOPPED", "Attempt", "decision",
            "torch_name"]
@@ -49,7 +46,8 @@ class Attempt:
     round: int = -1
     late: bool = False  # the others closed a round before this rank came
     tickets: list[int] = attrs.Factory(list)  # filled by the ticket call (Rendezvous._take)
-    why: Reasons | None = None  # the reasons of a failure seen, not decided
+    # the closer's Reasons of a failure seen, not decided (Any: _records imports this module)
+    why: Any = None
 
     @property
     def last(self) -> int:
