@@ -92,6 +92,11 @@ def _main(mode: str, out_dir: str) -> None:
     gloo_launch.write_report(out_dir, rank, result)
     if mode == "healthy":
         backend.shutdown()
+    # rank 0 hosts the store: every rank stays until all have reported (at most a minute)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not all(Path(out_dir, f"rank{r}.json").exists()
+                                             for r in range(4)):
+        time.sleep(0.05)
     sys.stdout.flush()
     os._exit(0)  # a frozen peer's group may still be connecting: do not wait for it
 
