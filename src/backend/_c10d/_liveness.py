@@ -106,13 +106,16 @@ class _Later:
         self._thread: threading.Thread | None = None
 
     def at(self, when: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at ``when`` (``time.monotonic``); the thread is woken only when this
+        is its earliest job."""
         with self._cv:
             heapq.heappush(self._heap, (when, next(self._count), fn))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="meshlayout-later")
                 self._thread.start()
-            self._cv.notify()
+            if self._heap[0][0] == when:
+                self._cv.notify()
 
     def _run(self) -> None:
         while True:
@@ -240,12 +243,16 @@ class Liveness:
         self._write(doing)
 
     def _later(self, doing: Doing) -> None:
-        """Activate ``doing``, and write it once this thread has been doing it for
-        :attr:`publish_after` seconds (at once if that is 0)."""
+        """Activate ``doing``, and write it if this thread is still doing it a while later:
+        at the next beat where this rank beats (no thread is woken for it: a barrier whose
+        members all come wakes nothing), else after :attr:`publish_after` seconds, by the
+        process's timer thread (at once if that is 0)."""
         if self.publish_after <= 0:
             self._publish(doing)
             return
         self._activate(doing)
+        if self.period is not None and not self._stop:
+            return
         tid = threading.get_ident()
 
         def write() -> None:

@@ -140,11 +140,12 @@ from ._diagnosis import Peer, PeerState, Snapshot, failure, look, next_deadline,
 from ._liveness import Doing, Liveness
 from ._records import MAX_COUNT, Reasons, read_claim, read_count, read_outcome
 from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, Attempt, decision
-from ._store import Helper, timed_out
+from ._store import Helper, Interrupts, timed_out
 
 __all__ = ["Rendezvous"]
 
 _LISTED_ON_INTERRUPT = 1024  # an interrupted member lists the missing of groups this small
+_INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
 
 
 class Rendezvous(Liveness):
@@ -159,6 +160,7 @@ class Rendezvous(Liveness):
                          namespace=namespace, publish_after=publish_after)
         self._passed: dict[str, int] = {}  # barrier -> the last round this rank passed
         self._helper = Helper()
+        self._interrupts = _INTERRUPTS
 
     def _look(self, a: Attempt, seen: dict[int, float]
               ) -> tuple[set[int], dict[int, Peer], Snapshot]:
@@ -277,14 +279,21 @@ class Rendezvous(Liveness):
         value = self.peek(dkey)
         return None if value is None else read_outcome(dkey, value, a.members)
 
-    def _get(self, a: Attempt, until: float) -> int | None:
+    def _get(self, a: Attempt, until: float, doing: Doing | None = None) -> int | None:
         """The round's decision from its wake-up key, blocking in the store until ``until``
-        (None: not woken by then).  In the main thread a helper blocks for it (see
-        :class:`Helper`), so that a Ctrl-C acts at once."""
-        if threading.current_thread() is threading.main_thread():
-            got: int | None = self._helper.run(lambda: self._get_here(a, until))
-            return got
-        return self._get_here(a, until)
+        (None: not woken by then).  ``doing``: the record to write if the wait lasts (see
+        :meth:`~._liveness.Liveness._later`).  In the main thread a Ctrl-C acts at once: it
+        closes the round (:class:`~._store.Interrupts`), or, where SIGINT is handled
+        otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
+        if doing is not None:
+            self._later(doing)
+        if threading.current_thread() is not threading.main_thread():
+            return self._get_here(a, until)
+        with self._interrupts.watching(lambda: self._abandon(a, KeyboardInterrupt())) as on:
+            if on:
+                return self._get_here(a, until)
+        got: int | None = self._helper.run(lambda: self._get_here(a, until))
+        return got
 
     def _get_here(self, a: Attempt, until: float) -> int | None:
         """One blocking read of the wake-up and the ticket counter (``multi_get``: it waits
@@ -318,8 +327,7 @@ class Rendezvous(Liveness):
         without waiting for a reply), then one wait to the deadline (no store call with a
         short timeout: c10d logs each one that expires), where the round is claimed and
         closed, or its closer awaited."""
-        self._later(self._record_of(a))
-        got = self._get(a, a.deadline)
+        got = self._get(a, a.deadline, self._record_of(a))
         return got if got is not None else self._past_deadline(a)
 
     def _past_deadline(self, a: Attempt) -> int:
