@@ -274,6 +274,11 @@ class KeyedStore:
         with self._lock:
             return self._data[key]
 
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        self.wait(keys, self._timeout)
+        with self._lock:
+            return [self._data[k] for k in keys]
+
     def add(self, key: str, amount: int) -> int:
         with self._lock:
             value = int(self._data.get(key, b"0")) + amount

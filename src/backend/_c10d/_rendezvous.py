@@ -12,8 +12,9 @@ round ``k``.  The member holding the round's last ticket *commits* it:
 ``compare_set(d/G/k, "", GO)``, then wakes the others: ``set(o/G/k, GO)``.  The others block
 in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
 nothing else of the process waits behind them; one wait, never a short one: c10d logs every
-store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
-record written by another thread, and a barrier whose members all come writes none.  The
+store wait that times out); one still waiting a while later has its record written by its
+next beat (by a timer thread after :data:`GRACE_S` where the rank does not beat), and a
+barrier whose members all come writes none and wakes no other thread.  The
 wait is a ``multi_get`` of the wake-up and the ticket counter: a waiter believes a GO only
 if the counter says the round is full.
 A member whose deadline passes *claims* the round (``compare_set(c/G/k, "", rank)`` wins),
@@ -73,11 +74,13 @@ its round, with reasons naming itself ("was interrupted") and the members that h
 so the others fail at once, saying so, and its retry takes a ticket in a later round. Where
 the ticket call itself raised (its value is unknown), the round the counter points into is
 closed unless it is full. A committer interrupted between its commit and its wake-up is
-named by its peers as one that stopped there (below). A Ctrl-C acts at once: the main thread
-waits on a lock, which a signal interrupts, while a helper thread blocks in the store for
-it. An attempt that failed after go (in torch) retries in a later round, where it meets its
-peers' retries (a peer still inside torch's creation of the earlier round is waited for,
-until that creation's timeout) or fails naming who did not come.
+named by its peers as one that stopped there (below). A Ctrl-C acts at once: while the main
+thread blocks in the store, the signal's wake-up fd wakes a thread that closes its round,
+which wakes the main thread (:class:`~._store.Interrupts`; where SIGINT is handled otherwise,
+the main thread waits on a lock, which a signal interrupts, while a helper thread blocks in
+the store for it). An attempt that failed after go (in torch) retries in a later round,
+where it meets its peers' retries (a peer still inside torch's creation of the earlier round
+is waited for, until that creation's timeout) or fails naming who did not come.
 
 **Invariants.**
 - *Agreement*: a round is go for all its members or quit for all of them (a go round whose
@@ -109,7 +112,7 @@ until that creation's timeout) or fails naming who did not come.
 - *Cost*: on the success path a member makes 2 store calls (its ticket, the ``multi_get``
   of the wake-up, which carries the decision, and the counter) and the committer 3 (its
   ticket, the commit, the wake-up), whatever N; nobody lists the members; a member that
-  waits past the grace period adds its record (a ``set``, from another thread). Liveness
+  waits longer adds its record (a ``set``, from its beat). Liveness
   costs nothing while nothing is being
   created: a rank beats its record only while it is inside a creation that lasts (or
   explains a failure), every :func:`beat_period` seconds (1 s, longer for worlds over 2,000
