@@ -243,16 +243,14 @@ class Liveness:
         self._write(doing)
 
     def _later(self, doing: Doing) -> None:
-        """Activate ``doing``, and write it if this thread is still doing it a while later:
-        at the next beat where this rank beats (no thread is woken for it: a barrier whose
-        members all come wakes nothing), else after :attr:`publish_after` seconds, by the
-        process's timer thread (at once if that is 0)."""
+        """Activate ``doing``, and write it if this thread is still doing it
+        :attr:`publish_after` seconds later, by the process's timer thread (at once if that
+        is 0).  Not left to the next beat (up to a period later): a peer that closes a round
+        on an interrupt must see who is waiting in it."""
         if self.publish_after <= 0:
             self._publish(doing)
             return
         self._activate(doing)
-        if self.period is not None and not self._stop:
-            return
         tid = threading.get_ident()
 
         def write() -> None:

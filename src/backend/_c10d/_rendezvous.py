@@ -12,9 +12,8 @@ round ``k``.  The member holding the round's last ticket *commits* it:
 ``compare_set(d/G/k, "", GO)``, then wakes the others: ``set(o/G/k, GO)``.  The others block
 in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
 nothing else of the process waits behind them; one wait, never a short one: c10d logs every
-store wait that times out); one still waiting a while later has its record written by its
-next beat (by a timer thread after :data:`GRACE_S` where the rank does not beat), and a
-barrier whose members all come writes none and wakes no other thread.  The
+store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
+record written by a timer thread, and a barrier whose members all come writes none.  The
 wait is a ``multi_get`` of the wake-up and the ticket counter: a waiter believes a GO only
 if the counter says the round is full.
 A member whose deadline passes *claims* the round (``compare_set(c/G/k, "", rank)`` wins),
@@ -112,7 +111,7 @@ is waited for, until that creation's timeout) or fails naming who did not come.
 - *Cost*: on the success path a member makes 2 store calls (its ticket, the ``multi_get``
   of the wake-up, which carries the decision, and the counter) and the committer 3 (its
   ticket, the commit, the wake-up), whatever N; nobody lists the members; a member that
-  waits longer adds its record (a ``set``, from its beat). Liveness
+  waits past the grace period adds its record (a ``set``, from the timer thread). Liveness
   costs nothing while nothing is being
   created: a rank beats its record only while it is inside a creation that lasts (or
   explains a failure), every :func:`beat_period` seconds (1 s, longer for worlds over 2,000
