@@ -224,8 +224,9 @@ class Rendezvous(Liveness):
             try:
                 ticket = self._take(a)
                 a.round = k = (ticket - 1) // a.size
-                self._activate(self._record_of(a))  # written only if this takes a while
-                value = self._decide(a, GO) if ticket == a.last else self._await(a)
+                waiting = self._record_of(a)  # written only if this takes a while
+                self._activate(waiting)
+                value = self._decide(a, GO) if ticket == a.last else self._await(a, waiting)
             except BaseException as e:
                 self._abandon(a, e)
                 raise
@@ -324,12 +325,12 @@ class Rendezvous(Liveness):
             return value
         return None
 
-    def _await(self, a: Attempt) -> int:
+    def _await(self, a: Attempt, waiting: Doing) -> int:
         """Block until this round is decided: the record (one ``set``, which TCPStore sends
         without waiting for a reply), then one wait to the deadline (no store call with a
         short timeout: c10d logs each one that expires), where the round is claimed and
         closed, or its closer awaited."""
-        got = self._get(a, a.deadline, self._record_of(a))
+        got = self._get(a, a.deadline, waiting)
         return got if got is not None else self._past_deadline(a)
 
     def _past_deadline(self, a: Attempt) -> int:
