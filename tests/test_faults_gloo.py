@@ -169,16 +169,17 @@ def test_ranks_with_different_default_timeouts_meet_and_leave_only_counters(
         tmp_path: Path) -> None:
     """Each rank's backend has its own default timeout and the dims none: the groups are
     created (their names never depend on a per-process setting).  After every rank closed
-    its side, the store keeps three keys per barrier (2 dp + 2 tp): its ticket counter and
-    its round's decision and wake-up, and nothing else (the documented constant)."""
+    its side, the store keeps three keys per barrier (2 dp + 2 tp), in the job's namespace
+    (``job.0`` without torchelastic): its ticket counter and its round's decision and
+    wake-up, and nothing else (the documented constant)."""
     reports = run("timeouts", tmp_path)
     for rank, r in reports.items():
         assert all(e["ok"] for e in r["log"]), (rank, r["log"])
         assert r["works"]["tp"] == (1.0 if rank < 2 else 5.0)
     keys = reports[0]["keys"]
-    names = {k.split("/")[2] for k in keys}
+    names = {k.split("/")[3] for k in keys}
     assert len(names) == 4 and all(n.startswith("ml-") for n in names), keys
-    assert sorted(keys) == sorted(f"meshlayout/{part}/{n}{suffix}" for n in names
+    assert sorted(keys) == sorted(f"meshlayout/job.0/{part}/{n}{suffix}" for n in names
                                   for part, suffix in (("t", ""), ("d", "/0"), ("o", "/0"))), keys
 
 

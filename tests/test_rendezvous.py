@@ -10,7 +10,6 @@ and the round's keys are gone once it is over.
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -26,10 +25,11 @@ from torch.distributed import HashStore
 from virtual_store import Killed, Trigger, World
 
 from backend import MembersMissingError
-from backend._c10d._diagnosis import Peer, next_deadline
+from backend._c10d._diagnosis import Peer, PeerState, next_deadline
+from backend._c10d._records import LivenessRecord
 from backend._c10d._rendezvous import Rendezvous
 from backend._c10d._rounds import GO, QUIT, SLACK_S, torch_name
-from backend._c10d._store import PREFIX
+from backend._c10d._store import job_namespace, key
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT_S = 0.5
@@ -37,35 +37,38 @@ TIMEOUT_S = 0.5
 
 # ---- the waiting policy: a table ------------------------------------------------------------
 @pytest.mark.parametrize(("case", "peers", "expected"), [
-    ("nobody to wait for: close at the deadline", [Peer("absent")], None),
-    ("an idle peer is not waited for", [Peer("idle")], None),
-    ("a peer that gave up an earlier round long ago is not waited for", [Peer("gave_up", 2.0)],
+    ("nobody to wait for: close at the deadline", [Peer(PeerState.ABSENT)], None),
+    ("an idle peer is not waited for", [Peer(PeerState.IDLE)], None),
+    ("a peer that gave up an earlier round long ago is not waited for",
+     [Peer(PeerState.GAVE_UP, 2.0)],
      None),
     ("a peer that gave up an earlier round just now: it may ask again",
-     [Peer("gave_up", 9.5)], 9.5 + SLACK_S),
-    ("a peer that already created the group will not come", [Peer("created")], None),
-    ("a peer whose beat stopped is not waited for", [Peer("gone", 5.0)], None),
-    ("an interrupted peer is not waited for", [Peer("interrupted", 9.0)], None),
-    ("a peer that claimed the round and stopped is not waited for", [Peer("claimed", 9.0)],
+     [Peer(PeerState.GAVE_UP, 9.5)], 9.5 + SLACK_S),
+    ("a peer that already created the group will not come", [Peer(PeerState.CREATED)], None),
+    ("a peer whose beat stopped is not waited for", [Peer(PeerState.GONE, 5.0)], None),
+    ("an interrupted peer is not waited for", [Peer(PeerState.INTERRUPTED, 9.0)], None),
+    ("a peer that claimed the round and stopped is not waited for", [Peer(PeerState.CLAIMED, 9.0)],
      None),
-    ("a busy peer: until its deadline plus the slack", [Peer("busy", 12.0)], 12.0 + SLACK_S),
+    ("a busy peer: until its deadline plus the slack", [Peer(PeerState.BUSY, 12.0)],
+     12.0 + SLACK_S),
     ("a busy peer that waits for this rank: a cycle, no wait",
-     [Peer("busy", 12.0, waits_for_me=True)], None),
-    ("the latest of several busy peers", [Peer("busy", 11.0), Peer("busy", 12.5)],
+     [Peer(PeerState.BUSY, 12.0, waits_for_me=True)], None),
+    ("the latest of several busy peers", [Peer(PeerState.BUSY, 11.0), Peer(PeerState.BUSY, 12.5)],
      12.5 + SLACK_S),
-    ("a busy peer past its own deadline and slack is not waited for", [Peer("busy", 8.0)],
+    ("a busy peer past its own deadline and slack is not waited for", [Peer(PeerState.BUSY, 8.0)],
      None),
     ("a peer still inside torch's creation of an earlier round: until that fails",
-     [Peer("creating", 12.0)], 12.0 + SLACK_S),
-    ("a peer that left a failed group just now", [Peer("left", 9.5)], 9.5 + SLACK_S),
-    ("a peer that left a failed group long ago", [Peer("left", 2.0)], None),
-    ("a peer that created another group a moment ago", [Peer("finished", 9.5)],
+     [Peer(PeerState.CREATING, 12.0)], 12.0 + SLACK_S),
+    ("a peer that left a failed group just now", [Peer(PeerState.LEFT, 9.5)], 9.5 + SLACK_S),
+    ("a peer that left a failed group long ago", [Peer(PeerState.LEFT, 2.0)], None),
+    ("a peer that created another group a moment ago", [Peer(PeerState.FINISHED, 9.5)],
      9.5 + SLACK_S),
-    ("a peer that created another group long ago", [Peer("finished", 2.0)], None),
-    ("a ticket holder without a record, seen now", [Peer("arriving", 10.0)], 10.0 + SLACK_S),
+    ("a peer that created another group long ago", [Peer(PeerState.FINISHED, 2.0)], None),
+    ("a ticket holder without a record, seen now", [Peer(PeerState.ARRIVING, 10.0)],
+     10.0 + SLACK_S),
     ("a ticket holder without a record, seen more than the slack ago: it stopped",
-     [Peer("arriving", 8.5)], None),
-    ("never past the cap", [Peer("busy", 30.0)], 15.0),
+     [Peer(PeerState.ARRIVING, 8.5)], None),
+    ("never past the cap", [Peer(PeerState.BUSY, 30.0)], 15.0),
 ])
 def test_waiting_policy(case: str, peers: list[Peer], expected: float | None) -> None:
     """Closing member at now = deadline = 10 s, cap 15 s."""
@@ -73,12 +76,20 @@ def test_waiting_policy(case: str, peers: list[Peer], expected: float | None) ->
 
 
 def test_at_the_cap_the_round_closes_whatever_the_peers() -> None:
-    assert next_deadline(15.0, 10.0, 15.0, [Peer("arriving", 14.9)]) is None
+    assert next_deadline(15.0, 10.0, 15.0, [Peer(PeerState.ARRIVING, 14.9)]) is None
 
 
 # ---- the wiring: ranks as threads ------------------------------------------------------------
 def _key(*parts: object) -> str:
-    return "/".join([PREFIX, *map(str, parts)])
+    return key(job_namespace(), *parts)
+
+
+def _planted(rank: int, group: str, ranks: list[int], *, seq: int = 1, **spans: Any) -> bytes:
+    """Rank ``rank``'s record as its writer writes it: in round 0 of ``group`` (members
+    ``ranks``), with ``until_s``, ``left_s``, ``period`` ... as given."""
+    return LivenessRecord(rank, 7, seq, group=group, round=0, size=len(ranks),
+                          desc=f"the 'dp' group {tuple(ranks)}", ranks=tuple(ranks),
+                          **spans).to_bytes()
 
 
 def _meet(rz: Rendezvous, members: Sequence[int], out: dict[str, Any], *, name: str = "g",
@@ -112,10 +123,11 @@ def _together(store: Any, members: Sequence[int], **kw: Any) -> dict[int, dict[s
 
 @pytest.mark.parametrize("n", [2, 8, 64])
 def test_members_that_all_come_pass_with_a_constant_number_of_store_calls(n: int) -> None:
-    """A member makes 2 store calls (ticket, the get of the wake-up, which carries the
-    decision) and the committer 3 (ticket, commit, wake-up); one that waits past the grace
-    period adds its record and a second get: never more than 4, whatever the group's size,
-    and no call touches more than one key."""
+    """A member makes 2 store calls (ticket, the ``multi_get`` of the wake-up, which carries
+    the decision, and of the ticket counter, which must say the round is full) and the
+    committer 3 (ticket, commit, wake-up); one that waits past the grace period adds its
+    record (written by another thread): never more than 3, whatever the group's size, and
+    no call touches more than two keys."""
     shared = HashStore()
     stores = {m: CountingStore(shared) for m in range(n)}
     outs: dict[int, dict[str, Any]] = {m: {} for m in range(n)}
@@ -129,10 +141,11 @@ def test_members_that_all_come_pass_with_a_constant_number_of_store_calls(n: int
         t.join(20)
     assert all(o.get("ok") for o in outs.values()), outs
     calls = sorted(s.total() for s in stores.values())
-    assert calls[-1] <= 4 and calls[0] == 2, calls
+    assert calls[-1] <= 3 and calls[0] == 2, calls
     assert sum(s.calls["compare_set"] for s in stores.values()) == 1  # one commit, no reads
+    assert sum(s.calls["multi_get"] for s in stores.values()) == n - 1  # one wait each
     assert sum(s.calls["add"] for s in stores.values()) == n  # one ticket each, no more
-    assert max(s.widest for s in stores.values()) <= 1  # no call lists members
+    assert max(s.widest for s in stores.values()) <= 2  # no call lists members
     assert int(shared.get(_key("t", "g"))) == n and int(shared.get(_key("d", "g", 0))) == GO
 
 
@@ -269,25 +282,16 @@ def test_a_late_member_whose_peers_never_retry_is_told_it_is_late() -> None:
     assert "this rank is late" in str(err)
 
 
-def _record(store: Any, rank: int, value: dict[str, Any]) -> None:
-    store.set(_key("r", rank), json.dumps(value))
-
-
-def _rank1_in(store: Any, group: str, ranks: list[int], *, since: float,
-              **more: float) -> None:
-    """Rank 1's record: in round 0 of ``group`` (members ``ranks``) since ``since``, with
-    ``until``, ``beat`` or ``left`` as given."""
-    _record(store, 1, {"group": group, "round": 0, "size": len(ranks),
-                       "desc": f"the 'dp' group {tuple(ranks)}", "ranks": ranks,
-                       "since": since, **more})
+def _rank1_in(store: Any, group: str, ranks: list[int], **spans: Any) -> None:
+    """Rank 1's record: in round 0 of ``group`` (members ``ranks``), as given."""
+    store.set(_key("r", 1), _planted(1, group, ranks, **spans))
 
 
 def test_a_partner_busy_with_another_group_extends_the_wait_by_at_most_one_timeout() -> None:
     """Rank 1 waits in another group's open round until far in the future and never comes:
     rank 0 waits past its timeout for it, but never longer than twice its timeout."""
     store = HashStore()
-    now = time.time()
-    _rank1_in(store, "other", [1, 3], since=now, until=now + 60, beat=now)
+    _rank1_in(store, "other", [1, 3], until_s=60.0)
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=4, heartbeat=None), [0, 1], out)
     err = out["error"]
@@ -300,13 +304,13 @@ def test_a_partner_busy_with_another_group_extends_the_wait_by_at_most_one_timeo
 
 
 def _virtual_meet(world: World, rank: int, out: dict[str, Any],
-                  heartbeat: float | None = None) -> None:
+                  heartbeat: float | None = None, timeout: float = TIMEOUT_S) -> None:
     """:func:`_meet` in virtual time: ``rank`` (of 4) meets rank 0 and 1 at ``g``."""
     rz = Rendezvous(world.store(rank), rank, world_size=4, heartbeat=heartbeat,
-                    clock=world.clock_for(rank))
+                    clock=world.clock_for(rank), publish_after=0)
     start = world.at()
     try:
-        with rz.meet("g", [0, 1], TIMEOUT_S, dim="tp", desc="the 'tp' group (0, 1)",
+        with rz.meet("g", [0, 1], timeout, dim="tp", desc="the 'tp' group (0, 1)",
                      shown=(0, 1)):
             pass
         out["ok"] = True
@@ -315,10 +319,8 @@ def _virtual_meet(world: World, rank: int, out: dict[str, Any],
     out["waited"] = world.at() - start
 
 
-def _virtual_rank1_in(world: World, **more: float) -> None:
-    world.set(_key("r", 1), json.dumps({"group": "other", "round": 0, "size": 2,
-                                        "desc": "the 'dp' group (1, 3)", "ranks": [1, 3],
-                                        **more}))
+def _virtual_rank1_in(world: World, **spans: Any) -> None:
+    world.set(_key("r", 1), _planted(1, "other", [1, 3], **spans).decode())
 
 
 def test_a_partner_between_a_failed_group_and_this_one_is_waited_for() -> None:
@@ -326,14 +328,13 @@ def test_a_partner_between_a_failed_group_and_this_one_is_waited_for() -> None:
     than the slack) to reach this one: rank 0 waits for it and both pass (virtual time: it
     failed on a busy machine when real threads ran late)."""
     world = World()
-    t0 = world.now
-    _virtual_rank1_in(world, since=t0, until=t0 + 0.3, beat=t0)
+    _virtual_rank1_in(world, until_s=0.3)
     out0: dict[str, Any] = {}
     out1: dict[str, Any] = {}
 
     def rank1() -> None:
         world.sleep(0.35)
-        _virtual_rank1_in(world, since=t0, left=world.now)
+        _virtual_rank1_in(world, seq=2, until_s=-0.05, left_s=0.0)
         world.sleep(0.55)  # rank 0's own deadline passes during this gap
         _virtual_meet(world, 1, out1)
 
@@ -348,8 +349,7 @@ def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None
     """Rank 0 waits at g for rank 1, which waits at h (open, with rank 0 in it) for rank 0:
     a cycle, so rank 0 does not extend its wait."""
     store = HashStore()
-    now = time.time()
-    _rank1_in(store, "h", [0, 1], since=now, until=now + 60, beat=now)
+    _rank1_in(store, "h", [0, 1], until_s=60.0)
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=2, heartbeat=None), [0, 1], out)
     assert out["error"].missing == (1,)
@@ -358,17 +358,19 @@ def test_two_members_waiting_on_each_other_fail_at_their_own_deadlines() -> None
 
 
 def test_a_partner_whose_beat_stopped_inside_a_creation_is_named_gone() -> None:
-    """Rank 1's record says it is inside another group's creation, but its beat stopped a
-    minute ago: rank 0 does not wait past its deadline for it and names it (virtual time)."""
+    """Rank 1's record says it is busy in another group for a minute more, and it beats
+    every 0.1 s, but no new write comes: rank 0 (timeout 10 s) looks at it at its deadline,
+    again once it has seen no write for its liveness bound (3 periods + 2 s) plus the
+    slack, and then names it, judged on rank 0's own clock (virtual time)."""
     world = World()
-    long_ago = world.now - 60
-    _virtual_rank1_in(world, since=long_ago, until=world.now + 60, beat=long_ago)
+    _virtual_rank1_in(world, until_s=60.0, period=0.1)
     out: dict[str, Any] = {}
-    world.spawn(_virtual_meet, world, 0, out, 0.1)
+    world.spawn(_virtual_meet, world, 0, out, 0.1, 10.0)
     world.join()
     err = out["error"]
-    assert err.missing == (1,) and out["waited"] == pytest.approx(TIMEOUT_S, abs=0.01)
-    assert "rank 1 has not answered for 60.5 s" in str(err) and "exited" in str(err)
+    bound = 3 * 0.1 + 2.0 + SLACK_S
+    assert err.missing == (1,) and out["waited"] == pytest.approx(10.0 + bound, abs=0.01)
+    assert f"rank 1 has not answered for {bound:.1f} s" in str(err) and "exited" in str(err)
 
 
 class _ArrivesWhenListed:
@@ -410,7 +412,7 @@ def test_an_interrupted_waiter_closes_its_round_so_nobody_passes_without_it() ->
     rank 1, arriving after, does not pass with rank 0's ticket."""
 
     class Interrupting(CountingStore):
-        def get(self, key: str) -> bytes:
+        def multi_get(self, keys: list[str]) -> list[bytes]:
             raise KeyboardInterrupt
 
     store = HashStore()
@@ -429,12 +431,12 @@ def test_a_beating_member_is_seen_alive_and_a_silent_one_is_not() -> None:
     """``silent`` watches records for two beats: rank 1 beats (inside a meeting that waits),
     rank 2 never does."""
     store = HashStore()
-    one = Rendezvous(store, 1, world_size=3, heartbeat=0.1)
+    one = Rendezvous(store, 1, world_size=10, heartbeat=0.1)
     out: dict[str, Any] = {}
     t = threading.Thread(target=_meet, args=(one, [1, 9], out), kwargs={"timeout": 2.0})
     t.start()
     time.sleep(0.1)
-    zero = Rendezvous(store, 0, world_size=3, heartbeat=0.1)
+    zero = Rendezvous(store, 0, world_size=10, heartbeat=0.1)
     assert list(zero.silent([1, 2])) == [2]
     t.join(10)
     zero.close(), one.close()
@@ -575,15 +577,12 @@ def test_a_member_killed_or_interrupted_at_any_step_is_named_within_its_bound(
         kind, when = case.trigger
         (world.kill_at if kind == "kill" else world.interrupt_at)(VICTIM, when)
     for rank, until in case.busy.items():  # busy waiting in another group's open round
-        world.set(_key("r", rank), json.dumps({
-            "group": "other", "round": 0, "size": 2, "desc": "the 'dp' group (1, 3)",
-            "ranks": [1, 3], "since": world.now, "until": world.now + until,
-            "beat": world.now}))
+        world.set(_key("r", rank), _planted(rank, "other", [1, 3], until_s=until).decode())
     out: dict[int, tuple[Any, ...]] = {}
     for rank, at in case.arrive.items():
         if at is not None:
             rz = Rendezvous(world.store(rank), rank, world_size=4, heartbeat=None,
-                            clock=world.clock_for(rank))
+                            clock=world.clock_for(rank), publish_after=0)
             world.spawn(_member, world, rz, rank, case, out)
     if case.signal is not None:
         world.signal_at(VICTIM, *case.signal)

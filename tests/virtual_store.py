@@ -1,13 +1,14 @@
 """A store in virtual time, for exact bounds in the barrier's tests.
 
 ``World`` holds one in-memory key-value store (the semantics of torch's ``HashStore``:
-``add``, ``compare_set``, ``set``, ``get`` and ``wait`` that block until a key exists or
-the timeout passes, ``append``, ``check``, ``delete_key``, ``clone``, ``set_timeout``) and a
-clock.  Ranks are threads started with :meth:`World.spawn`; time stands still while any of
-them runs (and while the test sets up, until :meth:`World.join`), and when every one is
-blocked (in ``get``, ``wait`` or :meth:`World.sleep`) it jumps to the earliest deadline
-among them.  So a barrier given ``clock=world.clock_for(rank)`` sees exactly the times the
-test planned, however loaded the machine.
+``add``, ``compare_set``, ``set``, and ``get``, ``multi_get`` and ``wait`` that block until
+keys exist or the timeout passes, ``append``, ``check``, ``delete_key``, ``clone``,
+``set_timeout``) and a clock.  Ranks are threads started with :meth:`World.spawn`; time
+stands still while any of them runs (and while the test sets up, until
+:meth:`World.join`), and when every one is blocked (in ``get``, ``multi_get``, ``wait`` or
+:meth:`World.sleep`) it jumps to the earliest deadline among them.  So a barrier given
+``clock=world.clock_for(rank)`` sees exactly the times the test planned, however loaded the
+machine.
 
 Faults, per rank: :meth:`World.signal_at` kills or interrupts a rank at a time (a blocked
 call raises at once); ``kill_at(when)`` makes the rank's store calls raise
@@ -61,12 +62,13 @@ class World:
         self._threads: list[threading.Thread] = []
 
     # ---- time and threads ----------------------------------------------------------------------
-    def clock_for(self, rank: int) -> Callable[[], float]:
-        """Rank ``rank``'s clock: the world's time (an interrupt due lands here too)."""
+    def clock_for(self, rank: int, offset: float = 0.0) -> Callable[[], float]:
+        """Rank ``rank``'s clock: the world's time plus ``offset`` (another host's clock
+        counts from another origin; an interrupt due lands here too)."""
 
         def clock() -> float:
             self._due(rank)
-            return self.now
+            return self.now + offset
 
         return clock
 
@@ -199,10 +201,14 @@ class World:
         with self._cv:
             return sorted(self._data)
 
-    def set(self, key: str, value: str) -> None:
+    def set(self, key: str, value: str | bytes) -> None:
         with self._cv:
-            self._data[key] = value.encode()
+            self._data[key] = value.encode() if isinstance(value, str) else bytes(value)
             self._wake()
+
+    def delete(self, key: str) -> None:
+        with self._cv:
+            self._data.pop(key, None)
 
 
 class VirtualStore:
@@ -278,6 +284,17 @@ class VirtualStore:
             return self._w._data[key]
 
         out: bytes = self._call("get", key, None, body)
+        return out
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        timeout = self._timeout
+
+        def body() -> list[bytes]:
+            if not self._w._block(list(keys), self._w.now + timeout, self.rank):
+                raise StoreTimeout(f"wait timeout after {timeout} s, keys: {keys}")
+            return [self._w._data[k] for k in keys]
+
+        out: list[bytes] = self._call("get", keys[0], None, body)
         return out
 
     def wait(self, keys: list[str], timeout: timedelta) -> None:

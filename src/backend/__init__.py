@@ -88,7 +88,8 @@ Public names:
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
   :class:`NotAMemberError`, :class:`GroupCreationError` with
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
-  :class:`RankLostError`, :class:`DiscoveryError`, :class:`ExpectationError` (a
+  :class:`RankLostError`, :class:`DiscoveryError`, :class:`StoreRecordError` (a value in
+  the job's store that its writer did not write), :class:`ExpectationError` (a
   :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
   which ``import backend`` raises without PyTorch installed).
 
@@ -131,6 +132,7 @@ from ._core import (
     PeerLostError,
     RankLostError,
     ReentrantCreationError,
+    StoreRecordError,
     plug,
     warn_if_untested_torch,
 )
@@ -225,6 +227,7 @@ __all__ = [
     "Plan",
     "RankLostError",
     "ReentrantCreationError",
+    "StoreRecordError",
     "SpmdBackend",
     "SpmdReport",
     "TorchFakeBackend",

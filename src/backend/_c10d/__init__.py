@@ -9,8 +9,10 @@
   :func:`torch_fake`.
 
 Inside: ``_spec`` (the request); the creation barrier in the store: ``_rendezvous`` (the
-protocol and its steps) over ``_rounds`` (a round's values and an attempt), ``_store``
-(keys, pooled connections), ``_liveness`` (each rank's record and beat; who is silent) and
+protocol and its steps, its threat model) over ``_rounds`` (a round's values and an
+attempt), ``_store`` (namespaced keys, pooled connections), ``_records`` (every value the
+barrier and liveness keep in the store, each with one writer and one strict reader, and the
+bounded strict JSON read), ``_liveness`` (each rank's record and beat; who is silent) and
 ``_diagnosis`` (the closer's look at a failed round, its waiting policy and reasons);
 ``_torch_groups`` (torch's creation and teardown); ``_loss`` (losing ranks: a failed
 collective diagnosed, the survivors' agreement on failed groups, ending and shrinking);

@@ -1,77 +1,97 @@
 """The closer's diagnosis of a round that does not fill: what each missing member is doing
-(from its record, read once: :class:`Snapshot`), the waiting policy over that
-(:func:`next_deadline`, pure), the reasons the closer writes (:func:`reasons`), and the error
-every member raises from them (:func:`failure`).  Listing the missing happens once per
-failed round, by its closer."""
+(from its record, read once: :class:`Snapshot`), as a :class:`PeerState`; the waiting policy
+over that (:func:`next_deadline`, pure), the reasons the closer writes (:func:`reasons`), and
+the error every member raises from them (:func:`failure`).  Listing the missing happens once
+per failed round, by its closer."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import attrs
 
-from .._core import MembersMissingError
-from ._liveness import Liveness
+from .._core import BackendError, MembersMissingError, StoreRecordError
+from ._liveness import Liveness, Seen
+from ._records import LivenessRecord, Reasons, read_count, read_outcome
 from ._rounds import GO, QUIT, SHOWN, SLACK_S, Attempt, decision
-from ._store import key
 
-__all__ = ["Peer", "Snapshot", "failure", "look", "next_deadline", "reasons"]
+__all__ = ["Peer", "PeerState", "Snapshot", "failure", "look", "next_deadline", "reasons"]
+
+
+class PeerState(enum.Enum):
+    """What a missing member is doing, as the member closing a round sees it: its word, the
+    kind of cause it points to, whether it is on its way here (the policy waits for it until
+    its :attr:`Peer.until` plus :data:`~._rounds.SLACK_S`), and its words in a message."""
+
+    ABSENT = ("absent", "skipped", False,
+              "is not creating any group (it has no record of waiting in one: it skipped this "
+              "group, is late, or has not started)")
+    ARRIVING = ("arriving", "late", True, "was arriving as this rank gave up")
+    GAVE_UP = ("gave_up", "late", True,
+               "gave up waiting for this group before this rank arrived")
+    CREATED = ("created", "created", False,
+               "already created this group with the other members (in an earlier round); it "
+               "will not ask for it again")
+    BUSY = ("busy", "order", True, "is creating {desc} (for {busy_for:.1f} s)")
+    CREATING = ("creating", "retry", True,
+                "is still inside torch's creation of an earlier attempt at this group, which "
+                "fails by its timeout (in {until_in:.1f} s)")
+    LEFT = ("left", "skipped", True,
+            "is not creating any group (it left {desc} {ago:.1f} s ago, when that failed)")
+    IDLE = ("idle", "skipped", False, "is not creating any group (its last was {desc})")
+    FINISHED = ("finished", "skipped", True,
+                "is not creating any group (it created {desc} a moment ago)")
+    CLAIMED = ("claimed", "gone", False,
+               "claimed this round to close it and stopped before it did (it exited or hangs)")
+    INTERRUPTED = ("interrupted", "interrupted", False,
+                   "was interrupted ({interrupted}) while creating {desc}, {ago:.1f} s ago")
+    GONE = ("gone", "gone", False,
+            "has not answered for {ago:.1f} s while creating {desc} (it may have exited)")
+
+    def __init__(self, word: str, kind: str, on_its_way: bool, words: str) -> None:
+        self.word, self.kind, self.on_its_way, self.words = word, kind, on_its_way, words
 
 
 @attrs.frozen
 class Peer:
-    """What the member closing a round knows of one missing member.
+    """What the member closing a round knows of one missing member: its ``state``, the time
+    (on the closer's clock) that state is about (``ARRIVING``: first seen; ``BUSY``: its
+    deadline there; ``CREATING``: when torch's creation fails; ``LEFT``, ``GAVE_UP``,
+    ``INTERRUPTED``: when it left; ``FINISHED``: its next beat; ``GONE``: since when it
+    wrote nothing), and whether its group waits, directly or through others, for the
+    closing rank (``waits_for_me``: a cycle)."""
 
-    ``state``: ``"absent"`` (no record), ``"arriving"`` (it holds a ticket of this round but
-    has written no record: first seen at ``until``), ``"busy"`` (waiting in another group's
-    round until ``until``), ``"creating"`` (inside torch's creation of an earlier round of
-    this group, which fails by ``until``), ``"left"`` (it left a failed round of another
-    group at ``until``), ``"gave_up"`` (it left a failed earlier round of this group at
-    ``until``: it may ask again), ``"finished"`` (it created another group a moment ago: its
-    last beat, one period before ``until``), ``"idle"`` (its last group was created),
-    ``"created"`` (an earlier round of this group went ahead with it), ``"interrupted"`` (an
-    exception, e.g. a Ctrl-C, ended its attempt), ``"gone"`` (its beat stopped),
-    ``"claimed"`` (it claimed this round to close it, and never did).
-    ``waits_for_me``: its group waits, directly or through others, for the closing rank.
-    """
-
-    state: str
+    state: PeerState
     until: float = 0.0
     waits_for_me: bool = False
-
-
-_ON_ITS_WAY = ("arriving", "busy", "creating", "left", "finished", "gave_up")
 
 
 def next_deadline(now: float, deadline: float, cap: float, peers: Sequence[Peer]) -> float | None:
     """When the closing member looks again, or None: close the round now.
 
-    A member waits past its deadline only for peers on their way here, each until its
-    ``until`` plus :data:`SLACK_S`: one that holds a ticket of this round (first seen at
-    ``until``: the commit, or its record, is in flight), one busy with another group until
-    that one's deadline (it then fails there and comes), one inside torch's creation of an
-    earlier round of this group until that creation fails, one that left a failed round (of
-    another group, or an earlier one of this group: it may ask again) or finished creating
-    another group at ``until``.  A peer that waits for this member (a
-    cycle: groups asked in different orders) is not waited for.  Never past ``cap``.
+    A member waits past its deadline only for peers on their way here
+    (:attr:`PeerState.on_its_way`), each until its ``until`` plus :data:`SLACK_S`: one that
+    holds a ticket of this round (first seen at ``until``: the commit, or its record, is in
+    flight), one busy with another group until that one's deadline (it then fails there and
+    comes), one inside torch's creation of an earlier round of this group until that
+    creation fails, one that left a failed round (of another group, or an earlier one of
+    this group: it may ask again) or finished creating another group at ``until``.  A peer
+    that waits for this member (a cycle: groups asked in different orders) is not waited
+    for.  Never past ``cap``.
 
-    >>> next_deadline(10.0, 10.0, 20.0, [Peer("busy", until=12.0)])
+    >>> next_deadline(10.0, 10.0, 20.0, [Peer(PeerState.BUSY, until=12.0)])
     13.0
-    >>> next_deadline(10.0, 10.0, 20.0, [Peer("busy", until=12.0, waits_for_me=True)]) is None
+    >>> next_deadline(10.0, 10.0, 20.0, [Peer(PeerState.BUSY, 12.0, waits_for_me=True)]) is None
     True
     """
     if now >= cap:
         return None
-    ahead = [p.until + SLACK_S for p in peers if p.state in _ON_ITS_WAY and not p.waits_for_me]
+    ahead = [p.until + SLACK_S for p in peers if p.state.on_its_way and not p.waits_for_me]
     until = min(max([deadline, *ahead]), cap)
     return until if until > now else None
 
 
-_KINDS = {"absent": "skipped", "idle": "skipped", "left": "skipped", "finished": "skipped",
-          "busy": "order", "creating": "retry",
-          "arriving": "late", "gave_up": "late", "created": "created", "gone": "gone",
-          "claimed": "gone", "interrupted": "interrupted"}
 _CAUSES = (  # the first kind present among the missing names the likely cause
     ("interrupted", "a member was interrupted (a Ctrl-C, or another exception raised into it) "
                     "while it waited: it closed the round, so nobody passes without it"),
@@ -88,6 +108,7 @@ _CAUSES = (  # the first kind present among the missing names the likely cause
     ("late", "this rank is late: the other members gave up waiting for it"),
     ("skipped", "a member skipped this group (or is late)"),
 )
+_ON_RECORD = (PeerState.BUSY, PeerState.CREATING, PeerState.INTERRUPTED, PeerState.GONE)
 
 
 def look(rz: Liveness, a: Attempt, seen: dict[int, float], *, passed: bool
@@ -96,43 +117,51 @@ def look(rz: Liveness, a: Attempt, seen: dict[int, float], *, passed: bool
     is doing.  Members without a record of this round that may hold one of its tickets
     (the counter says more were taken than records show: they came less than a grace
     period ago, or stopped right after their ticket) are *arriving*, from when this
-    closer first saw them (``seen``, kept across its looks)."""
+    closer first saw them (``seen``, kept across its looks).  A ticket counter that went
+    back below a ticket taken, or that every member's record contradicts, raises
+    :class:`~backend.StoreRecordError` naming it."""
     now = rz.clock()
     snap = Snapshot(rz)
-    taken = min(int(rz.peek(key("t", a.name)) or 0) - a.round * a.size, a.size)
-    arrived = {rz.rank}
-    for m in a.members:
-        if m != rz.rank and snap.waits_in(m, a.name, a.round):
-            arrived.add(m)
-    lost_after = rz.lost_after if rz.period else None
-    peers = {m: snap.peer(a, m, now, lost_after) for m in a.members if m not in arrived}
+    counter = rz.key("t", a.name)
+    count = read_count(counter, rz.peek(counter))
+    if a.tickets and count < a.tickets[-1]:
+        raise StoreRecordError(counter, f"it reads {count}, below the ticket {a.tickets[-1]} "
+                               "this rank took from it: it was deleted or set back")
+    taken = min(count - a.round * a.size, a.size)
+    arrived = {rz.rank} | {m for m in a.members if m != rz.rank and
+                           snap.waits_in(m, a.name, a.round)}
+    peers = {m: snap.peer(a, m, now) for m in a.members if m not in arrived}
+    if not peers and taken < a.size:
+        raise StoreRecordError(counter, f"it reads {count}, but the records of all "
+                               f"{a.size} members say they hold tickets of round {a.round} "
+                               "(it was deleted or set back)")
     if taken > len(arrived):  # some hold a ticket without a record (yet)
-        holders = [m for m, p in peers.items()  # not those whose record says more
-                   if p.state not in ("busy", "creating", "interrupted", "gone")]
+        holders = [m for m, p in peers.items() if p.state not in _ON_RECORD]
         for m in holders:
-            peers[m] = Peer("arriving", seen.setdefault(m, now))
+            peers[m] = Peer(PeerState.ARRIVING, seen.setdefault(m, now))
         snap.ticketless = max(0, len(holders) - (taken - len(arrived)))
     elif passed:  # this rank met them here before, then failed in torch
-        peers = {m: attrs.evolve(p, state="created") if p.state in ("absent", "idle")
-                 else p for m, p in peers.items()}
+        peers = {m: attrs.evolve(p, state=PeerState.CREATED)
+                 if p.state in (PeerState.ABSENT, PeerState.IDLE) else p
+                 for m, p in peers.items()}
     return arrived, peers, snap
 
 
 def reasons(rz: Liveness, a: Attempt, peers: Mapping[int, Peer], snap: Snapshot,
-            stopped: str = "") -> dict[str, Any]:
+            stopped: str = "") -> Reasons:
     """The closer's reasons, from its look: who is missing and what each is doing (the
     first few; their records as the look read them).  ``stopped``: what the ticket
     holders without a record did instead (default: took a ticket and came no
     further)."""
     now = rz.clock()
     missing = sorted(peers)
-    doing: dict[str, list[str]] = {}
+    doing = []
     for m in missing[:SHOWN]:
         peer = peers[m]
-        kind = "behind" if peer.state == "busy" and not peer.waits_for_me else \
-            _KINDS[peer.state]
-        text = _doing(peer, snap.record(m) or {}, now)
-        if peer.state == "arriving" and (stopped or now >= peer.until + SLACK_S):
+        kind = "behind" if peer.state is PeerState.BUSY and not peer.waits_for_me else \
+            peer.state.kind
+        text = _words(peer, snap.record(m), now)
+        if peer.state is PeerState.ARRIVING and (stopped or now >= peer.until + SLACK_S):
             kind = "gone"  # it took a ticket and came no further
             text = stopped or ("took a ticket of this round and came no further in "
                                f"{now - peer.until:.1f} s (it exited, hangs or was "
@@ -140,61 +169,50 @@ def reasons(rz: Liveness, a: Attempt, peers: Mapping[int, Peer], snap: Snapshot,
             if snap.ticketless:
                 text = (f"either never came or {text} ({snap.ticketless} of the ranks "
                         "listed so never came)")
-        doing[str(m)] = [text, kind]
-    return {"by": rz.rank, "at": now, "missing": missing[:SHOWN],
-            "count": len(missing), "doing": doing}
+        doing.append((m, text, kind))
+    return Reasons(rz.rank, tuple(missing[:SHOWN]), len(missing), tuple(doing))
 
 
-def failure(rz: Liveness, a: Attempt, why: Mapping[str, Any]) -> MembersMissingError:
-    """The error a member of a failed round raises, from the closer's reasons ``why``."""
-    missing = tuple(int(m) for m in why.get("missing", ()))
-    doing = {int(m): tuple(v) for m, v in why.get("doing", {}).items()}
+def failure(rz: Liveness, a: Attempt, why: Reasons) -> BackendError:
+    """The error a member of a failed round raises, from the closer's reasons ``why``: a
+    :class:`~backend.StoreRecordError` where the closer found a store value not valid, else
+    a :class:`~backend.MembersMissingError`."""
+    if why.bad is not None:
+        key, writer, reason = why.bad
+        return StoreRecordError(key, f"{reason} (rank {why.by} found it and closed round "
+                                f"{a.round} of {a.desc}; rank {rz.rank} fails with it)",
+                                writer=writer)
+    doing = {m: (text, kind) for m, text, kind in why.doing}
     kinds = {k for _, k in doing.values()} | ({"late"} if a.late else set())
     cause = next((text for kind, text in _CAUSES if kind in kinds), _CAUSES[-1][1])
-    count = int(why.get("count", len(missing)))
     who = "; ".join(f"rank {m} {text}" for m, (text, _) in list(doing.items())[:8])
-    if count > min(8, len(doing)):
-        who += f"; and {count - min(8, len(doing))} more"
-    closer = why.get("by")
-    by = "" if closer in (None, rz.rank) else f" (rank {closer} closed the round)"
+    if why.count > min(8, len(doing)):
+        who += f"; and {why.count - min(8, len(doing))} more"
+    by = "" if why.by == rz.rank else f" (rank {why.by} closed the round)"
     what = "are missing" if "interrupted" in kinds else "did not arrive"
     message = (
         f"rank {rz.rank} could not create {a.desc} within "
-        f"{rz.clock() - a.start:.1f} s{by}: {count} of its {a.size} members {what} "
+        f"{rz.clock() - a.start:.1f} s{by}: {why.count} of its {a.size} members {what} "
         f"({who}). Likely cause: {cause}. Remedies: ask for groups in the same order on "
         "every rank (mesh.materialize() creates a mesh's groups in dim order on every "
         "rank), make every member ask, and check the program offline with "
         "backend.check_spmd(world_size, program).")
     return MembersMissingError(message, rank=rz.rank, dim=a.dim, ranks=a.shown,
-                               missing=missing,
+                               missing=why.missing,
                                doing={m: text for m, (text, _) in doing.items()})
 
 
-def _doing(peer: Peer, rec: Mapping[str, Any], now: float) -> str:
+def _words(peer: Peer, seen: Seen | None, now: float) -> str:
     """What a missing member is doing, in words, from its state and record."""
-    desc = rec.get("desc") or ("no group (it is diagnosing a failed collective)"
-                               if rec.get("explaining") else "a group")
-    return {
-        "absent": "is not creating any group (it has no record of waiting in one: it "
-                  "skipped this group, is late, or has not started)",
-        "arriving": "was arriving as this rank gave up",
-        "gave_up": "gave up waiting for this group before this rank arrived",
-        "created": "already created this group with the other members (in an earlier "
-                   "round); it will not ask for it again",
-        "busy": f"is creating {desc} (for {now - float(rec.get('since', now)):.1f} s)",
-        "creating": "is still inside torch's creation of an earlier attempt at this group, "
-                    f"which fails by its timeout (in {max(0.0, peer.until - now):.1f} s)",
-        "left": f"is not creating any group (it left {desc} {now - peer.until:.1f} s ago, "
-                "when that failed)",
-        "idle": f"is not creating any group (its last was {desc})",
-        "finished": f"is not creating any group (it created {desc} a moment ago)",
-        "claimed": "claimed this round to close it and stopped before it did (it exited or "
-                   "hangs)",
-        "interrupted": f"was interrupted ({rec.get('interrupted', 'an exception')}) while "
-                       f"creating {desc}, {now - peer.until:.1f} s ago",
-        "gone": f"has not answered for {now - peer.until:.1f} s while creating {desc} "
-                "(it may have exited)",
-    }[peer.state]
+    rec = None if seen is None else seen.record
+    desc = (rec.desc if rec is not None and rec.desc else
+            "no group (it is diagnosing a failed collective)" if rec is not None and
+            rec.explaining else "a group")
+    return peer.state.words.format(
+        desc=desc, busy_for=now - (now if seen is None else seen.since),
+        until_in=max(0.0, peer.until - now), ago=now - peer.until,
+        interrupted=(rec.interrupted if rec is not None and rec.interrupted else
+                     "an exception"))
 
 
 class Snapshot:
@@ -203,11 +221,11 @@ class Snapshot:
 
     def __init__(self, rz: Liveness) -> None:
         self._rz = rz
-        self._records: dict[int, dict[str, Any] | None] = {}
-        self._decided: dict[tuple[Any, int], int | None] = {}
+        self._records: dict[int, Seen | None] = {}
+        self._decided: dict[tuple[str, int], int | None] = {}
         self.ticketless = 0  # listed as arriving, but more than the tickets taken
 
-    def record(self, rank: int) -> dict[str, Any] | None:
+    def record(self, rank: int) -> Seen | None:
         if rank not in self._records:
             self._records[rank] = self._rz.record(rank)
         return self._records[rank]
@@ -215,87 +233,112 @@ class Snapshot:
     def waits_in(self, rank: int, name: str, k: int) -> bool:
         """Whether ``rank``'s record says one of its threads waits (or waited, and left when
         the round failed) in round ``k`` of ``name``; not if an interrupt ended it."""
-        rec = self.record(rank)
-        if not rec or "interrupted" in rec:
+        seen = self.record(rank)
+        if seen is None or seen.record.interrupted is not None:
             return False
-        return [name, k] in rec.get("in", ()) or (rec.get("group") == name and
-                                                   int(rec.get("round", -1)) == k)
+        rec = seen.record
+        return (name, k) in rec.in_ or (rec.group == name and rec.round == k)
 
-    def decided(self, rec: Mapping[str, Any]) -> int | None:
+    def decided(self, rec: LivenessRecord) -> int | None:
         """GO or QUIT if the round in ``rec`` is decided (a full round is being committed),
         None while it is open."""
-        name, k = rec.get("group"), int(rec.get("round", 0))
+        name, k = rec.group or "", rec.round
         if (name, k) not in self._decided:
-            value = self._rz.peek(key("d", name, k))
+            dkey = self._rz.key("d", name, k)
+            value = self._rz.peek(dkey)
+            found: int | None
             if value is not None:
-                found: int | None = GO if decision(int(value))[0] else QUIT
+                found = GO if decision(read_outcome(dkey, value, range(self._rz.world)))[0] \
+                    else QUIT
             else:
-                taken = int(self._rz.peek(key("t", name)) or 0)
-                found = GO if taken >= (k + 1) * int(rec.get("size", 1)) else None
+                counter = self._rz.key("t", name)
+                taken = read_count(counter, self._rz.peek(counter))
+                found = GO if taken >= (k + 1) * max(rec.size, 1) else None
             self._decided[(name, k)] = found
         return self._decided[(name, k)]
 
-    def peer(self, a: Attempt, m: int, now: float, lost_after: float | None) -> Peer:
+    def peer(self, a: Attempt, m: int, now: float) -> Peer:
         """What missing member ``m`` is doing, from its record."""
-        rec = self.record(m)
-        if not rec:
-            return Peer("absent")
-        if "lost" in rec:  # a peer found it silent after a failure, and it has not come back
-            return Peer("gone", float(rec.get("beat", rec["lost"])))
-        if "interrupted" in rec:
-            return Peer("interrupted", float(rec.get("left", now)))
-        if not rec.get("group"):
-            return Peer("idle")  # explaining a failure, not creating
-        beat = float(rec.get("beat", now))
-        silent = lost_after is not None and now - beat > lost_after
-        if rec["group"] == a.name:
-            if int(rec.get("round", -1)) >= a.round:
-                return Peer("gone", beat) if silent else Peer("arriving", now)
-            if "left" in rec:  # it gave up an earlier round: on its way if that was just now
-                return Peer("gave_up", float(rec["left"]))
-            if silent:
-                return Peer("gone", beat)
-            if "creating" in rec:  # inside torch's creation of an earlier round
-                return Peer("creating", float(rec.get("until", now)))
-            if self.decided(rec) is None:  # still waiting in an earlier round
-                return Peer("busy", float(rec.get("until", now)))
-            return Peer("created")
-        if "left" in rec:
-            return Peer("left", float(rec["left"]))
-        decided = self.decided(rec)
-        if decided == GO:  # it created that group: moments ago (it still beat), or long ago
-            period = self._rz.period
-            if period is not None and now - beat < period + SLACK_S:
-                if "creating" in rec and now < float(rec.get("until", now)):
-                    # inside torch's creation of it, or just out (its record still says so):
-                    # looked at again after its next beat, as one that just finished is
-                    return Peer("busy", min(float(rec["until"]), beat + period))
-                return Peer("finished", beat + period)
-            return Peer("idle")
-        if decided == QUIT:  # closed: it is failing there now
-            return Peer("busy", float(rec.get("until", now)), self.waits_for(rec))
-        if silent:
-            return Peer("gone", beat)
-        return Peer("busy", float(rec.get("until", now)), self.waits_for(rec))
+        seen = self.record(m)
+        if seen is None:
+            return Peer(PeerState.ABSENT)
+        rec = seen.record
+        if self._rz.lost(seen):  # a peer found it silent after a failure; it wrote nothing since
+            return Peer(PeerState.GONE, seen.at)
+        if rec.interrupted is not None:
+            return Peer(PeerState.INTERRUPTED, now if seen.left is None else seen.left)
+        if rec.group is None:
+            return Peer(PeerState.IDLE)  # explaining a failure, not creating
+        if rec.group == a.name:
+            return self._here(a, seen, now)
+        return self._elsewhere(seen, now)
 
-    def waits_for(self, rec: Mapping[str, Any], most: int = 256) -> bool:
+    def _here(self, a: Attempt, seen: Seen, now: float) -> Peer:
+        """A missing member whose record is about this group."""
+        rec, silent = seen.record, seen.silent(now)
+        if rec.round >= a.round:
+            return Peer(PeerState.GONE, seen.at) if silent else Peer(PeerState.ARRIVING, now)
+        if seen.left is not None:  # it gave up an earlier round: on its way if just now
+            return Peer(PeerState.GAVE_UP, seen.left)
+        if silent:
+            return Peer(PeerState.GONE, seen.at)
+        if rec.creating:  # inside torch's creation of an earlier round
+            return Peer(PeerState.CREATING, seen.until)
+        if self.decided(rec) is None:  # still waiting in an earlier round
+            return Peer(PeerState.BUSY, _busy_until(seen))
+        return Peer(PeerState.CREATED)
+
+    def _elsewhere(self, seen: Seen, now: float) -> Peer:
+        """A missing member whose record is about another group."""
+        rec = seen.record
+        if seen.left is not None:
+            return Peer(PeerState.LEFT, seen.left)
+        decided = self.decided(rec)
+        if decided == GO:  # it created that group: moments ago, or long ago
+            return _after_go(seen, now)
+        if decided is None and seen.silent(now):
+            return Peer(PeerState.GONE, seen.at)
+        return Peer(PeerState.BUSY, _busy_until(seen), self.waits_for(rec))
+
+    def waits_for(self, rec: LivenessRecord, most: int = 256) -> bool:
         """Whether the member with record ``rec`` waits, directly or through the open groups
         of the members it waits for, for the closing rank (a cycle).  Follows at most
         ``most`` records; a group too large to be written out in a record is assumed to."""
         rank = self._rz.rank
-        todo: list[Mapping[str, Any]] = [rec]
+        todo = [rec]
         seen: set[int] = set()
         while todo and len(seen) < most:
             r = todo.pop()
-            ranks = r.get("ranks", ())
-            if rank in ranks or int(r.get("size", 0)) > len(ranks):
+            if rank in r.ranks or r.size > len(r.ranks):
                 return True
-            for m in ranks:
+            for m in r.ranks:
                 if m in seen:
                     continue
                 seen.add(m)
                 other = self.record(m)
-                if other and other.get("group") and "left" not in other and \
-                        other.get("group") != r.get("group") and self.decided(other) != GO:
-                    todo.append(other)  # still in a round (open, or closed unnoticed)
+                o = None if other is None else other.record
+                if o is not None and o.group and o.left_s is None and \
+                        o.group != r.group and self.decided(o) != GO:
+                    todo.append(o)  # still in a round (open, or closed unnoticed)
         return False
+
+
+def _busy_until(seen: Seen) -> float:
+    """How long a member busy in another round is waited for: until its deadline there,
+    and, if it beats, no longer than its liveness bound past the moment this rank first
+    saw its record (looked at again then, a member whose beat stopped is named gone)."""
+    period = seen.record.period
+    if period is None:
+        return seen.until
+    return min(seen.until, seen.at + 3 * period + 2.0)
+
+
+def _after_go(seen: Seen, now: float) -> Peer:
+    """A member whose last group went ahead: finishing it (this rank first saw its record
+    less than a beat period and the slack ago: it may be on its way here), or idle."""
+    period = seen.record.period
+    if period is None or now - seen.at >= period + SLACK_S:
+        return Peer(PeerState.IDLE)
+    if seen.record.creating and now < seen.until:  # inside torch's creation of it, or just out
+        return Peer(PeerState.BUSY, min(seen.until, seen.at + period))
+    return Peer(PeerState.FINISHED, seen.at + period)

@@ -6,20 +6,32 @@ Liveness costs nothing while nothing is being created: a rank beats its record o
 it is inside a creation that lasts (or explains a failure), every :func:`beat_period`
 seconds (1 s, longer for worlds over 2,000 ranks: at most :data:`LIVENESS_WRITES_PER_S`
 beats per second whatever the world).
+
+**Clocks.**  Every deadline is this process's own (``clock``, monotonic by default).  A
+record carries spans measured on its writer's clock and a write counter (``seq``), never a
+time to compare with another host's: a reader places a record's times on its own clock from
+the moment it first saw that ``(life, seq)`` (:class:`Seen`), and judges a peer silent by how
+long it has seen no new write.  A wall-clock step on any host changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import heapq
+import itertools
+import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._store import ABSENT, Closed, key, lease
+import attrs
 
-__all__ = ["LIVENESS_WRITES_PER_S", "Liveness", "beat_period"]
+from ._records import LivenessRecord, LostMark
+from ._rounds import GRACE_S, SHOWN
+from ._store import ABSENT, Closed, job_namespace, key, lease
+
+__all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period"]
 
 LIVENESS_WRITES_PER_S = 2000  # the most beats per second a whole world sends
 
@@ -35,27 +47,124 @@ def beat_period(world_size: int, heartbeat: float) -> float:
     return max(heartbeat, world_size / LIVENESS_WRITES_PER_S)
 
 
+@attrs.frozen
+class Doing:
+    """What one thread of this rank does, in this process's clock (written into its
+    :class:`~._records.LivenessRecord` as spans)."""
+
+    group: str | None = None
+    round: int = -1
+    size: int = 0
+    desc: str = ""
+    ranks: tuple[int, ...] = ()
+    since: float = 0.0
+    until: float = 0.0
+    creating: bool = False
+    left: float | None = None
+    interrupted: str | None = None
+    explaining: bool = False
+
+
+@attrs.frozen
+class Seen:
+    """A peer's record as this rank read it, placed on this rank's clock: ``at`` is when
+    this rank first saw this record's ``(life, seq)``, so ``now - at`` is how long it has
+    seen no new write, and the record's spans count from ``at``."""
+
+    record: LivenessRecord
+    at: float
+
+    @property
+    def since(self) -> float:
+        return self.at - self.record.since_s
+
+    @property
+    def until(self) -> float:
+        return self.at + self.record.until_s
+
+    @property
+    def left(self) -> float | None:
+        left = self.record.left_s
+        return None if left is None else self.at - left
+
+    def silent(self, now: float) -> bool:
+        """Whether its writer beats and this rank has seen no new write for longer than
+        three of its periods and two seconds (its beat stopped: it exited or hangs)."""
+        period = self.record.period
+        return period is not None and now - self.at > 3 * period + 2.0
+
+
+class _Later:
+    """One thread per process that runs what was asked for later (a waiting member's
+    record, once it has waited :data:`~._rounds.GRACE_S`), so that a barrier whose members
+    all come writes no record, and nobody blocks in the store with a short timeout."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def at(self, when: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at ``when`` (``time.monotonic``); the thread is woken only when this
+        is its earliest job."""
+        with self._cv:
+            heapq.heappush(self._heap, (when, next(self._count), fn))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="meshlayout-later")
+                self._thread.start()
+            if self._heap[0][0] == when:
+                self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cv.wait(None if not self._heap else
+                                  self._heap[0][0] - time.monotonic())
+                _, _, fn = heapq.heappop(self._heap)
+            with contextlib.suppress(Exception):  # the store is gone: nothing left to tell
+                fn()
+
+
+_LATER = _Later()
+
+
 class Liveness:
     """One rank's record in the store and its beat: what its peers know of it (see
     :mod:`._rendezvous`); :class:`~._rendezvous.Rendezvous` adds the barrier.
 
-    ``clock`` (wall time by default) stamps records and measures every deadline; the
-    store's blocking calls are given the time left by it (a test gives a simulated clock
-    and a store that keeps the same time)."""
+    ``clock`` (monotonic by default) measures every deadline of this rank; the store's
+    blocking calls are given the time left by it (a test gives a simulated clock and a
+    store that keeps the same time).  ``namespace`` (default: the job and attempt,
+    :func:`~._store.job_namespace`) prefixes every key.  ``publish_after``: how long a
+    member waits before its record is written (0: at once)."""
 
     def __init__(self, store: Any, rank: int, *, world_size: int,
                  heartbeat: float | None = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 namespace: str | None = None, publish_after: float = GRACE_S) -> None:
         self._root = store
         self.rank = rank
+        self.world = world_size
         self.clock = clock
+        self.namespace = job_namespace() if namespace is None else namespace
         self.period = beat_period(world_size, heartbeat) if heartbeat else None
+        self.publish_after = publish_after
+        self._life = random.getrandbits(52)
+        self._seq = 0
+        self._seen: dict[int, tuple[int, int, float]] = {}  # rank -> life, seq, first seen
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._active: dict[int, dict[str, Any]] = {}  # thread -> the record it beats
+        self._active: dict[int, Doing] = {}  # thread -> what it does
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+
+    def key(self, *parts: object) -> str:
+        """The store key of ``parts`` in this job's namespace."""
+        return key(self.namespace, *parts)
 
     # ---- connections and records ------------------------------------------------------------
     def warm(self, connections: int) -> None:
@@ -83,29 +192,78 @@ class Liveness:
         got = bytes(self._store().compare_set(key, ABSENT, ABSENT))
         return None if got == ABSENT.encode() else got
 
-    def record(self, rank: int) -> dict[str, Any] | None:
-        raw = self.peek(key("r", rank))
-        return json.loads(raw) if raw else None
-
-    def _merged(self, mine: dict[str, Any]) -> dict[str, Any]:
-        """This rank's record: this thread's, listing every group and round the rank's
-        threads wait in (``in``)."""
+    def record(self, rank: int) -> Seen | None:
+        """Rank ``rank``'s record (read strictly: :class:`~backend.StoreRecordError` if its
+        writer could not have written it), placed on this rank's clock."""
+        raw = self.peek(self.key("r", rank))
+        if raw is None:
+            return None
+        rec = LivenessRecord.read(self.key("r", rank), raw, rank=rank, world=self.world)
+        now = self.clock()
         with self._lock:
-            rounds = [[r["group"], r["round"]] for r in self._active.values()
-                      if r.get("group") and "round" in r]
-        return {**mine, "in": rounds, "beat": self.clock()}
+            life, seq, at = self._seen.get(rank, (-1, -1, now))
+            if (life, seq) != (rec.life, rec.seq):
+                at = now
+            self._seen[rank] = (rec.life, rec.seq, at)
+        return Seen(rec, at)
 
-    def _publish(self, record: dict[str, Any]) -> None:
+    def lost(self, seen: Seen) -> bool:
+        """Whether a peer marked ``seen``'s record as stopped (:meth:`silent`) and its writer
+        has not written since."""
+        rank = seen.record.rank
+        raw = self.peek(self.key("l", rank))
+        if raw is None:
+            return False
+        mark = LostMark.read(self.key("l", rank), raw, world=self.world)
+        return (mark.life, mark.seq) == (seen.record.life, seen.record.seq)
+
+    def _merged(self, mine: Doing) -> LivenessRecord:
+        """This rank's record: this thread's, listing every group and round the rank's
+        threads wait in (``in``), with the next write count."""
+        now = self.clock()
+        with self._lock:
+            rounds = tuple((d.group, d.round) for d in self._active.values()
+                           if d.group is not None and d.round >= 0)[:SHOWN]
+            self._seq += 1
+            seq = self._seq
+        return LivenessRecord(
+            self.rank, self._life, seq, self.period, mine.group, mine.round, mine.size,
+            mine.desc[:1000], mine.ranks[:SHOWN], rounds, max(0.0, now - mine.since),
+            max(-1e9, min(1e9, mine.until - now)), mine.creating,
+            None if mine.left is None else max(0.0, now - mine.left), mine.interrupted,
+            mine.explaining)
+
+    def _write(self, doing: Doing) -> None:
+        self._store().set(self.key("r", self.rank), self._merged(doing).to_bytes())
+
+    def _publish(self, doing: Doing) -> None:
         """Write this rank's record, and beat it while this thread is inside the barrier or
         the creation that follows (until :meth:`_quiet`)."""
-        self._activate(record)
-        self._store().set(key("r", self.rank), json.dumps(self._merged(record)))
+        self._activate(doing)
+        self._write(doing)
 
-    def _activate(self, record: dict[str, Any]) -> None:
-        """Beat ``record`` from the next period on while this thread is inside the barrier or
+    def _later(self, doing: Doing) -> None:
+        """Activate ``doing``, and write it if this thread is still doing it
+        :attr:`publish_after` seconds later, by the process's timer thread (at once if that
+        is 0).  Not left to the next beat (up to a period later): a peer that closes a round
+        on an interrupt must see who is waiting in it."""
+        if self.publish_after <= 0:
+            self._publish(doing)
+            return
+        self._activate(doing)
+        tid = threading.get_ident()
+
+        def write() -> None:
+            if self._active.get(tid) is doing and not self._stop:
+                self._write(doing)
+
+        _LATER.at(time.monotonic() + self.publish_after, write)
+
+    def _activate(self, doing: Doing) -> None:
+        """Beat ``doing`` from the next period on while this thread is inside the barrier or
         the creation (a creation that is over before then writes nothing)."""
         with self._lock:
-            self._active[threading.get_ident()] = record
+            self._active[threading.get_ident()] = doing
             if self.period is not None and self._thread is None and not self._stop:
                 self._thread = threading.Thread(target=self._beat, daemon=True,
                                                 name=f"meshlayout-beat-{self.rank}")
@@ -121,10 +279,10 @@ class Liveness:
             with self._lock:
                 if self._stop:
                     return
-                record = next(reversed(self._active.values()), None)
-            if record is not None:
+                doing = next(reversed(self._active.values()), None)
+            if doing is not None:
                 try:
-                    self._store().set(key("r", self.rank), json.dumps(self._merged(record)))
+                    self._write(doing)
                 except Exception:  # the store is gone (rank 0 exited): nothing left to tell
                     return
 
@@ -132,12 +290,6 @@ class Liveness:
     def beating(self) -> bool:
         """Whether this rank beats inside creations (so peers' silence means something)."""
         return self.period is not None and not self._stop
-
-    @property
-    def lost_after(self) -> float:
-        """How long a rank inside a creation may go without a beat before it counts as lost
-        (3 periods + 2 s)."""
-        return 3 * (self.period or 0.0) + 2.0
 
     @property
     def explain_s(self) -> float:
@@ -155,59 +307,69 @@ class Liveness:
             self._thread.join(timeout=5)
         if not isinstance(self._root, Closed):
             with contextlib.suppress(Exception):
-                self._store().delete_key(key("r", self.rank))
+                self._store().delete_key(self.key("r", self.rank))
         self._root = Closed()
         self._local = threading.local()
 
     # ---- liveness after a failure -------------------------------------------------------------
     def silent(self, ranks: Sequence[int], *, passed: tuple[str, int] | None = None
                ) -> dict[int, float | None]:
-        """The ranks that do not beat within about two periods while this rank waits (it
-        beats meanwhile, so peers handling the same failure see it too), with how long since
-        their last beat (None: never).  A rank beats only inside a creation or this call,
-        so one that is alive but doing neither counts as silent, except, with ``passed`` (a
-        barrier and round), one whose record says it left that round uninterrupted: its
-        own creation of the group failed, and it is alive.  Inside a creation, this rank's
-        record keeps saying which one (a peer's retry waits for it)."""
+        """The ranks that write no new record within about two periods while this rank
+        watches (it beats meanwhile, so peers handling the same failure see it too), with
+        how long this rank has seen no new write from each (None: it has no record).  A
+        rank beats only inside a creation or this call, so one that is alive but doing
+        neither counts as silent, except, with ``passed`` (a barrier and round), one whose
+        record says it left that round uninterrupted: its own creation of the group
+        failed, and it is alive.  Each silent rank is marked lost (``l/<rank>``) until it
+        writes again, for the next creation that would wait for it."""
         with self._lock:
             base = self._active.get(threading.get_ident())
-        self._publish({**(base or {"group": None, "since": self.clock()}), "explaining": True})
+        self._publish(attrs.evolve(base or Doing(since=self.clock()), explaining=True))
         try:
-            first = {r: (self.record(r) or {}).get("beat") for r in ranks}
+            first = {r: _stamp(self.record(r)) for r in ranks}
             quiet = set(ranks)
             end = time.monotonic() + self.explain_s
             while quiet and time.monotonic() < end:
                 time.sleep(0.1)
-                quiet = {r for r in quiet if (self.record(r) or {}).get("beat") == first[r]}
+                quiet = {r for r in quiet if _stamp(self.record(r)) == first[r]}
             if passed is not None:
-                quiet = {r for r in quiet if not _left_alive(self.record(r) or {}, *passed)}
+                quiet = {r for r in quiet if not _left_alive(self.record(r), *passed)}
         finally:
             if base is None:
                 self._quiet()
             else:
                 self._activate(base)
-        now = self.clock()
-        for r in quiet:  # say so in its record, for the next creation that waits for it
-            with contextlib.suppress(Exception):
-                self._store().set(key("r", r), json.dumps(
-                    {**(self.record(r) or {}), "lost": now, "seen_by": self.rank}))
-        return {r: None if (beat := first[r]) is None else max(0.0, now - float(beat))
-                for r in sorted(quiet)}
+        return {r: self._mark_lost(r, first[r]) for r in sorted(quiet)}
+
+    def _mark_lost(self, rank: int, stamp: tuple[int, int] | None) -> float | None:
+        """Mark ``rank``'s record lost; how long this rank has seen it unchanged."""
+        if stamp is None:
+            return None
+        with contextlib.suppress(Exception):
+            self._store().set(self.key("l", rank), LostMark(self.rank, *stamp).to_bytes())
+        with self._lock:
+            at = self._seen[rank][2] if rank in self._seen else self.clock()
+        return max(0.0, self.clock() - at)
 
     def interrupted(self, ranks: Sequence[int]) -> dict[int, str]:
         """The ranks among ``ranks`` whose record says an exception (a Ctrl-C) ended their
         last attempt, with its type."""
         out = {}
         for r in ranks:
-            rec = self.record(r) or {}
-            if "interrupted" in rec:
-                out[r] = str(rec["interrupted"])
+            seen = self.record(r)
+            if seen is not None and seen.record.interrupted is not None:
+                out[r] = seen.record.interrupted
         return out
 
 
-def _left_alive(rec: Mapping[str, Any], name: str, k: int) -> bool:
-    """Whether record ``rec`` says its rank left round ``k`` of ``name`` uninterrupted."""
-    return rec.get("group") == name and int(rec.get("round", -1)) == k and "left" in rec \
-        and "interrupted" not in rec and "lost" not in rec
+def _stamp(seen: Seen | None) -> tuple[int, int] | None:
+    return None if seen is None else (seen.record.life, seen.record.seq)
 
 
+def _left_alive(seen: Seen | None, name: str, k: int) -> bool:
+    """Whether a record says its rank left round ``k`` of ``name`` uninterrupted."""
+    if seen is None:
+        return False
+    rec = seen.record
+    return rec.group == name and rec.round == k and rec.left_s is not None and \
+        rec.interrupted is None

@@ -10,9 +10,12 @@ and, before torch's creation, has the members meet at this barrier.
 attempt of a member takes one *ticket* ``t = add(t/G, 1)``; tickets ``kN+1 .. kN+N`` make
 round ``k``.  The member holding the round's last ticket *commits* it:
 ``compare_set(d/G/k, "", GO)``, then wakes the others: ``set(o/G/k, GO)``.  The others block
-in the store on ``get(o/G/k)`` (on a connection of their own, so nothing else of the
-process waits behind them), first for a grace period (:data:`GRACE_S`; a barrier whose
-members all come passes here), then, having written their record, until their deadline.
+in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
+nothing else of the process waits behind them; one wait, never a short one: c10d logs every
+store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
+record written by a timer thread, and a barrier whose members all come writes none.  The
+wait is a ``multi_get`` of the wake-up and the ticket counter: a waiter believes a GO only
+if the counter says the round is full.
 A member whose deadline passes *claims* the round (``compare_set(c/G/k, "", rank)`` wins),
 lists who is missing (the only listing: once per failed round), applies the waiting policy
 (:func:`next_deadline`) and, when the policy says so, *closes* it: it writes its reasons
@@ -33,16 +36,34 @@ taken), *full* (N tickets: being committed, or filled by a closer), *go* (``GO``
 (``QUIT + closer``; reasons in ``w/G/k/<closer>``).  Transitions: open → full → go; open or
 full → quit.  A round never reopens.
 
-**Store keys** (under ``meshlayout/``): ``t/G`` the ticket counter; ``o/G/k`` the wake-up and
+**Store keys** (under ``meshlayout/<job>/``, the job's and attempt's namespace,
+:func:`~._store.job_namespace`): ``t/G`` the ticket counter; ``o/G/k`` the wake-up and
 ``d/G/k`` the decision of each round; ``c/G/k`` the close claim (the claimer's rank) and
 ``w/G/k/<rank>`` the reasons of a failed one; ``r/<rank>`` this rank's record (the groups
-and rounds its threads wait in, since and until when, its last beat; whether it is inside
-torch's creation, left a failed round, or was interrupted; deleted at
-:meth:`Rendezvous.close`); ``n/G`` the notes of a rebind's barrier
-(:meth:`Rendezvous.agree`).  A group created at the first try leaves three keys (``t``,
-``o``, ``d``: about 150 bytes, as torch leaves its own per-group keys) for the store's life; a
-failed round adds three or four more.  Round numbers never repeat, so nothing is deleted
-while a member may still read it.
+and rounds its threads wait in, for how long and how long until its deadline, its write
+count; whether it is inside torch's creation, left a failed round, or was interrupted;
+deleted at :meth:`Rendezvous.close`); ``l/<rank>`` a peer's note that that record stopped
+changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`).  Each value
+has one writer and one strict reader (:mod:`._records`).  A group created at the first try
+leaves three keys (``t``, ``o``, ``d``: about 150 bytes, as torch leaves its own per-group
+keys) for the store's life; a failed round adds three or four more.  Round numbers never
+repeat, so nothing is deleted while a member may still read it.
+
+**Threat model.**  The store is shared and has no access control.  A peer on it can write,
+overwrite or delete any key at any time, and may be an earlier job or attempt (its keys
+left on a store that outlived it), a rank of this job that crashed, froze, was interrupted
+or runs with its wall clock stepped, or a writer of junk.  What the barrier guarantees
+whatever such a peer did: keys of another job or attempt are never read (namespaces); every
+value read is checked by its reader (bytes, types, bounds, a decision's closer and a claim's
+claimer are members, a counter never goes back below a ticket taken, a GO wake-up comes with
+a full counter), and one that fails raises :class:`~backend.StoreRecordError` naming the key
+and the writer the key or value names, on the member that reads it at once, and on every
+member of the round once one closes it with that reason (at the latest at the first
+deadline); no member waits past twice its timeout plus the slack; no decision compares two
+hosts' clocks (see :mod:`._liveness`).  What it cannot guarantee: against a writer *inside
+this job's namespace* that writes well-formed protocol values (a counter moved forward, a
+forged decision with a full counter), members can disagree or pass without a member, as
+no value in TCPStore can be authenticated; detecting that would cost every member a listing.
 
 **Interrupted and retried attempts.** The ticket is taken by one C call whose result is
 stored before any Python code runs, so an interrupt (``KeyboardInterrupt``, or any exception
@@ -52,11 +73,13 @@ its round, with reasons naming itself ("was interrupted") and the members that h
 so the others fail at once, saying so, and its retry takes a ticket in a later round. Where
 the ticket call itself raised (its value is unknown), the round the counter points into is
 closed unless it is full. A committer interrupted between its commit and its wake-up is
-named by its peers as one that stopped there (below). A Ctrl-C acts at once: the main thread
-waits on a lock, which a signal interrupts, while a helper thread blocks in the store for
-it. An attempt that failed after go (in torch) retries in a later round, where it meets its
-peers' retries (a peer still inside torch's creation of the earlier round is waited for,
-until that creation's timeout) or fails naming who did not come.
+named by its peers as one that stopped there (below). A Ctrl-C acts at once: while the main
+thread blocks in the store, the signal's wake-up fd wakes a thread that closes its round,
+which wakes the main thread (:class:`~._store.Interrupts`; where SIGINT is handled otherwise,
+the main thread waits on a lock, which a signal interrupts, while a helper thread blocks in
+the store for it). An attempt that failed after go (in torch) retries in a later round,
+where it meets its peers' retries (a peer still inside torch's creation of the earlier round
+is waited for, until that creation's timeout) or fails naming who did not come.
 
 **Invariants.**
 - *Agreement*: a round is go for all its members or quit for all of them (a go round whose
@@ -85,10 +108,11 @@ until that creation's timeout) or fails naming who did not come.
   check that follows (two beats and half a second; the creation is watched, see
   ``_torch_groups._watched``, as Gloo may retry a dead member for several timeouts).  One
   interrupted while it waits closes its round at once.
-- *Cost*: on the success path a member makes 2 store calls (its ticket, the ``get`` of the
-  wake-up, which carries the decision) and the committer 3 (its ticket, the commit, the
-  wake-up), whatever N; nobody lists the members; a member that waits past the grace period
-  adds its record and a second ``get``. Liveness costs nothing while nothing is being
+- *Cost*: on the success path a member makes 2 store calls (its ticket, the ``multi_get``
+  of the wake-up, which carries the decision, and the counter) and the committer 3 (its
+  ticket, the commit, the wake-up), whatever N; nobody lists the members; a member that
+  waits past the grace period adds its record (a ``set``, from the timer thread). Liveness
+  costs nothing while nothing is being
   created: a rank beats its record only while it is inside a creation that lasts (or
   explains a failure), every :func:`beat_period` seconds (1 s, longer for worlds over 2,000
   ranks: at most :data:`LIVENESS_WRITES_PER_S` beats per second whatever the world).
@@ -105,21 +129,25 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ._diagnosis import Peer, Snapshot, failure, look, next_deadline, reasons
-from ._liveness import Liveness
+import attrs
+
+from .._core import StoreRecordError
+from ._diagnosis import Peer, PeerState, Snapshot, failure, look, next_deadline, reasons
+from ._liveness import Doing, Liveness
+from ._records import MAX_COUNT, Reasons, read_claim, read_count, read_outcome
 from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, Attempt, decision
-from ._store import Helper, key
+from ._store import Helper, Interrupts, timed_out
 
 __all__ = ["Rendezvous"]
 
 _LISTED_ON_INTERRUPT = 1024  # an interrupted member lists the missing of groups this small
+_INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
 
 
 class Rendezvous(Liveness):
@@ -128,10 +156,13 @@ class Rendezvous(Liveness):
 
     def __init__(self, store: Any, rank: int, *, world_size: int,
                  heartbeat: float | None = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
-        super().__init__(store, rank, world_size=world_size, heartbeat=heartbeat, clock=clock)
+                 clock: Callable[[], float] = time.monotonic,
+                 namespace: str | None = None, publish_after: float = GRACE_S) -> None:
+        super().__init__(store, rank, world_size=world_size, heartbeat=heartbeat, clock=clock,
+                         namespace=namespace, publish_after=publish_after)
         self._passed: dict[str, int] = {}  # barrier -> the last round this rank passed
         self._helper = Helper()
+        self._interrupts = _INTERRUPTS
 
     def _look(self, a: Attempt, seen: dict[int, float]
               ) -> tuple[set[int], dict[int, Peer], Snapshot]:
@@ -159,7 +190,7 @@ class Rendezvous(Liveness):
         try:
             k = self._arrive(a)
             now = self.clock()
-            self._activate(self._record_of(a, creating=now,
+            self._activate(self._record_of(a, creating=True,
                                            until=now + timeout + self.explain_s))
             try:
                 yield k
@@ -177,11 +208,11 @@ class Rendezvous(Liveness):
         survivors telling each other which groups failed under them).
         """
         if note:
-            self._store().append(key("n", name), note + "\n")
+            self._store().append(self.key("n", name), note + "\n")
         with self.meet(name, members, timeout, dim="rebind",
                        desc=f"the rebind of {len(members)} surviving ranks", shown=()):
             pass
-        notes = self.peek(key("n", name)) or b""
+        notes = self.peek(self.key("n", name)) or b""
         return [line for line in notes.decode().split("\n") if line]
 
     def _arrive(self, a: Attempt) -> int:
@@ -193,20 +224,21 @@ class Rendezvous(Liveness):
             try:
                 ticket = self._take(a)
                 a.round = k = (ticket - 1) // a.size
-                self._activate(self._record_of(a))  # written only if this takes a while
-                value = self._decide(a, GO) if ticket == a.last else self._await(a)
+                waiting = self._record_of(a)  # written only if this takes a while
+                self._activate(waiting)
+                value = self._decide(a, GO) if ticket == a.last else self._await(a, waiting)
             except BaseException as e:
                 self._abandon(a, e)
                 raise
             if value == STOPPED:
                 self._left(a)
-                raise failure(self, a, a.why)
+                raise failure(self, a, a.why or Reasons(self.rank))
             go, closer = decision(value)
             if go:
                 self._passed[a.name] = k
                 return k
             why = self._why(a, closer)
-            if closer != self.rank and self.rank in why.get("missing", ()):
+            if closer != self.rank and self.rank in why.missing:
                 a.late = True  # its ticket came after the closer's look: on to the next round
                 continue
             self._left(a)
@@ -215,59 +247,90 @@ class Rendezvous(Liveness):
     def _take(self, a: Attempt) -> int:
         """Take a ticket.  ``add``'s result goes straight into ``a.tickets`` by C code
         (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
-        finds it there (:meth:`_abandon`)."""
+        finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
+        ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
+        counter = self.key("t", a.name)
         add = self._store().add
-        a.tickets.extend(itertools.starmap(add, ((key("t", a.name), 1),)))
+        try:
+            a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
+        except Exception:
+            read_count(counter, self.peek(counter))  # raises if the counter is junk
+            raise
+        if not 0 < a.tickets[-1] <= MAX_COUNT:
+            raise StoreRecordError(counter, f"the ticket {a.tickets[-1]} is outside [1, "
+                                   f"{MAX_COUNT}]")
         return int(a.tickets[-1])
 
-    def _record_of(self, a: Attempt, **more: Any) -> dict[str, Any]:
-        return {"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
-                "ranks": list(a.members[:SHOWN]), "since": a.start, "until": a.deadline,
-                **more}
+    def _record_of(self, a: Attempt, **more: Any) -> Doing:
+        """What this thread does in attempt ``a`` (its deadline, unless ``more`` says)."""
+        return Doing(**{"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
+                        "ranks": tuple(a.members[:SHOWN]), "since": a.start,
+                        "until": a.deadline, **more})
 
     def _decide(self, a: Attempt, outcome: int) -> int:
         """Commit (GO) or close (QUIT + this rank) this rank's round: one ``compare_set`` on its
         decision key, so exactly one wins; then the wake-up, which carries the value that won
         (whoever writes it writes that value).  The value that won."""
         store = self._store()
-        won = int(store.compare_set(key("d", a.name, a.round), "", str(outcome)))
-        store.set(key("o", a.name, a.round), str(won))
+        dkey = self.key("d", a.name, a.round)
+        won = read_outcome(dkey, store.compare_set(dkey, "", str(outcome)), a.members)
+        store.set(self.key("o", a.name, a.round), str(won))
         return won
 
     def _decided(self, a: Attempt) -> int | None:
-        value = self.peek(key("d", a.name, a.round))
-        return None if value is None else int(value)
+        dkey = self.key("d", a.name, a.round)
+        value = self.peek(dkey)
+        return None if value is None else read_outcome(dkey, value, a.members)
 
-    def _get(self, a: Attempt, until: float) -> int | None:
+    def _get(self, a: Attempt, until: float, doing: Doing | None = None) -> int | None:
         """The round's decision from its wake-up key, blocking in the store until ``until``
-        (None: not woken by then).  In the main thread a helper blocks for it (see
-        :class:`Helper`) unless the wait is short (the grace period: a Ctrl-C then acts
-        within it)."""
-        if threading.current_thread() is threading.main_thread() and \
-                until - self.clock() > 2 * GRACE_S:
-            got: int | None = self._helper.run(lambda: self._get_here(a, until))
-            return got
-        return self._get_here(a, until)
+        (None: not woken by then).  ``doing``: the record to write if the wait lasts (see
+        :meth:`~._liveness.Liveness._later`).  In the main thread a Ctrl-C acts at once: it
+        closes the round (:class:`~._store.Interrupts`), or, where SIGINT is handled
+        otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
+        if doing is not None:
+            self._later(doing)
+        if threading.current_thread() is not threading.main_thread():
+            return self._get_here(a, until)
+        with self._interrupts.watching(lambda: self._abandon(a, KeyboardInterrupt())) as on:
+            if on:
+                return self._get_here(a, until)
+        got: int | None = self._helper.run(lambda: self._get_here(a, until))
+        return got
 
     def _get_here(self, a: Attempt, until: float) -> int | None:
+        """One blocking read of the wake-up and the ticket counter (``multi_get``: it waits
+        for the wake-up, then reads both in one round trip) until ``until``.  A GO is
+        believed only if the counter says the round is full (a wake-up planted before it
+        filled names its key).  A wait that ends early with the store's timeout is asked
+        again (a store whose clones share one timeout, such as torch's ``HashStore``, may
+        end it at another thread's shorter timeout); any other failure is the store's own
+        and is raised."""
         store = self._store()
-        store.set_timeout(timedelta(seconds=max(until - self.clock(), 0.001)))
-        try:
-            return int(store.get(key("o", a.name, a.round)))
-        except Exception:  # the store's wait timeout (DistStoreError)
-            if self.clock() < until - 0.05:  # not a timeout: the store itself failed
-                raise
-            return None
+        wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
+        while (left := until - self.clock()) > 0:
+            store.set_timeout(timedelta(seconds=max(left, 0.001)))  # 0 would mean forever
+            try:
+                raw, count = store.multi_get([wake, counter])
+            except Exception as e:  # DistStoreError, at the timeout
+                if not timed_out(e):
+                    raise
+                continue
+            value = read_outcome(wake, raw, a.members)
+            if value == GO and read_count(counter, count) < a.last:
+                raise StoreRecordError(wake, f"it says GO, but the ticket counter reads "
+                                       f"{read_count(counter, count)}, short of the round's "
+                                       f"{a.last} (the wake-up was planted, or the counter "
+                                       "set back)")
+            return value
+        return None
 
-    def _await(self, a: Attempt) -> int:
-        """Block until this round is decided: a short wait first (a barrier whose members all
-        come passes there, with no other store call), then the record and the wait to the
-        deadline, where the round is claimed and closed, or its closer awaited."""
-        got = self._get(a, min(self.clock() + GRACE_S, a.deadline))
-        if got is not None:
-            return got
-        self._publish(self._record_of(a))
-        got = self._get(a, a.deadline)
+    def _await(self, a: Attempt, waiting: Doing) -> int:
+        """Block until this round is decided: the record (one ``set``, which TCPStore sends
+        without waiting for a reply), then one wait to the deadline (no store call with a
+        short timeout: c10d logs each one that expires), where the round is claimed and
+        closed, or its closer awaited."""
+        got = self._get(a, a.deadline, waiting)
         return got if got is not None else self._past_deadline(a)
 
     def _past_deadline(self, a: Attempt) -> int:
@@ -286,8 +349,9 @@ class Rendezvous(Liveness):
                                   "before waking the others (it exited, hangs or was "
                                   "interrupted)")
             return STOPPED
-        claim = self._store().compare_set(key("c", a.name, a.round), "", str(self.rank))
-        closer = int(claim)
+        ckey = self.key("c", a.name, a.round)
+        closer = read_claim(ckey, self._store().compare_set(ckey, "", str(self.rank)),
+                            a.members)
         if closer == self.rank:
             return self._close(a)
         got = self._get(a, a.cap + SLACK_S)  # the closer decides by its cap
@@ -295,7 +359,7 @@ class Rendezvous(Liveness):
             return got
         _, peers, snap = self._look(a, {})  # the closer is gone: close the round here
         if closer not in peers:
-            peers = {**peers, closer: Peer("claimed", a.cap)}
+            peers = {**peers, closer: Peer(PeerState.CLAIMED, a.cap)}
         return self._conclude(a, reasons(self, a, peers, snap))
 
     def _close(self, a: Attempt) -> int:
@@ -303,7 +367,10 @@ class Rendezvous(Liveness):
         deadline = a.deadline
         seen: dict[int, float] = {}  # ticket holders without a record: when first seen
         while True:
-            _, peers, snap = self._look(a, seen)
+            try:
+                _, peers, snap = self._look(a, seen)
+            except StoreRecordError as e:  # every member fails with it, now
+                return self._conclude(a, Reasons(self.rank, bad=(e.key, e.writer, e.reason)))
             until = next_deadline(self.clock(), deadline, a.cap, list(peers.values()))
             if until is None:
                 break
@@ -314,10 +381,10 @@ class Rendezvous(Liveness):
             deadline = until
         return self._conclude(a, reasons(self, a, peers, snap))
 
-    def _conclude(self, a: Attempt, why: dict[str, Any]) -> int:
+    def _conclude(self, a: Attempt, why: Reasons) -> int:
         """Close the round unless it was decided first: write the reasons, fill the round's
         tickets, then decide (and wake every member).  The value that won."""
-        self._store().set(key("w", a.name, a.round, self.rank), json.dumps(why))
+        self._store().set(self.key("w", a.name, a.round, self.rank), why.to_bytes())
         self._fill(a)
         return self._decide(a, QUIT + self.rank)
 
@@ -325,58 +392,71 @@ class Rendezvous(Liveness):
         """Take the round's remaining tickets (nobody holds them), so that no later ticket
         lands in a round being closed."""
         store = self._store()
-        counter = key("t", a.name)
-        seen = int(self.peek(counter) or 0)
+        counter = self.key("t", a.name)
+        seen = read_count(counter, self.peek(counter))
         while seen < a.last:
-            got = int(store.compare_set(counter, str(seen), str(a.last)))
+            got = read_count(counter, store.compare_set(counter, str(seen), str(a.last)))
             if got == a.last:
                 return
             seen = got
 
-    def _why(self, a: Attempt, closer: int | None) -> dict[str, Any]:
-        """The closer's reasons (written before it closed the round)."""
-        found: dict[str, Any] = json.loads(self.peek(key("w", a.name, a.round, closer)) or
-                                           b"{}")
-        return found
+    def _why(self, a: Attempt, closer: int | None) -> Reasons:
+        """The closer's reasons (written before it closed the round; read strictly)."""
+        if closer is None:
+            return Reasons(self.rank)
+        wkey = self.key("w", a.name, a.round, closer)
+        raw = self.peek(wkey)
+        if raw is None:
+            raise StoreRecordError(wkey, f"rank {closer} closed round {a.round} and left no "
+                                   "reasons (they were deleted)", writer=closer)
+        return Reasons.read(wkey, raw, by=closer, size=a.size, world=self.world)
 
     def _left(self, a: Attempt, error: BaseException | None = None) -> None:
         """Mark that this rank left a failed round (so a peer's policy sees it on its way),
         and whether an exception (an interrupt) ended it."""
-        more: dict[str, Any] = {"left": self.clock()}
-        if error is not None and not isinstance(error, Exception):
-            more["interrupted"] = type(error).__name__
+        stopped = None if error is None or isinstance(error, Exception) else \
+            type(error).__name__
         with contextlib.suppress(Exception):
-            self._store().set(key("r", self.rank), json.dumps(
-                self._merged(self._record_of(a, **more))))
+            self._write(self._record_of(a, left=self.clock(), interrupted=stopped))
 
     def _abandon(self, a: Attempt, error: BaseException) -> None:
-        """An exception (a Ctrl-C, a store failure) ended this attempt after it may have taken
-        a ticket: close its round unless it is decided, naming this rank and the members that
-        had not come, so nobody passes without it and its retry takes a ticket in a later
-        round (see the module).  Best effort: the store may be what failed."""
-        interrupted = type(error).__name__
+        """An exception (a Ctrl-C, a store failure, a store value not valid) ended this
+        attempt after it may have taken a ticket: close its round unless it is decided,
+        naming this rank and the members that had not come (or the bad value), so nobody
+        passes without it and its retry takes a ticket in a later round (see the module).
+        Best effort: the store may be what failed."""
         with contextlib.suppress(Exception):
-            if a.tickets:
-                a.round = (a.tickets[-1] - 1) // a.size
-            else:  # the ticket call raised: whether it counted is unknown
-                taken = int(self.peek(key("t", a.name)) or 0)
-                if taken == 0:
-                    return
-                a.round = (taken - 1) // a.size
-                if taken == a.last:  # full: a ticket of it was this rank's last, or none was
-                    self._left(a, error)
-                    return
-            self._left(a, error)
-            if self.peek(key("d", a.name, a.round)) is not None:
+            if not self._abandoned_round(a, error):
+                return
+            if self.peek(self.key("d", a.name, a.round)) is not None:
                 return  # decided: closed, or gone ahead (torch's creation names this rank)
+            if isinstance(error, StoreRecordError):
+                self._conclude(a, Reasons(self.rank, bad=(error.key, error.writer,
+                                                          error.reason)))
+                return
             _, peers, snap = self._look(a, {}) if a.size <= _LISTED_ON_INTERRUPT \
                 else (set(), {}, Snapshot(self))
             why = reasons(self, a, peers, snap)
-            why["missing"] = sorted({self.rank, *why["missing"]})[:SHOWN]
-            why["count"] = int(why["count"]) + 1
-            why["doing"] = {str(self.rank): [f"was interrupted ({interrupted}) while it waited "
-                                              "for this group", "interrupted"],
-                            **why["doing"]}
-            why["interrupted"] = {str(self.rank): interrupted}
-            self._conclude(a, why)
+            mine = (self.rank, f"was interrupted ({type(error).__name__}) while it waited "
+                    "for this group", "interrupted")
+            self._conclude(a, attrs.evolve(
+                why, missing=tuple(sorted({self.rank, *why.missing}))[:SHOWN],
+                count=why.count + 1,
+                doing=(mine, *(d for d in why.doing if d[0] != self.rank))[:SHOWN]))
 
+    def _abandoned_round(self, a: Attempt, error: BaseException) -> bool:
+        """Set ``a.round`` to the round an abandoned attempt may hold a ticket of and mark
+        this rank as having left it; whether that round must still be closed."""
+        if a.tickets:
+            a.round = (a.tickets[-1] - 1) // a.size
+        else:  # the ticket call raised: whether it counted is unknown
+            counter = self.key("t", a.name)
+            taken = read_count(counter, self.peek(counter))
+            if taken == 0:
+                return False
+            a.round = (taken - 1) // a.size
+            if taken == a.last:  # full: a ticket of it was this rank's last, or none was
+                self._left(a, error)
+                return False
+        self._left(a, error)
+        return True

@@ -46,7 +46,8 @@ class Attempt:
     round: int = -1
     late: bool = False  # the others closed a round before this rank came
     tickets: list[int] = attrs.Factory(list)  # filled by the ticket call (Rendezvous._take)
-    why: dict[str, Any] = attrs.Factory(dict)  # the reasons of a failure seen, not decided
+    # the closer's Reasons of a failure seen, not decided (Any: _records imports this module)
+    why: Any = None
 
     @property
     def last(self) -> int:

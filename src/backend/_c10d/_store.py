@@ -1,23 +1,68 @@
-"""The store as the barrier uses it: its keys, pooled connections (one blocking call per
-connection), and the helper thread that blocks for the main thread so a Ctrl-C acts at once."""
+"""The store as the barrier uses it: its keys (namespaced per job and attempt), pooled
+connections (one blocking call per connection), and the helper thread that blocks for the
+main thread so a Ctrl-C acts at once."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import re
+import signal
+import socket
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Lease", "key", "lease"]
+__all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Interrupts", "Lease", "job_namespace",
+           "key", "lease", "timed_out"]
 
 PREFIX = "meshlayout"
 ABSENT = "\x00meshlayout-absent"  # a value no key holds: a compare_set with it only reads
 
 
-def key(*parts: object) -> str:
-    return "/".join([PREFIX, *map(str, parts)])
+def key(namespace: str, *parts: object) -> str:
+    """The store key of ``parts`` in ``namespace``.
+
+    >>> key("job.0", "t", "ml-ab")
+    'meshlayout/job.0/t/ml-ab'
+    """
+    return "/".join([PREFIX, namespace, *map(str, parts)])
+
+
+def job_namespace(environ: dict[str, str] | None = None) -> str:
+    """This job's and attempt's namespace for the barrier's keys: torchelastic's run id and
+    restart count (``TORCHELASTIC_RUN_ID``, ``TORCHELASTIC_RESTART_COUNT``), so that keys an
+    earlier job or attempt left on a store that outlived it (an agent's) are never read as
+    this one's.  Without torchelastic: ``job.0`` (a store that lives as long as rank 0, as
+    ``init_process_group``'s does, holds only this job's keys).  Characters outside
+    ``[A-Za-z0-9_.:-]`` in the run id are replaced.
+
+    >>> job_namespace({"TORCHELASTIC_RUN_ID": "run 7", "TORCHELASTIC_RESTART_COUNT": "2"})
+    'run_7.2'
+    >>> job_namespace({})
+    'job.0'
+    """
+    env = os.environ if environ is None else environ
+    run = re.sub(r"[^A-Za-z0-9_.:-]", "_", env.get("TORCHELASTIC_RUN_ID", "") or "job")[:100]
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"{run}.{restart if restart.isdigit() and len(restart) < 10 else 0}"
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a store call ended at its timeout (torch's ``DistStoreError``: "wait timeout
+    after ...") rather than by a failure of the store (``DistNetworkError``: a refused or
+    broken connection).
+
+    >>> timed_out(RuntimeError("wait timeout after 50ms, keys: /o")), timed_out(
+    ...     ConnectionError("Connection reset by peer"))
+    (True, False)
+    """
+    if type(error).__name__ == "DistNetworkError":
+        return False
+    text = str(error).lower()
+    return "timeout" in text or "timed out" in text
 
 
 _POOLS: weakref.WeakKeyDictionary[Any, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
@@ -92,6 +137,7 @@ class Helper:
         self._idle: list[queue.SimpleQueue[Any]] = []
 
     def run(self, fn: Callable[[], Any]) -> Any:
+        """``fn()``, run by a helper thread while this thread waits."""
         with self._lock:
             jobs = self._idle.pop() if self._idle else None
         if jobs is None:
@@ -135,3 +181,66 @@ class Helper:
             jobs.put(None)
 
 
+
+
+class Interrupts:
+    """Lets the main thread block in the store itself and still act on a Ctrl-C at once.
+
+    A wait inside a TCPStore call is not interrupted by a signal (c10d retries it), so
+    while the main thread waits, the C-level signal handler's wake-up fd
+    (``signal.set_wakeup_fd``) is a socket this object's thread reads: on a SIGINT it runs
+    the waiter's ``on_interrupt`` (which closes the round, writing the wake-up the main
+    thread waits for); the main thread then returns from the store and raises the
+    ``KeyboardInterrupt`` Python has pending.  Nothing runs on another thread while no
+    signal comes, so the success path costs no thread switch (a helper thread blocking for
+    the main thread cost two per wait).  Used only where SIGINT raises
+    ``KeyboardInterrupt`` (Python's default handler) and no wake-up fd is set (an asyncio
+    loop's); elsewhere :meth:`watching` yields False and the caller uses a :class:`Helper`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reader: socket.socket | None = None
+        self._writer: socket.socket | None = None
+        self._on_interrupt: Callable[[], None] | None = None
+
+    def _start(self) -> socket.socket:
+        with self._lock:
+            if self._writer is None:
+                self._reader, self._writer = socket.socketpair()
+                self._writer.setblocking(False)
+                threading.Thread(target=self._run, args=(self._reader,), daemon=True,
+                                 name="meshlayout-interrupts").start()
+            return self._writer
+
+    @contextlib.contextmanager
+    def watching(self, on_interrupt: Callable[[], None]) -> Iterator[bool]:
+        """While the body runs, a SIGINT runs ``on_interrupt`` on this object's thread;
+        yields whether it does (False: not the main thread, or SIGINT is handled otherwise)."""
+        if threading.current_thread() is not threading.main_thread() or \
+                signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield False
+            return
+        writer = self._start()
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        if previous != -1:  # somebody else's (an event loop's): leave it alone
+            signal.set_wakeup_fd(previous)
+            yield False
+            return
+        self._on_interrupt = on_interrupt
+        try:
+            yield True
+        finally:
+            self._on_interrupt = None
+            signal.set_wakeup_fd(-1)
+
+    def _run(self, reader: socket.socket) -> None:
+        while True:
+            try:
+                got = reader.recv(64)
+            except OSError:
+                return
+            act = self._on_interrupt
+            if got and signal.SIGINT in got and act is not None:
+                with contextlib.suppress(Exception):
+                    act()

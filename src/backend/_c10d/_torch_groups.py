@@ -88,7 +88,9 @@ def _watched(spec: GroupSpec, name: str, rendezvous: Rendezvous, passed: tuple[s
     """Torch's creation of ``spec``'s group, watched: past its timeout, while torch still
     has not returned (Gloo retries connecting to a member that died after it published its
     address, for several timeouts), a member that stopped beating fails the creation here,
-    named (torch's creation goes on in its thread and its result is dropped).  In the main
+    named (torch's creation goes on in its thread and its result is dropped); so does one
+    found silent while torch's creation failed meanwhile (at its own timeout: a member
+    frozen, then woken, would answer a later look).  In the main
     thread a Ctrl-C acts at once too.  Without beats there is nothing to watch."""
     if not rendezvous.beating:
         return _create(spec, name)
@@ -107,9 +109,11 @@ def _watched(spec: GroupSpec, name: str, rendezvous: Rendezvous, passed: tuple[s
     while not done.wait(max(0.0, end - time.monotonic())):
         members = [r for r in spec.barrier_members() if r != spec.rank]
         lost = rendezvous.silent(members, passed=passed) if len(members) <= 4096 else {}
-        if lost and not done.is_set():
-            raise _named_lost(spec, rendezvous, lost, "torch's creation is still waiting for "
-                              f"it after {time.monotonic() - end + timeout_s:.1f} s")
+        if lost and not (done.is_set() and box[0][0]):  # still waiting, or failed meanwhile
+            raise _named_lost(spec, rendezvous, lost, (
+                "torch's creation failed meanwhile" if done.is_set() else
+                "torch's creation is still waiting for it") +
+                f" after {time.monotonic() - end + timeout_s:.1f} s")
         end = time.monotonic() + rendezvous.explain_s
     ok, value = box[0]
     if ok:

@@ -34,6 +34,7 @@ from ._errors import (
     PeerLostError,
     RankLostError,
     ReentrantCreationError,
+    StoreRecordError,
     TorchMissingError,
 )
 from ._fake import FakeBackend, FakeGroup
@@ -65,6 +66,7 @@ __all__ = [
     "PeerLostError",
     "RankLostError",
     "ReentrantCreationError",
+    "StoreRecordError",
     "Retired",
     "TorchMissingError",
     "Universe",

@@ -18,6 +18,7 @@ __all__ = [
     "PeerLostError",
     "RankLostError",
     "ReentrantCreationError",
+    "StoreRecordError",
     "TorchMissingError",
 ]
 
@@ -96,6 +97,29 @@ def _members_missing(message: str, rank: int, dim: str, ranks: tuple[int, ...],
                      missing: tuple[int, ...], doing: dict[int, str]) -> MembersMissingError:
     return MembersMissingError(message, rank=rank, dim=dim, ranks=ranks, missing=missing,
                                doing=doing)
+
+
+class StoreRecordError(BackendError, ValueError):
+    """A value read from the job's store is not what its one writer writes: junk bytes,
+    the wrong shape or types, a number or an index out of its bounds (a rank not below
+    the world size, a count above the members), a ticket counter that went back, or a
+    decision naming a rank that is not a member.  The message names the key, the writer
+    where it is known (the rank the key or the value names) and the reason; the same
+    facts are attributes ``key``, ``writer`` (None: unknown) and ``reason``.  Raised on
+    every rank that reads the value, at once (not after a timeout)."""
+
+    def __init__(self, key: str, reason: str, *, writer: int | None = None) -> None:
+        by = "" if writer is None else f" (written by rank {writer}, or by another writer " \
+            "posing as it)"
+        super().__init__(f"the store value at {key!r}{by} is not valid: {reason}")
+        self.key, self.writer, self.reason = key, writer, reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_store_record, (self.key, self.reason, self.writer))
+
+
+def _store_record(key: str, reason: str, writer: int | None) -> StoreRecordError:
+    return StoreRecordError(key, reason, writer=writer)
 
 
 class ReentrantCreationError(GroupCreationError):
