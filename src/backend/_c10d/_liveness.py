@@ -17,12 +17,10 @@ long it has seen no new write.  A wall-clock step on any host changes nothing.
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -97,35 +95,60 @@ class Seen:
 class _Later:
     """One thread per process that runs what was asked for later (a waiting member's
     record, once it has waited :data:`~._rounds.GRACE_S`), so that a barrier whose members
-    all come writes no record, and nobody blocks in the store with a short timeout."""
+    all come writes no record, and nobody blocks in the store with a short timeout.
+
+    Jobs are keyed (one per rank and thread: a newer one replaces the older) and run on the
+    thread's ticks, :data:`TICK_S` apart, so a job runs between its time and one tick after.
+    Asking costs a dictionary write under a lock, never a thread switch, except to wake the
+    thread when it is idle (no job for :data:`LINGER_S`): a process that creates groups in a
+    loop wakes the thread once a tick, not once a barrier (it cost the 64-process barrier a
+    thread switch per member)."""
 
     def __init__(self) -> None:
         self._cv = threading.Condition()
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._count = itertools.count()
+        self._jobs: dict[Hashable, tuple[float, Callable[[], None]]] = {}
+        self._idle = True
         self._thread: threading.Thread | None = None
 
-    def at(self, when: float, fn: Callable[[], None]) -> None:
-        """Run ``fn`` at ``when`` (``time.monotonic``); the thread is woken only when this
-        is its earliest job."""
+    def at(self, key: Hashable, when: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at ``when`` (``time.monotonic``) or up to a tick later, instead of
+        the job ``key`` had."""
         with self._cv:
-            heapq.heappush(self._heap, (when, next(self._count), fn))
+            self._jobs[key] = (when, fn)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="meshlayout-later")
                 self._thread.start()
-            if self._heap[0][0] == when:
+            if self._idle:
+                self._idle = False
                 self._cv.notify()
 
     def _run(self) -> None:
+        empty_since = time.monotonic()
         while True:
             with self._cv:
-                while not self._heap or self._heap[0][0] > time.monotonic():
-                    self._cv.wait(None if not self._heap else
-                                  self._heap[0][0] - time.monotonic())
-                _, _, fn = heapq.heappop(self._heap)
-            with contextlib.suppress(Exception):  # the store is gone: nothing left to tell
-                fn()
+                while self._idle:
+                    self._cv.wait()
+                    empty_since = time.monotonic()
+                self._cv.wait(TICK_S)
+                now = time.monotonic()
+                due = [k for k, (when, _) in self._jobs.items() if when <= now]
+                run = [self._jobs.pop(k)[1] for k in due]
+                if self._jobs or run:
+                    empty_since = now
+                elif now - empty_since > LINGER_S:
+                    self._idle = True
+            for fn in run:
+                with contextlib.suppress(Exception):  # the store is gone: nothing to tell
+                    fn()
+
+
+TICK_S = 0.05
+"""How often the timer thread runs what is due, while it has jobs (and :data:`LINGER_S`
+after): a waiting record is written between ``GRACE_S`` and ``GRACE_S + TICK_S`` in."""
+
+LINGER_S = 1.0
+"""How long the timer thread keeps ticking with no job before it sleeps until asked."""
 
 
 _LATER = _Later()
@@ -257,7 +280,7 @@ class Liveness:
             if self._active.get(tid) is doing and not self._stop:
                 self._write(doing)
 
-        _LATER.at(time.monotonic() + self.publish_after, write)
+        _LATER.at((id(self), tid), time.monotonic() + self.publish_after, write)
 
     def _activate(self, doing: Doing) -> None:
         """Beat ``doing`` from the next period on while this thread is inside the barrier or
