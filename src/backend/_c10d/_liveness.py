@@ -112,14 +112,16 @@ class _Later:
 
     def at(self, key: Hashable, when: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` at ``when`` (``time.monotonic``) or up to a tick later, instead of
-        the job ``key`` had."""
-        with self._cv:
-            self._jobs[key] = (when, fn)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="meshlayout-later")
-                self._thread.start()
-            if self._idle:
+        the job ``key`` had.  The job is written without the lock (one dictionary store):
+        the thread's last look before it idles and this look at ``_idle`` cannot both miss
+        the other's write."""
+        self._jobs[key] = (when, fn)
+        if self._idle:
+            with self._cv:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, daemon=True,
+                                                    name="meshlayout-later")
+                    self._thread.start()
                 self._idle = False
                 self._cv.notify()
 
@@ -131,16 +133,19 @@ class _Later:
                     self._cv.wait()
                     empty_since = time.monotonic()
                 self._cv.wait(TICK_S)
-                now = time.monotonic()
-                due = [k for k, (when, _) in self._jobs.items() if when <= now]
-                run = [self._jobs.pop(k)[1] for k in due]
-                if self._jobs or run:
-                    empty_since = now
-                elif now - empty_since > LINGER_S:
-                    self._idle = True
-            for fn in run:
+            now = time.monotonic()
+            due = [(k, fn) for k, (when, fn) in list(self._jobs.items()) if when <= now]
+            for k, fn in due:
+                if self._jobs.get(k, (0.0, None))[1] is fn:  # not replaced meanwhile
+                    self._jobs.pop(k, None)
                 with contextlib.suppress(Exception):  # the store is gone: nothing to tell
                     fn()
+            if self._jobs or due:
+                empty_since = now
+            elif now - empty_since > LINGER_S:
+                self._idle = True
+                if self._jobs:  # asked meanwhile (see at)
+                    self._idle = False
 
 
 TICK_S = 0.05

@@ -4,6 +4,7 @@ main thread so a Ctrl-C acts at once."""
 
 from __future__ import annotations
 
+import _signal  # getsignal without signal.py's enum conversion (a barrier asks it each wait)
 import contextlib
 import os
 import queue
@@ -183,6 +184,9 @@ class Helper:
 
 
 
+_SIGINT = int(signal.SIGINT)
+
+
 class Interrupts:
     """Lets the main thread block in the store itself and still act on a Ctrl-C at once.
 
@@ -218,7 +222,7 @@ class Interrupts:
         """While the body runs, a SIGINT runs ``on_interrupt`` on this object's thread;
         yields whether it does (False: not the main thread, or SIGINT is handled otherwise)."""
         if threading.current_thread() is not threading.main_thread() or \
-                signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                _signal.getsignal(_SIGINT) is not signal.default_int_handler:
             yield False
             return
         writer = self._start()
