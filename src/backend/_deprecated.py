@@ -44,5 +44,5 @@ def _family(self: FakeGroup) -> MeshView:
     return self.dim_view
 
 
-CachedBackend.bind = _bind  # type: ignore[attr-defined]  # a deprecated name, added here only
-FakeGroup.family = property(_family)  # type: ignore[attr-defined]  # a deprecated name, added here only
+setattr(CachedBackend, "bind", _bind)  # noqa: B010  # deprecated names, added here only
+setattr(FakeGroup, "family", property(_family))  # noqa: B010

@@ -260,7 +260,7 @@ class NcclBackend(C10dBackend):
         if not torch.cuda.is_available():
             raise BackendConfigError("NcclBackend needs CUDA, but torch.cuda.is_available() is "
                                      "False; use GlooBackend on CPU")
-        if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        if not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             torch.cuda.set_device(_env_int("LOCAL_RANK"))
         return {"device_id": torch.device("cuda", torch.cuda.current_device())}
 

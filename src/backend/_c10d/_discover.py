@@ -207,7 +207,7 @@ def nvlink_domain(local_rank: int) -> str | None:
     if importlib.util.find_spec("pynvml") is None:
         return None
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml  # type: ignore[import-not-found]  # optional, untyped, often absent
     except Exception:
         return None
     try:

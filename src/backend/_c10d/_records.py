@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -170,7 +170,7 @@ class _Fields:
         if type(value) not in kinds and not (float in kinds and type(value) is int):
             raise self.bad(f"the field {name!r} is {_json_kind(value)}, not "
                            f"{' or '.join(k.__name__ for k in kinds)}")
-        return value  # type: ignore[no-any-return]  # checked against kind just above
+        return cast(T, value)  # checked against kind just above
 
     def integer(self, name: str, low: int, high: int) -> int:
         value: int = self.take(name, int)

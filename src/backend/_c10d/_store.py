@@ -4,8 +4,8 @@ main thread so a Ctrl-C acts at once."""
 
 from __future__ import annotations
 
-import _signal  # getsignal without signal.py's enum conversion (a barrier asks it each wait)
 import contextlib
+import importlib
 import os
 import queue
 import re
@@ -185,6 +185,9 @@ class Helper:
 
 
 _SIGINT = int(signal.SIGINT)
+_getsignal: Callable[[int], object] = importlib.import_module("_signal").getsignal
+"""``signal.getsignal`` without ``signal.py``'s enum conversion (a barrier asks it at each
+wait; the C module has no type stubs)."""
 
 
 class Interrupts:
@@ -222,7 +225,7 @@ class Interrupts:
         """While the body runs, a SIGINT runs ``on_interrupt`` on this object's thread;
         yields whether it does (False: not the main thread, or SIGINT is handled otherwise)."""
         if threading.current_thread() is not threading.main_thread() or \
-                _signal.getsignal(_SIGINT) is not signal.default_int_handler:
+                _getsignal(_SIGINT) is not signal.default_int_handler:
             yield False
             return
         writer = self._start()

@@ -40,7 +40,7 @@ def process_group_name() -> Callable[[Any, bool], Any]:
 def set_process_group_name(name: Callable[[Any, bool], Any]) -> None:
     """Replace torch's ``_process_group_name`` on its module (see :func:`process_group_name`):
     ``new_group`` and ``split_group`` look it up there at each call."""
-    c10d._process_group_name = name  # type: ignore[assignment]
+    c10d._process_group_name = name  # type: ignore[assignment]  # torch types it as a function; we override it on purpose
 
 
 def abort_process_group(group: Any = None) -> None:

@@ -317,16 +317,17 @@ class DeviceMesh(Generic[G]):
                 return self._coordinate[self._index[mesh_dim]]  # type: ignore[index]  # None: caught
             except (KeyError, TypeError):
                 pass
-        owner, k = self._local(mesh_dim)
-        return owner._coordinate[k]  # type: ignore[index]  # _local checked it is not None
+        _, k, coordinate = self._local(mesh_dim)
+        return coordinate[k]
 
-    def _local(self, mesh_dim: Dim | None) -> tuple[DeviceMesh[G], int]:
-        """The mesh and dim ``mesh_dim`` names, this rank a member there (else refused)."""
+    def _local(self, mesh_dim: Dim | None) -> tuple[DeviceMesh[G], int, tuple[int, ...]]:
+        """The mesh and dim ``mesh_dim`` names and this rank's coordinate there (a rank that
+        is not a member is refused)."""
         owner, k = self._resolve(mesh_dim, "get_local_rank")
         if owner._coordinate is None:
             raise NotAMemberError(f"rank {self.get_rank()} is not in {owner!r}; it has no "
                                  "local rank there")
-        return owner, k
+        return owner, k, owner._coordinate
 
     def _get_all_submeshes(self, mesh_dim_name: str) -> list[DeviceMesh[G]]:
         """Every group along ``mesh_dim_name`` as a 1-D mesh over its own ranks (torch's
@@ -768,6 +769,6 @@ class _Reads:
 
     def get_local_rank(self: Any, mesh_dim: Dim | None = None) -> int:
         """This process's index along ``mesh_dim``, as the program reads it."""
-        owner, k = self._local(mesh_dim)
-        read: int = self._binding.backend.reads.local(owner._binding.view, k, owner._coordinate[k])
+        owner, k, coordinate = self._local(mesh_dim)
+        read: int = self._binding.backend.reads.local(owner._binding.view, k, coordinate[k])
         return read

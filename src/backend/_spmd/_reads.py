@@ -332,7 +332,7 @@ def watched_environment(rank: int, world: int, reads: Reads | None) -> Iterator[
                 os.environ[k] = v
 
 
-class _Watched(os._Environ):  # type: ignore[type-arg]  # typeshed: _Environ[AnyStr]
+class _Watched(os._Environ[str]):
     """``os.environ`` for a run: the same variables; a program's read of its rank noted."""
 
     def __init__(self, env: Any, reads: Reads) -> None:
