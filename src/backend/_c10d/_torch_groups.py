@@ -193,6 +193,25 @@ def _named(name: str) -> Iterator[None]:
     for a leased clone from just before the call until torch asks for the name.  Every
     creation holds :data:`_PROLOGUE` over that step, so none reads another's entry.
     """
+    name, own = _enter(name)
+    held = None
+    try:
+        _this.restore, held = _prologue(swap=not own)
+        _this.name = name
+        yield
+    finally:
+        restore, _this.restore, _this.name = getattr(_this, "restore", None), None, None
+        if restore is not None:  # torch never asked for the name (it failed before)
+            restore()
+        if held is not None:  # the group keeps it; the next creation may use it too
+            held.release()
+        _leave(name, own)
+
+
+def _enter(name: str) -> tuple[str, bool]:
+    """Take ``name`` (suffixed while taken) for a creation now in flight, torch's naming
+    call replaced while any is; the name, and whether the creation has the default store's
+    own connection."""
     from . import _torch_private as private
 
     with _NAMES:
@@ -206,24 +225,20 @@ def _named(name: str) -> Iterator[None]:
         _users[0] += 1
         own = not _root_busy[0]
         _root_busy[0] = True
-    held = None
-    try:
-        _this.restore, held = _prologue(swap=not own)
-        _this.name = name
-        yield
-    finally:
-        restore, _this.restore, _this.name = getattr(_this, "restore", None), None, None
-        if restore is not None:  # torch never asked for the name (it failed before)
-            restore()
-        if held is not None:  # the group keeps it; the next creation may use it too
-            held.release()
-        with _NAMES:
-            _in_flight.discard(name)
-            _users[0] -= 1
-            if _users[0] == 0 and private.process_group_name() is _ours:
-                private.set_process_group_name(_users[1])
-            if own:
-                _root_busy[0] = False
+    return name, own
+
+
+def _leave(name: str, own: bool) -> None:
+    """The creation named ``name`` is over (:func:`_enter` undone)."""
+    from . import _torch_private as private
+
+    with _NAMES:
+        _in_flight.discard(name)
+        _users[0] -= 1
+        if _users[0] == 0 and private.process_group_name() is _ours:
+            private.set_process_group_name(_users[1])
+        if own:
+            _root_busy[0] = False
 
 
 def _ours(ranks: Any, use_hashed_name: bool) -> Any:
