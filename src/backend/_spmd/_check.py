@@ -278,7 +278,8 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
     meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []
-    steps = [_lowered(t, world, nccl, meets, to_all, findings) for t in traces]
+    shared: dict[int, Step] = {}  # a call's step, made once for the members deriving it
+    steps = [_lowered(t, world, nccl, meets, to_all, findings, shared) for t in traces]
     outcome = replay(steps, meets)
     never, more = creation_findings(outcome, meets, traces, world)
     calls_found = call_findings(outcome, meets, traces, to_all, world)
@@ -299,16 +300,19 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
 
 
 def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: list[Any],
-             findings: list[Finding]) -> list[Step]:
+             findings: list[Finding], shared: dict[int, Step]) -> list[Step]:
     """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
     findings met on the way (a call on an ended group, a creation that cannot be made, the
     run's own problems) added to ``findings``."""
     life = Lifecycle(t.rank, nccl, meets)
     creating = CreationLowering(world, nccl, meets)
-    calling = CallLowering(t.rank, meets, to_all)
+    calling = CallLowering(t.rank, meets, to_all, shared)
     mine: list[Step] = []
     for i, e in enumerate(t.events):
-        if isinstance(e, (Create, TorchCreate)):
+        if type(e) is Call and not e.p2p:  # most events: a collective, lowered directly
+            if not life.breaks(e, findings):
+                mine.append(calling.collective(e, i))
+        elif isinstance(e, (Create, TorchCreate)):
             mine.append(creating.step(e, i, findings))
         elif isinstance(e, Call):
             if not life.breaks(e, findings):
