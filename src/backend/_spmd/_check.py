@@ -26,7 +26,7 @@ from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork, is_nccl
 from ._keys import Key
 from ._lifecycle import Lifecycle
-from ._matcher import Meet, Outcome, Step, replay
+from ._matcher import Meet, Outcome, Step, collector_paused, replay
 from ._reads import Reads, watched_environment
 from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
@@ -139,8 +139,10 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     done = [t for t in runs.traces if t is not None]
     if any(t.stopped is not None for t in done):
         return _stopped(world_size, done, ran, runs.notes)
-    return analyse(world_size, done, backend, topology=topology, budget=communicators,
-                   slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran, notes=runs.notes)
+    with collector_paused():
+        return analyse(world_size, done, backend, topology=topology, budget=communicators,
+                       slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran,
+                       notes=runs.notes)
 
 
 class _Runs:
@@ -233,7 +235,8 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
     if reason is not None:
         notes.append(f"ran every rank: classes= could not stand for them ({reason})")
         return ran
-    _derive_the_rest(members, traces)
+    with collector_paused():
+        _derive_the_rest(members, traces)
     notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
                  "its group neighbours, each compared with its derivation; the others derived")
     return ran

@@ -37,6 +37,7 @@ import attrs
 
 from .._core import family_view
 from ._events import Call, Create, Event, GroupRef, Trace, spec_ref
+from ._matcher import collector_paused
 from ._reads import Evaluator, Reads
 from ._reduce import Underivable, check_derivable, derive, same, verifiers
 
@@ -85,20 +86,27 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
         return 0
     distinct = sum(t is not None for t in traces)
-    derived, deriver = 0, Deriver(world)
-    for c in found:
-        if not c.derivable:
-            continue
-        for r in c.members.tolist():
-            if traces[r] is None:
-                traces[r] = deriver.trace(c.rep, r)
-                derived += 1
+    derived = _derive_all(world, found, traces)
     plain = sum(not c.derivable for c in found)
     notes.append(f"automatic classes: {len(found)} by what each rank's program reads"
                  + (f" ({plain} not derivable: their ranks run)" if plain else "")
                  + f"; ran {distinct} of {world} ranks ({ran} runs: each representative, "
                  f"again on plain ints, and its group neighbours); derived {derived}")
     return distinct
+
+
+def _derive_all(world: int, found: list[_Class], traces: list[Trace | None]) -> int:
+    """Derive every rank not run of each derivable class into ``traces``; how many."""
+    derived, deriver = 0, Deriver(world)
+    with collector_paused():
+        for c in found:
+            if not c.derivable:
+                continue
+            for r in c.members.tolist():
+                if traces[r] is None:
+                    traces[r] = deriver.trace(c.rep, r)
+                    derived += 1
+    return derived
 
 
 def _forget(traces: list[Trace | None], keep: list[int]) -> None:
@@ -204,21 +212,22 @@ class Deriver:
         self.world = world
         self._groups: dict[str, tuple[GroupRef, str, Sequence[int]]] = {}
         self._offsets: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # (id of the rep's event, group key) -> the event moved there
-        self._calls: dict[tuple[int, Any], Create | Call] = {}
+        # a derived group's key -> the id of a rep's event -> the event moved there
+        self._events: dict[Any, dict[int, Event]] = {}
 
     def trace(self, rep: Trace, rank: int) -> Trace:
         """``rank``'s run, from its class representative's ``rep``."""
-        moved: dict[int, tuple[GroupRef, str, Sequence[int]]] = {}
+        moved: dict[int, tuple[tuple[GroupRef, str, Sequence[int]], dict[int, Event]]] = {}
         events: list[Event] = []
         for e in rep.events:
             if isinstance(e, (Create, Call)) and not e.group.world:
-                got = moved.get(id(e.group))
-                if got is None:
-                    got = moved[id(e.group)] = self._group(e.group, rank)
-                shared = self._calls.get((id(e), got[0].key))
+                slot = moved.get(id(e.group))
+                if slot is None:  # the group moved to this rank, and its events there
+                    got = self._group(e.group, rank)
+                    slot = moved[id(e.group)] = (got, self._events.setdefault(got[0].key, {}))
+                shared = slot[1].get(id(e))
                 if shared is None:  # one value for every member of the group alike
-                    shared = self._calls[(id(e), got[0].key)] = self._moved(e, got)
+                    shared = slot[1][id(e)] = self._moved(e, slot[0])
                 events.append(shared)
             else:
                 events.append(e)
