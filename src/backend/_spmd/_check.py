@@ -26,7 +26,7 @@ from ._creation import CreationLowering, creation_findings
 from ._events import Call, Create, Kind, TorchCreate, Trace, WaitWork, is_nccl
 from ._keys import Key
 from ._lifecycle import Lifecycle
-from ._matcher import Meet, Outcome, Step, replay
+from ._matcher import Meet, Outcome, Step, collector_paused, replay
 from ._reads import Reads, watched_environment
 from ._recording import Recording, SpmdBackend
 from ._reduce import Underivable, check_derivable, derive, plan_classes, same, verifiers
@@ -139,8 +139,10 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     done = [t for t in runs.traces if t is not None]
     if any(t.stopped is not None for t in done):
         return _stopped(world_size, done, ran, runs.notes)
-    return analyse(world_size, done, backend, topology=topology, budget=communicators,
-                   slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran, notes=runs.notes)
+    with collector_paused():
+        return analyse(world_size, done, backend, topology=topology, budget=communicators,
+                       slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran,
+                       notes=runs.notes)
 
 
 class _Runs:
@@ -233,7 +235,8 @@ def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace 
     if reason is not None:
         notes.append(f"ran every rank: classes= could not stand for them ({reason})")
         return ran
-    _derive_the_rest(members, traces)
+    with collector_paused():
+        _derive_the_rest(members, traces)
     notes.append(f"ran {ran} of {world} ranks: one per class ({len(members)} classes) and "
                  "its group neighbours, each compared with its derivation; the others derived")
     return ran
@@ -278,7 +281,8 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
     meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []
-    steps = [_lowered(t, world, nccl, meets, to_all, findings) for t in traces]
+    shared: dict[int, Step] = {}  # a call's step, made once for the members deriving it
+    steps = [_lowered(t, world, nccl, meets, to_all, findings, shared) for t in traces]
     outcome = replay(steps, meets)
     never, more = creation_findings(outcome, meets, traces, world)
     calls_found = call_findings(outcome, meets, traces, to_all, world)
@@ -299,16 +303,19 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
 
 
 def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: list[Any],
-             findings: list[Finding]) -> list[Step]:
+             findings: list[Finding], shared: dict[int, Step]) -> list[Step]:
     """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
     findings met on the way (a call on an ended group, a creation that cannot be made, the
     run's own problems) added to ``findings``."""
     life = Lifecycle(t.rank, nccl, meets)
     creating = CreationLowering(world, nccl, meets)
-    calling = CallLowering(t.rank, meets, to_all)
+    calling = CallLowering(t.rank, meets, to_all, shared)
     mine: list[Step] = []
     for i, e in enumerate(t.events):
-        if isinstance(e, (Create, TorchCreate)):
+        if type(e) is Call and not e.p2p:  # most events: a collective, lowered directly
+            if not life.breaks(e, findings):
+                mine.append(calling.collective(e, i))
+        elif isinstance(e, (Create, TorchCreate)):
             mine.append(creating.step(e, i, findings))
         elif isinstance(e, Call):
             if not life.breaks(e, findings):

@@ -37,6 +37,7 @@ import attrs
 
 from .._core import family_view
 from ._events import Call, Create, Event, GroupRef, Trace, spec_ref
+from ._matcher import collector_paused
 from ._reads import Evaluator, Reads
 from ._reduce import Underivable, check_derivable, derive, same, verifiers
 
@@ -85,20 +86,27 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
         return 0
     distinct = sum(t is not None for t in traces)
-    derived, deriver = 0, Deriver(world)
-    for c in found:
-        if not c.derivable:
-            continue
-        for r in c.members.tolist():
-            if traces[r] is None:
-                traces[r] = deriver.trace(c.rep, r)
-                derived += 1
+    derived = _derive_all(world, found, traces)
     plain = sum(not c.derivable for c in found)
     notes.append(f"automatic classes: {len(found)} by what each rank's program reads"
                  + (f" ({plain} not derivable: their ranks run)" if plain else "")
                  + f"; ran {distinct} of {world} ranks ({ran} runs: each representative, "
                  f"again on plain ints, and its group neighbours); derived {derived}")
     return distinct
+
+
+def _derive_all(world: int, found: list[_Class], traces: list[Trace | None]) -> int:
+    """Derive every rank not run of each derivable class into ``traces``; how many."""
+    derived, deriver = 0, Deriver(world)
+    with collector_paused():
+        for c in found:
+            if not c.derivable:
+                continue
+            for r in c.members.tolist():
+                if traces[r] is None:
+                    traces[r] = deriver.trace(c.rep, r)
+                    derived += 1
+    return derived
 
 
 def _forget(traces: list[Trace | None], keep: list[int]) -> None:
@@ -194,59 +202,70 @@ def _show(expr: object) -> str:
 
 class Deriver:
     """Derives runs as :func:`~._reduce.derive` does, for many ranks of one world: each
-    group's :class:`GroupRef`, barrier and members, and each call of a representative on
-    it, are made once and shared by every member that derives them (calls are values), and
-    each family's group offsets are computed for all ranks at once (NumPy over its groups).
-    The representatives' traces must outlive the deriver (calls are keyed by their id)."""
+    group's :class:`GroupRef`, barrier and members, and each call and creation of a
+    representative on it, are made once and shared by every member that derives them
+    (events are values), and each family's group offsets and members are computed for all
+    ranks at once (NumPy over its groups, not a view per group).  The representatives'
+    traces must outlive the deriver (events are keyed by their id)."""
 
     def __init__(self, world: int) -> None:
         self.world = world
         self._groups: dict[str, tuple[GroupRef, str, Sequence[int]]] = {}
-        self._offsets: dict[Any, np.ndarray] = {}
-        self._calls: dict[tuple[int, Any], Call] = {}  # (id of the rep's call, group key)
+        self._offsets: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # a derived group's key -> the id of a rep's event -> the event moved there
+        self._events: dict[Any, dict[int, Event]] = {}
 
     def trace(self, rep: Trace, rank: int) -> Trace:
         """``rank``'s run, from its class representative's ``rep``."""
-        moved: dict[int, tuple[GroupRef, str, Sequence[int]]] = {}
+        moved: dict[int, tuple[tuple[GroupRef, str, Sequence[int]], dict[int, Event]]] = {}
         events: list[Event] = []
         for e in rep.events:
             if isinstance(e, (Create, Call)) and not e.group.world:
-                got = moved.get(id(e.group))
-                if got is None:
-                    got = moved[id(e.group)] = self._group(e.group, rank)
-                if isinstance(e, Call):  # one value for every member of the group alike
-                    call = self._calls.get((id(e), got[0].key))
-                    if call is None:
-                        call = self._calls[(id(e), got[0].key)] = Call(
-                            e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op, e.root,
-                            e.peer, e.splits, e.post, e.batch)
-                    events.append(call)
-                elif e.split:  # one barrier and the whole world: the same on every rank
-                    events.append(Create(e.barrier, e.dim, e.members, True, e.hidden, got[0],
-                                         e.line))
-                else:
-                    events.append(Create(got[1], e.dim, got[2], False, e.hidden, got[0],
-                                         e.line))
+                slot = moved.get(id(e.group))
+                if slot is None:  # the group moved to this rank, and its events there
+                    got = self._group(e.group, rank)
+                    slot = moved[id(e.group)] = (got, self._events.setdefault(got[0].key, {}))
+                shared = slot[1].get(id(e))
+                if shared is None:  # one value for every member of the group alike
+                    shared = slot[1][id(e)] = self._moved(e, slot[0])
+                events.append(shared)
             else:
                 events.append(e)
         return Trace(rank, events, device_types=set(rep.device_types))
+
+    @staticmethod
+    def _moved(e: Create | Call, got: tuple[GroupRef, str, Sequence[int]]) -> Create | Call:
+        """The representative's event ``e`` on the group ``got`` (its ref, barrier and
+        members)."""
+        if isinstance(e, Call):
+            return Call(e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op, e.root, e.peer,
+                        e.splits, e.post, e.batch)
+        if e.split:  # one barrier and the whole world: the same on every rank
+            return Create(e.barrier, e.dim, e.members, True, e.hidden, got[0], e.line)
+        return Create(got[1], e.dim, got[2], False, e.hidden, got[0], e.line)
 
     def _group(self, ref: GroupRef, rank: int) -> tuple[GroupRef, str, Sequence[int]]:
         spec = ref.spec
         assert spec is not None, f"a derivable run's groups come from views: {ref!r}"
         identity = spec.identity
-        offset = int(self._offset_table(spec.family)[rank])
+        offsets, rows, groups = self._table(spec.family)
+        offset = int(offsets[rank])
         key = f"{identity}@{offset}"
         found = self._groups.get(key)
         if found is None:
             mine = attrs.evolve(spec, rank=rank)
+            # what the spec would compute from a fresh view of its family (about 0.1 ms a
+            # group), read from the family's table instead: the same identity and members
+            object.__setattr__(mine, "identity", identity)
+            object.__setattr__(mine, "members", tuple(groups[rows[rank]].tolist()))
             found = self._groups[key] = (spec_ref(mine, offset, identity), mine.barrier,
                                          mine.barrier_members())
         return found
 
-    def _offset_table(self, family: Any) -> np.ndarray:
+    def _table(self, family: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every rank's group offset in ``family`` (the universe offset of its group's
-        first member; -1 outside the universe)."""
+        first member; -1 outside the universe), its group's row in the family's groups,
+        and the groups (one row each, in group order)."""
         import numpy as np
 
         table = self._offsets.get(family)
@@ -257,7 +276,10 @@ class Deriver:
             if not view.ranks.is_identity:
                 firsts = np.asarray([view.ranks.offset_of(int(f)) for f in firsts],
                                     dtype=np.int64)
-            table = np.full(max(self.world, int(groups.max()) + 1), -1, dtype=np.int64)
-            table[groups] = firsts[:, None]
-            self._offsets[family] = table
+            size = max(self.world, int(groups.max()) + 1)
+            offsets = np.full(size, -1, dtype=np.int64)
+            offsets[groups] = firsts[:, None]
+            rows = np.full(size, -1, dtype=np.int64)
+            rows[groups] = np.arange(len(groups), dtype=np.int64)[:, None]
+            table = self._offsets[family] = (offsets, rows, groups)
         return table

@@ -31,25 +31,35 @@ def _nth(n: int) -> str:
 
 
 class CallLowering:
-    """Turns one rank's calls into steps, adding their keys to ``meets``."""
+    """Turns one rank's calls into steps, adding their keys to ``meets``.
+
+    ``shared`` (one dict for every rank of a check) keeps each call's last step by the
+    call's id: members of a group that derived the same call (one value, ``_classes``) at
+    the same place of their runs offer the same step, so it is made once (time and memory
+    of the replay's input; the calls must outlive the dict)."""
 
     def __init__(self, rank: int, meets: dict[Key, Meet],
-                 to_all: list[tuple[Key, int, Call]]) -> None:
+                 to_all: list[tuple[Key, int, Call]],
+                 shared: dict[int, Step] | None = None) -> None:
         self.rank = rank
         self.meets = meets
         self.to_all = to_all
-        self.seq: dict[Hashable, int] = defaultdict(int)
+        self.shared: dict[int, Step] = {} if shared is None else shared
+        self.seq: dict[Hashable, int] = defaultdict(int)  # p2p: (channel, op) -> sent
+        self.calls: dict[Hashable, int] = {}  # group key -> collectives issued on it
         self.keys: dict[int, Key] = {}  # event index -> its key (for waits)
 
     def step(self, event: Call | WaitWork, index: int) -> Step:
         if isinstance(event, WaitWork):
             keys = tuple(self.keys[i] for i in event.calls if i in self.keys)
             return Step(keys, (None,) * len(keys), True, index)
-        key, meet = self._p2p(event) if event.p2p else self._collective(event)
-        if key not in self.meets:
-            self.meets[key] = meet
-        self.keys[index] = key
-        return Step((key,), (event.signature(),), not event.post, index)
+        if event.p2p:
+            key, meet = self._p2p(event)
+            if key not in self.meets:
+                self.meets[key] = meet
+            self.keys[index] = key
+            return Step((key,), (event.signature(),), not event.post, index)
+        return self.collective(event, index)
 
     def _p2p(self, event: Call) -> tuple[Key, Meet]:
         """The n-th send from ``src`` to ``dst`` meets the n-th recv at ``dst`` from ``src``."""
@@ -62,14 +72,23 @@ class CallLowering:
         return P2PKey(event.group.key, src, dst, n), Meet((min(src, dst), max(src, dst)),
                                                           channel, event)
 
-    def _collective(self, event: Call) -> tuple[Key, Meet]:
-        channel = CallChannel(event.group.key)
-        n = self.seq[channel]
-        self.seq[channel] += 1
-        key = CallKey(event.group.key, n)
+    def collective(self, event: Call, index: int) -> Step:
+        """The n-th collective on the group is its meeting ``CallKey(group, n)``."""
+        group = event.group.key
+        n = self.calls.get(group, 0)
+        self.calls[group] = n + 1
+        step = self.shared.get(id(event))
+        if step is None or step.event != index or step.keys[0].n != n:
+            made = CallKey(group, n)
+            if made not in self.meets:
+                self.meets[made] = Meet(event.group.members, CallChannel(group), event)
+            step = self.shared[id(event)] = Step((made,), (event.signature(),),
+                                                 not event.post, index)
+        key = step.keys[0]
         if event.op == "all_to_all" and event.splits is not None:
             self.to_all.append((key, self.rank, event))
-        return key, Meet(event.group.members, channel, event)
+        self.keys[index] = key
+        return step
 
 
 def call_findings(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace],

@@ -21,6 +21,8 @@ stuck at the end, O(remaining steps) of the ranks that are waited for.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
@@ -29,7 +31,7 @@ import attrs
 
 from ._keys import Channel, Key
 
-__all__ = ["Meet", "Mismatch", "Outcome", "Step", "replay"]
+__all__ = ["Meet", "Mismatch", "Outcome", "Step", "collector_paused", "replay"]
 
 
 @attrs.frozen(slots=True)
@@ -86,9 +88,30 @@ class Outcome:
     blocked: list[int]
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (for the process) while the check derives,
+    lowers and replays: those make millions of small acyclic values (events, steps, keys,
+    sets of ranks), which reference counting frees, and each collection they trigger walks
+    every live object: about half the time at 16,384 ranks, and a share that grew faster
+    than the world.  The program's own runs keep the collector."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def replay(steps: Sequence[Sequence[Step]], meets: dict[Key, Meet]) -> Outcome:
     """Match every rank's ``steps`` (rank ``r``'s at ``steps[r]``) over ``meets``."""
     return _Replay(steps, meets).run()
+
+
+_Open = tuple[set[int], list[tuple[int, Hashable, int]], int, "Channel | None"]
+"""An open key: the ranks that offered it, their offers, its participants' count, its
+channel."""
 
 
 class _Replay:
@@ -97,8 +120,9 @@ class _Replay:
     the ranks waiting on it), ends its channel (a mismatch), or leaves the rank waiting.
 
     ``pos[r]``: rank ``r``'s next step; ``pending[r]``: the keys it waits for (None: it is
-    not waiting); ``offers``/``offered``: each open key's offers and the ranks that made
-    them; ``open_in``: a channel's open keys (what a desync there completes).
+    not waiting); ``open``: each open key's ranks that offered it, their offers, how many
+    participants it needs and its channel (one look-up per offer); ``open_in``: a
+    channel's open keys (what a desync there completes).
     """
 
     def __init__(self, steps: Sequence[Sequence[Step]], meets: dict[Key, Meet]) -> None:
@@ -106,8 +130,7 @@ class _Replay:
         world = len(steps)
         self.pos = [0] * world
         self.pending: list[set[Key] | None] = [None] * world
-        self.offers: dict[Key, list[tuple[int, Hashable, int]]] = {}
-        self.offered: dict[Key, set[int]] = {}
+        self.open: dict[Key, _Open] = {}
         self.done: set[Key] = set()
         self.waiters: dict[Key, list[int]] = defaultdict(list)
         self.desynced: set[Channel] = set()
@@ -122,53 +145,68 @@ class _Replay:
             r = self.queue.popleft()
             if self.pending[r] is None:
                 self.advance(r)
-        return _classify(self.steps, self.meets, self.pos, self.pending, self.offered,
+        offered = {key: entry[0] for key, entry in self.open.items()}
+        return _classify(self.steps, self.meets, self.pos, self.pending, offered,
                          self.completed, list(self.mismatched.values()))
 
     def advance(self, r: int) -> None:
         """Rank ``r`` takes its steps until one must wait."""
         mine = self.steps[r]
-        while self.pos[r] < len(mine):
-            step = mine[self.pos[r]]
-            wait = {key for key, sig in zip(step.keys, step.sigs)
-                    if self.offer(r, key, sig, step.event)}
+        pos, end, offer = self.pos[r], len(mine), self.offer
+        while pos < end:
+            step = mine[pos]
+            keys = step.keys
+            if len(keys) == 1:  # most steps: one key, offered without a set
+                wait = {keys[0]} if offer(r, keys[0], step.sigs[0], step.event) else None
+            else:
+                wait = {key for key, sig in zip(keys, step.sigs)
+                        if offer(r, key, sig, step.event)}
             if step.blocking and wait:
+                self.pos[r] = pos
                 self.pending[r] = wait
                 for key in wait:
                     self.waiters[key].append(r)
                 return
-            self.pos[r] += 1
+            pos += 1
+        self.pos[r] = pos
 
     def offer(self, r: int, key: Key, sig: Hashable, event: int) -> bool:
         """Rank ``r`` offers its step's ``key`` with signature ``sig``: whether it must
         wait for the key's other participants."""
+        entry = self.open.get(key)  # an open key is never done, desynced or mismatched
+        if entry is None:
+            entry = self.opened(r, key, sig, event)
+            if entry is None:
+                return False
+        got, these, need, channel = entry
+        if r in got:
+            return True
+        got.add(r)
+        these.append((r, sig, event))
+        if sig != these[0][1]:
+            self.mismatch(key, channel, these, got)
+            return False
+        if len(got) == need:
+            self.complete(key)
+            return False
+        return True
+
+    def opened(self, r: int, key: Key, sig: Hashable, event: int) -> _Open | None:
+        """``key`` offered while not open: None when it no longer waits (it met, its
+        channel desynced, or it is a desync, whose every side is reported), else it opens."""
         wrong = self.mismatched.get(key)
         if wrong is not None:  # every side of a desync is reported
             if r not in wrong.ranks:
                 wrong.ranks.add(r)
                 wrong.arrivals.append((r, sig, event))
-            return False
+            return None
         meet = self.meets[key]
         if key in self.done or (meet.channel is not None and meet.channel in self.desynced):
-            return False
-        got = self.offered.get(key)
-        if got is None:
-            got = self.offered[key] = set()
-            self.offers[key] = []
-            if meet.channel is not None:
-                self.open_in[meet.channel].add(key)
-        if r in got:
-            return True
-        got.add(r)
-        these = self.offers[key]
-        these.append((r, sig, event))
-        if sig != these[0][1]:
-            self.mismatch(key, meet.channel, these, got)
-            return False
-        if len(got) == len(meet.participants):
-            self.complete(key)
-            return False
-        return True
+            return None
+        entry = self.open[key] = (set(), [], len(meet.participants), meet.channel)
+        if meet.channel is not None:
+            self.open_in[meet.channel].add(key)
+        return entry
 
     def mismatch(self, key: Key, channel: Channel | None,
                  these: list[tuple[int, Hashable, int]], got: set[int]) -> None:
@@ -186,9 +224,8 @@ class _Replay:
         """``key`` met: the ranks waiting only for it go on."""
         self.completed += 1
         self.done.add(key)
-        self.offers.pop(key, None)
-        self.offered.pop(key, None)
-        channel = self.meets[key].channel
+        entry = self.open.pop(key, None)
+        channel = entry[3] if entry is not None else self.meets[key].channel
         if channel is not None:
             self.open_in[channel].discard(key)
         for r in self.waiters.pop(key, ()):

@@ -148,6 +148,9 @@ class _MemoryBound:
         self.start = _WATCHER.latest() if limit is not None else None
         self.fresh = self.start is not None and _reset_peak()  # the peak is this run's alone
         self.peak = _peak_bytes() if self.start is not None else 0
+        if self.fresh and self.start is not None:  # just reset, the peak is the resident set
+            self.start = min(self.start, self.peak)  # now: the latest sample may predate the
+            # free of the previous run's memory, and would hide this run's growth
         self.grown: int | None = None
         self.target = threading.get_ident()
 
