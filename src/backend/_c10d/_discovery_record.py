@@ -33,7 +33,8 @@ import attrs
 
 from layout import show
 
-from .._core import DiscoveryError
+from .._core import DiscoveryError, StoreRecordError
+from ._records import read_json
 
 __all__ = ["MOST_ANSWER_BYTES", "VERSION", "Answer", "Digest", "Fault", "RunLine", "Verdict",
            "sha"]
@@ -76,13 +77,12 @@ def _index(value: object, key: str, what: str, world: int, writer: int | None = 
 
 
 def _json(raw: bytes, key: str, most: int, writer: int | None = None) -> Any:
-    """``raw`` as JSON, at most ``most`` bytes (nesting bounded by the parser's recursion)."""
-    if len(raw) > most:
-        raise _bad(key, writer, f"holds {len(raw):,} bytes, more than the {most:,} it may")
+    """``raw`` as JSON, at most ``most`` bytes, read by the store's one strict parser
+    (:func:`~._records.read_json`), its refusal a :class:`~backend.DiscoveryError`."""
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise _bad(key, writer, f"is not JSON ({str(e)[:120]}): {show(raw[:80])}") from None
+        return read_json(key, raw, most, writer=writer)
+    except StoreRecordError as e:
+        raise _bad(key, writer, f"is {e.reason}: {show(bytes(raw[:80]))}") from None
 
 
 @attrs.frozen

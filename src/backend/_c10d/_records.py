@@ -32,7 +32,7 @@ from .._core import StoreRecordError
 from ._rounds import GO, QUIT, SHOWN
 
 __all__ = ["MAX_COUNT", "MAX_RECORD_BYTES", "RECORD_VERSION", "LivenessRecord", "LostMark",
-           "Reasons", "read_claim", "read_count", "read_outcome", "read_record"]
+           "Reasons", "read_claim", "read_count", "read_json", "read_outcome", "read_record"]
 
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 16384  # a liveness record or a closer's reasons, at most
@@ -45,10 +45,8 @@ T = TypeVar("T")
 
 def read_record(key: str, raw: bytes, max_bytes: int, *, writer: int | None = None
                 ) -> dict[str, Any]:
-    """The JSON object stored at ``key``, read strictly: at most ``max_bytes`` bytes of
-    UTF-8, one object with unique keys, no ``NaN`` or ``Infinity``, numbers within 20
-    digits; anything else raises :class:`~backend.StoreRecordError` naming ``key`` and
-    ``writer``.
+    """The JSON object stored at ``key``, read strictly (:func:`read_json`); anything but
+    an object raises :class:`~backend.StoreRecordError` naming ``key`` and ``writer``.
 
     >>> read_record("k", b'{"v": 1}', 64)
     {'v': 1}
@@ -58,6 +56,18 @@ def read_record(key: str, raw: bytes, max_bytes: int, *, writer: int | None = No
     ...     print(e.key, e.writer, e.reason)
     k 3 a JSON object was expected, found a list
     """
+    found = read_json(key, raw, max_bytes, writer=writer)
+    if not isinstance(found, dict):
+        raise StoreRecordError(key, f"a JSON object was expected, found "
+                               f"{_json_kind(found)}", writer=writer)
+    return found
+
+
+def read_json(key: str, raw: bytes, max_bytes: int, *, writer: int | None = None) -> Any:
+    """The JSON value stored at ``key``, read strictly: at most ``max_bytes`` bytes of
+    UTF-8, objects with unique keys, no ``NaN`` or ``Infinity``, numbers within 20 digits;
+    anything else raises :class:`~backend.StoreRecordError` naming ``key`` and ``writer``
+    (the one parser of every record the barrier, liveness and discovery read)."""
     if not isinstance(raw, (bytes, bytearray)):
         raise StoreRecordError(key, f"bytes were expected, found {type(raw).__name__}",
                                writer=writer)
@@ -65,14 +75,10 @@ def read_record(key: str, raw: bytes, max_bytes: int, *, writer: int | None = No
         raise StoreRecordError(key, f"{len(raw)} bytes, more than the {max_bytes} its "
                                "writer writes", writer=writer)
     try:
-        found = json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant,
-                           parse_int=_bounded_int, object_pairs_hook=_unique)
+        return json.loads(bytes(raw).decode("utf-8"), parse_constant=_no_constant,
+                          parse_int=_bounded_int, object_pairs_hook=_unique)
     except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeError are both
         raise StoreRecordError(key, f"not JSON ({e})", writer=writer) from None
-    if not isinstance(found, dict):
-        raise StoreRecordError(key, f"a JSON object was expected, found "
-                               f"{_json_kind(found)}", writer=writer)
-    return found
 
 
 def _no_constant(name: str) -> Any:
