@@ -4,7 +4,7 @@ main thread so a Ctrl-C acts at once."""
 
 from __future__ import annotations
 
-import _signal  # getsignal without signal.py's enum conversion (a barrier asks it each wait)
+import _signal  # type: ignore[import-not-found]  # no stub (CPython builtin): getsignal without signal.py's enum conversion
 import contextlib
 import os
 import queue
@@ -209,6 +209,8 @@ class Interrupts:
         self._on_interrupt: Callable[[], None] | None = None
 
     def _start(self) -> socket.socket:
+        if self._writer is not None:  # started (never unset): no lock on a barrier's path
+            return self._writer
         with self._lock:
             if self._writer is None:
                 self._reader, self._writer = socket.socketpair()
