@@ -241,9 +241,9 @@ class Rendezvous(Liveness):
                 self._passed[a.name] = k
                 return k
             why = self._why(a, closer)
-            if closer != self.rank and self.rank in why.missing:
+            if closer != self.rank and self.rank in why.missing and self.clock() < a.deadline:
                 a.late = True  # its ticket came after the closer's look: on to the next round
-                continue
+                continue  # (not past its deadline: each round it then closes costs a look)
             self._left(a)
             raise failure(self, a, why)
 
