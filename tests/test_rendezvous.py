@@ -27,7 +27,7 @@ from virtual_store import Killed, Trigger, World
 from backend import MembersMissingError
 from backend._c10d._diagnosis import Peer, PeerState, next_deadline
 from backend._c10d._records import LivenessRecord
-from backend._c10d._rendezvous import Rendezvous
+from backend._c10d._rendezvous import REASK_S, Rendezvous
 from backend._c10d._rounds import GO, QUIT, SLACK_S, torch_name
 from backend._c10d._store import job_namespace, key
 
@@ -694,3 +694,26 @@ def test_ctrl_c_while_waiting_acts_at_once_and_leaves_a_true_message() -> None:
     assert err.missing == (0, 2) and other["waited"] < 0.3 + 1.5, other
     assert "rank 0 was interrupted (KeyboardInterrupt)" in str(err)
     assert "rank 2 is not creating any group" in str(err)
+
+
+class _EndsWaitsAtOnce(CountingStore):
+    """A store whose waits end at once at a timeout, as a ``HashStore`` clone's does when
+    another thread sharing its timeout set a shorter one."""
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        self._count("multi_get", len(keys))
+        raise RuntimeError("Wait timeout")
+
+
+def test_waits_that_a_shared_timeout_ends_early_are_asked_again_at_a_bounded_rate() -> None:
+    """A wait ended early at the store's timeout is asked again no sooner than ``REASK_S``
+    after the previous ask (the failure path at 1,024 members on ``HashStore`` made up to
+    18,546 calls per member): a 0.3 s timeout, then the claim, the look and the close, asks
+    at most 0.3 / REASK_S + 1 times before the deadline, and the member still fails
+    naming the absent one."""
+    store = _EndsWaitsAtOnce(HashStore())
+    out: dict[str, Any] = {}
+    _meet(Rendezvous(store, 0, world_size=2, heartbeat=None), [0, 1], out, timeout=0.3)
+    assert out["error"].missing == (1,), out
+    assert 0.25 < out["waited"] < 0.3 + 0.5
+    assert store.calls["multi_get"] <= 0.3 / REASK_S + 1, store.calls

@@ -147,6 +147,9 @@ from ._store import Helper, Interrupts, timed_out
 __all__ = ["Rendezvous"]
 
 _LISTED_ON_INTERRUPT = 1024  # an interrupted member lists the missing of groups this small
+REASK_S = 0.02
+"""The least time between two asks of one wait whose ask ended early at the store's timeout
+(:meth:`Rendezvous._get_here`): at most ``1 / REASK_S`` asks a second, whatever the store."""
 _INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
 
 
@@ -238,9 +241,9 @@ class Rendezvous(Liveness):
                 self._passed[a.name] = k
                 return k
             why = self._why(a, closer)
-            if closer != self.rank and self.rank in why.missing:
+            if closer != self.rank and self.rank in why.missing and self.clock() < a.deadline:
                 a.late = True  # its ticket came after the closer's look: on to the next round
-                continue
+                continue  # (not past its deadline: each round it then closes costs a look)
             self._left(a)
             raise failure(self, a, why)
 
@@ -263,9 +266,9 @@ class Rendezvous(Liveness):
 
     def _record_of(self, a: Attempt, **more: Any) -> Doing:
         """What this thread does in attempt ``a`` (its deadline, unless ``more`` says)."""
-        return Doing(**{"group": a.name, "round": a.round, "size": a.size, "desc": a.desc,
-                        "ranks": tuple(a.members[:SHOWN]), "since": a.start,
-                        "until": a.deadline, **more})
+        until = more.pop("until", a.deadline)
+        return Doing(a.name, a.round, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
+                     until, **more)
 
     def _decide(self, a: Attempt, outcome: int) -> int:
         """Commit (GO) or close (QUIT + this rank) this rank's round: one ``compare_set`` on its
@@ -304,17 +307,21 @@ class Rendezvous(Liveness):
         believed only if the counter says the round is full (a wake-up planted before it
         filled names its key).  A wait that ends early with the store's timeout is asked
         again (a store whose clones share one timeout, such as torch's ``HashStore``, may
-        end it at another thread's shorter timeout); any other failure is the store's own
-        and is raised."""
+        end it at another thread's shorter timeout), but not sooner than :data:`REASK_S`
+        after the previous ask began, so that such a store's short timeouts cannot make it
+        spin (a wake-up is then seen up to that much later); any other failure is the
+        store's own and is raised."""
         store = self._store()
         wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
         while (left := until - self.clock()) > 0:
             store.set_timeout(timedelta(seconds=max(left, 0.001)))  # 0 would mean forever
+            asked = self.clock()
             try:
                 raw, count = store.multi_get([wake, counter])
             except Exception as e:  # DistStoreError, at the timeout
                 if not timed_out(e):
                     raise
+                self._sleep(min(asked + REASK_S, until) - self.clock())
                 continue
             value = read_outcome(wake, raw, a.members)
             if value == GO and read_count(counter, count) < a.last:
@@ -324,6 +331,12 @@ class Rendezvous(Liveness):
                                        "set back)")
             return value
         return None
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` on this rank's clock where it is the real one (a simulated
+        clock's store ends no wait early: nothing to pace)."""
+        if seconds > 0 and self.clock is time.monotonic:
+            time.sleep(seconds)
 
     def _await(self, a: Attempt, waiting: Doing) -> int:
         """Block until this round is decided: the record (one ``set``, which TCPStore sends

@@ -212,6 +212,8 @@ class Interrupts:
         self._on_interrupt: Callable[[], None] | None = None
 
     def _start(self) -> socket.socket:
+        if self._writer is not None:  # started (never unset): no lock on a barrier's path
+            return self._writer
         with self._lock:
             if self._writer is None:
                 self._reader, self._writer = socket.socketpair()
