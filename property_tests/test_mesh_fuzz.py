@@ -248,7 +248,7 @@ RANKMAP_PROPERTIES = ("size", "ranks", "is_identity", "max_rank")
 TOPOLOGY_METHODS = ("from_hosts", "host", "domain", "host_name", "to_dict", "hosts_of",
                     "hosts_per_group", "domains_per_group", "is_intra_host", "is_intra_domain",
                     "with_domains", "ranks_on", "host_size", "from_dict", "device",
-                    "first_crossing", "sizes", "ranks_in_order", "hosts_in")
+                    "first_crossing", "sizes", "ranks_in_order", "hosts_in", "from_runs")
 TOPOLOGY_PROPERTIES = ("world_size", "devices_per_host", "hosts_per_domain", "num_hosts",
                        "num_domains", "in_order")
 PLACEMENT_METHODS = ("find", "to_dict", "__str__")
@@ -432,6 +432,8 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert out.src.shape == out.dst.shape and isinstance(repr(out), str), where
     elif isinstance(out, mesh.Transfer):
         _plain_ints((out.source, out.dest, out.elements, out.boxes, out.contribution), where)
+    elif isinstance(out, (mesh.HangFinding, mesh.HangReport)):
+        assert isinstance(str(out), str) and isinstance(repr(out), str), where
     elif isinstance(out, (str, Layout, MeshError)):
         pass
     elif isinstance(out, float):
@@ -578,7 +580,7 @@ def test_every_public_name_is_fuzzed() -> None:
             "Partial"} <= fuzzed["mesh"]
     placement = {n for n in dir(mesh.Placement) if not n.startswith("_")}
     assert placement <= {n for o, n in TARGETS if o == "Placement"}, placement
-    assert "MeshError" in ERRORS and len(ERRORS) == 19, ERRORS
+    assert "MeshError" in ERRORS and len(ERRORS) == 20, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

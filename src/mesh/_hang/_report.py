@@ -10,7 +10,9 @@ from typing import Any
 
 import attrs
 
-from .._core import MeshView
+from layout import show
+
+from .._core import FlightRecordError, MeshView
 from ._groups import PlanGroup, rank_words
 from ._hung import GroupState, Hang
 from ._records import FlightCall
@@ -22,6 +24,7 @@ SCHEMA = "meshlayout.hang/1"
 Host = Callable[[int], "str | None"]
 
 _MOST = 8  # lines of one kind written out
+KINDS = ("desync", "unmatched")  # check_spmd's kinds that a hang's records can show
 
 
 @attrs.frozen
@@ -34,6 +37,15 @@ class HangFinding:
     text: str
     ranks: tuple[int, ...]
     group: PlanGroup
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise FlightRecordError(f"a finding's kind is one of {', '.join(KINDS)}, got "
+                                    f"{show(self.kind)}")
+        if type(self.text) is not str or not isinstance(self.group, PlanGroup):
+            raise FlightRecordError(f"a finding has a str text and a PlanGroup group, got "
+                                    f"{show(self.text)} and {show(self.group)}")
+        _ranks(self.ranks, "a finding's ranks")
 
 
 @attrs.frozen
@@ -55,6 +67,23 @@ class HangReport:
     notes: tuple[str, ...]
     host: Host = attrs.field(eq=False, repr=False)
     views: Mapping[str, MeshView] = attrs.field(eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.world) is not int or self.world < 1:
+            raise FlightRecordError(f"a report's world is a positive int, got {show(self.world)}")
+        _ranks(self.dumped, "a report's dumped ranks")
+        _ranks(self.no_dump, "a report's ranks without a dump")
+        for name, kind in (("groups", GroupState), ("findings", HangFinding),
+                           ("blocked", tuple), ("mismatches", str), ("notes", str)):
+            value = getattr(self, name)
+            if type(value) is not tuple or not all(isinstance(v, kind) for v in value):
+                raise FlightRecordError(f"a report's {name} is a tuple of {kind.__name__}, got "
+                                        f"{show(value)}")
+        if not callable(self.host) or not isinstance(self.views, Mapping) or not all(
+                isinstance(v, MeshView) for v in self.views.values()):
+            raise FlightRecordError("a report's host is a function of the rank and its views "
+                                    f"map names to MeshViews, got {show(self.host)} and "
+                                    f"{show(self.views)}")
 
     @property
     def ok(self) -> bool:
@@ -265,3 +294,9 @@ def _verb(ranks: Sequence[int], one: str, many: str) -> str:
 def _nth(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def _ranks(value: object, what: str) -> None:
+    """Refuse ``value`` unless it is a tuple of non-negative plain ints."""
+    if type(value) is not tuple or not all(type(r) is int and r >= 0 for r in value):
+        raise FlightRecordError(f"{what} are a tuple of ranks (ints >= 0), got {show(value)}")
