@@ -1,10 +1,10 @@
 """The discovery gather: every rank's record through the store into one agreed machine.
 
-**Keys** live under ``meshlayout/topo/<job>/<attempt>/<call>`` (the namespace ``ns``):
-``job`` and ``attempt`` from the launcher (``TORCHELASTIC_RUN_ID`` and
-``TORCHELASTIC_RESTART_COUNT``, else ``SLURM_JOB_ID`` and ``SLURM_RESTART_COUNT``), ``call``
-the number of this process's discovery calls before this one, counted when a call starts,
-so a call that fails still uses up its number and the next call never fills an old round.
+**Keys** live under ``meshlayout/topo/<job>.<attempt>/<call>`` (the namespace ``ns``):
+the job and attempt as the barrier's keys have them (:func:`~._store.job_namespace`: the
+launcher's job id and restart count), ``call`` the number of this process's discovery calls
+before this one, counted when a call starts, so a call that fails still uses up its number
+and the next call never fills an old round.
 
 **Steps** of rank ``r`` of ``W`` (records: ``_discovery_record``; ``T`` the timeout,
 measured on this rank's monotonic clock from the call's start):
@@ -55,8 +55,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -67,6 +65,7 @@ from mesh import MeshError, Topology
 
 from .._core import DiscoveryError
 from ._discovery_record import Answer, Digest, Fault, RunLine, Verdict, sha
+from ._store import job_namespace
 
 __all__ = ["PREFIX", "SLACK_S", "Gather", "machine", "namespace"]
 
@@ -89,16 +88,9 @@ class _Stop(Exception):
 
 
 def namespace(call: int) -> str:
-    """The keys' prefix for this process's ``call``-th discovery in this job and attempt."""
-    env = os.environ
-
-    def part(*names: str, default: str) -> str:
-        value = next((env[n] for n in names if env.get(n)), default)
-        return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:64]
-
-    job = part("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", default="job")
-    attempt = part("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT", default="0")
-    return f"{PREFIX}/{job}/{attempt}/{call}"
+    """The keys' prefix for this process's ``call``-th discovery in this job and attempt
+    (:func:`~._store.job_namespace`)."""
+    return f"{PREFIX}/{job_namespace()}/{call}"
 
 
 def machine(lines: list[RunLine], world: int) -> Topology:

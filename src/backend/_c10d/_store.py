@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Interrupts", "Lease", "job_namespace",
@@ -32,23 +32,29 @@ def key(namespace: str, *parts: object) -> str:
     return "/".join([PREFIX, namespace, *map(str, parts)])
 
 
-def job_namespace(environ: dict[str, str] | None = None) -> str:
-    """This job's and attempt's namespace for the barrier's keys: torchelastic's run id and
-    restart count (``TORCHELASTIC_RUN_ID``, ``TORCHELASTIC_RESTART_COUNT``), so that keys an
-    earlier job or attempt left on a store that outlived it (an agent's) are never read as
-    this one's.  Without torchelastic: ``job.0`` (a store that lives as long as rank 0, as
-    ``init_process_group``'s does, holds only this job's keys).  Characters outside
-    ``[A-Za-z0-9_.:-]`` in the run id are replaced.
+def job_namespace(environ: Mapping[str, str] | None = None) -> str:
+    """This job's and attempt's namespace for the keys the barrier and discovery write: the
+    launcher's job id and restart count (torchelastic's ``TORCHELASTIC_RUN_ID`` and
+    ``TORCHELASTIC_RESTART_COUNT``, else Slurm's ``SLURM_JOB_ID`` and
+    ``SLURM_RESTART_COUNT``), so that keys an earlier job or attempt left on a store that
+    outlived it (an agent's) are never read as this one's.  Without a launcher: ``job.0`` (a
+    store that lives as long as rank 0, as ``init_process_group``'s does, holds only this
+    job's keys).  Characters outside ``[A-Za-z0-9_.:-]`` in the job id are replaced.
 
     >>> job_namespace({"TORCHELASTIC_RUN_ID": "run 7", "TORCHELASTIC_RESTART_COUNT": "2"})
     'run_7.2'
+    >>> job_namespace({"SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"})
+    '4242.1'
     >>> job_namespace({})
     'job.0'
     """
     env = os.environ if environ is None else environ
-    run = re.sub(r"[^A-Za-z0-9_.:-]", "_", env.get("TORCHELASTIC_RUN_ID", "") or "job")[:100]
-    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return f"{run}.{restart if restart.isdigit() and len(restart) < 10 else 0}"
+    source = "TORCHELASTIC" if env.get("TORCHELASTIC_RUN_ID") else "SLURM"
+    run, restart = (("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT") if source ==
+                    "TORCHELASTIC" else ("SLURM_JOB_ID", "SLURM_RESTART_COUNT"))
+    job = re.sub(r"[^A-Za-z0-9_.:-]", "_", env.get(run, "") or "job")[:100]
+    count = env.get(restart, "0")
+    return f"{job}.{count if count.isdigit() and len(count) < 10 else 0}"
 
 
 def timed_out(error: BaseException) -> bool:
