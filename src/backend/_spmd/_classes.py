@@ -76,13 +76,13 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
     if found is None:  # a representative ran past its time limit: the check stops
         return ran
     if isinstance(found, str):
-        _forget(traces, [])
+        _forget(traces)
         notes.append(f"ran every rank: {found}")
         return 0  # the symbolic runs are dropped: every rank runs on plain ints
     try:
         ran += _verify(found, run)
     except Underivable as e:
-        _forget(traces, [])
+        _forget(traces)
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
         return 0
     distinct = sum(t is not None for t in traces)
@@ -109,11 +109,9 @@ def _derive_all(world: int, found: list[_Class], traces: list[Trace | None]) -> 
     return derived
 
 
-def _forget(traces: list[Trace | None], keep: list[int]) -> None:
-    """Clear the symbolic runs (the check then runs those ranks on plain ints)."""
-    for r in range(len(traces)):
-        if r not in keep:
-            traces[r] = None
+def _forget(traces: list[Trace | None]) -> None:
+    """Clear the symbolic runs (the check then runs every rank on plain ints)."""
+    traces[:] = [None] * len(traces)
 
 
 def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
