@@ -6,7 +6,7 @@ flattens (torchtitan's ``batch``, ``fsdp``, ``loss`` and random others, in rando
 slices; groups asked for eagerly (``materialize``-like, in one random order) or lazily at
 first use; then a training step: collectives on random groups (all_reduce, all_gather,
 reduce_scatter, reduce, broadcast from a random member, barrier, all_to_all with uneven
-sizes that pair up), shapes that may depend on the pipeline stage on groups inside a stage,
+sizes that pair up, even ones on large groups of large worlds: :data:`EVEN_SPLITS_ABOVE`), shapes that may depend on the pipeline stage on groups inside a stage,
 and pipeline p2p (a forward and a backward chain of blocking send/recv, or the same as
 batched isend/irecv).  Some programs run at the torch level (``dist.*`` calls on torch's
 fake process group).  The backend modelled is random; under NCCL only families that NCCL
@@ -30,6 +30,11 @@ from typing import Any
 import attrs
 
 BASE = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+EVEN_SPLITS_ABOVE = 1024
+"""In worlds larger than this (where ``check_spmd`` uses automatic classes), an all_to_all on
+a group of more than 8 sends every peer the same count: uneven sizes there would cost every
+rank O(size**2) draws and, read by local rank, make one class per member of a group of up to
+the world (the check's documented worst case, a program that branches on every rank)."""
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "reduce", "broadcast", "barrier",
        "all_to_all")
 
@@ -125,11 +130,14 @@ def program(seed: int, *, torch_share: float = 0.1, max_world: int = 64,
                 op, shape = "all_reduce", (shape[0] + 1, shape[1])  # the planted desync
                 bug_done.append(i)
                 planted.append(i)
-            if op == "all_to_all":
+            if op == "all_to_all" and (world <= EVEN_SPLITS_ABOVE or size <= 8):
                 matrix = [[crng.randint(1, 3) for _ in range(size)] for _ in range(size)]
                 me = m.get_local_rank(d)
                 do.all_to_all(group, matrix[me], [matrix[j][me] for j in range(size)],
                               shape[1])
+            elif op == "all_to_all":  # a large group of a large world: even splits
+                even = [crng.randint(1, 3)] * size
+                do.all_to_all(group, even, even, shape[1])
             elif op in ("broadcast", "reduce"):
                 do.rooted(op, group, shape, crng.randrange(size))
             else:
