@@ -178,6 +178,8 @@ class Liveness:
         self.world = world_size
         self.clock = clock
         self.namespace = job_namespace() if namespace is None else namespace
+        self._prefix = key(self.namespace)  # the keys' common start (the barrier's own are
+        # spelled out: :meth:`key` costs three calls a key on its success path)
         self.period = beat_period(world_size, heartbeat) if heartbeat else None
         self.publish_after = publish_after
         self._life = random.getrandbits(52)

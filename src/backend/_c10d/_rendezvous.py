@@ -131,7 +131,7 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -151,6 +151,7 @@ REASK_S = 0.02
 """The least time between two asks of one wait whose ask ended early at the store's timeout
 (:meth:`Rendezvous._get_here`): at most ``1 / REASK_S`` asks a second, whatever the store."""
 _INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
+_MAIN = threading.main_thread().ident
 
 
 class Rendezvous(Liveness):
@@ -178,30 +179,17 @@ class Rendezvous(Liveness):
         super().close()
 
     # ---- the barrier --------------------------------------------------------------------------
-    @contextlib.contextmanager
     def meet(self, name: str, members: Sequence[int], timeout: float, *, dim: str,
-             desc: str, shown: tuple[int, ...]) -> Iterator[int]:
+             desc: str, shown: tuple[int, ...]) -> _Meeting:
         """Meet the other ``members`` at barrier ``name``, then run the body (the creation)
-        while beating; yields the round that passed (:func:`torch_name` names its group).
-        Raises :class:`~backend.MembersMissingError` when the round this rank is in closes
-        (see the module).  While the body runs, this rank's record says it is inside the
-        creation, until the body's own timeout (``timeout``) and a liveness check are
+        while beating; ``with`` gives the round that passed (:func:`torch_name` names its
+        group).  Raises :class:`~backend.MembersMissingError` when the round this rank is in
+        closes (see the module).  While the body runs, this rank's record says it is inside
+        the creation, until the body's own timeout (``timeout``) and a liveness check are
         over; a body that raises marks the record as having left the round."""
         start = self.clock()
-        a = Attempt(name, len(members), members, desc, dim, shown, start,
-                     start + timeout, start + 2 * timeout)
-        try:
-            k = self._arrive(a)
-            now = self.clock()
-            self._activate(self._record_of(a, creating=True,
-                                           until=now + timeout + self.explain_s))
-            try:
-                yield k
-            except BaseException as e:
-                self._left(a, e)
-                raise
-        finally:
-            self._quiet()
+        return _Meeting(self, Attempt(name, len(members), members, desc, dim, shown, start,
+                                      start + timeout, start + 2 * timeout), timeout)
 
     def agree(self, name: str, members: Sequence[int], timeout: float, note: str) -> list[str]:
         """Meet ``members`` at barrier ``name`` and return every member's non-empty ``note``.
@@ -220,26 +208,28 @@ class Rendezvous(Liveness):
 
     def _arrive(self, a: Attempt) -> int:
         """Take tickets until a round is decided with this rank in it; the round, if it went
-        ahead (else the failure is raised)."""
+        ahead (else the failure is raised).  The success path is kept flat (a barrier's cost
+        in a crowded process is its Python, run with cold caches)."""
         while True:
             a.tickets.clear()
             a.round = -1
             try:
                 ticket = self._take(a)
                 a.round = k = (ticket - 1) // a.size
-                waiting = self._record_of(a)  # written only if this takes a while
+                waiting = Doing(a.name, k, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
+                                a.deadline)  # written only if this takes a while
                 self._activate(waiting)
                 value = self._decide(a, GO) if ticket == a.last else self._await(a, waiting)
             except BaseException as e:
                 self._abandon(a, e)
                 raise
+            if value == GO:
+                self._passed[a.name] = k
+                return k
             if value == STOPPED:
                 self._left(a)
                 raise failure(self, a, a.why or Reasons(self.rank))
-            go, closer = decision(value)
-            if go:
-                self._passed[a.name] = k
-                return k
+            _, closer = decision(value)
             why = self._why(a, closer)
             if closer != self.rank and self.rank in why.missing and self.clock() < a.deadline:
                 a.late = True  # its ticket came after the closer's look: on to the next round
@@ -252,7 +242,7 @@ class Rendezvous(Liveness):
         (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
         finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
         ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
-        counter = self.key("t", a.name)
+        counter = f"{self._prefix}/t/{a.name}"
         add = self._store().add
         try:
             a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
@@ -275,9 +265,9 @@ class Rendezvous(Liveness):
         decision key, so exactly one wins; then the wake-up, which carries the value that won
         (whoever writes it writes that value).  The value that won."""
         store = self._store()
-        dkey = self.key("d", a.name, a.round)
+        dkey = f"{self._prefix}/d/{a.name}/{a.round}"
         won = read_outcome(dkey, store.compare_set(dkey, "", str(outcome)), a.members)
-        store.set(self.key("o", a.name, a.round), str(won))
+        store.set(f"{self._prefix}/o/{a.name}/{a.round}", str(won))
         return won
 
     def _decided(self, a: Attempt) -> int | None:
@@ -293,11 +283,13 @@ class Rendezvous(Liveness):
         otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
         if doing is not None:
             self._later(doing)
-        if threading.current_thread() is not threading.main_thread():
+        if threading.get_ident() != _MAIN:
             return self._get_here(a, until)
-        with self._interrupts.watching(lambda: self._abandon(a, KeyboardInterrupt())) as on:
-            if on:
+        if self._interrupts.enter(lambda: self._abandon(a, KeyboardInterrupt())):
+            try:
                 return self._get_here(a, until)
+            finally:
+                self._interrupts.leave()
         got: int | None = self._helper.run(lambda: self._get_here(a, until))
         return got
 
@@ -311,24 +303,22 @@ class Rendezvous(Liveness):
         after the previous ask began, so that such a store's short timeouts cannot make it
         spin (a wake-up is then seen up to that much later); any other failure is the
         store's own and is raised."""
-        store = self._store()
-        wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
-        while (left := until - self.clock()) > 0:
-            store.set_timeout(timedelta(seconds=max(left, 0.001)))  # 0 would mean forever
-            asked = self.clock()
+        store, clock = self._store(), self.clock
+        wake, counter = f"{self._prefix}/o/{a.name}/{a.round}", f"{self._prefix}/t/{a.name}"
+        while (asked := clock()) < until:
+            store.set_timeout(timedelta(seconds=max(until - asked, 0.001)))  # 0: forever
             try:
                 raw, count = store.multi_get([wake, counter])
             except Exception as e:  # DistStoreError, at the timeout
                 if not timed_out(e):
                     raise
-                self._sleep(min(asked + REASK_S, until) - self.clock())
+                self._sleep(min(asked + REASK_S, until) - clock())
                 continue
             value = read_outcome(wake, raw, a.members)
-            if value == GO and read_count(counter, count) < a.last:
-                raise StoreRecordError(wake, f"it says GO, but the ticket counter reads "
-                                       f"{read_count(counter, count)}, short of the round's "
-                                       f"{a.last} (the wake-up was planted, or the counter "
-                                       "set back)")
+            if value == GO and (got := read_count(counter, count)) < a.last:
+                raise StoreRecordError(wake, f"it says GO, but the ticket counter reads {got}, "
+                                       f"short of the round's {a.last} (the wake-up was "
+                                       "planted, or the counter set back)")
             return value
         return None
 
@@ -473,3 +463,34 @@ class Rendezvous(Liveness):
                 return False
         self._left(a, error)
         return True
+
+
+class _Meeting:
+    """What :meth:`Rendezvous.meet` returns: a context (a class, not a generator: the
+    barrier's success path is kept short) that meets the peers on entry and marks this
+    thread's record as inside the creation until it exits."""
+
+    __slots__ = ("_a", "_rz", "_timeout")
+
+    def __init__(self, rz: Rendezvous, a: Attempt, timeout: float) -> None:
+        self._rz, self._a, self._timeout = rz, a, timeout
+
+    def __enter__(self) -> int:
+        rz, a = self._rz, self._a
+        try:
+            k = rz._arrive(a)
+            until = rz.clock() + self._timeout + rz.explain_s
+            rz._activate(Doing(a.name, k, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
+                               until, True))
+        except BaseException:
+            rz._quiet()
+            raise
+        return k
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: object) -> None:
+        try:
+            if error is not None:
+                self._rz._left(self._a, error)
+        finally:
+            self._rz._quiet()

@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Interrupts", "Lease", "job_namespace",
@@ -196,6 +196,11 @@ _getsignal: Callable[[int], object] = importlib.import_module("_signal").getsign
 wait; the C module has no type stubs)."""
 
 
+_MAIN = threading.main_thread().ident
+_DEFAULT_INT = signal.default_int_handler
+_set_wakeup_fd = signal.set_wakeup_fd
+
+
 class Interrupts:
     """Lets the main thread block in the store itself and still act on a Ctrl-C at once.
 
@@ -208,7 +213,7 @@ class Interrupts:
     signal comes, so the success path costs no thread switch (a helper thread blocking for
     the main thread cost two per wait).  Used only where SIGINT raises
     ``KeyboardInterrupt`` (Python's default handler) and no wake-up fd is set (an asyncio
-    loop's); elsewhere :meth:`watching` yields False and the caller uses a :class:`Helper`.
+    loop's); elsewhere :meth:`enter` says False and the caller uses a :class:`Helper`.
     """
 
     def __init__(self) -> None:
@@ -228,26 +233,25 @@ class Interrupts:
                                  name="meshlayout-interrupts").start()
             return self._writer
 
-    @contextlib.contextmanager
-    def watching(self, on_interrupt: Callable[[], None]) -> Iterator[bool]:
-        """While the body runs, a SIGINT runs ``on_interrupt`` on this object's thread;
-        yields whether it does (False: not the main thread, or SIGINT is handled otherwise)."""
-        if threading.current_thread() is not threading.main_thread() or \
-                _getsignal(_SIGINT) is not signal.default_int_handler:
-            yield False
-            return
-        writer = self._start()
-        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    def enter(self, on_interrupt: Callable[[], None]) -> bool:
+        """From now until :meth:`leave`, a SIGINT runs ``on_interrupt`` on this object's
+        thread; whether it does (False: not the main thread, or SIGINT is handled otherwise,
+        and then :meth:`leave` is not to be called).  Two methods, not a context manager: a
+        barrier's wait asks this on its success path."""
+        if threading.get_ident() != _MAIN or _getsignal(_SIGINT) is not _DEFAULT_INT:
+            return False
+        writer = self._writer if self._writer is not None else self._start()
+        previous = _set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
         if previous != -1:  # somebody else's (an event loop's): leave it alone
-            signal.set_wakeup_fd(previous)
-            yield False
-            return
+            _set_wakeup_fd(previous)
+            return False
         self._on_interrupt = on_interrupt
-        try:
-            yield True
-        finally:
-            self._on_interrupt = None
-            signal.set_wakeup_fd(-1)
+        return True
+
+    def leave(self) -> None:
+        """End what a successful :meth:`enter` began."""
+        self._on_interrupt = None
+        _set_wakeup_fd(-1)
 
     def _run(self, reader: socket.socket) -> None:
         while True:
