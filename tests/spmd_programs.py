@@ -2,17 +2,18 @@
 
 :func:`program` builds, from a seed, a torchtitan-like job: a world of 8 to 128 ranks split
 into (pp, dp_replicate, dp_shard, cp, tp) degrees, unflattened in a random dim order, with
-flattens (torchtitan's ``batch``, ``fsdp``, ``loss`` and random others, in random orders) and
-slices; groups asked for eagerly (``materialize``-like, in one random order) or lazily at
-first use; then a training step: collectives on random groups (all_reduce, all_gather,
+flattens (torchtitan's ``batch``, ``fsdp``, ``loss`` and random others, in random orders)
+and slices; groups asked for eagerly (``materialize``-like, in one random order) or lazily
+at first use; then a training step: collectives on random groups (all_reduce, all_gather,
 reduce_scatter, reduce, broadcast from a random member, barrier, all_to_all with uneven
-sizes that pair up, even ones on large groups of large worlds: :data:`EVEN_SPLITS_ABOVE`), shapes that may depend on the pipeline stage on groups inside a stage,
-and pipeline p2p (a forward and a backward chain of blocking send/recv, or the same as
-batched isend/irecv).  Some programs run at the torch level (``dist.*`` calls on torch's
-fake process group).  The backend modelled is random; under NCCL only families that NCCL
-splits are used (ascending groups covering the world, no tags: anything else would be a
-true finding, a members-only creation on a device-bound world), and a topology is given
-with hosts that every group spans evenly.
+sizes that pair up, even ones on large groups of large worlds: :data:`EVEN_SPLITS_ABOVE`),
+shapes that may depend on the pipeline stage on groups inside a stage, and pipeline p2p (a
+forward and a backward chain of blocking send/recv, or the same as batched isend/irecv).
+Some programs run at the torch level (``dist.*`` calls on torch's fake process group).  The
+backend modelled is random; under NCCL only families that NCCL splits are used (ascending
+groups covering the world, no tags: anything else would be a true finding, a members-only
+creation on a device-bound world), and a topology is given with hosts that every group spans
+evenly.
 
 Every choice is made from the seed, never from the rank (except what SPMD programs do:
 the stage a rank is, its place in its groups), so every program is valid by construction.
