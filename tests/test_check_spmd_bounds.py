@@ -6,6 +6,7 @@ memory bound.  Each test is one defect as it was measured, turned into its speci
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from typing import Any
@@ -171,6 +172,34 @@ def test_a_brief_peak_is_seen_after_a_higher_earlier_one() -> None:
     del high
     report = check_spmd(4, _brief)
     assert report.kinds() == {"memory"} and report.ran == 1, str(report)
+
+
+class _Held:
+    """Memory the process held before a check, freed while a rank's program runs (a cycle:
+    the collector frees it, at whichever run it next walks the old generation)."""
+
+    def __init__(self) -> None:
+        self.data = [0] * 50_000_000  # 400 MB
+        self.me = self
+
+
+def test_memory_freed_during_a_run_is_not_growth() -> None:
+    """A rank is judged on how far the process grew after its run started, not on the peak
+    before a free made during its run: after a check of 131,072 ranks left gigabytes of
+    cyclic garbage, the collector freed it inside a later check's 20th run, which was
+    reported as having grown the process by that much (a check after another gave a memory
+    finding on a valid program)."""
+    held = _Held()
+    gc.collect()  # it survives into the oldest generation
+    del held  # garbage now, left for the collector
+
+    def frees(backend: SpmdBackend) -> None:
+        if backend.rank == 1:
+            gc.collect()  # the 400 MB go back to the system inside rank 1's run
+            time.sleep(0.05)  # and the watcher sees the process at its new low
+
+    report = check_spmd(4, frees)
+    assert report.ok and report.ran == 4, str(report)
 
 
 def test_a_larger_bound_or_none_lets_it_run() -> None:

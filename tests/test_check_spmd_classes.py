@@ -26,6 +26,7 @@ from spmd_programs import program, titan_step
 
 from backend import BackendConfigError, SpmdBackend, check_spmd, init_device_mesh
 from backend._spmd._classes import MOST_CLASSES, Deriver
+from backend._spmd._events import Call, Create
 from backend._spmd._reads import Evaluator, Reads, Sym
 from backend._spmd._reduce import derive, same
 from mesh import MeshView
@@ -297,3 +298,28 @@ def test_rank_77777_of_131072_is_a_class_of_its_own_and_the_stages_the_others() 
     assert [(int(c.members[0]), len(c.members)) for c in found] == [
         (0, 32768), (32768, 32768), (65536, 32767), (77777, 1), (98304, 32768)]
     assert 77777 not in found[2].members.tolist()
+
+
+def _flattened(backend: Any) -> None:
+    mesh = init_device_mesh("cpu", (4, 4, 4), mesh_dim_names=("pp", "dp", "tp"),
+                            backend=backend)
+    flat = mesh[("dp", "tp")]._flatten("dptp")
+    backend.all_reduce((4,), group=flat.get_group())
+    backend.all_reduce((2,), group=mesh.get_group("tp"))
+
+
+def test_ranks_run_one_by_one_keep_one_list_of_a_groups_members() -> None:
+    """Every rank run on plain ints keeps its own trace; the members of a group it lists
+    are kept once for the group, not once per member (20014 at 65,536 ranks fell back to
+    running every rank and went past 17 GB holding a list per member of each group)."""
+    from backend._spmd._check import _Runs
+
+    runs = _Runs(64, _flattened, lambda w, r: SpmdBackend(w, r, "gloo"), None, 10.0, None)
+    assert runs.every("every") == 64
+    events = [e for t in runs.traces if t is not None for e in t.events]
+    refs = {id(e.group) for e in events if isinstance(e, Call) and e.group.label == "dptp"}
+    members = {id(e.members) for e in events if isinstance(e, Create) and
+               e.group.label == "dptp"}
+    tp = {id(e.group) for e in events if isinstance(e, Call) and e.group.label == "tp"}
+    assert (len(refs), len(members), len(tp)) == (4, 4, 16)  # one per group
+    assert check_spmd(64, _flattened, classes="every").ok

@@ -141,7 +141,8 @@ class _MemoryBound:
     registers with: a run costs a reset of the process's peak (``/proc/self/clear_refs``), two
     reads of it and a lock, no other file read while the watcher is sampling (its latest
     sample is the start), no thread.  The peak read at the end catches what the watcher
-    missed (memory held for less than its 5 ms)."""
+    missed (memory held for less than its 5 ms), measured from the resident set at entry: a
+    peak reached before memory freed during the run is no growth."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit or 0
@@ -151,6 +152,9 @@ class _MemoryBound:
         if self.fresh and self.start is not None:  # just reset, the peak is the resident set
             self.start = min(self.start, self.peak)  # now: the latest sample may predate the
             # free of the previous run's memory, and would hide this run's growth
+        self.entry = self.start  # the peak is judged against it, never against a later low:
+        # the peak may come before memory the run frees (the collector freeing gigabytes an
+        # earlier check left), and a peak before a low is no growth
         self.grown: int | None = None
         self.target = threading.get_ident()
 
@@ -177,9 +181,9 @@ class _MemoryBound:
             except RankMemory:
                 continue
         peak = _peak_bytes()  # what the watcher missed: an allocation freed before it looked
-        if self.grown is None and (self.fresh or peak > self.peak) and \
-                peak - self.start > self.limit:
-            self.grown = peak - self.start  # (without a reset, one below an earlier peak is unseen)
+        if self.grown is None and (self.fresh or peak > self.peak) and self.entry is not None \
+                and peak - self.entry > self.limit:
+            self.grown = peak - self.entry  # (without a reset, one below an earlier peak is unseen)
 
 
 def _reset_peak() -> bool:
