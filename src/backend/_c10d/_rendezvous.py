@@ -151,7 +151,6 @@ REASK_S = 0.02
 """The least time between two asks of one wait whose ask ended early at the store's timeout
 (:meth:`Rendezvous._get_here`): at most ``1 / REASK_S`` asks a second, whatever the store."""
 _INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
-_MAIN = threading.main_thread().ident
 
 
 class Rendezvous(Liveness):
@@ -283,7 +282,7 @@ class Rendezvous(Liveness):
         otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
         if doing is not None:
             self._later(doing)
-        if threading.get_ident() != _MAIN:
+        if threading.get_ident() != threading.main_thread().ident:  # (a fork may move it)
             return self._get_here(a, until)
         if self._interrupts.enter(lambda: self._abandon(a, KeyboardInterrupt())):
             try:

@@ -196,7 +196,6 @@ _getsignal: Callable[[int], object] = importlib.import_module("_signal").getsign
 wait; the C module has no type stubs)."""
 
 
-_MAIN = threading.main_thread().ident
 _DEFAULT_INT = signal.default_int_handler
 _set_wakeup_fd = signal.set_wakeup_fd
 
@@ -238,7 +237,8 @@ class Interrupts:
         thread; whether it does (False: not the main thread, or SIGINT is handled otherwise,
         and then :meth:`leave` is not to be called).  Two methods, not a context manager: a
         barrier's wait asks this on its success path."""
-        if threading.get_ident() != _MAIN or _getsignal(_SIGINT) is not _DEFAULT_INT:
+        if threading.get_ident() != threading.main_thread().ident or \
+                _getsignal(_SIGINT) is not _DEFAULT_INT:
             return False
         writer = self._writer if self._writer is not None else self._start()
         previous = _set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
