@@ -34,7 +34,8 @@ group each), plus array work of O(world x distinct reads) per class to place the
 then the derivation and the replay of every rank, O(world x calls), which dominate at
 scale.  With ``spread`` the step makes 4 x spread classes; the worst case, a program that
 branches on every rank, runs every rank (the brute force's cost, plus up to 256
-representatives).  ``--sample N``: N random programs at 2,048 ranks and up, half planted.
+representatives).  ``--sample N``: N random programs at 2,048 ranks and up, half planted
+(seeds from ``--first``, 20000; worlds drawn from 2,048 to ``--max-world``).
 
 Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)
       python bench/check_spmd.py --large        (automatic classes up to 131,072 ranks)
@@ -222,7 +223,7 @@ def automatic_classes(worlds: list[int], spreads: list[int], failures: list[str]
               "force, and a program that branches on every rank)")
 
 
-def large_sample(count: int, max_world: int, failures: list[str]) -> None:
+def large_sample(count: int, max_world: int, failures: list[str], first: int = 20000) -> None:
     """``count`` random programs at worlds of 2,048 to ``max_world`` ranks under automatic
     classes (the default there), half valid (0 findings), half with a desync planted on a
     rank drawn from the seed anywhere in the world (found)."""
@@ -231,7 +232,7 @@ def large_sample(count: int, max_world: int, failures: list[str]) -> None:
     print(f"\n{count} random programs at 2,048 .. {max_world} ranks, automatic classes")
     print(f"{'seed':>7} {'ranks':>7} {'planted':>8} {'ran':>6} {'s':>7}  verdict")
     worlds = [w for w in (2048, 4096, 8192, 16384, 32768, 65536, 1 << 17) if w <= max_world]
-    for seed in range(20000, 20000 + count):
+    for seed in range(first, first + count):
         plant = seed % 2 == 1
         world = random.Random(seed).choice(worlds)
         g = program(seed, plant=plant, world=world)
@@ -277,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
     if args.one:
         return one(args)
     if args.sample:
-        large_sample(args.sample, args.max_world, failures)
+        large_sample(args.sample, args.max_world, failures, args.first)
         return verdict(failures, smoke=False)
     if args.large:
         automatic_classes([1024, 4096, 16384, 1 << 17], [1, 4, 16], failures)
@@ -311,6 +312,8 @@ if __name__ == "__main__":
     parser.add_argument("--sample", type=int, default=0, metavar="N",
                         help="N random programs (half planted) at 2,048 .. --max-world ranks")
     parser.add_argument("--max-world", type=int, default=1 << 17, metavar="W")
+    parser.add_argument("--first", type=int, default=20000, metavar="SEED",
+                        help="--sample: the first seed (20000)")
     parser.add_argument("--one", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--odd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--spread", type=int, default=1, help=argparse.SUPPRESS)
