@@ -25,9 +25,16 @@ STARTUP = timedelta(seconds=120)
 
 
 def _dump(out: str, rank: int) -> None:
+    """Dump this rank's records.  A rank whose program ended without error dumps at once, as
+    a real job's watchdog does not (it dumps at its timeout): under load, the records of
+    its calls may not be in the buffer yet (CI saw four empty dumps of a program that made
+    four calls), so it waits up to 10 s for them."""
     import torch
 
     c10d = torch._C._distributed_c10d
+    end = time.monotonic() + 10
+    while b'"entries"' not in c10d._dump_fr_trace_json() and time.monotonic() < end:
+        time.sleep(0.1)
     for name, data in ((f"fr_trace_rank_{rank}", c10d._dump_fr_trace()),
                        (f"fr_json_{rank}.json", c10d._dump_fr_trace_json())):
         with open(os.path.join(out, name + ".tmp"), "wb") as f:
