@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from datetime import timedelta
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,21 +26,25 @@ STARTUP = timedelta(seconds=120)
 
 
 def _dump(out: str, rank: int) -> None:
-    """Dump this rank's records.  A rank whose program ended without error dumps at once, as
-    a real job's watchdog does not (it dumps at its timeout): under load, the records of
-    its calls may not be in the buffer yet (CI saw four empty dumps of a program that made
-    four calls), so it waits up to 10 s for them."""
     import torch
 
     c10d = torch._C._distributed_c10d
-    end = time.monotonic() + 10
-    while b'"entries"' not in c10d._dump_fr_trace_json() and time.monotonic() < end:
-        time.sleep(0.1)
     for name, data in ((f"fr_trace_rank_{rank}", c10d._dump_fr_trace()),
                        (f"fr_json_{rank}.json", c10d._dump_fr_trace_json())):
         with open(os.path.join(out, name + ".tmp"), "wb") as f:
             f.write(data)
         os.replace(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+
+
+def _ready(store: Any, world: int) -> None:
+    """Wait until every rank is past its imports and its start-up, in the store (no
+    collective: it would be in the records): the program's first group has the short
+    timeout, and in CI 12 workers importing torch on 2 cores came to it up to 5 s apart
+    (every group failed, no call was made, the dumps were empty)."""
+    store.add("hang/ready", 1)
+    end = time.monotonic() + STARTUP.total_seconds()
+    while int(store.add("hang/ready", 0)) < world and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 def main() -> None:
@@ -49,7 +54,8 @@ def main() -> None:
     start_together(out, rank, int(os.environ["WORLD_SIZE"]))
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", timeout=STARTUP)  # start-up is not what is tested
+    dist.init_process_group("gloo", timeout=STARTUP)  # start-up is not what is tested:
+    _ready(dist.distributed_c10d._get_default_store(), int(os.environ["WORLD_SIZE"]))
     backend = GlooBackend.from_env(timeout=TIMEOUT, heartbeat=None)
     try:
         PROGRAMS[name](backend)
