@@ -178,8 +178,7 @@ class Liveness:
         self.world = world_size
         self.clock = clock
         self.namespace = job_namespace() if namespace is None else namespace
-        self._prefix = key(self.namespace)  # the keys' common start (the barrier's own are
-        # spelled out: :meth:`key` costs three calls a key on its success path)
+        self._prefix = key(self.namespace)  # every key's start (:meth:`key`)
         self.period = beat_period(world_size, heartbeat) if heartbeat else None
         self.publish_after = publish_after
         self._life = random.getrandbits(52)
@@ -193,8 +192,9 @@ class Liveness:
         self._thread: threading.Thread | None = None
 
     def key(self, *parts: object) -> str:
-        """The store key of ``parts`` in this job's namespace."""
-        return key(self.namespace, *parts)
+        """The store key of ``parts`` in this job's namespace (:func:`~._store.key`, its
+        start computed once: the barrier spells several keys on its success path)."""
+        return "/".join([self._prefix, *map(str, parts)])
 
     # ---- connections and records ------------------------------------------------------------
     def warm(self, connections: int) -> None:

@@ -215,8 +215,7 @@ class Rendezvous(Liveness):
             try:
                 ticket = self._take(a)
                 a.round = k = (ticket - 1) // a.size
-                waiting = Doing(a.name, k, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
-                                a.deadline)  # written only if this takes a while
+                waiting = self._record_of(a)  # written only if this takes a while
                 self._activate(waiting)
                 value = self._decide(a, GO) if ticket == a.last else self._await(a, waiting)
             except BaseException as e:
@@ -241,7 +240,7 @@ class Rendezvous(Liveness):
         (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
         finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
         ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
-        counter = f"{self._prefix}/t/{a.name}"
+        counter = self.key("t", a.name)
         add = self._store().add
         try:
             a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
@@ -264,9 +263,9 @@ class Rendezvous(Liveness):
         decision key, so exactly one wins; then the wake-up, which carries the value that won
         (whoever writes it writes that value).  The value that won."""
         store = self._store()
-        dkey = f"{self._prefix}/d/{a.name}/{a.round}"
+        dkey = self.key("d", a.name, a.round)
         won = read_outcome(dkey, store.compare_set(dkey, "", str(outcome)), a.members)
-        store.set(f"{self._prefix}/o/{a.name}/{a.round}", str(won))
+        store.set(self.key("o", a.name, a.round), str(won))
         return won
 
     def _decided(self, a: Attempt) -> int | None:
@@ -303,7 +302,7 @@ class Rendezvous(Liveness):
         spin (a wake-up is then seen up to that much later); any other failure is the
         store's own and is raised."""
         store, clock = self._store(), self.clock
-        wake, counter = f"{self._prefix}/o/{a.name}/{a.round}", f"{self._prefix}/t/{a.name}"
+        wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
         while (asked := clock()) < until:
             store.set_timeout(timedelta(seconds=max(until - asked, 0.001)))  # 0: forever
             try:
@@ -478,9 +477,8 @@ class _Meeting:
         rz, a = self._rz, self._a
         try:
             k = rz._arrive(a)
-            until = rz.clock() + self._timeout + rz.explain_s
-            rz._activate(Doing(a.name, k, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
-                               until, True))
+            rz._activate(rz._record_of(a, creating=True,
+                                       until=rz.clock() + self._timeout + rz.explain_s))
         except BaseException:
             rz._quiet()
             raise
