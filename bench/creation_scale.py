@@ -7,8 +7,11 @@
    for W >= 4, its half of the world (two groups of W/2: the path of ``new_group``).  Ours is
    ``Rendezvous.meet`` (heartbeat 1.0 s, as the backends make it); the anchor is the pattern
    of torch's ``_store_based_barrier`` (``add(key, 1)``; ``add(key, 0)``; the last sets
-   ``key:last_worker``; everyone waits on it), reimplemented here.  Both run on the same store
-   and processes, alternating which goes first.  Before every timed barrier all W clients pass
+   ``key:last_worker``; everyone waits on it), reimplemented here: its store calls alone.
+   Torch's own function (``_store_based_barrier``, what ``new_group`` runs under
+   ``TORCH_DIST_INIT_BARRIER=1``: the same calls, with its logging and timing decorator) is
+   timed beside them ("torch fn"), for reference.  All run on the same store and processes,
+   the order rotating each repetition.  Before every timed barrier all W clients pass
    an untimed start barrier (torch's pattern); each client then times its own barrier call.
    "slowest" is the median over repetitions of the slowest client's call; "last in→out" the
    median of (last client out − last client in), the barrier's own latency once everyone is
@@ -75,6 +78,7 @@ from typing import Any
 import torch
 from torch._C._distributed_c10d import HashStore, TCPStore  # where mypy sees them exported
 from torch.distributed.distributed_c10d import PrefixStore
+from torch.distributed.distributed_c10d import _store_based_barrier as torch_fn_barrier
 
 from backend import MembersMissingError
 from backend._c10d._liveness import LIVENESS_WRITES_PER_S, beat_period
@@ -99,6 +103,7 @@ TARGET_LOAD = 0.05  # liveness writes / store capacity
 FAIL_TIMEOUT_S = 0.3
 BIG_WORLD = 131072
 STORE_TIMEOUT = timedelta(seconds=120)
+SIDES = ("ours", "torch", "torch fn")  # part 1's barriers; "torch" is the anchor
 
 
 def machine() -> str:
@@ -177,7 +182,7 @@ def _barriers(reps: int) -> Callable[[Any, int, int], dict[str, Any]]:
         seq = 0
         for rep in range(-1, reps):  # -1: the warm-up
             for case, members in cases:
-                for side in ("ours", "torch") if rep % 2 == 0 else ("torch", "ours"):
+                for side in SIDES[rep % 3:] + SIDES[:rep % 3]:
                     seq += 1
                     torch_barrier(store, f"bench/start/{seq}", world)
                     name = f"{case}/{rep}/{members[0]}"
@@ -186,6 +191,8 @@ def _barriers(reps: int) -> Callable[[Any, int, int], dict[str, Any]]:
                         with rz.meet(f"bench/{name}", members, 60.0, dim=case,
                                      desc=f"the {case!r} group", shown=tuple(members[:8])):
                             pass
+                    elif side == "torch fn":
+                        torch_fn_barrier(rank, store, f"fn:{name}", len(members), STORE_TIMEOUT)
                     else:
                         torch_barrier(store, f"store_based_barrier_key:{name}", len(members))
                     t1, c1 = time.monotonic(), time.process_time()
@@ -203,7 +210,8 @@ def part1(worlds: Sequence[int], reps: int) -> list[dict[str, Any]]:
           "repetitions; ms: median over repetitions")
     head = (f"{'W':>4} {'barrier':<22} {'ours slowest':>12} {'torch slowest':>13} "
             f"{'ours/torch':>10} {'ours last in→out':>16} {'torch last in→out':>17} "
-            f"{'ours CPU/client':>15} {'torch CPU/client':>16}")
+            f"{'ours CPU/client':>15} {'torch CPU/client':>16} {'torch fn slowest':>16} "
+            f"{'ours/torch fn':>13}")
     print(head)
     print("-" * len(head))
     rows = []
@@ -215,7 +223,7 @@ def part1(worlds: Sequence[int], reps: int) -> list[dict[str, Any]]:
                 print(f"{w:>4} {'2 groups of 1':<22} n/a (a group of one meets nobody)")
                 continue
             row: dict[str, Any] = {"W": w, "case": case}
-            for side in ("ours", "torch"):
+            for side in SIDES:
                 calls = [r["times"][f"{case}/{side}"] for r in res]  # [client][rep] = (in, out)
                 slowest = [max(c[i][1] - c[i][0] for c in calls) for i in range(reps)]
                 last = [max(c[i][1] for c in calls) - max(c[i][0] for c in calls)
@@ -224,11 +232,13 @@ def part1(worlds: Sequence[int], reps: int) -> list[dict[str, Any]]:
                 row[f"{side}_last"] = statistics.median(last) * 1e3
                 row[f"{side}_cpu"] = statistics.fmean(x[2] for c in calls for x in c) * 1e3
             row["ratio"] = row["ours"] / row["torch"]
+            row["ratio_fn"] = row["ours"] / row["torch fn"]
             rows.append(row)
             print(f"{w:>4} {label:<22} {row['ours']:>12.2f} {row['torch']:>13.2f} "
                   f"{row['ratio']:>9.2f}x {row['ours_last']:>16.2f} "
                   f"{row['torch_last']:>17.2f} {row['ours_cpu']:>15.3f} "
-                  f"{row['torch_cpu']:>16.3f}", flush=True)
+                  f"{row['torch_cpu']:>16.3f} {row['torch fn']:>16.2f} "
+                  f"{row['ratio_fn']:>12.2f}x", flush=True)
         print(f"{'':>4} ({time.monotonic() - t:.1f} s with process start)", flush=True)
     return rows
 

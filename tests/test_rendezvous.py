@@ -10,6 +10,7 @@ and the round's keys are gone once it is over.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -29,7 +30,7 @@ from backend._c10d._diagnosis import Peer, PeerState, next_deadline
 from backend._c10d._records import LivenessRecord
 from backend._c10d._rendezvous import REASK_S, Rendezvous
 from backend._c10d._rounds import GO, QUIT, SLACK_S, torch_name
-from backend._c10d._store import job_namespace, key
+from backend._c10d._store import Interrupts, job_namespace, key
 
 pytestmark = pytest.mark.timeout(60)
 TIMEOUT_S = 0.5
@@ -717,3 +718,62 @@ def test_waits_that_a_shared_timeout_ends_early_are_asked_again_at_a_bounded_rat
     assert out["error"].missing == (1,), out
     assert 0.25 < out["waited"] < 0.3 + 0.5
     assert store.calls["multi_get"] <= 0.3 / REASK_S + 1, store.calls
+
+
+def test_a_waiting_members_record_is_written_while_it_waits_and_says_creating_inside() -> None:
+    """A barrier activates its attempt, and the record is built only when read.  What peers
+    read must not change: rank 0 waits for rank 1 (0.6 s late); past the grace period its
+    record says it waits in round 0 of ``g`` (its 2 members, not creating, its deadline about
+    5 s on); once the round went ahead, a creation that lasts past a beat (0.25 s) says
+    it is inside the creation until its timeout plus the liveness check."""
+    store = HashStore()
+    zero = Rendezvous(store, 0, world_size=2, heartbeat=0.25)
+    reader = Rendezvous(store, 1, world_size=2, heartbeat=None)
+    seen: dict[str, Any] = {}
+
+    def inside() -> None:
+        time.sleep(0.7)  # past two beats
+        seen["inside"] = reader.record(0)
+
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=_meet, args=(zero, [0, 1], out),
+                         kwargs={"timeout": 5.0, "body": inside})
+    t.start()
+    time.sleep(0.3)  # past the grace period and a timer tick
+    seen["waiting"] = reader.record(0)
+    time.sleep(0.3)
+    with reader.meet("g", [0, 1], 5.0, dim="tp", desc="g", shown=(0, 1)):
+        pass
+    t.join(10)
+    assert out.get("ok"), out
+    waiting = seen["waiting"].record
+    assert (waiting.group, waiting.round, waiting.size, waiting.creating) == ("g", 0, 2, False)
+    assert waiting.ranks == (0, 1) and ("g", 0) in waiting.in_
+    assert 4.0 < waiting.until_s < 5.0, waiting
+    inner = seen["inside"].record
+    assert (inner.group, inner.round, inner.creating) == ("g", 0, True), inner
+    assert inner.seq > waiting.seq
+    assert 5.0 < inner.until_s < 5.0 + zero.explain_s, inner
+    zero.close()
+    reader.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_from_another_thread_knows_its_main_thread() -> None:
+    """The barrier keeps the main thread's id as a value (a Ctrl-C acts at once only there);
+    a child forked from a non-main thread has that thread as its main thread, and the value
+    follows it (else the child's barrier would wait on a helper thread, or never watch)."""
+    codes: list[int] = []
+
+    def fork() -> None:
+        pid = os.fork()
+        if pid == 0:
+            me = threading.get_ident()
+            os._exit(0 if Interrupts.main == me == threading.main_thread().ident else 1)
+        codes.append(os.waitpid(pid, 0)[1])
+
+    t = threading.Thread(target=fork)
+    t.start()
+    t.join(30)
+    assert codes == [0]
+    assert Interrupts.main == threading.main_thread().ident

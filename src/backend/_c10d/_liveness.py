@@ -17,6 +17,7 @@ long it has seen no new write.  A wall-clock step on any host changes nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import threading
 import time
@@ -26,10 +27,10 @@ from typing import Any, NamedTuple
 import attrs
 
 from ._records import LivenessRecord, LostMark
-from ._rounds import GRACE_S, SHOWN
+from ._rounds import GRACE_S, SHOWN, Attempt
 from ._store import ABSENT, Closed, job_namespace, key, lease
 
-__all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period"]
+__all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period", "doing_of"]
 
 LIVENESS_WRITES_PER_S = 2000  # the most beats per second a whole world sends
 
@@ -61,6 +62,30 @@ class Doing(NamedTuple):
     left: float | None = None
     interrupted: str | None = None
     explaining: bool = False
+
+
+def doing_of(entry: Doing | Attempt) -> Doing:
+    """What a thread does: ``entry`` itself, or what its attempt at a barrier says (waiting
+    in its round until its deadline; inside the creation once the round went ahead, until
+    ``inside``).  A barrier activates its attempt, not a record: the record is built only
+    when something reads it (a beat, a late write, a peer's failure), so a barrier whose
+    members all come builds none.
+
+    >>> a = Attempt("g", 4, range(4), "the 'tp' group", "tp", (0, 1, 2, 3), 10.0, 40.0, 70.0,
+    ...             round=2)
+    >>> doing_of(a).until, doing_of(a).creating
+    (40.0, False)
+    >>> a.inside = 55.0
+    >>> doing_of(a).until, doing_of(a).creating, doing_of(a).ranks
+    (55.0, True, (0, 1, 2, 3))
+    """
+    if isinstance(entry, Doing):
+        return entry
+    a = entry
+    ranks = tuple(a.members[:SHOWN])
+    if a.inside is None:
+        return Doing(a.name, a.round, a.size, a.desc, ranks, a.start, a.deadline)
+    return Doing(a.name, a.round, a.size, a.desc, ranks, a.start, a.inside, creating=True)
 
 
 @attrs.frozen
@@ -180,13 +205,17 @@ class Liveness:
         self.namespace = job_namespace() if namespace is None else namespace
         self._prefix = key(self.namespace)  # every key's start (:meth:`key`)
         self.period = beat_period(world_size, heartbeat) if heartbeat else None
+        self.explain_s = 2 * (self.period or 0.0) + 0.5
+        """How long :meth:`silent` watches (two periods and half a second)."""
         self.publish_after = publish_after
         self._life = random.getrandbits(52)
         self._seq = 0
         self._seen: dict[int, tuple[int, int, float]] = {}  # rank -> life, seq, first seen
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._active: dict[int, Doing] = {}  # thread -> what it does
+        # thread -> what it does (its record, or its attempt: doing_of).  Written without the
+        # lock (one dictionary store or pop, atomic), read as a whole by list()
+        self._active: dict[int, Doing | Attempt] = {}
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -251,9 +280,9 @@ class Liveness:
         """This rank's record: this thread's, listing every group and round the rank's
         threads wait in (``in``), with the next write count."""
         now = self.clock()
+        rounds = tuple((d.group, d.round) for d in map(doing_of, list(self._active.values()))
+                       if d.group is not None and d.round >= 0)[:SHOWN]
         with self._lock:
-            rounds = tuple((d.group, d.round) for d in self._active.values()
-                           if d.group is not None and d.round >= 0)[:SHOWN]
             self._seq += 1
             seq = self._seq
         return LivenessRecord(
@@ -272,48 +301,51 @@ class Liveness:
         self._activate(doing)
         self._write(doing)
 
-    def _later(self, doing: Doing) -> None:
-        """Activate ``doing``, and write it if this thread is still doing it
-        :attr:`publish_after` seconds later, by the process's timer thread (at once if that
-        is 0).  Not left to the next beat (up to a period later): a peer that closes a round
-        on an interrupt must see who is waiting in it."""
+    def _later(self, waiting: Attempt) -> None:
+        """Activate ``waiting`` (an attempt waiting in its round), and write its record if
+        this thread still waits in it :attr:`publish_after` seconds later, by the process's
+        timer thread (at once if that is 0).  Not left to the next beat (up to a period
+        later): a peer that closes a round on an interrupt must see who is waiting in it."""
         if self.publish_after <= 0:
-            self._publish(doing)
+            self._publish(doing_of(waiting))
             return
         tid = threading.get_ident()
-        if self._active.get(tid) is not doing:  # the barrier activated it already
-            self._activate(doing)
+        if self._active.get(tid) is not waiting:  # the barrier activated it already
+            self._activate(waiting)
+        _LATER.at((id(self), tid), time.monotonic() + self.publish_after,
+                  functools.partial(self._write_waiting, tid, waiting))
 
-        def write() -> None:
-            if self._active.get(tid) is doing and not self._stop:
-                self._write(doing)
+    def _write_waiting(self, tid: int, waiting: Attempt) -> None:
+        """The timer's job of :meth:`_later`: thread ``tid``'s record, if it still waits."""
+        if self._active.get(tid) is waiting and waiting.inside is None and not self._stop:
+            self._write(doing_of(waiting))
 
-        _LATER.at((id(self), tid), time.monotonic() + self.publish_after, write)
-
-    def _activate(self, doing: Doing) -> None:
+    def _activate(self, doing: Doing | Attempt) -> None:
         """Beat ``doing`` from the next period on while this thread is inside the barrier or
         the creation (a creation that is over before then writes nothing)."""
+        self._active[threading.get_ident()] = doing
+        if self._thread is None and self.period is not None:
+            self._start_beating()
+
+    def _start_beating(self) -> None:
         with self._lock:
-            self._active[threading.get_ident()] = doing
-            if self.period is not None and self._thread is None and not self._stop:
+            if self._thread is None and not self._stop:
                 self._thread = threading.Thread(target=self._beat, daemon=True,
                                                 name=f"meshlayout-beat-{self.rank}")
                 self._thread.start()
 
     def _quiet(self) -> None:
-        with self._lock:
-            self._active.pop(threading.get_ident(), None)
+        self._active.pop(threading.get_ident(), None)
 
     def _beat(self) -> None:
         while True:
             self._wake.wait(self.period)
-            with self._lock:
-                if self._stop:
-                    return
-                doing = next(reversed(self._active.values()), None)
-            if doing is not None:
+            if self._stop:
+                return
+            active = list(self._active.values())
+            if active:
                 try:
-                    self._write(doing)
+                    self._write(doing_of(active[-1]))
                 except Exception:  # the store is gone (rank 0 exited): nothing left to tell
                     return
 
@@ -321,11 +353,6 @@ class Liveness:
     def beating(self) -> bool:
         """Whether this rank beats inside creations (so peers' silence means something)."""
         return self.period is not None and not self._stop
-
-    @property
-    def explain_s(self) -> float:
-        """How long :meth:`silent` watches (two periods and half a second)."""
-        return 2 * (self.period or 0.0) + 0.5
 
     def close(self) -> None:
         """Stop beating, delete this rank's record and let go of the store (idempotent), so
@@ -353,9 +380,9 @@ class Liveness:
         record says it left that round uninterrupted: its own creation of the group
         failed, and it is alive.  Each silent rank is marked lost (``l/<rank>``) until it
         writes again, for the next creation that would wait for it."""
-        with self._lock:
-            base = self._active.get(threading.get_ident())
-        self._publish((base or Doing(since=self.clock()))._replace(explaining=True))
+        base = self._active.get(threading.get_ident())
+        self._publish((Doing(since=self.clock()) if base is None else doing_of(base))
+                      ._replace(explaining=True))
         try:
             first = {r: _stamp(self.record(r)) for r in ranks}
             quiet = set(ranks)

@@ -150,6 +150,7 @@ _LISTED_ON_INTERRUPT = 1024  # an interrupted member lists the missing of groups
 REASK_S = 0.02
 """The least time between two asks of one wait whose ask ended early at the store's timeout
 (:meth:`Rendezvous._get_here`): at most ``1 / REASK_S`` asks a second, whatever the store."""
+_GO = str(GO).encode()  # a wake-up's GO as the store gives it (read without parsing)
 _INTERRUPTS = Interrupts()  # one per process: the signal wake-up fd is the process's
 
 
@@ -188,7 +189,8 @@ class Rendezvous(Liveness):
         over; a body that raises marks the record as having left the round."""
         start = self.clock()
         return _Meeting(self, Attempt(name, len(members), members, desc, dim, shown, start,
-                                      start + timeout, start + 2 * timeout), timeout)
+                                      start + timeout, start + 2 * timeout,
+                                      counter=self.key("t", name)), timeout)
 
     def agree(self, name: str, members: Sequence[int], timeout: float, note: str) -> list[str]:
         """Meet ``members`` at barrier ``name`` and return every member's non-empty ``note``.
@@ -215,9 +217,12 @@ class Rendezvous(Liveness):
             try:
                 ticket = self._take(a)
                 a.round = k = (ticket - 1) // a.size
-                waiting = self._record_of(a)  # written only if this takes a while
-                self._activate(waiting)
-                value = self._decide(a, GO) if ticket == a.last else self._await(a, waiting)
+                self._activate(a)  # its record is built and written only if this takes a while
+                if ticket == (k + 1) * a.size:
+                    value = self._decide(a, GO)
+                else:  # one wait to the deadline (no store call with a short timeout: c10d
+                    got = self._get(a, a.deadline, waiting=True)  # logs each that expires)
+                    value = self._past_deadline(a) if got is None else got
             except BaseException as e:
                 self._abandon(a, e)
                 raise
@@ -240,7 +245,7 @@ class Rendezvous(Liveness):
         (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
         finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
         ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
-        counter = self.key("t", a.name)
+        counter = a.counter
         add = self._store().add
         try:
             a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
@@ -273,15 +278,15 @@ class Rendezvous(Liveness):
         value = self.peek(dkey)
         return None if value is None else read_outcome(dkey, value, a.members)
 
-    def _get(self, a: Attempt, until: float, doing: Doing | None = None) -> int | None:
+    def _get(self, a: Attempt, until: float, waiting: bool = False) -> int | None:
         """The round's decision from its wake-up key, blocking in the store until ``until``
-        (None: not woken by then).  ``doing``: the record to write if the wait lasts (see
-        :meth:`~._liveness.Liveness._later`).  In the main thread a Ctrl-C acts at once: it
-        closes the round (:class:`~._store.Interrupts`), or, where SIGINT is handled
-        otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
-        if doing is not None:
-            self._later(doing)
-        if threading.get_ident() != threading.main_thread().ident:  # (a fork may move it)
+        (None: not woken by then).  ``waiting``: write this rank's record if the wait lasts
+        (see :meth:`~._liveness.Liveness._later`).  In the main thread a Ctrl-C acts at
+        once: it closes the round (:class:`~._store.Interrupts`), or, where SIGINT is
+        handled otherwise, a helper thread blocks for the main thread (:class:`Helper`)."""
+        if waiting:
+            self._later(a)
+        if threading.get_ident() != Interrupts.main:
             return self._get_here(a, until)
         if self._interrupts.enter(lambda: self._abandon(a, KeyboardInterrupt())):
             try:
@@ -302,7 +307,7 @@ class Rendezvous(Liveness):
         spin (a wake-up is then seen up to that much later); any other failure is the
         store's own and is raised."""
         store, clock = self._store(), self.clock
-        wake, counter = self.key("o", a.name, a.round), self.key("t", a.name)
+        wake, counter = self.key("o", a.name, a.round), a.counter
         while (asked := clock()) < until:
             store.set_timeout(timedelta(seconds=max(until - asked, 0.001)))  # 0: forever
             try:
@@ -312,6 +317,9 @@ class Rendezvous(Liveness):
                     raise
                 self._sleep(min(asked + REASK_S, until) - clock())
                 continue
+            if raw == _GO and len(count) <= 20 and count.isdigit() and \
+                    a.last <= int(count) <= MAX_COUNT:
+                return GO  # (what the strict readers below say of these values, read at once)
             value = read_outcome(wake, raw, a.members)
             if value == GO and (got := read_count(counter, count)) < a.last:
                 raise StoreRecordError(wake, f"it says GO, but the ticket counter reads {got}, "
@@ -325,14 +333,6 @@ class Rendezvous(Liveness):
         clock's store ends no wait early: nothing to pace)."""
         if seconds > 0 and self.clock is time.monotonic:
             time.sleep(seconds)
-
-    def _await(self, a: Attempt, waiting: Doing) -> int:
-        """Block until this round is decided: the record (one ``set``, which TCPStore sends
-        without waiting for a reply), then one wait to the deadline (no store call with a
-        short timeout: c10d logs each one that expires), where the round is claimed and
-        closed, or its closer awaited."""
-        got = self._get(a, a.deadline, waiting)
-        return got if got is not None else self._past_deadline(a)
 
     def _past_deadline(self, a: Attempt) -> int:
         """At the deadline: a decision made but not woken up yet is awaited for
@@ -393,7 +393,7 @@ class Rendezvous(Liveness):
         """Take the round's remaining tickets (nobody holds them), so that no later ticket
         lands in a round being closed."""
         store = self._store()
-        counter = self.key("t", a.name)
+        counter = a.counter
         seen = read_count(counter, self.peek(counter))
         while seen < a.last:
             got = read_count(counter, store.compare_set(counter, str(seen), str(a.last)))
@@ -451,7 +451,7 @@ class Rendezvous(Liveness):
         if a.tickets:
             a.round = (a.tickets[-1] - 1) // a.size
         else:  # the ticket call raised: whether it counted is unknown
-            counter = self.key("t", a.name)
+            counter = a.counter
             taken = read_count(counter, self.peek(counter))
             if taken == 0:
                 return False
@@ -477,8 +477,8 @@ class _Meeting:
         rz, a = self._rz, self._a
         try:
             k = rz._arrive(a)
-            rz._activate(rz._record_of(a, creating=True,
-                                       until=rz.clock() + self._timeout + rz.explain_s))
+            a.inside = rz.clock() + self._timeout + rz.explain_s
+            rz._activate(a)  # (a closer's own record may have replaced it)
         except BaseException:
             rz._quiet()
             raise

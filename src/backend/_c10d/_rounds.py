@@ -48,6 +48,9 @@ class Attempt:
     tickets: list[int] = attrs.Factory(list)  # filled by the ticket call (Rendezvous._take)
     # the closer's Reasons of a failure seen, not decided (Any: _records imports this module)
     why: Any = None
+    counter: str = ""  # the ticket counter's store key (Rendezvous.meet spells it once)
+    # once the round went ahead: until when this rank's record says it is inside the creation
+    inside: float | None = None
 
     @property
     def last(self) -> int:

@@ -200,6 +200,7 @@ _DEFAULT_INT = signal.default_int_handler
 _set_wakeup_fd = signal.set_wakeup_fd
 
 
+
 class Interrupts:
     """Lets the main thread block in the store itself and still act on a Ctrl-C at once.
 
@@ -214,6 +215,11 @@ class Interrupts:
     ``KeyboardInterrupt`` (Python's default handler) and no wake-up fd is set (an asyncio
     loop's); elsewhere :meth:`enter` says False and the caller uses a :class:`Helper`.
     """
+
+    main: int | None = threading.main_thread().ident
+    """The main thread's id, kept as a value (``threading.main_thread().ident`` costs two
+    calls at each barrier wait) and set again in a child forked from any thread, which
+    becomes the child's main thread (:func:`_forked`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -237,8 +243,7 @@ class Interrupts:
         thread; whether it does (False: not the main thread, or SIGINT is handled otherwise,
         and then :meth:`leave` is not to be called).  Two methods, not a context manager: a
         barrier's wait asks this on its success path."""
-        if threading.get_ident() != threading.main_thread().ident or \
-                _getsignal(_SIGINT) is not _DEFAULT_INT:
+        if threading.get_ident() != Interrupts.main or _getsignal(_SIGINT) is not _DEFAULT_INT:
             return False
         writer = self._writer if self._writer is not None else self._start()
         previous = _set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
@@ -263,3 +268,11 @@ class Interrupts:
             if got and signal.SIGINT in got and act is not None:
                 with contextlib.suppress(Exception):
                     act()
+
+
+def _forked() -> None:
+    Interrupts.main = threading.get_ident()  # the forking thread is the child's main thread
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forked)
