@@ -7,10 +7,11 @@ the rank listing.
 
 Module map, lowest first (each imports only modules listed before it): ``_errors`` (the
 :class:`MeshError` hierarchy), ``_input`` (validation at the door: ints, sizes, names,
-ordered sequences, mappings, the plan's dims limit), ``_rankmap`` (:class:`RankMap`),
-``_listing`` (ranks of a layout by array arithmetic, with a limit), ``_dims`` (the checks
-every view's dims pass), ``_family`` (:class:`Family`, the canonical value of a dim's
-groups), ``_view`` (:class:`MeshView`), ``_concat`` (:func:`concatenate`).
+ordered sequences, mappings, the plan's dims limit, files read whole within a bound),
+``_rankmap`` (:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with
+a limit), ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
+canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
+(:func:`concatenate`).
 """
 
 from ._concat import concatenate
@@ -47,6 +48,7 @@ from ._input import (
     check_plan_dims,
     items_of,
     ordered,
+    read_bounded,
     show,
 )
 from ._listing import MAX_LISTED_RANKS, check_limit, numpy, py_offsets, rank_rows, rank_table
@@ -93,6 +95,7 @@ __all__ = [
     "numpy",
     "items_of",
     "ordered",
+    "read_bounded",
     "py_offsets",
     "rank_rows",
     "rank_table",

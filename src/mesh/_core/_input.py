@@ -1,4 +1,4 @@
-"""Validation at the door: ordered sequences, ints, sizes and names.
+"""Validation at the door: ordered sequences, ints, sizes and names, and files read whole.
 
 Every public entry point of :mod:`mesh` converts its arguments here, so the rest
 of the package sees plain ``int``, ``str`` and ``tuple`` values only.
@@ -7,6 +7,8 @@ of the package sees plain ``int``, ``str`` and ``tuple`` values only.
 from __future__ import annotations
 
 import itertools
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sized
 from typing import Any, cast
 
@@ -16,7 +18,7 @@ from layout import show, show_error
 from ._errors import InvalidNameError, InvalidSizeError, MeshTypeError, TooManyRanksError
 
 __all__ = ["MAX_PLAN_DIMS", "MAX_UNIVERSE", "UNORDERED", "as_int", "as_name", "as_names",
-           "as_size", "check_plan_dims", "items_of", "ordered", "show"]
+           "as_size", "check_plan_dims", "items_of", "ordered", "read_bounded", "show"]
 
 MAX_UNIVERSE = 1 << 63
 """The most ranks a universe may have, and the bound on every rank: ranks fit int64, as in
@@ -132,3 +134,46 @@ def as_name(value: object, what: str = "a dim name") -> str:
 def as_names(value: object, what: str = "names") -> tuple[str, ...]:
     """An ordered sequence of non-empty strings (uniqueness is the view's to check)."""
     return tuple([as_name(n, f"every one of {what}") for n in ordered(value, what)])
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISDIR, "a directory"))
+
+
+def read_bounded(path: str, what: str, most: int, error: type[Exception],
+                 hint: str = "") -> bytes:
+    """The bytes of the file at ``path`` (``what`` names it in messages): at most ``most``
+    (a larger file is refused from its size, unread), else ``error`` (the caller's refusal:
+    a plan file's, a dump's).  Only a regular file is opened: a FIFO, a socket or a device is
+    refused before opening (opening a FIFO without a writer waits forever; a device may
+    never end).
+
+    >>> try:
+    ...     read_bounded("/dev/null", "the dump", 10, ValueError)
+    ... except ValueError as e:
+    ...     print(e)
+    the dump '/dev/null' is a character device, not a regular file: save what it gives to a
+    file and pass that
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise error(f"cannot read {what} {path!r}: {e.strerror or e}") from None
+    for test, kind in _SPECIAL:
+        if test(mode):
+            raise error(f"{what} {path!r} is {kind}, not a regular file: save what it gives "
+                        "to a file and pass that")
+    a = what.replace("the ", "a ", 1)
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > most:
+                raise error(f"{what} {path!r} has {info.st_size:,} bytes, more than the "
+                            f"{most:,} {a} may have{hint}")
+            source = f.read(most + 1)
+    except OSError as e:
+        raise error(f"cannot read {what} {path!r}: {e.strerror or e}") from None
+    if len(source) > most:  # it grew while read
+        raise error(f"{what} {path!r} goes on past {most:,} bytes, the most {a} may have")
+    return source

@@ -25,13 +25,12 @@ import json
 import os
 import pickle
 import re
-import stat
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 import attrs
 
-from .._core import FlightRecordError, show
+from .._core import FlightRecordError, read_bounded, show
 
 __all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_ENTRIES", "FlightCall", "FlightDump",
            "read_dump"]
@@ -120,7 +119,7 @@ def read_dump(path: str, seen: dict[Any, Any] | None = None) -> FlightDump:
     what is wrong with it.  Equal names, shapes and dtypes are kept once, in ``seen`` (pass
     one dict for all the dumps of a job: 10,000 ranks' rings repeat the same few values)."""
     rank = _rank_of(path)
-    data = _bytes(path)
+    data = read_bounded(path, "the dump", MAX_DUMP_BYTES, FlightRecordError)
     try:
         raw = _decode(data)
     except FlightRecordError as e:
@@ -139,24 +138,6 @@ def _rank_of(path: str) -> int:
         raise FlightRecordError(f"{path!r}: a dump's file name must end in its rank, as "
                                 "torch writes them (nccl_trace_rank_3, dump_3.json)")
     return int(found.group(1))
-
-
-def _bytes(path: str) -> bytes:
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise FlightRecordError(f"{path!r} is not a regular file")
-        if info.st_size > MAX_DUMP_BYTES:
-            raise FlightRecordError(f"{path!r} has {info.st_size:,} bytes, more than the "
-                                    f"{MAX_DUMP_BYTES:,} a dump may have")
-        with open(path, "rb") as f:
-            data = f.read(MAX_DUMP_BYTES + 1)
-    except OSError as e:
-        raise FlightRecordError(f"cannot read {path!r}: {e.strerror or e}") from None
-    if len(data) > MAX_DUMP_BYTES:
-        raise FlightRecordError(f"{path!r} has more than {MAX_DUMP_BYTES:,} bytes, the most "
-                                "a dump may have")
-    return data
 
 
 def _decode(data: bytes) -> object:

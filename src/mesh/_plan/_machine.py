@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._core import InvalidMeshDataError
-from ._planfile import Refused, read_bounded
+from .._core import InvalidMeshDataError, read_bounded
+from ._planfile import Refused
 from ._topofile import expand_hosts, hosts_file_lines
 from ._topology import Topology
 
@@ -60,7 +60,7 @@ def machine(args: argparse.Namespace) -> Topology | None:
 
 
 def _saved(path: str) -> Topology:
-    text = read_bounded(path, "the topology file", MOST_MACHINE_BYTES)
+    text = read_bounded(path, "the topology file", MOST_MACHINE_BYTES, Refused)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as e:  # not JSON (UnicodeDecodeError is a ValueError)
@@ -77,7 +77,7 @@ def _hosts_file(path: str, slots: int | None, regrouped: bool) -> Topology:
     ranks, at its next devices; ``domain=`` names its fast domain (on every line or none)."""
     what = f"the hosts file {path!r}"
     try:
-        text = read_bounded(path, "the hosts file", MOST_MACHINE_BYTES).decode()
+        text = read_bounded(path, "the hosts file", MOST_MACHINE_BYTES, Refused).decode()
     except UnicodeDecodeError:
         raise Refused(f"{what} is not UTF-8 text (one host per line, in rank order)") from None
     lines = hosts_file_lines(text, what)

@@ -10,8 +10,6 @@ dims), its topology and how the views derive from their world.  Anything wrong i
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 import types
 from collections.abc import Mapping
@@ -19,11 +17,19 @@ from typing import Any
 
 from layout import show_error
 
-from .._core import MAX_PLAN_DIMS, MeshView, as_name, check_plan_dims, items_of, show
+from .._core import (
+    MAX_PLAN_DIMS,
+    MeshView,
+    as_name,
+    check_plan_dims,
+    items_of,
+    read_bounded,
+    show,
+)
 from ._fail import DerivedFrom
 from ._topology import Topology
 
-__all__ = ["MOST_PLAN_BYTES", "Refused", "load", "load_tensors", "read_bounded"]
+__all__ = ["MOST_PLAN_BYTES", "Refused", "load", "load_tensors"]
 
 
 class Refused(Exception):
@@ -67,41 +73,9 @@ def load_tensors(path: str) -> tuple[dict[str, Any], Topology | None]:
 
 def _source(path: str) -> bytes:
     """The plan file's bytes: at most :data:`MOST_PLAN_BYTES`."""
-    return read_bounded(path, "the plan file", MOST_PLAN_BYTES, " (a large rank list belongs "
-                        "in a data file the plan reads, e.g. MeshView.from_dict(json.load(...)))")
-
-
-_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISDIR, "a directory"))
-
-
-def read_bounded(path: str, what: str, most: int, hint: str = "") -> bytes:
-    """The bytes of the file at ``path`` (``what`` names it in messages): at most ``most``
-    (a larger file is refused from its size, unread), else :class:`Refused`.  Only a regular
-    file is opened: a FIFO, a socket or a device is refused before opening (opening a FIFO
-    without a writer waits forever; a device may never end)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        raise Refused(f"cannot read {what} {path!r}: {e.strerror or e}") from None
-    for test, kind in _SPECIAL:
-        if test(mode):
-            raise Refused(f"{what} {path!r} is {kind}, not a regular file: save what it gives "
-                          "to a file and pass that")
-    try:
-        with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if stat.S_ISREG(info.st_mode) and info.st_size > most:
-                raise Refused(f"{what} {path!r} has {info.st_size:,} bytes, more than the "
-                              f"{most:,} {what.replace('the ', 'a ', 1)} may have{hint}")
-            source = f.read(most + 1)
-    except OSError as e:
-        raise Refused(f"cannot read {what} {path!r}: {e.strerror or e}") from None
-    if len(source) > most:  # it grew while read
-        raise Refused(f"{what} {path!r} goes on past {most:,} bytes, the most "
-                      f"{what.replace('the ', 'a ', 1)} may have")
-    return source
+    return read_bounded(path, "the plan file", MOST_PLAN_BYTES, Refused, " (a large rank list "
+                        "belongs in a data file the plan reads, e.g. "
+                        "MeshView.from_dict(json.load(...)))")
 
 
 def _run(path: str, source: bytes) -> dict[str, Any]:
