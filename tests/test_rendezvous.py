@@ -29,7 +29,7 @@ from backend import MembersMissingError
 from backend._c10d._diagnosis import Peer, PeerState, next_deadline
 from backend._c10d._records import LivenessRecord
 from backend._c10d._rendezvous import REASK_S, Rendezvous
-from backend._c10d._rounds import GO, QUIT, SLACK_S, torch_name
+from backend._c10d._rounds import GO, QUIT, SLACK_S, Attempt, torch_name
 from backend._c10d._store import Interrupts, job_namespace, key
 
 pytestmark = pytest.mark.timeout(60)
@@ -777,3 +777,28 @@ def test_a_child_forked_from_another_thread_knows_its_main_thread() -> None:
     t.join(30)
     assert codes == [0]
     assert Interrupts.main == threading.main_thread().ident
+
+
+@pytest.mark.parametrize("moved_on", [False, True])
+def test_the_grace_periods_write_is_of_the_round_waited_in(moved_on: bool) -> None:
+    """The timer writes a waiting member's record after the grace period only while it still
+    waits in the round it was asked for: a member that a closer sent on to the next round
+    (``late``) within that time is between two tickets (its round not known yet), or
+    commits the next round without waiting, and no record of that moment is written.  The
+    control: a member still waiting in round 3 has its record written, naming round 3."""
+    store = HashStore()
+    rz = Rendezvous(store, 0, world_size=4, heartbeat=None)
+    start = rz.clock()
+    a = Attempt("g", 4, range(4), "g", "tp", (0, 1, 2, 3), start, start + 5.0, start + 10.0,
+                round=3, counter=rz.key("t", "g"))
+    rz._activate(a)
+    rz._later(a)
+    if moved_on:
+        a.round = -1  # as _arrive's loop does before the next ticket
+    time.sleep(0.3)  # past the grace period and a timer tick
+    seen = Rendezvous(store, 1, world_size=4, heartbeat=None).record(0)
+    if moved_on:
+        assert seen is None
+    else:
+        assert seen is not None and (seen.record.group, seen.record.round) == ("g", 3)
+    rz.close()

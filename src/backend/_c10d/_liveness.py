@@ -313,11 +313,14 @@ class Liveness:
         if self._active.get(tid) is not waiting:  # the barrier activated it already
             self._activate(waiting)
         _LATER.at((id(self), tid), time.monotonic() + self.publish_after,
-                  functools.partial(self._write_waiting, tid, waiting))
+                  functools.partial(self._write_waiting, tid, waiting, waiting.round))
 
-    def _write_waiting(self, tid: int, waiting: Attempt) -> None:
-        """The timer's job of :meth:`_later`: thread ``tid``'s record, if it still waits."""
-        if self._active.get(tid) is waiting and waiting.inside is None and not self._stop:
+    def _write_waiting(self, tid: int, waiting: Attempt, round_: int) -> None:
+        """The timer's job of :meth:`_later`: thread ``tid``'s record, if it still waits in
+        round ``round_`` (an attempt that moved on to a later round is asked again there, or
+        commits it without waiting)."""
+        if self._active.get(tid) is waiting and waiting.round == round_ and \
+                waiting.inside is None and not self._stop:
             self._write(doing_of(waiting))
 
     def _activate(self, doing: Doing | Attempt) -> None:
