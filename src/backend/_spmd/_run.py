@@ -149,9 +149,11 @@ class _MemoryBound:
         self.start = _WATCHER.latest() if limit is not None else None
         self.fresh = self.start is not None and _reset_peak()  # the peak is this run's alone
         self.peak = _peak_bytes() if self.start is not None else 0
-        if self.fresh and self.start is not None:  # just reset, the peak is the resident set
-            self.start = min(self.start, self.peak)  # now: the latest sample may predate the
-            # free of the previous run's memory, and would hide this run's growth
+        if self.fresh and self.peak:  # just reset, the peak is the resident set now: the
+            self.start = self.peak  # latest sample may predate the free of the previous run's
+            # memory (it would hide this run's growth) or memory allocated since, outside any
+            # run, while the allocation held the GIL and the watcher could not look (it would
+            # count as this run's growth)
         self.entry = self.start  # the peak is judged against it, never against a later low:
         # the peak may come before memory the run frees (the collector freeing gigabytes an
         # earlier check left), and a peak before a low is no growth
