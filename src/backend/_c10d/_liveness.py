@@ -30,7 +30,8 @@ from ._records import LivenessRecord, LostMark
 from ._rounds import GRACE_S, SHOWN, Attempt
 from ._store import ABSENT, Closed, job_namespace, key, lease
 
-__all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period", "doing_of"]
+__all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period", "doing_of",
+           "waiting_of"]
 
 LIVENESS_WRITES_PER_S = 2000  # the most beats per second a whole world sends
 
@@ -81,11 +82,14 @@ def doing_of(entry: Doing | Attempt) -> Doing:
     """
     if isinstance(entry, Doing):
         return entry
-    a = entry
-    ranks = tuple(a.members[:SHOWN])
-    if a.inside is None:
-        return Doing(a.name, a.round, a.size, a.desc, ranks, a.start, a.deadline)
-    return Doing(a.name, a.round, a.size, a.desc, ranks, a.start, a.inside, creating=True)
+    waiting = waiting_of(entry)
+    return waiting if entry.inside is None else waiting._replace(until=entry.inside,
+                                                                 creating=True)
+
+
+def waiting_of(a: Attempt) -> Doing:
+    """The record of attempt ``a`` waiting in its round until its deadline."""
+    return Doing(a.name, a.round, a.size, a.desc, tuple(a.members[:SHOWN]), a.start, a.deadline)
 
 
 @attrs.frozen
@@ -203,7 +207,6 @@ class Liveness:
         self.world = world_size
         self.clock = clock
         self.namespace = job_namespace() if namespace is None else namespace
-        self._prefix = key(self.namespace)  # every key's start (:meth:`key`)
         self.period = beat_period(world_size, heartbeat) if heartbeat else None
         self.explain_s = 2 * (self.period or 0.0) + 0.5
         """How long :meth:`silent` watches (two periods and half a second)."""
@@ -221,9 +224,8 @@ class Liveness:
         self._thread: threading.Thread | None = None
 
     def key(self, *parts: object) -> str:
-        """The store key of ``parts`` in this job's namespace (:func:`~._store.key`, its
-        start computed once: the barrier spells several keys on its success path)."""
-        return "/".join([self._prefix, *map(str, parts)])
+        """The store key of ``parts`` in this job's namespace."""
+        return key(self.namespace, *parts)
 
     # ---- connections and records ------------------------------------------------------------
     def warm(self, connections: int) -> None:
@@ -302,16 +304,14 @@ class Liveness:
         self._write(doing)
 
     def _later(self, waiting: Attempt) -> None:
-        """Activate ``waiting`` (an attempt waiting in its round), and write its record if
-        this thread still waits in it :attr:`publish_after` seconds later, by the process's
-        timer thread (at once if that is 0).  Not left to the next beat (up to a period
-        later): a peer that closes a round on an interrupt must see who is waiting in it."""
+        """Write the record of ``waiting`` (an attempt this thread activated, waiting in its
+        round) if this thread still waits in it :attr:`publish_after` seconds later, by the
+        process's timer thread (at once if that is 0).  Not left to the next beat (up to a
+        period later): a peer that closes a round on an interrupt must see who is waiting."""
         if self.publish_after <= 0:
-            self._publish(doing_of(waiting))
+            self._write(waiting_of(waiting))
             return
         tid = threading.get_ident()
-        if self._active.get(tid) is not waiting:  # the barrier activated it already
-            self._activate(waiting)
         _LATER.at((id(self), tid), time.monotonic() + self.publish_after,
                   functools.partial(self._write_waiting, tid, waiting, waiting.round))
 

@@ -139,7 +139,7 @@ import attrs
 
 from .._core import StoreRecordError
 from ._diagnosis import Peer, PeerState, Snapshot, failure, look, next_deadline, reasons
-from ._liveness import Doing, Liveness
+from ._liveness import Doing, Liveness, waiting_of
 from ._records import MAX_COUNT, Reasons, read_claim, read_count, read_outcome
 from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, Attempt, decision
 from ._store import Helper, Interrupts, timed_out
@@ -259,9 +259,7 @@ class Rendezvous(Liveness):
 
     def _record_of(self, a: Attempt, **more: Any) -> Doing:
         """What this thread does in attempt ``a`` (its deadline, unless ``more`` says)."""
-        until = more.pop("until", a.deadline)
-        return Doing(a.name, a.round, a.size, a.desc, tuple(a.members[:SHOWN]), a.start,
-                     until, **more)
+        return waiting_of(a)._replace(**more)
 
     def _decide(self, a: Attempt, outcome: int) -> int:
         """Commit (GO) or close (QUIT + this rank) this rank's round: one ``compare_set`` on its

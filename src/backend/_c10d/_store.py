@@ -200,7 +200,6 @@ _DEFAULT_INT = signal.default_int_handler
 _set_wakeup_fd = signal.set_wakeup_fd
 
 
-
 class Interrupts:
     """Lets the main thread block in the store itself and still act on a Ctrl-C at once.
 
