@@ -146,14 +146,15 @@ class _MemoryBound:
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit or 0
-        self.start = _WATCHER.latest() if limit is not None else None
-        self.fresh = self.start is not None and _reset_peak()  # the peak is this run's alone
-        self.peak = _peak_bytes() if self.start is not None else 0
-        if self.fresh and self.peak:  # just reset, the peak is the resident set now: the
-            self.start = self.peak  # latest sample may predate the free of the previous run's
-            # memory (it would hide this run's growth) or memory allocated since, outside any
-            # run, while the allocation held the GIL and the watcher could not look (it would
-            # count as this run's growth)
+        watched = limit is not None
+        self.fresh = watched and _reset_peak()  # the peak is this run's alone
+        self.peak = _peak_bytes() if watched else 0
+        # just reset, the peak is the resident set now; else the watcher's latest sample, which
+        # may predate the free of the previous run's memory (it would hide this run's growth)
+        # or memory allocated since, outside any run, while the allocation held the GIL and
+        # the watcher could not look (it would count as this run's growth)
+        self.start = (self.peak if self.fresh and self.peak else _WATCHER.latest()) \
+            if watched else None
         self.entry = self.start  # the peak is judged against it, never against a later low:
         # the peak may come before memory the run frees (the collector freeing gigabytes an
         # earlier check left), and a peak before a low is no growth
