@@ -211,7 +211,7 @@ def part1(worlds: Sequence[int], reps: int) -> list[dict[str, Any]]:
     head = (f"{'W':>4} {'barrier':<22} {'ours slowest':>12} {'torch slowest':>13} "
             f"{'ours/torch':>10} {'ours last in→out':>16} {'torch last in→out':>17} "
             f"{'ours CPU/client':>15} {'torch CPU/client':>16} {'torch fn slowest':>16} "
-            f"{'ours/torch fn':>13} {'paired ratio':>13}")
+            f"{'ours/torch fn':>13}")
     print(head)
     print("-" * len(head))
     rows = []
@@ -223,26 +223,22 @@ def part1(worlds: Sequence[int], reps: int) -> list[dict[str, Any]]:
                 print(f"{w:>4} {'2 groups of 1':<22} n/a (a group of one meets nobody)")
                 continue
             row: dict[str, Any] = {"W": w, "case": case}
-            per_rep: dict[str, list[float]] = {}
             for side in SIDES:
                 calls = [r["times"][f"{case}/{side}"] for r in res]  # [client][rep] = (in, out)
                 slowest = [max(c[i][1] - c[i][0] for c in calls) for i in range(reps)]
                 last = [max(c[i][1] for c in calls) - max(c[i][0] for c in calls)
                         for i in range(reps)]
-                per_rep[side] = slowest
                 row[side] = statistics.median(slowest) * 1e3
                 row[f"{side}_last"] = statistics.median(last) * 1e3
                 row[f"{side}_cpu"] = statistics.fmean(x[2] for c in calls for x in c) * 1e3
             row["ratio"] = row["ours"] / row["torch"]
             row["ratio_fn"] = row["ours"] / row["torch fn"]
-            row["paired"] = statistics.median(o / t for o, t in zip(per_rep["ours"],
-                                                                      per_rep["torch"]))
             rows.append(row)
             print(f"{w:>4} {label:<22} {row['ours']:>12.2f} {row['torch']:>13.2f} "
                   f"{row['ratio']:>9.2f}x {row['ours_last']:>16.2f} "
                   f"{row['torch_last']:>17.2f} {row['ours_cpu']:>15.3f} "
                   f"{row['torch_cpu']:>16.3f} {row['torch fn']:>16.2f} "
-                  f"{row['ratio_fn']:>12.2f}x {row['paired']:>12.2f}x", flush=True)
+                  f"{row['ratio_fn']:>12.2f}x", flush=True)
         print(f"{'':>4} ({time.monotonic() - t:.1f} s with process start)", flush=True)
     return rows
 
