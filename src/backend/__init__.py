@@ -90,8 +90,10 @@ Public names:
   :class:`MembersMissingError` and :class:`ReentrantCreationError`, :class:`PeerLostError`,
   :class:`RankLostError`, :class:`DiscoveryError`, :class:`StoreRecordError` (a value in
   the job's store that its writer did not write), :class:`ExpectationError` (a
-  :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
-  which ``import backend`` raises without PyTorch installed).
+  :class:`BackendConfigError`), :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
+  which ``import backend`` raises without PyTorch installed, and
+  :class:`UnsupportedTorchError`, also an ``ImportError``, which making a mesh over torch
+  process groups raises on a torch outside the supported range).
 
 **Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (from a checkout's
 root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the
@@ -133,7 +135,9 @@ from ._core import (
     RankLostError,
     ReentrantCreationError,
     StoreRecordError,
+    UnsupportedTorchError,
     plug,
+    require_tested_torch,
     warn_if_untested_torch,
 )
 from ._deprecated import MOVED, moved
@@ -178,6 +182,7 @@ def _process_default(device_type: str, current: Any) -> Any:
     # backend stands, without importing torch.
     if current is not None and "torch.distributed" not in sys.modules:
         return current
+    require_tested_torch()
     from ._c10d import process_default
 
     return process_default(device_type, current)
@@ -190,6 +195,7 @@ def _torch_fake(world_size: int, rank: int) -> Any:
 
 
 def _torch_facade() -> type:
+    require_tested_torch()  # before the facade reads torch's private names
     from . import _facade
 
     found: type = _facade.TorchFacadeMesh
@@ -232,6 +238,7 @@ __all__ = [
     "SpmdReport",
     "TorchFakeBackend",
     "TorchMissingError",
+    "UnsupportedTorchError",
     "bind",
     "check_spmd",
     "current_mesh",

@@ -23,7 +23,7 @@ into a topology); ``_torch_private`` (every private name of torch the sub-packag
 from typing import Any
 
 from ._discover import DiscoveryRecord, discover_topology
-from ._spec import GroupSpec, Plan
+from ._spec import GroupSpec, Plan, ascending_groups
 
 _TORCH = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
           "torch_fake")
@@ -38,4 +38,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'backend._c10d' has no attribute {name!r}")
 
 
-__all__ = ["DiscoveryRecord", "GroupSpec", "Plan", "discover_topology", *_TORCH]
+__all__ = ["DiscoveryRecord", "GroupSpec", "Plan", "ascending_groups", "discover_topology",
+           *_TORCH]

@@ -38,7 +38,7 @@ from .._core import (
     members,
 )
 
-__all__ = ["GroupSpec", "Plan", "plan_creation"]
+__all__ = ["GroupSpec", "Plan", "ascending_groups", "plan_creation"]
 
 
 class Plan(enum.Enum):
@@ -64,7 +64,7 @@ def plan_creation(view: MeshView, dim: Dim, rank: int, world_size: int, options:
     if options.is_default and _is_world(view, dim, rank, world_size):
         return Plan.DEFAULT
     if can_split and view.ranks.size == world_size and options.tag is None and \
-            _ascending_groups(view, dim):
+            ascending_groups(view, dim):
         return Plan.SPLIT
     return Plan.NEW_GROUP
 
@@ -82,7 +82,7 @@ def _is_world(view: MeshView, dim: Dim, rank: int, world_size: int) -> bool:
     return view.group(rank, dim, limit=world_size) == tuple(range(world_size))
 
 
-def _ascending_groups(view: MeshView, dim: Dim) -> bool:
+def ascending_groups(view: MeshView, dim: Dim) -> bool:
     """Whether every group along ``dim`` lists its ranks in ascending order.
 
     For the identity universe that is a property of the dim's layout alone (each flat

@@ -36,6 +36,7 @@ from ._errors import (
     ReentrantCreationError,
     StoreRecordError,
     TorchMissingError,
+    UnsupportedTorchError,
 )
 from ._fake import FakeBackend, FakeGroup
 from ._members import family_view, holds_any, members
@@ -43,10 +44,19 @@ from ._options import GroupOptions, Override, as_options, dim_options, normalize
 from ._protocol import Backend
 from ._registry import overriding, plug, plugged, process_backend, register
 from ._universe import Universe
-from ._versions import TESTED_TORCH, untested_torch, warn_if_untested_torch
+from ._versions import (
+    TESTED_TORCH,
+    UNTESTED_TORCH_ENV,
+    require_tested_torch,
+    untested_torch,
+    warn_if_untested_torch,
+)
 
 __all__ = [
     "TESTED_TORCH",
+    "UNTESTED_TORCH_ENV",
+    "UnsupportedTorchError",
+    "require_tested_torch",
     "Backend",
     "BackendConfigError",
     "BackendError",

@@ -139,6 +139,30 @@ class CachedBackend(Generic[G]):
         self._loss = Loss(self._loss.lost | gone, carried=shrunk, kept=kept)
         return Retired(ended=len(broken), kept=len(kept))
 
+    def abort_groups(self, view: MeshView, options: Sequence[GroupOptions]) -> int:
+        """End this rank's groups along every dim of ``view`` (dim ``k`` with ``options[k]``)
+        that this backend holds, without waiting on any peer (aborted where the backend can:
+        NCCL), and forget them; a later request creates a fresh group.  Creates nothing: a
+        family never asked for is left alone.  Groups adopted with ``from_group`` are
+        forgotten, not ended (they are the caller's).  Returns how many groups were ended.
+
+        What :meth:`backend.DeviceMesh.abort` runs (torch 2.15's ``DeviceMesh.abort()``).
+        """
+        if not isinstance(view, MeshView):
+            raise BackendConfigError(f"abort_groups takes a mesh.MeshView, got {show(view)}")
+        if len(options) != view.ndim:
+            raise BackendConfigError(f"abort_groups: {len(options)} options for the "
+                                     f"{view.ndim} dims of {view!r}")
+        keys = [group_key(view, k, as_options(o)) for k, o in enumerate(options)]
+        for universe in list(self._universes.values()):
+            universe.forget()  # no mesh's memo hands out an ended group
+        ended = self._cache.evict(keys)
+        self._abort(ended)
+        return len(ended)
+
+    def _abort(self, ended: list[CreationRecord]) -> None:
+        """End the groups of ``ended`` without waiting on peers (value groups need nothing)."""
+
     def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
         try:  # never more than the world: a huge iterable is refused after world + 1 items
             read = list(itertools.islice(iter(ranks), self._world_size + 1))

@@ -20,6 +20,7 @@ __all__ = [
     "ReentrantCreationError",
     "StoreRecordError",
     "TorchMissingError",
+    "UnsupportedTorchError",
 ]
 
 
@@ -138,6 +139,17 @@ class PeerLostError(BackendError):
 class RankLostError(BackendError, ValueError):
     """A group or a view holds a rank this backend was told is lost (``retire``,
     ``DeviceMesh.rebind``): ask the mesh ``rebind`` returned instead."""
+
+
+class UnsupportedTorchError(BackendError, ImportError):
+    """A mesh over torch process groups was asked for on a torch release outside the tested
+    range (``backend._core.TESTED_TORCH``): the message names the installed release, the
+    range and the way on.  An ``ImportError``, as a missing torch is; ``version`` is the
+    installed release."""
+
+    def __init__(self, message: str, *, version: str) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 class TorchMissingError(BackendError, ModuleNotFoundError):

@@ -117,6 +117,14 @@ class FakeBackend(CachedBackend[FakeGroup]):
             self._torch.retire(gone, among=among)
         return done
 
+    def abort_groups(self, view: MeshView, options: Sequence[GroupOptions]) -> int:
+        """See :meth:`CachedBackend.abort_groups`; the torch groups of :meth:`torch_group`
+        too (counted there, not here)."""
+        done = super().abort_groups(view, options)
+        if self._torch is not None:
+            self._torch.abort_groups(view, options)
+        return done
+
     def shutdown(self) -> None:
         """Forget every group; shut down the torch fake backend :meth:`torch_group` made
         (its groups, and torch's fake world if it started it)."""

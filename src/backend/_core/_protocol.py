@@ -60,3 +60,7 @@ class Backend(Protocol[G]):
 
     def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Any:
         """Ranks ``lost`` are gone: end this backend's groups that hold one, keep the rest."""
+
+    def abort_groups(self, view: MeshView, options: Sequence[Any]) -> int:
+        """End this rank's groups along ``view``'s dims that exist, waiting on no peer, and
+        forget them (creates none); returns how many were ended."""

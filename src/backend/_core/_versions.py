@@ -7,14 +7,23 @@ installed distribution's metadata, so checking costs no torch import.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
+import os
 import re
 import warnings
 
-__all__ = ["TESTED_TORCH", "untested_torch", "warn_if_untested_torch"]
+from ._errors import UnsupportedTorchError
 
-TESTED_TORCH = ((2, 13), (2, 15))
-"""Tested torch releases: from 2.13 (inclusive) up to 2.15 (exclusive)."""
+__all__ = ["TESTED_TORCH", "UNTESTED_TORCH_ENV", "require_tested_torch", "untested_torch",
+           "warn_if_untested_torch"]
+
+TESTED_TORCH = ((2, 13), (2, 16))
+"""Tested torch releases: from 2.13 (inclusive) up to 2.16 (exclusive): 2.13.0, 2.14.1 and
+2.15.0 in CI."""
+
+UNTESTED_TORCH_ENV = "MESHLAYOUT_UNTESTED_TORCH"
+"""Set to ``1``, a torch outside :data:`TESTED_TORCH` is used with a warning, not refused."""
 
 
 def untested_torch(version: str) -> str | None:
@@ -23,8 +32,10 @@ def untested_torch(version: str) -> str | None:
 
     >>> untested_torch("2.14.1+cu128") is None
     True
+    >>> untested_torch("2.15.0") is None
+    True
     >>> print(untested_torch("2.16.0"))
-    meshlayout is tested on torch >=2.13,<2.15; this is torch 2.16.0: ...
+    meshlayout is tested on torch >=2.13,<2.16; this is torch 2.16.0: ...
     """
     found = re.match(r"(\d+)\.(\d+)", version)
     (lo, hi) = TESTED_TORCH
@@ -35,13 +46,37 @@ def untested_torch(version: str) -> str | None:
             "release may lack or change")
 
 
+@functools.cache
+def _installed() -> str | None:
+    """The installed torch's version, None without one or for a source tree (no metadata);
+    read once per process (every mesh over torch groups asks)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def warn_if_untested_torch() -> None:
     """Warn (a ``UserWarning``, once: the package is imported once) when the installed torch
     is outside :data:`TESTED_TORCH`."""
-    try:
-        version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:  # torch from a source tree: no metadata
-        return
-    message = untested_torch(version)
+    version = _installed()
+    message = None if version is None else untested_torch(version)
     if message is not None:
         warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def require_tested_torch() -> None:
+    """Refuse a torch outside :data:`TESTED_TORCH` before the facade reads its private names:
+    :class:`~backend.UnsupportedTorchError`, one line naming the installed release, the
+    range and what to do (unless :data:`UNTESTED_TORCH_ENV` is ``1``).  Costs a metadata
+    read, no torch import."""
+    version = _installed()
+    message = None if version is None else untested_torch(version)
+    if message is None or os.environ.get(UNTESTED_TORCH_ENV) == "1":
+        return
+    (lo, hi) = TESTED_TORCH
+    raise UnsupportedTorchError(
+        f"torch {version} is not supported by this meshlayout (it supports torch "
+        f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}): install a supported torch (pip install "
+        f"'torch>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'), or set {UNTESTED_TORCH_ENV}=1 to try "
+        f"this one", version=str(version))

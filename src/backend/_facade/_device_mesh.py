@@ -306,6 +306,39 @@ class DeviceMesh(Generic[G]):
         the next request asks the backend again, which refuses an ended group."""
         self._groups.clear()
 
+    def abort(self) -> None:
+        """End this root mesh's groups at once, never waiting on a peer: torch 2.15's
+        ``DeviceMesh.abort()``, for a job whose peer died mid-collective.
+
+        The groups of every dim of this mesh, and of the meshes ``_flatten`` made from it,
+        that the backend holds are aborted where it can (NCCL) and destroyed locally
+        otherwise (Gloo), then forgotten by the backend and by every mesh: a later request
+        creates a fresh group, and ``shutdown()`` does not end them twice.  A group that was
+        never created stays uncreated (torch's inherited ``abort`` would create a lazy
+        mesh's groups first, which on a job with a dead peer hangs).  Groups are shared per
+        family, so another mesh over the same groups loses them too.  Like torch's, only on
+        a root mesh (the one the program made).
+
+        >>> from backend import FakeBackend, init_device_mesh
+        >>> fb = FakeBackend(world_size=4, rank=0)
+        >>> mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=fb)
+        >>> _ = mesh.get_group("tp")
+        >>> mesh.abort()
+        >>> len(fb.created)   # the tp group ended; dp was never created, and still is not
+        0
+        """
+        if self._root_mesh is not None:
+            raise BackendConfigError(
+                f"abort() is not supported on a submesh ({self!r}): call it on the root "
+                "mesh, mesh._get_root_mesh().abort()")
+        with self._root.lock:
+            meshes = [self, *self._root.flattened.values()]
+        for m in meshes:
+            b = m._binding
+            self.backend.abort_groups(b.view, b.options)
+        for universe_mesh in meshes:
+            universe_mesh.forget_groups()
+
     def get_all_groups(self) -> list[G]:
         """This process's group along every dim, in dim order."""
         return [self.get_group(i) for i in range(self.ndim)]

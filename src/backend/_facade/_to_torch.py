@@ -44,12 +44,13 @@ class Mesh(Protocol):
 def _torch_mesh(mesh: Mesh, root: TorchDeviceMesh | None) -> TorchDeviceMesh:
     """A torch mesh with ``mesh``'s layout, names and rank over its universe's ranks."""
     from ._torch_private import new_torch_mesh
-    from ._torch_state import torch_layout, universe_ranks
+    from ._torch_state import keeps_unsorted_order, torch_layout, universe_ranks
 
     b = mesh.binding
     try:
         return new_torch_mesh(b.device_type, torch_layout(b.view.layout), universe_ranks(b)[0],
-                              b.dim_names, root, b.backend.rank)
+                              b.dim_names, root, b.backend.rank,
+                              keeps_order=keeps_unsorted_order(b.view))
     except TypeError as e:  # another torch's private constructor
         raise BackendConfigError(f"to_torch() needs torch 2.13's DeviceMesh(_layout=, "
                                  f"_rank_map=, _root_mesh=) constructor: {e}") from None

@@ -27,6 +27,9 @@ attribute here, computed once from the view on first read and then stored on the
 - ``_root_mesh``, ``_flatten_mapping``, ``_pg_registry``: the mesh the program made,
   the meshes ``_flatten`` made from it, and the groups its meshes were given, by name
   (see :class:`~backend._facade._binding.Root`);
+- ``_preserve_rank_order`` (torch 2.15): whether a group keeps an order torch's default
+  would sort; False where every group is ascending, so such a mesh equals torch's default
+  mesh over the same ranks;
 - ``_dim_group_names``: this mesh's groups' names, in dim order, created by the backend
   on first read (torch's mesh creates them when it is built) and then a plain list;
 - ``_hash``: torch's hash, computed once; ``mesh``: the instance tensor, once.
@@ -57,7 +60,7 @@ from ._torch_private import (
     torch_hash_key,
     traced_as,
 )
-from ._torch_state import FlatRanks, torch_layout, universe_ranks
+from ._torch_state import FlatRanks, keeps_unsorted_order, torch_layout, universe_ranks
 
 __all__ = ["TorchFacadeMesh"]
 
@@ -168,6 +171,14 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]  
         if self.get_coordinate() is None:
             return []
         return [DeviceMesh.get_group(self, i).group_name for i in range(self.ndim)]
+
+    @_once
+    def _preserve_rank_order(self) -> bool:
+        """torch 2.15's flag (part of its hash, equality and compile guards): whether one of
+        this mesh's groups keeps an order torch's default mesh would sort
+        (:func:`~backend._facade._torch_state.keeps_unsorted_order`).  Read by torch 2.15
+        only; older releases never ask."""
+        return keeps_unsorted_order(self.view)
 
     @_once
     def _hash(self) -> int:

@@ -16,6 +16,7 @@ they import torch (``import backend`` loads no torch).
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -34,7 +35,7 @@ from torch.distributed._mesh_layout import _FlatLayout as FlatLayout
 from torch.distributed._mesh_layout import _MeshLayout as MeshLayout
 from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
-__all__ = ["REGISTRY", "TORCH_READS", "FlatLayout", "MeshLayout", "flatten_mapping",
+__all__ = ["KEEPS_ORDER", "REGISTRY", "TORCH_READS", "FlatLayout", "MeshLayout", "flatten_mapping",
            "new_torch_mesh", "opaque_types", "pg_registry", "register_opaque_types",
            "set_dim_group_names", "torch_flatten", "torch_get_group", "torch_hash_key",
            "traced_as"]
@@ -83,16 +84,23 @@ def traced_as(eager: F, traced: Callable[..., Any]) -> F:
     return cast(F, copy)  # eager's code, defaults and closure: the same callable as eager
 
 
+KEEPS_ORDER = "preserve_rank_order" in inspect.signature(TorchDeviceMesh.__init__).parameters
+"""Whether this torch's ``DeviceMesh`` has the (public) keyword ``preserve_rank_order``: torch
+2.15 on; 2.13.0 and 2.14.1 lack it."""
+
+
 def new_torch_mesh(device_type: str, layout: MeshLayout, rank_map: torch.Tensor,
                    dim_names: tuple[str, ...] | None, root: TorchDeviceMesh | None,
-                   rank: int) -> TorchDeviceMesh:
+                   rank: int, *, keeps_order: bool = False) -> TorchDeviceMesh:
     """A torch mesh of ``layout`` over ``rank_map`` whose groups are not created (they are set
     after, with :func:`set_dim_group_names`), through ``DeviceMesh``'s private keywords
-    ``_layout``, ``_rank_map``, ``_root_mesh``, ``_init_backend`` and ``_rank``; checked on
-    torch 2.13.0 and 2.14.1.  Another torch's constructor raises TypeError."""
+    ``_layout``, ``_rank_map``, ``_root_mesh``, ``_init_backend`` and ``_rank``, and on torch
+    2.15 ``preserve_rank_order=keeps_order``; checked on torch 2.13.0, 2.14.1 and 2.15.0.
+    Another torch's constructor raises TypeError."""
+    order: dict[str, Any] = {"preserve_rank_order": keeps_order} if KEEPS_ORDER else {}
     return TorchDeviceMesh(device_type, _layout=layout, _rank_map=rank_map,
                            mesh_dim_names=dim_names, _root_mesh=root, _init_backend=False,
-                           _rank=rank)
+                           _rank=rank, **order)
 
 
 def set_dim_group_names(mesh: TorchDeviceMesh, names: list[Any]) -> None:
@@ -156,6 +164,9 @@ TORCH_READS: tuple[tuple[str, str], ...] = (
     ("_hash", "the mesh's hash, computed once"),
     ("_flatten", "flattening (DTensor, FSDP2, compiled code call it): ours eager"),
     ("_create_flatten_mesh", "torch's _flatten's step that makes the mesh: ours"),
+    *((("_preserve_rank_order",
+        "torch 2.15: whether a group keeps an unsorted order: equality, hash, compile guards"),)
+      if KEEPS_ORDER else ()),
 )
 """(attribute, what torch reads it for): the members of torch's ``DeviceMesh`` protocol that
 :class:`~backend._facade._torch_facade.TorchFacadeMesh` defines (torch's code reads them on

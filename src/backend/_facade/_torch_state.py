@@ -10,12 +10,13 @@ from typing import Any, overload
 import torch
 
 from layout import Layout
-from mesh import RankMap
+from mesh import MeshView, RankMap
 
+from .._c10d import ascending_groups
 from ._binding import Binding
 from ._torch_private import FlatLayout, MeshLayout
 
-__all__ = ["FlatRanks", "torch_layout", "universe_ranks"]
+__all__ = ["FlatRanks", "keeps_unsorted_order", "torch_layout", "universe_ranks"]
 
 
 class FlatRanks(Sequence[int]):
@@ -29,7 +30,7 @@ class FlatRanks(Sequence[int]):
     tuple's, computed once.  A deep copy (dynamo keeps a guard's values that way) is the
     object itself: it is immutable.
 
-    >>> from mesh import RankMap
+    >>> from mesh import MeshView, RankMap
     >>> FlatRanks(RankMap(4)) == (0, 1, 2, 3), hash(FlatRanks(RankMap(4))) == hash((0, 1, 2, 3))
     (True, True)
     >>> FlatRanks(RankMap(2**40))[-1], len(FlatRanks(RankMap.explicit([3, 1])))
@@ -107,3 +108,28 @@ def universe_ranks(mesh: Binding[Any]) -> tuple[torch.Tensor, FlatRanks]:
             universe.torch_ranks = (tensor, FlatRanks(ranks))
         found: tuple[torch.Tensor, FlatRanks] = universe.torch_ranks
         return found
+
+
+def keeps_unsorted_order(view: MeshView) -> bool:
+    """torch 2.15's ``preserve_rank_order`` of a facade mesh over ``view``: whether one of its
+    groups lists its ranks in an order that torch's default (sorted) groups would not.
+
+    The facade's groups always keep the mesh's order (a group's rank is the coordinate), so
+    where every group is ascending sorting changes nothing and the honest value is torch's
+    default, False: the mesh equals a default torch mesh over the same ranks.  Where some
+    group is not ascending (a permuted rank map, a transposed flatten) it is True: a default
+    torch mesh would have sorted that group, so it is a different mesh, and equals a torch
+    mesh made with ``preserve_rank_order=True``.  Arithmetic on the layout for an identity
+    universe; an explicit universe's groups are listed once (it holds its ranks already).
+
+    >>> from mesh import MeshView
+    >>> keeps_unsorted_order(MeshView.from_shape((2, 4), ("dp", "tp")))
+    False
+    >>> keeps_unsorted_order(MeshView.from_shape((2, 2), ("dp", "tp"))["tp", "dp"].flatten())
+    True
+    >>> keeps_unsorted_order(MeshView.from_ranks([0, 2, 1, 3], ("w",)))
+    True
+    >>> keeps_unsorted_order(MeshView.from_ranks([[0, 1], [3, 2]], ("dp", "tp")))
+    True
+    """
+    return not all(ascending_groups(view, k) for k in range(view.ndim))
