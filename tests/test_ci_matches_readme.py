@@ -1,12 +1,14 @@
 """CI runs exactly the steps of the README's test command, and the torch pin comes first (then,
-in a venv of its own, the torch-facing tests on torch 2.14.1); the README opens with its two
-commands for a fresh machine, and what must happen before them is written before them."""
+each in a venv of its own, the torch-facing tests on torch 2.14.1 and 2.15.0); the README opens
+with its two commands for a fresh machine, and what must happen before them is written before
+them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
 from doc_pages import PAGES, name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,23 +40,49 @@ def test_ci_runs_each_step_of_the_readme_test_command_in_order() -> None:
     positions = [ci.index(step) for step in steps]  # ValueError if a step is missing
     assert positions == sorted(positions)
     assert steps[-1] == "python -m pytest"
-    # After the README's run, only the run on torch 2.14.1, in a venv of its own.
-    assert all(c.startswith(("python -m venv .ci-venv214", ".ci-venv214/"))
+    # After the README's run, only the runs on the newer torch releases, in venvs of their own.
+    assert all(c.startswith(("python -m venv .ci-venv21", ".ci-venv21",
+                             "PIP_CONFIG_FILE=/dev/null .ci-venv215/"))
                for c in ci[positions[-1] + 1:])
 
 
-def test_ci_then_runs_the_torch_facing_tests_on_torch_2_14() -> None:
+TORCH_FACING = ROOT / ".ci" / "torch-facing"
+
+
+@pytest.mark.parametrize(("venv", "version", "lift"), [
+    (".ci-venv214", "2.14.1", ""), (".ci-venv215", "2.15.0", "PIP_CONFIG_FILE=/dev/null ")])
+def test_ci_then_runs_the_torch_facing_tests_on_each_newer_torch(venv: str, version: str,
+                                                                 lift: str) -> None:
+    """Each supported release above the README's 2.13.0 gets the torch-facing tests, in a
+    venv of its own, torch pinned before the project is installed."""
     ci = _ci_commands()
-    after = ci[ci.index("python -m pytest") + 1:]
-    assert after[:4] == ["python -m venv .ci-venv214",
-                         ".ci-venv214/bin/pip install --quiet torch==2.14.1",
-                         '.ci-venv214/bin/pip install --quiet -e ".[test]"',
-                         ".ci-venv214/bin/pip install --quiet --no-deps nvidia-cutlass==4.2.0.0"]
-    (run,) = after[4:]
-    assert run.startswith(".ci-venv214/bin/python -m pytest ")
-    for pattern in (arg for arg in run.split()[3:] if not arg.startswith("-")):
-        assert sorted(ROOT.glob(pattern)), pattern  # each names test files that exist
-    assert ".ci-venv214/" in (ROOT / ".gitignore").read_text().splitlines()
+    start = ci.index(f"python -m venv {venv}")
+    assert ci[start + 1:start + 5] == [
+        f"{lift}{venv}/bin/pip install --quiet torch=={version}",
+        f'{lift}{venv}/bin/pip install --quiet -e ".[test]"',
+        f"{lift}{venv}/bin/pip install --quiet --no-deps nvidia-cutlass==4.2.0.0",
+        f"{venv}/bin/python -m pytest -rs $(cat .ci/torch-facing)"]
+    assert f"{venv}/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_torch_facing_list_names_test_files_that_exist() -> None:
+    patterns = TORCH_FACING.read_text().split()
+    assert patterns and len(set(patterns)) == len(patterns)
+    for pattern in patterns:
+        assert sorted(ROOT.glob(pattern)), pattern
+    assert "tests/test_torch_versions.py" in patterns and "tests/test_facade*.py" in patterns
+
+
+def test_the_supported_range_is_what_ci_runs() -> None:
+    """pyproject's range, the constant and CI name the same releases: the oldest in the
+    README's run, each newer one in a venv of its own."""
+    from backend._core import TESTED_TORCH
+
+    (lo, hi) = TESTED_TORCH
+    run = (ROOT / ".ci" / "run").read_text()
+    pins = re.findall(r"torch==(\d+)\.(\d+)\.\d+", run)
+    minors = sorted({(int(a), int(b)) for a, b in pins})
+    assert minors == [(lo[0], m) for m in range(lo[1], hi[1])], minors
 
 
 def test_torch_is_pinned_before_the_project_is_installed() -> None:

@@ -18,21 +18,22 @@ __all__ = ["REGISTRY", "abort_process_group", "fake_store", "get_default_group",
            "get_default_store", "process_group_name", "set_process_group_name", "world"]
 
 # The default group's store (the creation barrier's and discovery's store);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 get_default_store: Callable[[], Any] = c10d._get_default_store
 
 # The default process group (its store entry is swapped during a creation; a split's device);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 get_default_group: Callable[[], Any] = c10d._get_default_group
 
 # torch's process-group registry (``pg_names``: the names taken; ``pg_map``: each group's
-# backend and store); torch mutates it and never rebinds it; checked on torch 2.13.0 and 2.14.1.
+# backend and store); torch mutates it and never rebinds it; checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 world: Any = c10d._world
 
 
 def process_group_name() -> Callable[[Any, bool], Any]:
     """The function torch asks for a new group's name (``_process_group_name``, read at call
-    time: creations replace it while in flight); checked on torch 2.13.0 and 2.14.1."""
+    time: creations replace it while in flight); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     found: Callable[[Any, bool], Any] = c10d._process_group_name
     return found
 
@@ -46,13 +47,14 @@ def set_process_group_name(name: Callable[[Any, bool], Any]) -> None:
 def abort_process_group(group: Any = None) -> None:
     """End ``group`` (None: the default group) without waiting for peers
     (``_abort_process_group``; NCCL), looked up on torch's module at each call, as a patch of
-    it (``check_spmd``'s recorder) must see the call; checked on torch 2.13.0 and 2.14.1."""
+    it (``check_spmd``'s recorder) must see the call; checked on torch 2.13.0, 2.14.1 and
+    2.15.0."""
     c10d._abort_process_group(group)
 
 
 def fake_store() -> Any:
     """A new ``FakeStore``, the store of torch's fake world (``torch.testing._internal``,
-    imported on first use only); checked on torch 2.13.0 and 2.14.1."""
+    imported on first use only); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     return FakeStore()

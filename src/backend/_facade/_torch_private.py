@@ -24,14 +24,16 @@ from typing import Any, TypeVar, cast
 import torch
 
 # The opaque-type table torch.compile looks a mesh's class up in (torch never rebinds it);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 from torch._library.opaque_object import _OPAQUE_TYPES as opaque_types
 from torch.distributed import device_mesh
 
-# A one-dim layout (shape, stride) of torch's mesh layout; checked on torch 2.13.0 and 2.14.1.
+# A one-dim layout (shape, stride) of torch's mesh layout; checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 from torch.distributed._mesh_layout import _FlatLayout as FlatLayout
 
-# torch's layout of a DeviceMesh (one FlatLayout per dim); checked on torch 2.13.0 and 2.14.1.
+# torch's layout of a DeviceMesh (one FlatLayout per dim); checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 from torch.distributed._mesh_layout import _MeshLayout as MeshLayout
 from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
@@ -43,15 +45,15 @@ __all__ = ["KEEPS_ORDER", "REGISTRY", "TORCH_READS", "FlatLayout", "MeshLayout",
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Registers DeviceMesh as torch.compile's opaque type (once; torch.distributed.tensor does);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 register_opaque_types: Callable[[], None] = device_mesh._register_distributed_opaque_types
 
-# torch's hash key of a DeviceMesh (the facade's hash is torch's); checked on torch 2.13.0 and
-# 2.14.1.
+# torch's hash key of a DeviceMesh (the facade's hash is torch's); checked on torch 2.13.0, 2.14.1
+# and 2.15.0.
 torch_hash_key: Callable[[Any], Any] = TorchDeviceMesh._hash_key
 
-# torch's body of DeviceMesh._flatten, which torch.compile inlines; checked on torch 2.13.0
-# and 2.14.1.
+# torch's body of DeviceMesh._flatten, which torch.compile inlines; checked on torch 2.13.0,
+# 2.14.1 and 2.15.0.
 torch_flatten: Callable[..., Any] = TorchDeviceMesh._flatten
 
 # torch's body of DeviceMesh.get_group, which torch.compile inlines (a public method: listed
@@ -62,8 +64,8 @@ _INLINE = "_torchdynamo_inline"
 """The attribute of a function that torch.compile's tracer follows to the function it
 traces in its place (``torch._dynamo``: ``UserFunctionVariable`` reads it for every function
 it inlines, ``UserDefinedObjectVariable`` for a method found on an object's class; torch sets
-it on ``torch.compile``'s and ``torch.jit.script``'s wrappers); checked on torch 2.13.0 and
-2.14.1."""
+it on ``torch.compile``'s and ``torch.jit.script``'s wrappers); checked on torch 2.13.0, 2.14.1 and
+2.15.0."""
 
 
 def traced_as(eager: F, traced: Callable[..., Any]) -> F:
@@ -105,20 +107,20 @@ def new_torch_mesh(device_type: str, layout: MeshLayout, rank_map: torch.Tensor,
 
 def set_dim_group_names(mesh: TorchDeviceMesh, names: list[Any]) -> None:
     """Set a torch mesh's ``_dim_group_names`` (its groups, in dim order, which torch's
-    ``get_group`` resolves); checked on torch 2.13.0 and 2.14.1."""
+    ``get_group`` resolves); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     mesh._dim_group_names = names
 
 
 def pg_registry(mesh: TorchDeviceMesh) -> dict[str, Any]:
     """A torch root mesh's ``_pg_registry``: its meshes' groups by name (what
-    ``torch.compile`` resolves groups through); checked on torch 2.13.0 and 2.14.1."""
+    ``torch.compile`` resolves groups through); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     found: dict[str, Any] = mesh._pg_registry
     return found
 
 
 def flatten_mapping(mesh: TorchDeviceMesh) -> dict[str, Any]:
     """A torch root mesh's ``_flatten_mapping``: the meshes flattened from it, by name;
-    checked on torch 2.13.0 and 2.14.1."""
+    checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     found: dict[str, Any] = mesh._flatten_mapping
     return found
 

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 import torch.distributed.distributed_c10d as c10d
 
-# The mode that sees every collective the dispatcher runs; checked on torch 2.13.0 and 2.14.1.
+# The mode that sees every collective the dispatcher runs; checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["ABORT_PROCESS_GROUP", "REGISTRY", "WARN_NOT_IN_GROUP", "TorchDispatchMode",
@@ -22,34 +23,36 @@ __all__ = ["ABORT_PROCESS_GROUP", "REGISTRY", "WARN_NOT_IN_GROUP", "TorchDispatc
            "hash_ranks_to_str", "reduce_scatter_base", "resolve_process_group"]
 
 # The functional collectives' op namespace (what DTensor and TP's hooks issue);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 c10d_functional: Any = torch.ops._c10d_functional
 
-# The autograd-aware functional collectives' op namespace; checked on torch 2.13.0 and 2.14.1.
+# The autograd-aware functional collectives' op namespace; checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 c10d_functional_autograd: Any = torch.ops._c10d_functional_autograd
 
 # DTensor's op namespace (``shard_dim_alltoall``, a redistribute's all-to-all);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 dtensor_ops: Any = torch.ops._dtensor
 
 # The eager all_gather into one tensor (``c10d::_allgather_base_``);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 allgather_base: Any = torch.ops.c10d._allgather_base_
 
 # The eager reduce_scatter from one tensor (``c10d::_reduce_scatter_base_``);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 reduce_scatter_base: Any = torch.ops.c10d._reduce_scatter_base_
 
-# A functional collective's group name -> the process group; checked on torch 2.13.0 and 2.14.1.
+# A functional collective's group name -> the process group; checked on torch 2.13.0, 2.14.1 and
+# 2.15.0.
 resolve_process_group: Callable[[Any], Any] = \
     c10d._resolve_process_group  # type: ignore[attr-defined]  # private: not in torch's stubs
 
 # The name torch gives a group created with use_local_synchronization on a rank outside it;
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 hash_ranks_to_str: Callable[[list[int]], Any] = c10d._hash_ranks_to_str
 
 # The names of torch's private entry points the recorder patches where loaded modules hold
-# them (read there by name, at each run); checked on torch 2.13.0 and 2.14.1.
+# them (read there by name, at each run); checked on torch 2.13.0, 2.14.1 and 2.15.0.
 ABORT_PROCESS_GROUP = "_abort_process_group"  # ending a group without waiting (lifecycle)
 WARN_NOT_IN_GROUP = "_warn_not_in_group"  # torch's skip of a call on a group the rank is not in
 

@@ -9,7 +9,7 @@ Imports torch: ``_placements`` imports this module where it imports torch, on fi
 from __future__ import annotations
 
 # DTensor's strided shard placement (mesh.StridedShard's counterpart);
-# checked on torch 2.13.0 and 2.14.1.
+# checked on torch 2.13.0, 2.14.1 and 2.15.0.
 from torch.distributed.tensor.placement_types import _StridedShard as StridedShard
 
 __all__ = ["REGISTRY", "StridedShard"]
