@@ -146,3 +146,16 @@ def test_abort_on_a_submesh_is_refused_naming_the_root(world: TorchFakeBackend) 
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     with pytest.raises(BackendConfigError, match="root mesh"):
         mesh["tp"].abort()
+
+
+def test_a_class_check_after_the_import_switch_is_torchs_class_as_documented(
+        world: TorchFakeBackend) -> None:
+    """docs/backends.md: a mesh torch built is not a ``backend.DeviceMesh``; checking torch's
+    class accepts both, and ``from_group`` adopts torch's mesh as a facade mesh."""
+    theirs = torch_init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    ours = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    assert not isinstance(theirs, DeviceMesh)
+    assert isinstance(ours, TorchDeviceMesh) and isinstance(theirs, TorchDeviceMesh)
+    adopted = DeviceMesh.from_group(theirs.get_group("tp"), "cpu", mesh_dim_names=("tp",))
+    assert isinstance(adopted, DeviceMesh) and adopted.get_group() is theirs.get_group("tp")
+    assert adopted.mesh.tolist() == theirs["tp"].mesh.tolist() == [2, 3]
