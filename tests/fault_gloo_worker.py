@@ -18,6 +18,10 @@ Modes (the issue's scenarios):
 - ``killed``: every rank creates its groups and all_reduces; then rank 3 exits, and the
   others' next all_reduce on tp and dp fails; they report ``backend.diagnose`` of that
   error, then shut down (twice), start a new backend and all_reduce on it.
+- ``abort``: every rank creates tp (dp stays lazy) and all_reduces on it; then rank 3 exits,
+  and the others call ``mesh.abort()`` (torch 2.15's name): it must return without creating
+  dp (its creation would wait on the dead rank), forget tp, and ``shutdown()`` must then
+  return too.  Each reports the dims created before and after, and how long each step took.
 - ``retry_after_go``: every rank asks tp; on rank 1 the creation fails after torch made the
   group (after the members met), and rank 1 asks again: that retry must wait for a peer
   that will not come, not pass alone.
@@ -149,6 +153,32 @@ def _main(mode: str, out_dir: str) -> None:
     elif mode == "timeouts":
         for dim in ("dp", "tp"):
             groups[dim] = _request(mesh, dim, log, t0)
+    elif mode == "abort":
+        groups["tp"] = _request(mesh, "tp", log, t0)
+        result["before"] = _works(dist, torch, groups["tp"], rank)
+        if rank == VICTIM:
+            time.sleep(0.5)
+            os._exit(17)
+        time.sleep(1.0)
+        result["created_before"] = [r.dim for r in backend.created]
+        t = time.time()
+        try:
+            mesh.abort()
+            result["abort"] = "ok"
+        except Exception as e:
+            result["abort"] = f"{type(e).__name__}: {e}"
+        result["abort_s"] = time.time() - t
+        result["created_after"] = [r.dim for r in backend.created]
+        write_report(out_dir, rank, result)
+        t = time.time()
+        try:
+            backend.shutdown()
+            result["shutdown"] = "ok"
+        except Exception as e:
+            result["shutdown"] = f"{type(e).__name__}: {e}"
+        result["shutdown_s"] = time.time() - t
+        write_report(out_dir, rank, result)
+        os._exit(0)
     elif mode == "killed":
         for dim in ("dp", "tp"):
             groups[dim] = _request(mesh, dim, log, t0)

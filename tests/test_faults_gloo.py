@@ -126,6 +126,20 @@ def test_a_killed_rank_is_named_and_shutdown_returns(tmp_path: Path) -> None:
         assert r["shutdown_s"] < 10
 
 
+def test_abort_after_a_rank_died_creates_nothing_and_returns(tmp_path: Path) -> None:
+    """torch 2.15's ``DeviceMesh.abort()`` on the facade: with a peer dead and one dim never
+    asked for, abort ends the group that exists, creates none (creating dp would wait on the
+    dead rank), and shutdown afterwards returns without error."""
+    codes, reports, logs = gloo_launch.launch(WORKER, 4, "abort", tmp_path, BOUND_S)
+    assert codes == [0, 0, 0, 17], logs
+    for rank in (0, 1, 2):
+        r = reports[rank]
+        assert r["before"] == (1.0 if rank < 2 else 5.0), (rank, r)
+        assert r["created_before"] == ["tp"] and r["created_after"] == [], (rank, r)
+        assert r["abort"] == "ok" and r["abort_s"] < 5.0, (rank, r)
+        assert r["shutdown"] == "ok" and r["shutdown_s"] < 10, (rank, r)
+
+
 def _group(rank: int, dim: str) -> tuple[int, ...]:
     return ((0, 2) if rank in (0, 2) else (1, 3)) if dim == "dp" else \
         ((0, 1) if rank < 2 else (2, 3))
