@@ -8,6 +8,12 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   rank compares what it got with the full tensor sliced by ``Sharding.local`` (checked
   against torch in ``tests/test_sharding_vs_torch.py``): bit for bit, or within rounding
   for a partial source that was divided on the way.
+- ``state``: :data:`STATES` states of :data:`STATE_TENSORS` tensors each (random pairs of
+  shardings as in ``pairs``, in float64, float32, int64 and bfloat16; float64 where the
+  source is partial), each state moved by one ``backend.reshard_state`` call.  Every rank
+  counts its ``batch_isend_irecv`` calls and the messages it posts to each peer (the
+  function is wrapped), and each destination rank compares every tensor with the full
+  tensor sliced by ``Sharding.local``, dtype included.
 - ``sync``: RL weight sync.  Ranks 0-3 train a small MLP under (dp, tp) = (2, 2), TP then
   FSDP2 (so ``_StridedShard``); ranks 4-7 serve it under tp = 4.  Every parameter moves
   with ``backend.redistribute``; the same state dict also goes through DCP (saved by the
@@ -32,6 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gloo_launch import start_together, write_report
 
 PAIRS = 1000
+STATES = 6
+STATE_TENSORS = 40
 WIDTH = 16
 TRAIN = [[0, 1], [2, 3]]  # (dp, tp)
 SERVE = [4, 5, 6, 7]  # tp
@@ -92,6 +100,65 @@ def _pairs(out_dir: str, backend: Any) -> None:
                        f"want {want.tolist()}"[:600])
     write_report(out_dir, rank, {"checked": checked, "bad": bad[:5], "n_bad": len(bad),
                                  "moved": moved, "seconds": time.monotonic() - start})
+
+
+def _state(out_dir: str, backend: Any) -> None:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from sharding_cases import pair_in_world
+
+    from backend import reshard_state
+    from mesh import Partial, reshard
+
+    rank = backend.rank
+    rng = random.Random(20261128)
+    kinds = (torch.float64, torch.float32, torch.int64, torch.bfloat16)
+    calls: list[dict[str, int]] = []  # per batch: peer -> messages posted (sends and receives)
+    real = dist.batch_isend_irecv
+
+    def counting(ops: list[Any]) -> Any:
+        per_peer: dict[str, int] = {}
+        for op in ops:
+            key = f"{op.op.__name__}:{op.peer}"
+            per_peer[key] = per_peer.get(key, 0) + 1
+        calls.append(per_peer)
+        return real(ops)
+
+    dist.batch_isend_irecv = counting
+    bad: list[str] = []
+    checked = 0
+    for k in range(STATES):
+        plans, state, dtypes, wants = {}, {}, {}, {}
+        for i in range(STATE_TENSORS):
+            src, dst = pair_in_world(rng, backend.world_size)
+            partial = any(isinstance(p, Partial) for p in src.placements)
+            kind = torch.float64 if partial else kinds[i % len(kinds)]
+            full = np.array([rng.randint(-100, 100) for _ in range(int(np.prod(src.shape)))],
+                            dtype=np.float64).reshape(src.shape)
+            name = f"t{i:02d}"
+            plans[name] = reshard(src, dst)
+            dtypes[name] = kind
+            if src.view.coordinate(rank) is not None:
+                state[name] = torch.from_numpy(src.local(full, rank)).to(kind)
+            if dst.view.coordinate(rank) is not None:
+                wants[name] = (torch.from_numpy(dst.local(full, rank)).to(kind), partial)
+        got = reshard_state(plans, state, dtypes=dtypes)
+        for name, value in got.items():
+            if name not in wants:
+                if value is not None:
+                    bad.append(f"state {k} {name}: rank {rank} is not in the destination")
+                continue
+            checked += 1
+            want, partial = wants[name]
+            same = (value.dtype == want.dtype and value.shape == want.shape and
+                    (torch.allclose(value, want) if partial else torch.equal(value, want)))
+            if not same:
+                bad.append(f"state {k} {name}: {plans[name]!r}: rank {rank} got "
+                           f"{value.dtype} {value.tolist()}, want {want.tolist()}"[:600])
+    dist.batch_isend_irecv = real
+    write_report(out_dir, rank, {"checked": checked, "bad": bad[:5], "n_bad": len(bad),
+                                 "calls": calls})
 
 
 def _sync(out_dir: str, backend: Any) -> None:
@@ -182,6 +249,8 @@ def main() -> None:
         _pairs(out, backend)
     elif mode == "sync":
         _sync(out, backend)
+    elif mode == "state":
+        _state(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together

@@ -4,6 +4,10 @@
   ones, overlapping ones) through ``backend.reshard_tensor``: every destination rank's
   tensor equals the full tensor sliced for it, bit for bit (within rounding where a
   partial source was divided on the way), and no rank outside the destination gets one.
+- A whole state at once: states of 40 tensors of mixed dtypes, each moved by one
+  ``backend.reshard_state`` call: every tensor right (dtype included), one
+  ``batch_isend_irecv`` per state on a rank that moves anything, at most one message each
+  way per peer.
 - RL weight sync: a small MLP trained under (dp, tp) = (2, 2) with TP then FSDP2 (so
   ``_StridedShard``) on ranks 0-3 moves to tp = 4 on ranks 4-7 with
   ``backend.redistribute``; every parameter equals what DCP saved under the one mesh and
@@ -41,6 +45,19 @@ def test_random_pairs_move_bit_identically_to_slicing_the_full_tensor(tmp_path: 
     assert not bad, bad
     assert sum(rep["checked"] for rep in reports.values()) > 1000  # destination ranks checked
     assert sum(rep["moved"] for rep in reports.values()) > 0
+
+
+def test_a_whole_state_moves_in_one_batch_one_message_per_peer_and_every_tensor_right(
+        tmp_path: Path) -> None:
+    reports = _run("state", tmp_path)
+    bad = {r: rep["bad"] for r, rep in reports.items() if rep["n_bad"]}
+    assert not bad, bad
+    assert sum(rep["checked"] for rep in reports.values()) > 6 * 40  # destination tensors
+    for r, rep in reports.items():
+        assert len(rep["calls"]) <= 6, (r, len(rep["calls"]))  # at most one batch per state
+        assert rep["calls"] and all(n == 1 for call in rep["calls"] for n in call.values()), \
+            (r, rep["calls"])
+    assert max(len(call) for rep in reports.values() for call in rep["calls"]) > 2
 
 
 def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(tmp_path: Path) -> None:

@@ -106,3 +106,11 @@ def test_the_installed_torch_is_a_tested_one() -> None:
     import torch
 
     assert untested_torch(torch.__version__) is None, torch.__version__
+
+
+def test_the_refusal_is_an_import_error_of_the_package_hierarchy() -> None:
+    from backend import BackendError, UnsupportedTorchError
+
+    error = UnsupportedTorchError("torch 2.16.0 is not supported", version="2.16.0")
+    assert isinstance(error, ImportError) and isinstance(error, BackendError)
+    assert error.version == "2.16.0"

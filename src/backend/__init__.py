@@ -82,7 +82,8 @@ Public names:
   (``expect_intra_host=``, ``expect_intra_domain=``) before any group is made;
 - tensors between meshes: :func:`redistribute` (a DTensor to another facade or torch
   mesh, over any ranks: what torch refuses), :func:`reshard_tensor` (a
-  :func:`mesh.reshard` plan executed over point-to-point batches), and
+  :func:`mesh.reshard` plan executed over point-to-point batches), :func:`reshard_state`
+  (many tensors' plans in one batch, one message each way per pair of ranks), and
   :func:`from_torch_placements` / :func:`to_torch_placements`, :func:`sharding_of` (a
   DTensor's placement as a :class:`mesh.Sharding`);
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
@@ -152,7 +153,7 @@ from ._facade import (
     sharding_of,
 )
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
-from ._tensor import from_torch_placements, reshard_tensor, to_torch_placements
+from ._tensor import from_torch_placements, reshard_state, reshard_tensor, to_torch_placements
 
 warn_if_untested_torch()  # once: outside the tested torch releases, say so
 
@@ -247,6 +248,7 @@ __all__ = [
     "from_torch_placements",
     "read_flight_records",
     "redistribute",
+    "reshard_state",
     "reshard_tensor",
     "sharding_of",
     "to_torch_placements",
