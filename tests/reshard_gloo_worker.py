@@ -14,6 +14,9 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   counts its ``batch_isend_irecv`` calls and the messages it posts to each peer (the
   function is wrapped), and each destination rank compares every tensor with the full
   tensor sliced by ``Sharding.local``, dtype included.
+- ``save``: a DCP checkpoint of two DTensors, ``w`` (12 x 10, ``Shard(0)`` over the 8 ranks)
+  and ``m`` (8 x 8, ``(Shard(0), Shard(1))`` over (2, 4)), their values ``arange``, saved
+  under ``OUT_DIR/ckpt`` (the test reads boxes of it in one process).
 - ``sync``: RL weight sync.  Ranks 0-3 train a small MLP under (dp, tp) = (2, 2), TP then
   FSDP2 (so ``_StridedShard``); ranks 4-7 serve it under tp = 4.  Every parameter moves
   with ``backend.redistribute``; the same state dict also goes through DCP (saved by the
@@ -161,6 +164,23 @@ def _state(out_dir: str, backend: Any) -> None:
                                  "calls": calls})
 
 
+def _save(out_dir: str, backend: Any) -> None:
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from backend import init_device_mesh
+
+    line = init_device_mesh("cpu", (8,), mesh_dim_names=("w",), backend=backend)
+    grid = init_device_mesh("cpu", (2, 4), mesh_dim_names=("a", "b"), backend=backend)
+    state = {"w": distribute_tensor(torch.arange(120.).reshape(12, 10), line.to_torch(),
+                                    [Shard(0)]),
+             "m": distribute_tensor(torch.arange(64, dtype=torch.int64).reshape(8, 8),
+                                    grid.to_torch(), [Shard(0), Shard(1)])}
+    dcp.save(state, checkpoint_id=os.path.join(out_dir, "ckpt"))
+    write_report(out_dir, backend.rank, {"saved": True})
+
+
 def _sync(out_dir: str, backend: Any) -> None:
     import shutil
 
@@ -251,6 +271,8 @@ def main() -> None:
         _sync(out, backend)
     elif mode == "state":
         _state(out, backend)
+    elif mode == "save":
+        _save(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together
