@@ -65,16 +65,17 @@ def read_boxes(checkpoint: str | os.PathLike[str], wanted: Mapping[str, Sequence
     naming it, before anything is read.
     """
     import torch
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
     from torch.distributed.checkpoint.metadata import (
         ChunkStorageMetadata,
         MetadataIndex,
         TensorStorageMetadata,
     )
     from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
+    from torch.distributed.checkpoint.state_dict_loader import load
 
     asked = _checked_boxes(wanted)
-    reader = dcp.FileSystemReader(os.fspath(checkpoint))
+    reader = FileSystemReader(os.fspath(checkpoint))
     saved = reader.read_metadata().state_dict_metadata
     targets: dict[str, Any] = {}
     items: list[Any] = []
@@ -98,17 +99,17 @@ def read_boxes(checkpoint: str | os.PathLike[str], wanted: Mapping[str, Sequence
     if items:
         with warnings.catch_warnings():  # "assuming the intent is to load in a single process"
             warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
-            dcp.load(targets, storage_reader=reader, planner=_planner(items), no_dist=True)
+            load(targets, storage_reader=reader, planner=_planner(items), no_dist=True)
     return {name: [targets[_key(name, i)] for i in range(len(boxes))] for name, boxes in asked}
 
 
 def _planner(items: list[Any]) -> Any:
     """DCP's default load planner over the reads :func:`read_boxes` made: its local plan is
     exactly those reads (the targets are the boxes, by their keys), nothing else."""
-    from torch.distributed.checkpoint import DefaultLoadPlanner
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
     from torch.distributed.checkpoint.planner import LoadPlan
 
-    class BoxPlanner(DefaultLoadPlanner):  # type: ignore[misc]  # torch's planner is untyped
+    class BoxPlanner(DefaultLoadPlanner):
         def create_local_plan(self) -> Any:
             return LoadPlan(items)
 
