@@ -28,7 +28,7 @@ from .._recover import Derivation, derived, failed_ranks, spare_ranks
 from .._tensor import Sharding
 from ._costs import Costs
 from ._machine import Topology
-from ._price import Tensor, priced
+from ._price import Pattern, priced
 from ._values import Box, Recovery, Refusal
 from ._ways import Context, candidates
 
@@ -101,18 +101,17 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
         raise RecoveryError(f"itemsize must be an int >= 1 (bytes per element), got {size}")
     if not isinstance(checkpoint, bool):
         raise MeshTypeError(f"checkpoint must be a bool, got {show(checkpoint)}")
-    tensors = _tensors(state, old)
-    lost = {name: lost_boxes(s, dead) for name, s, _ in tensors}
+    patterns = _patterns(state, old, dead)
     if not checkpoint:
-        for name, boxes in lost.items():
-            if boxes:
+        for p in patterns:
+            if p.lost:
                 raise RecoveryError(
-                    f"tensor {name!r}: the box {boxes[0]} is held by failed ranks only "
-                    f"(failed: {list(dead[:16])}) and checkpoint=False: no way on keeps it")
+                    f"tensor {p.names[0]!r}: the box {p.lost[0]} is held by failed ranks "
+                    f"only (failed: {list(dead[:16])}) and checkpoint=False: no way on "
+                    "keeps it")
     ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
     found, refused = candidates(ctx)
-    ways = [priced(c, tensors, lost, dead, machine, prices, size, world.size())
-            for c in found]
+    ways = [priced(c, patterns, dead, machine, prices, size, world.size()) for c in found]
     if not checkpoint:
         refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "
                      "checkpoint=False") for w in ways if w.kind.value == "restart"]
@@ -155,12 +154,15 @@ def _costs(costs: object) -> Costs:
     return costs
 
 
-def _tensors(state: object, old: dict[str, MeshView]) -> list[Tensor]:
-    """The state as (name, sharding, view name): every sharding over one of the views."""
+def _patterns(state: object, old: dict[str, MeshView], dead: tuple[int, ...]
+              ) -> list[Pattern]:
+    """The state's tensors grouped by sharding: every sharding over one of the views, none
+    partial; each group's lost boxes."""
     if state is None:
         return []
     names = {v: n for n, v in reversed(old.items())}  # the first name of each view
-    out = []
+    out: dict[Sharding, list[str]] = {}
+    where: dict[Sharding, str] = {}
     for key, s in items_of(state, "state", "a mapping of tensor names to mesh.Sharding",
                            limit=MAX_STATE_TENSORS):
         name = as_name(key, "every tensor name in state")
@@ -171,8 +173,13 @@ def _tensors(state: object, old: dict[str, MeshView]) -> list[Tensor]:
             raise RecoveryError(f"state[{name!r}] is sharded over {s.view!r}, which is none "
                                 f"of the plan's views {list(old)!r}: shard the state over "
                                 "the views plan(world) gives")
-        out.append((name, s, view))
-    return out
+        if s.partial_dims:
+            raise RecoveryError(f"state[{name!r}] is Partial over view dim "
+                                f"{s.view.names[s.partial_dims[0]]!r}: a state to recover "
+                                "holds values, not partial sums; reduce it first")
+        out.setdefault(s, []).append(name)
+        where[s] = view
+    return [Pattern(tuple(ns), s, where[s], lost_boxes(s, dead)) for s, ns in out.items()]
 
 
 def lost_boxes(s: Sharding, failed: tuple[int, ...]) -> tuple[Box, ...]:

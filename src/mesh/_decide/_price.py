@@ -5,15 +5,18 @@ Each tensor's move is ``mesh.reshard`` from the sharding the ranks held (the fai
 ``down``: they send nothing) to the same placements over the way's view.  Tensors of one
 shape and placements share one plan (``reshard`` keeps its last plans), so the work grows
 with the distinct tile patterns, not the tensors.  A way whose ``receivers`` are known (the
-spares, the repaired ranks) asks only those ranks what they receive; any other way reads
-the plan's whole traffic.
+spares, the repaired ranks) asks only those ranks what they receive.  A way that changes
+no group along the dims sharding a tensor leaves every survivor its block (its coordinates
+there are its old ones), so that tensor has no receiver; any other tensor's plan is read
+whole (its traffic lists every receiver: O(ranks) per tile pattern).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
+
+import attrs
 
 from .._tensor import Reshard, Sharding, reshard
 from ._costs import Costs
@@ -21,10 +24,19 @@ from ._machine import Topology
 from ._values import Box, Kind, Way
 from ._ways import Candidate
 
-__all__ = ["Tensor", "held", "priced"]
+__all__ = ["Pattern", "held", "priced"]
 
-Tensor = tuple[str, Sharding, str]
-"""A tensor of the state: its name, its sharding, the name of the plan view it is on."""
+
+
+@attrs.frozen
+class Pattern:
+    """The tensors of the state that share one sharding (so one plan per way): their
+    ``names``, the ``sharding``, the plan ``view`` it is on, the boxes no rank up holds."""
+
+    names: tuple[str, ...]
+    sharding: Sharding
+    view: str
+    lost: tuple[Box, ...]
 
 Row = list[int]
 """Bytes one receiver gets: over host, domain and cross links, and from storage."""
@@ -84,36 +96,41 @@ def _rows(plan: Reshard, receivers: tuple[int, ...] | None, lost: bool, tiers: _
     return out
 
 
-def priced(c: Candidate, tensors: Sequence[Tensor], lost: dict[str, tuple[Box, ...]],
-           failed: tuple[int, ...], topology: Topology | None, costs: Costs,
-           itemsize: int, old_ranks: int) -> Way:
+def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
+    """Whether no group changed along any view dim sharding ``s`` (so no rank receives)."""
+    if c.changed is None:
+        return False
+    dims = c.changed[view]
+    return not any(s.view.names[i] in dims for d in range(len(s.shape))
+                   for i, _ in s.sharders(d))
+
+
+def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
+           topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int) -> Way:
     """The way ``c`` with its moves, lost boxes, bytes and prices."""
     rows: dict[int, Row] = {}
     total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
     moves: dict[str, Reshard] = {}
-    if c.restart:
-        busiest = 0
-        for _, s, v in tensors:
-            dst = Sharding(c.views[v], s.placements, s.shape)
-            total["storage"] += held(dst) * itemsize
-            busiest += math.prod(dst.local_shape(dst.view.ranks(0))) * itemsize
-        gone: dict[str, tuple[Box, ...]] = {name: (tuple((0, n) for n in s.shape),)
-                                            for name, s, _ in tensors}
-    else:
-        uses: Counter[Reshard] = Counter()
-        for name, s, v in tensors:
-            dst = Sharding(c.views[v], s.placements, s.shape)
-            plan = moves[name] = reshard(s, dst, topology, itemsize=itemsize, down=failed)
-            uses[plan] += 1
-            total["local"] += held(dst) * itemsize
-        tiers = _Tiers(topology)
-        lossy = {moves[name] for name, _, _ in tensors if lost[name]}
-        for plan, n in uses.items():
-            for r, row in _rows(plan, c.receivers, plan in lossy, tiers).items():
-                mine = rows.setdefault(r, [0, 0, 0, 0])
-                for i in range(4):
-                    mine[i] += row[i] * n
-        gone = {name: lost[name] for name, _, _ in tensors}
+    gone: dict[str, tuple[Box, ...]] = {}
+    busiest = 0
+    tiers = _Tiers(topology)
+    for p in patterns:
+        s, n = p.sharding, len(p.names)
+        dst = Sharding(c.views[p.view], s.placements, s.shape)
+        if c.restart:
+            total["storage"] += held(dst) * itemsize * n
+            busiest += math.prod(dst.local_shape(dst.view.ranks(0))) * itemsize * n
+            gone.update(dict.fromkeys(p.names, (tuple((0, k) for k in s.shape),)))
+            continue
+        plan = reshard(s, dst, topology, itemsize=itemsize, down=failed)
+        moves.update(dict.fromkeys(p.names, plan))
+        gone.update(dict.fromkeys(p.names, p.lost))
+        total["local"] += held(dst) * itemsize * n
+        receivers = () if _quiet(c, s, p.view) else c.receivers
+        for r, row in _rows(plan, receivers, bool(p.lost), tiers).items():
+            mine = rows.setdefault(r, [0, 0, 0, 0])
+            for i in range(4):
+                mine[i] += row[i] * n
     for row in rows.values():
         for t, b in zip(("host", "domain", "cross", "storage"), row):
             total[t] += b

@@ -45,7 +45,9 @@ class Candidate:
     rank of the new world may receive); ``groups``: (kept, reconfigured, created) groups;
     ``pairs``: (view, dim) pairs with some group (reconfigured, created); ``restart``: every
     rank reads its state from the checkpoint; ``fixed``: the name of a fixed cost of
-    :class:`~mesh.Costs` (``"restart_s"``, ``"repair_s"``) or None."""
+    :class:`~mesh.Costs` (``"restart_s"``, ``"repair_s"``) or None; ``changed``: per view,
+    the dims with a new group (a survivor's coordinate on the other dims is its old one,
+    since its group there is intact), None when not counted."""
 
     kind: Kind
     label: str
@@ -56,6 +58,7 @@ class Candidate:
     pairs: tuple[int, int]
     restart: bool = False
     fixed: str | None = None
+    changed: dict[str, frozenset[str]] | None = None
 
 
 Refused = tuple[Kind, str, str]
@@ -139,20 +142,26 @@ def _shrunk(ctx: Context, kind: Kind, label: str, gone: tuple[int, ...], k: int,
     a drop keeps each new group's members in their old order, so its new groups are
     reconfigured; a re-factor packs the survivors, so its new groups are created."""
     s = survived(ctx.plan, ctx.world, ctx.old, gone, k, (), ctx.limit, size=size)
-    kept, new, pairs = _counted(s)
+    kept, new, changed = _counted(s)
+    pairs = sum(len(dims) for dims in changed.values())
     made = (kept, new, 0) if size is None else (kept, 0, new)
     return Candidate(kind, label, dict(s.views), s.world.size(), None, made,
-                     (pairs, 0) if size is None else (0, pairs))
+                     (pairs, 0) if size is None else (0, pairs), changed=changed)
 
 
-def _counted(s: Survival) -> tuple[int, int, int]:
-    """(intact groups, new groups, (view, dim) pairs with a new group) of a survival."""
-    kept = new = pairs = 0
+def _counted(s: Survival) -> tuple[int, int, dict[str, frozenset[str]]]:
+    """(intact groups, new groups, per view the dims with a new group) of a survival."""
+    kept = new = 0
+    changed: dict[str, frozenset[str]] = {}
     for name, v in s.views.items():
+        dims = []
         for d in v.names:
             a, b = s.group_counts(name, d)
-            kept, new, pairs = kept + a, new + b, pairs + (b > 0)
-    return kept, new, pairs
+            kept, new = kept + a, new + b
+            if b:
+                dims.append(d)
+        changed[name] = frozenset(dims)
+    return kept, new, changed
 
 
 def _refactor(ctx: Context, k: int, drop: Candidate | None, found: _Found) -> None:
@@ -222,7 +231,7 @@ def _restart(ctx: Context, spare: Candidate | None, drops: list[Candidate],
     label = f"restart from the checkpoint ({base.label})"
     found.ways.append(attrs.evolve(
         base, kind=Kind.RESTART, label=label, receivers=None, groups=(0, 0, total),
-        pairs=(0, pairs), restart=True, fixed="restart_s"))
+        pairs=(0, pairs), restart=True, fixed="restart_s", changed=None))
 
 
 def _wait(ctx: Context) -> Candidate:
