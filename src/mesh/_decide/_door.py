@@ -28,7 +28,7 @@ from .._recover import Derivation, derived, failed_ranks, spare_ranks
 from .._tensor import Sharding
 from ._costs import Costs
 from ._machine import Topology
-from ._price import Pattern, priced
+from ._price import Coords, Pattern, priced
 from ._values import Box, Recovery, Refusal
 from ._ways import Context, candidates
 
@@ -111,7 +111,9 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
                     "keeps it")
     ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
     found, refused = candidates(ctx)
-    ways = [priced(c, patterns, dead, machine, prices, size, world.size()) for c in found]
+    coords = Coords()
+    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), coords)
+            for c in found]
     if not checkpoint:
         refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "
                      "checkpoint=False") for w in ways if w.kind.value == "restart"]

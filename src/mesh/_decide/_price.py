@@ -5,26 +5,31 @@ Each tensor's move is ``mesh.reshard`` from the sharding the ranks held (the fai
 ``down``: they send nothing) to the same placements over the way's view.  Tensors of one
 shape and placements share one plan (``reshard`` keeps its last plans), so the work grows
 with the distinct tile patterns, not the tensors.  A way whose ``receivers`` are known (the
-spares, the repaired ranks) asks only those ranks what they receive.  A way that changes
+spares, the repaired ranks) prices only those ranks (``few_rows``: from their hosts and
+domains, never listing the world).  A way that changes
 no group along the dims sharding a tensor leaves every survivor its block (its coordinates
-there are its old ones), so that tensor has no receiver; any other tensor's plan is read
-whole (its traffic lists every receiver: O(ranks) per tile pattern).
+there are its old ones), so that tensor has no receiver; any other tensor's receivers are
+priced all at once by array arithmetic (``bulk_rows``; without NumPy, rank by rank with
+``few_rows``: O(ranks) per tile pattern either way).  Both give what the plan gives.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
+from .._core import MeshView, numpy
 from .._tensor import Reshard, Sharding, reshard
+from ._bulk import Coordinates, bulk_rows, few_rows
 from ._costs import Costs
 from ._machine import Topology
 from ._values import Box, Kind, Way
 from ._ways import Candidate
 
-__all__ = ["Pattern", "held", "priced"]
+__all__ = ["Coords", "Pattern", "held", "priced"]
 
 
 
@@ -49,53 +54,6 @@ def held(s: Sharding) -> int:
     return math.prod(s.shape) * (s.view.ranks.size // tiles)
 
 
-def _elements(boxes: Sequence[Box]) -> int:
-    return sum(math.prod(b - a for a, b in box) for box in boxes)
-
-
-class _Tiers:
-    """The tier (1 host, 2 domain, 3 cross) between two ranks, hosts memoized."""
-
-    def __init__(self, topology: Topology | None) -> None:
-        self.topology = topology
-        self.at: dict[int, tuple[int, int]] = {}
-
-    def where(self, rank: int) -> tuple[int, int]:
-        got = self.at.get(rank)
-        if got is None:
-            t = self.topology
-            assert t is not None, "asked with a topology only"
-            got = self.at[rank] = (t.host(rank), t.domain(rank))
-        return got
-
-    def __call__(self, a: int, b: int) -> int:
-        if self.topology is None:
-            return 3
-        (ha, da), (hb, db) = self.where(a), self.where(b)
-        return 1 if ha == hb else 2 if da == db else 3
-
-
-def _rows(plan: Reshard, receivers: tuple[int, ...] | None, lost: bool, tiers: _Tiers
-          ) -> dict[int, Row]:
-    """Per receiving rank, its bytes per tier and from storage, for one tensor."""
-    size = plan.itemsize
-    out: dict[int, Row] = {}
-    if receivers is not None:
-        for r in receivers:
-            row = out[r] = [0, 0, 0, 0]
-            for t in plan.receives(r):
-                row[tiers(t.source, r) - 1] += t.elements * size
-    else:
-        for (s, d), n in plan.traffic().items():
-            out.setdefault(d, [0, 0, 0, 0])[tiers(s, d) - 1] += n * size
-    if lost:
-        for r in (receivers if receivers is not None else plan.dst.holders({})):
-            n = _elements(plan.lost(r))
-            if n:
-                out.setdefault(r, [0, 0, 0, 0])[3] += n * size
-    return out
-
-
 def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
     """Whether no group changed along any view dim sharding ``s`` (so no rank receives)."""
     if c.changed is None:
@@ -105,15 +63,31 @@ def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
                    for i, _ in s.sharders(d))
 
 
+class Coords:
+    """Each view's :class:`~._bulk.Coordinates`, made once per view (None without NumPy)."""
+
+    def __init__(self) -> None:
+        self.np = numpy()
+        self.made: dict[MeshView, Coordinates] = {}
+
+    def __call__(self, view: MeshView) -> Coordinates:
+        got = self.made.get(view)
+        if got is None:
+            got = self.made[view] = Coordinates(self.np, view)
+        return got
+
+
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
-           topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int) -> Way:
+           topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
+           coords: Coords) -> Way:
     """The way ``c`` with its moves, lost boxes, bytes and prices."""
     rows: dict[int, Row] = {}
+    bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
     total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
     moves: dict[str, Reshard] = {}
     gone: dict[str, tuple[Box, ...]] = {}
     busiest = 0
-    tiers = _Tiers(topology)
+    np = coords.np
     for p in patterns:
         s, n = p.sharding, len(p.names)
         dst = Sharding(c.views[p.view], s.placements, s.shape)
@@ -126,19 +100,29 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
         moves.update(dict.fromkeys(p.names, plan))
         gone.update(dict.fromkeys(p.names, p.lost))
         total["local"] += held(dst) * itemsize * n
-        receivers = () if _quiet(c, s, p.view) else c.receivers
-        for r, row in _rows(plan, receivers, bool(p.lost), tiers).items():
+        if _quiet(c, s, p.view):
+            continue
+        if c.receivers is None and np is not None:
+            got = bulk_rows(np, s, dst, coords(s.view), coords(dst.view),
+                            np.array(failed, dtype=np.int64), topology) * (itemsize * n)
+            bulk = got if bulk is None else bulk + got
+            continue
+        receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
+        for r, row in few_rows(s, dst, receivers, failed, topology).items():
             mine = rows.setdefault(r, [0, 0, 0, 0])
             for i in range(4):
-                mine[i] += row[i] * n
-    for row in rows.values():
+                mine[i] += row[i] * n * itemsize
+    listed = list(rows.values())
+    if bulk is not None:
+        listed += [row for row in bulk[bulk.any(axis=1)].tolist()]
+    for row in listed:
         for t, b in zip(("host", "domain", "cross", "storage"), row):
             total[t] += b
     total["local"] -= sum(total[t] for t in ("host", "domain", "cross", "storage"))
     if c.restart:  # every rank reads its block; the first rank's is the largest
-        total["local"], rows[-1] = 0, [0, 0, 0, busiest]
+        total["local"], listed = 0, [[0, 0, 0, busiest]]
     move_s = max((costs.link_seconds({"host": h, "domain": d, "cross": x}, st)
-                  for h, d, x, st in rows.values()), default=0.0)
+                  for h, d, x, st in listed), default=0.0)
     seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
