@@ -125,10 +125,11 @@ def bulk_rows(np: Any, src: Sharding, dst: Sharding, old: Coordinates, new: Coor
     for d in dims:
         tile_old = tile_old * radix[d] + _label_ids(np, src, d, old)
     up = ~np.isin(old.ranks, down)
-    alive = np.unique(tile_old[up])
+    tiles = math.prod(radix)
+    alive = np.zeros(tiles, dtype=bool)
+    alive[tile_old[up]] = True
     places_old = _places(np, topology, old.ranks[up])
     places_new = _places(np, topology, new.ranks)
-    tiles = math.prod(radix)
     # each receiver's own source tile (-1: not an old rank up)
     at = np.searchsorted(old.ranks, new.ranks).clip(0, max(old.ranks.size - 1, 0))
     own = np.where((old.ranks[at] == new.ranks) & up[at], tile_old[at], -1)
@@ -141,7 +142,7 @@ def bulk_rows(np: Any, src: Sharding, dst: Sharding, old: Coordinates, new: Coor
         key = (key[:, :, None] * radix[d] + labels[mine][:, None, :]).reshape(key.shape[0], -1)
         size = (size[:, :, None] * lengths[mine][:, None, :]).reshape(size.shape[0], -1)
     kept = key == own[:, None]
-    held = np.isin(key, alive)
+    held = alive[key]
     out = np.zeros((new.ranks.size, 4), dtype=np.int64)
     out[:, 3] = np.where(~held, size, 0).sum(axis=1)
     sent = held & ~kept
@@ -150,7 +151,7 @@ def bulk_rows(np: Any, src: Sharding, dst: Sharding, old: Coordinates, new: Coor
         return out
     level = np.full(key.shape, 2)
     for k in (1, 0):  # domain, then host: the nearest level with a holder wins
-        there = np.unique(places_old[k] * tiles + tile_old[up])
+        there = places_old[k] * tiles + tile_old[up]
         level = np.where(np.isin(places_new[k][:, None] * tiles + key, there), k, level)
     for k in range(3):
         out[:, k] = np.where(sent & (level == k), size, 0).sum(axis=1)

@@ -24,7 +24,7 @@ import attrs
 from .._core import MeshView, numpy
 from .._tensor import Reshard, Sharding, reshard
 from ._bulk import Coordinates, bulk_rows, few_rows
-from ._costs import Costs
+from ._costs import LINK_TIERS, Costs
 from ._machine import Topology
 from ._values import Box, Kind, Way
 from ._ways import Candidate
@@ -77,6 +77,22 @@ class Coords:
         return got
 
 
+_FEW_ROWS = 4096
+"""Bulk rows fewer than this are priced one by one (as the brute force does); more, all at
+once with NumPy (the same operations in the same order)."""
+
+
+def _slowest(np: Any, costs: Costs, rows: Any) -> float:
+    """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage
+    bytes), computed for all at once in the same order of operations."""
+    out = 8 * rows[:, 3] / (costs.storage_gbps * 1e9)
+    for k, t in enumerate(LINK_TIERS):
+        b = rows[:, k]
+        out = out + np.where(b > 0, 8 * b / (getattr(costs, f"{t}_gbps") * 1e9)
+                             + getattr(costs, f"{t}_latency_us") * 1e-6, 0.0)
+    return float(out.max()) if out.size else 0.0
+
+
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
            topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
            coords: Coords) -> Way:
@@ -112,17 +128,20 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
             mine = rows.setdefault(r, [0, 0, 0, 0])
             for i in range(4):
                 mine[i] += row[i] * n * itemsize
-    listed = list(rows.values())
+    listed = [[0, 0, 0, busiest]] if c.restart else list(rows.values())
     if bulk is not None:
-        listed += [row for row in bulk[bulk.any(axis=1)].tolist()]
-    for row in listed:
+        listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
+    for row in [] if c.restart else listed:
         for t, b in zip(("host", "domain", "cross", "storage"), row):
             total[t] += b
-    total["local"] -= sum(total[t] for t in ("host", "domain", "cross", "storage"))
-    if c.restart:  # every rank reads its block; the first rank's is the largest
-        total["local"], listed = 0, [[0, 0, 0, busiest]]
     move_s = max((costs.link_seconds({"host": h, "domain": d, "cross": x}, st)
                   for h, d, x, st in listed), default=0.0)
+    if bulk is not None and len(bulk) >= _FEW_ROWS:
+        for t, b in zip(("host", "domain", "cross", "storage"), bulk.sum(axis=0).tolist()):
+            total[t] += b
+        move_s = max(move_s, _slowest(np, costs, bulk))
+    if not c.restart:  # a restart keeps nothing
+        total["local"] -= sum(total[t] for t in ("host", "domain", "cross", "storage"))
     seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
