@@ -28,7 +28,7 @@ from .._core import MeshView, rank_table
 from .._tensor import Sharding
 from ._machine import Topology
 
-__all__ = ["Coordinates", "bulk_rows", "few_rows"]
+__all__ = ["Coordinates", "Memo", "bulk_rows", "few_rows"]
 
 
 class Coordinates:
@@ -114,47 +114,92 @@ def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] |
             np.array([topology.domain(r) for r in listed], dtype=np.int64))
 
 
-def bulk_rows(np: Any, src: Sharding, dst: Sharding, old: Coordinates, new: Coordinates,
-              down: Any, topology: Topology | None) -> Any:
-    """Elements each rank of ``new`` (the destination's universe, ascending) gets of one
-    tensor: an array (ranks × 4) of host, domain, cross and storage elements."""
-    dims = range(len(src.shape))
-    radix = [_labels(src, d) for d in dims]
-    # the source tile of each old rank, and which ranks are up
-    tile_old = np.zeros(old.ranks.shape, dtype=np.int64)
-    for d in dims:
-        tile_old = tile_old * radix[d] + _label_ids(np, src, d, old)
-    up = ~np.isin(old.ranks, down)
-    tiles = math.prod(radix)
-    alive = np.zeros(tiles, dtype=bool)
-    alive[tile_old[up]] = True
-    places_old = _places(np, topology, old.ranks[up])
-    places_new = _places(np, topology, new.ranks)
+class Memo:
+    """What pricing one failure computes once and reuses across ways: each view's
+    :class:`Coordinates`, each source sharding's :class:`_Sources`, each rank's coordinate
+    in a view (NumPy: ``np``, None without it)."""
+
+    def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
+        self.np, self.failed, self.topology = np, failed, topology
+        self.views: dict[MeshView, Coordinates] = {}
+        self.sources: dict[Sharding, _Sources] = {}
+        self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
+
+    def coordinates(self, view: MeshView) -> Coordinates:
+        got = self.views.get(view)
+        if got is None:
+            got = self.views[view] = Coordinates(self.np, view)
+        return got
+
+    def coordinate(self, view: MeshView, rank: int) -> tuple[int, ...] | None:
+        key = (view, rank)
+        if key not in self.at:
+            self.at[key] = view.coordinate(rank)
+        return self.at[key]
+
+
+class _Sources:
+    """Of one source sharding, every old rank's tile, which ranks are up, which tiles some
+    rank up holds, and, per level (host, domain), the sorted ``place * tiles + tile`` keys
+    of the ranks up (for a topology)."""
+
+    def __init__(self, memo: Memo, src: Sharding) -> None:
+        np = memo.np
+        old = memo.coordinates(src.view)
+        self.old = old
+        self.radix = [_labels(src, d) for d in range(len(src.shape))]
+        self.tiles = math.prod(self.radix)
+        tile = np.zeros(old.ranks.shape, dtype=np.int64)
+        for d in range(len(src.shape)):
+            tile = tile * self.radix[d] + _label_ids(np, src, d, old)
+        self.tile = tile
+        self.up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
+        self.alive = np.zeros(self.tiles, dtype=bool)
+        self.alive[tile[self.up]] = True
+        places = _places(np, memo.topology, old.ranks[self.up])
+        self.near = None if places is None else [
+            np.sort(p * self.tiles + tile[self.up]) for p in places]
+
+
+def _found(np: Any, sorted_keys: Any, keys: Any) -> Any:
+    """Which of ``keys`` are in ``sorted_keys`` (ascending, not empty)."""
+    at = np.searchsorted(sorted_keys, keys).clip(0, sorted_keys.size - 1)
+    return sorted_keys[at] == keys
+
+
+def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
+    """Elements each rank of the destination's universe (ascending) gets of one tensor:
+    an array (ranks × 4) of host, domain, cross and storage elements."""
+    np = memo.np
+    source = memo.sources.get(src)
+    if source is None:
+        source = memo.sources[src] = _Sources(memo, src)
+    old, new = source.old, memo.coordinates(dst.view)
+    places_new = _places(np, memo.topology, new.ranks)
     # each receiver's own source tile (-1: not an old rank up)
     at = np.searchsorted(old.ranks, new.ranks).clip(0, max(old.ranks.size - 1, 0))
-    own = np.where((old.ranks[at] == new.ranks) & up[at], tile_old[at], -1)
+    own = np.where((old.ranks[at] == new.ranks) & source.up[at], source.tile[at], -1)
     # the cells: one piece per tensor dim, every combination
     key = np.zeros((new.ranks.size, 1), dtype=np.int64)
     size = np.ones((new.ranks.size, 1), dtype=np.int64)
-    for d in dims:
+    for d in range(len(src.shape)):
         labels, lengths = _pieces(np, src, dst, d)
         mine = _label_ids(np, dst, d, new)
-        key = (key[:, :, None] * radix[d] + labels[mine][:, None, :]).reshape(key.shape[0], -1)
+        key = (key[:, :, None] * source.radix[d] + labels[mine][:, None, :]
+               ).reshape(key.shape[0], -1)
         size = (size[:, :, None] * lengths[mine][:, None, :]).reshape(size.shape[0], -1)
-    kept = key == own[:, None]
-    held = alive[key]
+    held = source.alive[key]
     out = np.zeros((new.ranks.size, 4), dtype=np.int64)
-    out[:, 3] = np.where(~held, size, 0).sum(axis=1)
-    sent = held & ~kept
-    if places_old is None or places_new is None:
-        out[:, 2] = np.where(sent, size, 0).sum(axis=1)
+    out[:, 3] = np.where(held, 0, size).sum(axis=1)
+    sent = np.where(held & (key != own[:, None]), size, 0)
+    if source.near is None or places_new is None or not source.near[0].size:
+        out[:, 2] = sent.sum(axis=1)
         return out
-    level = np.full(key.shape, 2)
-    for k in (1, 0):  # domain, then host: the nearest level with a holder wins
-        there = places_old[k] * tiles + tile_old[up]
-        level = np.where(np.isin(places_new[k][:, None] * tiles + key, there), k, level)
-    for k in range(3):
-        out[:, k] = np.where(sent & (level == k), size, 0).sum(axis=1)
+    host = _found(np, source.near[0], places_new[0][:, None] * source.tiles + key)
+    domain = _found(np, source.near[1], places_new[1][:, None] * source.tiles + key)
+    out[:, 0] = np.where(host, sent, 0).sum(axis=1)
+    out[:, 1] = np.where(domain & ~host, sent, 0).sum(axis=1)
+    out[:, 2] = np.where(domain, 0, sent).sum(axis=1)
     return out
 
 
@@ -166,28 +211,25 @@ def _tile_of(s: Sharding, coordinate: tuple[int, ...]) -> int:
     return out
 
 
-def few_rows(src: Sharding, dst: Sharding, receivers: tuple[int, ...],
-             failed: tuple[int, ...], topology: Topology | None) -> dict[int, list[int]]:
+def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...]
+             ) -> dict[int, list[int]]:
     """:func:`bulk_rows` for a few receivers, without listing the world: per receiver its
     host, domain, cross and storage elements.  A tile's holders number ``ranks / tiles``;
-    the failed ones are counted from ``failed``; holders near a receiver are looked for
-    among the ranks of its host and fast domain only."""
+    the failed ones are counted from the failed ranks; holders near a receiver are looked
+    for among the ranks of its host and fast domain only."""
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
-    dead = set(failed)
+    dead, topology = set(memo.failed), memo.topology
+
+    def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
+        c = memo.coordinate(src.view, q)
+        return None if c is None or q in dead else _tile_of(src, c)
+
     gone: dict[int, int] = {}
-    for r in failed:
+    for r in memo.failed:
         t = _tile_of(src, src.coordinate(r))
         gone[t] = gone.get(t, 0) + 1
     pieces = [_piece_lists(src, dst, d) for d in dims]
-    tile_at: dict[int, int | None] = {}
-
-    def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
-        if q not in tile_at:
-            c = src.view.coordinate(q)
-            tile_at[q] = None if c is None or q in dead else _tile_of(src, c)
-        return tile_at[q]
-
     out: dict[int, list[int]] = {}
     for r in receivers:
         c = dst.coordinate(r)

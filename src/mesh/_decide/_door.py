@@ -21,14 +21,16 @@ from .._core import (
     as_int,
     as_name,
     items_of,
+    numpy,
     ordered,
     show,
 )
 from .._recover import Derivation, derived, failed_ranks, spare_ranks
 from .._tensor import Sharding
+from ._bulk import Memo
 from ._costs import Costs
 from ._machine import Topology
-from ._price import Coords, Pattern, priced
+from ._price import Pattern, priced
 from ._values import Box, Recovery, Refusal
 from ._ways import Context, candidates
 
@@ -111,8 +113,8 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
                     "keeps it")
     ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
     found, refused = candidates(ctx)
-    coords = Coords()
-    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), coords)
+    memo = Memo(numpy(), dead, machine)
+    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo)
             for c in found]
     if not checkpoint:
         refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "

@@ -21,15 +21,14 @@ from typing import Any
 
 import attrs
 
-from .._core import MeshView, numpy
 from .._tensor import Reshard, Sharding, reshard
-from ._bulk import Coordinates, bulk_rows, few_rows
+from ._bulk import Memo, bulk_rows, few_rows
 from ._costs import LINK_TIERS, Costs
 from ._machine import Topology
 from ._values import Box, Kind, Way
 from ._ways import Candidate
 
-__all__ = ["Coords", "Pattern", "held", "priced"]
+__all__ = ["Pattern", "held", "priced"]
 
 
 
@@ -63,20 +62,6 @@ def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
                    for i, _ in s.sharders(d))
 
 
-class Coords:
-    """Each view's :class:`~._bulk.Coordinates`, made once per view (None without NumPy)."""
-
-    def __init__(self) -> None:
-        self.np = numpy()
-        self.made: dict[MeshView, Coordinates] = {}
-
-    def __call__(self, view: MeshView) -> Coordinates:
-        got = self.made.get(view)
-        if got is None:
-            got = self.made[view] = Coordinates(self.np, view)
-        return got
-
-
 _FEW_ROWS = 4096
 """Bulk rows fewer than this are priced one by one (as the brute force does); more, all at
 once with NumPy (the same operations in the same order)."""
@@ -95,7 +80,7 @@ def _slowest(np: Any, costs: Costs, rows: Any) -> float:
 
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
            topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
-           coords: Coords) -> Way:
+           memo: Memo) -> Way:
     """The way ``c`` with its moves, lost boxes, bytes and prices."""
     rows: dict[int, Row] = {}
     bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
@@ -103,7 +88,7 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
     moves: dict[str, Reshard] = {}
     gone: dict[str, tuple[Box, ...]] = {}
     busiest = 0
-    np = coords.np
+    np = memo.np
     for p in patterns:
         s, n = p.sharding, len(p.names)
         dst = Sharding(c.views[p.view], s.placements, s.shape)
@@ -119,12 +104,11 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
         if _quiet(c, s, p.view):
             continue
         if c.receivers is None and np is not None:
-            got = bulk_rows(np, s, dst, coords(s.view), coords(dst.view),
-                            np.array(failed, dtype=np.int64), topology) * (itemsize * n)
+            got = bulk_rows(memo, s, dst) * (itemsize * n)
             bulk = got if bulk is None else bulk + got
             continue
         receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
-        for r, row in few_rows(s, dst, receivers, failed, topology).items():
+        for r, row in few_rows(memo, s, dst, receivers).items():
             mine = rows.setdefault(r, [0, 0, 0, 0])
             for i in range(4):
                 mine[i] += row[i] * n * itemsize
