@@ -384,3 +384,16 @@ def test_a_recovery_is_json_and_values_are_not_constructed() -> None:
     with pytest.raises(MeshTypeError, match=r"made by mesh\.recover"):
         Way()
     assert pickle.loads(pickle.dumps(Costs(cross_gbps=5))) == Costs(cross_gbps=5)
+
+
+def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pricing every receiver with arrays and rank by rank (no NumPy) agree."""
+    r, old, state, failed, topology, costs = case
+    import mesh._decide._door as door
+    monkeypatch.setattr(door, "numpy", lambda: None)
+    plan = {"world": world_only, "dp_fsdp": hsdp}["dp_fsdp" if "dp_fsdp" in old else "world"]
+    again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
+                    topology=topology, costs=costs, itemsize=2)
+    assert [(w.kind, w.label, dict(w.bytes), w.seconds) for w in again.ways] == \
+        [(w.kind, w.label, dict(w.bytes), w.seconds) for w in r.ways]
