@@ -13,8 +13,8 @@ plans on machines and reports on them (:class:`Topology`, :func:`explain`,
 :func:`compare`, what failed ranks do to a plan, the ``meshlayout`` command); it uses the
 drawing wing (the command's ``--svg``) and the recovery wing (its ``--fail``), and no
 wing but ``_decide`` uses it (for :class:`Topology` only).  ``_hang`` reads a hung
-job's flight-recorder dumps against its plan (:func:`read_flight_records`); it imports only the core, and ``_plan``'s command uses it
-(``meshlayout hang``).  No import cycle anywhere.
+job's flight-recorder dumps against its plan (:func:`read_flight_records`); it imports
+only the core, and ``_plan``'s command uses it (``meshlayout hang``).  No import cycle anywhere.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
