@@ -16,7 +16,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
                                     "materialize.py", "hot_path.py", "explain.py",
                                     "creation_scale.py", "time_bounds.py", "compare.py",
                                     "compile.py", "rebind_scale.py", "discover_scale.py",
-                                    "placement_scale.py", "check_spmd.py", "reshard.py"])
+                                    "placement_scale.py", "check_spmd.py", "reshard.py",
+                                    "recover.py"])
 def test_benchmark_runs_at_its_smallest_size(script: str) -> None:
     out = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], capture_output=True,
                          text=True, timeout=600, check=False)

@@ -6,13 +6,15 @@ private sub-package.  ``_core`` holds the values and everything they need
 :func:`concatenate`, the errors) and imports no wing.  ``_draw`` draws one instance of a
 view (one panel model, ``_panels``, written as text by :func:`render` and as SVG by
 :func:`svg`).  ``_recover`` answers what failed ranks break and which views go on
-(:func:`blast`, :func:`drop`, :func:`substitute`, :func:`survive`).  ``_plan`` places
+(:func:`blast`, :func:`drop`, :func:`substitute`, :func:`survive`); ``_decide``, beside
+it, prices every way on and ranks them (:func:`recover`), using ``_recover``, ``_tensor``
+and the plan wing's :class:`Topology`.  ``_plan`` places
 plans on machines and reports on them (:class:`Topology`, :func:`explain`,
 :func:`compare`, what failed ranks do to a plan, the ``meshlayout`` command); it uses the
 drawing wing (the command's ``--svg``) and the recovery wing (its ``--fail``), and no
-wing uses it.  ``_hang`` reads a hung job's flight-recorder dumps against its plan
-(:func:`read_flight_records`); it imports only the core, and ``_plan``'s command uses it
-(``meshlayout hang``).  No import cycle anywhere.
+wing but ``_decide`` uses it (for :class:`Topology` only).  ``_hang`` reads a hung
+job's flight-recorder dumps against its plan (:func:`read_flight_records`); it imports
+only the core, and ``_plan``'s command uses it (``meshlayout hang``).  No import cycle anywhere.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
@@ -58,7 +60,11 @@ offline: :func:`blast` (per view and dim, the groups failed ranks break and the 
 ranks they strand, as a :class:`Blast` of :class:`ViewBlast` and :class:`DimBlast`),
 :func:`drop` and :func:`substitute` (a view without the failed ranks' slices, or with
 spares in their place) and :func:`survive` (a whole plan re-derived from the survivors, as
-a :class:`Survival`: which groups are intact and keep their communicators); the constants
+a :class:`Survival`: which groups are intact and keep their communicators) and
+:func:`recover` (every way on after a failure — spares, drop, re-factor, evicting a host or
+fast domain, restart, wait — with its state moves, checkpoint reads, communicators and
+time to resume priced by :class:`Costs`, cheapest first, as a :class:`Recovery` of
+:class:`Way` values; an impossible input raises :class:`RecoveryError`); the constants
 :data:`MAX_LISTED_RANKS`, :data:`MAX_PLAN_DIMS` (the most dims a plan's views hold) and
 :data:`FORMAT_VERSION` (of ``to_dict``), the type aliases
 ``Dim`` (a dim by name or index) and ``Nested`` (a rank tensor as nested tuples), and
@@ -97,6 +103,7 @@ from ._core import (
     OverlapError,
     RankMap,
     RankNotInMeshError,
+    RecoveryError,
     ShardingError,
     SurvivalError,
     TooManyRanksError,
@@ -107,6 +114,7 @@ from ._core import (
     concatenate,
     ordered,
 )
+from ._decide import Costs, Recovery, Way, recover
 from ._draw import MAX_SVG_CELLS, render, svg
 from ._hang import HangFinding, HangReport, read_flight_records
 from ._plan import (
@@ -140,6 +148,7 @@ __all__ = [
     "Blast",
     "CommMemory",
     "Comparison",
+    "Costs",
     "Dim",
     "DimBlast",
     "DuplicateNameError",
@@ -173,6 +182,8 @@ __all__ = [
     "Placement",
     "RankMap",
     "RankNotInMeshError",
+    "Recovery",
+    "RecoveryError",
     "Replicate",
     "Reshard",
     "Shard",
@@ -189,6 +200,7 @@ __all__ = [
     "UnknownDimError",
     "UnknownViewError",
     "ViewBlast",
+    "Way",
     "blast",
     "compare",
     "concatenate",
@@ -197,6 +209,7 @@ __all__ = [
     "ordered",
     "place",
     "read_flight_records",
+    "recover",
     "render",
     "reshard",
     "substitute",

@@ -25,6 +25,7 @@ __all__ = [
     "NotRepresentableError",
     "TooManyRanksError",
     "TopologyError",
+    "RecoveryError",
     "SurvivalError",
     "ShardingError",
     "FlightRecordError",
@@ -137,6 +138,14 @@ class SurvivalError(MeshError, ValueError):
     work are named), ``drop`` of a view with several instances, ``substitute`` with too
     few, duplicate or already present spare ranks, or ``survive``'s plan failing on (or
     not fitting) the surviving world."""
+
+
+class RecoveryError(MeshError, ValueError):
+    """A recovery that cannot be planned (:func:`~mesh.recover`), and the message names the
+    value: a cost that is negative, not finite or not a number (:class:`~mesh.Costs`), a
+    state tensor whose sharding is over none of the plan's views, an element every holder
+    of which failed with no checkpoint to read it from, a spare off the topology or on a
+    host of another size than the failed ranks'."""
 
 
 class ShardingError(MeshError, ValueError):

@@ -19,9 +19,10 @@ intact).
 
 from ._blast import SHOWN, Blast, DimBlast, ViewBlast, blast, blast_of
 from ._door import failed_ranks, spare_ranks
+from ._made import Made
 from ._survive import Derivation, Survival, derived, survive, survived
 from ._ways import drop, substitute
 
-__all__ = ["SHOWN", "Blast", "Derivation", "DimBlast", "Survival", "ViewBlast", "blast",
+__all__ = ["SHOWN", "Blast", "Derivation", "DimBlast", "Made", "Survival", "ViewBlast", "blast",
            "blast_of", "derived", "drop", "failed_ranks", "spare_ranks", "substitute",
            "survive", "survived"]

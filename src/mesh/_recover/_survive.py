@@ -35,7 +35,7 @@ from .._core import (
 from ._blast import SHOWN, Blast, blast_of
 from ._door import as_limit, failed_ranks, named_views, spare_ranks, the_view
 from ._made import Made
-from ._ways import dropped, substituted
+from ._ways import dropped, refactored, substituted
 
 __all__ = ["Derivation", "Survival", "derived", "survive", "survived"]
 
@@ -226,13 +226,16 @@ def survive(plan: Derivation, world: MeshView, failed: Sequence[int], *,
 
 def survived(plan: Derivation, world: MeshView, old: dict[str, MeshView],
              failed: tuple[int, ...], drop: int | None, spares: tuple[int, ...],
-             limit: int) -> Survival:
+             limit: int, *, size: int | None = None) -> Survival:
     """:func:`survive` of input already checked (no checks): ``old`` is
     ``derived(plan, world, ...)``, ``failed`` ascending and distinct, each in ``world``'s
     universe; ``drop`` a dim index of ``world``, or None to substitute ``spares`` (one per
-    failed rank, distinct, outside the universe); ``limit >= 0``.  A way that is
-    impossible raises :class:`~mesh.SurvivalError`."""
-    if drop is not None:
+    failed rank, distinct, outside the universe); ``limit >= 0``.  With ``size``, dim
+    ``drop`` is re-factored to that size instead (the survivors packed row-major, see
+    ``refactored``).  A way that is impossible raises :class:`~mesh.SurvivalError`."""
+    if drop is not None and size is not None:
+        new_world = refactored(world, failed, drop, size, limit)
+    elif drop is not None:
         new_world = dropped(world, failed, drop, limit)
     else:
         new_world = substituted(world, failed, spares, limit)

@@ -20,7 +20,7 @@ from .._core import (
 )
 from ._door import as_limit, failed_ranks, offset, row, spare_ranks, the_view
 
-__all__ = ["drop", "dropped", "substitute", "substituted"]
+__all__ = ["drop", "dropped", "refactored", "substitute", "substituted"]
 
 
 def drop(view: MeshView, failed: Sequence[int], dim: Dim, *,
@@ -59,6 +59,28 @@ def dropped(v: MeshView, failed: tuple[int, ...], k: int, limit: int) -> MeshVie
     slice_size = v.size() // v.shape[k]
     check_limit((v.shape[k] - len(gone)) * slice_size, "drop's surviving universe", limit)
     return _without(v, k, gone)
+
+
+def refactored(v: MeshView, failed: tuple[int, ...], k: int, size: int,
+               limit: int) -> MeshView:
+    """``v`` re-factored onto its survivors with dim ``k`` shrunk to ``size`` (input
+    already checked, no checks): the survivors in the view's row-major order, the failed
+    ranks left out, fill the new shape row-major; the survivors past it stay idle.  Unlike
+    :func:`dropped`, which cuts whole slices out, this packs the survivors, so two failures
+    in different slices cost one slice, not two (and most groups change).  Refused with
+    :class:`~mesh.SurvivalError` when ``size`` is not in ``[1, shape[k])`` or the survivors
+    are too few."""
+    _one_instance(v, "re-factor")
+    shape = tuple(size if i == k else s for i, s in enumerate(v.shape))
+    need = math.prod(shape)
+    if not 1 <= size < v.shape[k] or need > v.size() - len(failed):
+        raise SurvivalError(f"cannot re-factor {v.names[k]!r} from {v.shape[k]} to {size}: "
+                            f"the shape {shape} needs {need} ranks and "
+                            f"{v.size() - len(failed)} survive")
+    check_limit(need, "re-factor's surviving universe", limit)
+    dead = set(failed)
+    kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
+    return MeshView(Layout(shape), v.names, RankMap.explicit(kept))
 
 
 def _coordinate(v: MeshView, rank: int) -> tuple[int, ...]:

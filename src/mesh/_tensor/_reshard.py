@@ -16,6 +16,9 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
   with a topology), and among those the ``g mod h``-th, ``g`` numbering the destination
   ranks tile by tile: replicas share the sending, and no holder sends more than the first
   holder would if it sent everything;
+- a source rank that is ``down`` (failed: its memory is gone) is no holder; a cell none of
+  whose holders is up is *lost*: no rank sends it, and :meth:`Reshard.lost` names the boxes
+  each receiver must read from elsewhere (a checkpoint);
 - a :class:`Partial` source: every receiver gets one contribution per combination of the
   partial dims' coordinates (its own is free) and reduces them: summed at the destination.
   Reduce-scattering among the partial holders first moves ``(p-1)/p`` of the box per holder
@@ -173,17 +176,20 @@ class Reshard:
     for that rank alone), :meth:`keeps` and :meth:`kept` (what it already holds).  The whole plan:
     :meth:`traffic` (elements per (source, destination)), :attr:`elements_moved`,
     :attr:`bytes_moved`, :attr:`tier_bytes`, :attr:`busiest`, :attr:`rounds`; and
-    :meth:`apply`, the offline executor.
+    :meth:`apply`, the offline executor.  ``down``: source ranks that send nothing (failed);
+    what only they held is :meth:`lost` (read from a checkpoint instead).
     """
 
     src: Sharding
     dst: Sharding
     topology: Machine | None
     itemsize: int
+    down: frozenset[int]
 
     def __init__(self, src: Sharding, dst: Sharding, topology: Machine | None = None, *,
-                 itemsize: int = 4) -> None:
-        self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize))
+                 itemsize: int = 4, down: object = ()) -> None:
+        self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize),
+                            _down(down))
 
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
@@ -234,10 +240,14 @@ class Reshard:
     def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         s = self.src
         fixed = dict(zip(_tile_dims(s), tile))
+        down = self.down
         if not s.partial_dims:
-            return {(): _Holders.of(tuple(s.holders(fixed)))}
+            return {(): _Holders.of(tuple(r for r in s.holders(fixed) if r not in down))}
         out: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for r in s.holders(fixed):
+            if r in down:
+                out.setdefault(_combo(s, r), [])
+                continue
             c = s.coordinate(r)
             out[tuple(c[i] for i in s.partial_dims)].append(r)
         return {k: _Holders.of(tuple(v)) for k, v in out.items()}
@@ -291,9 +301,12 @@ class Reshard:
 
     def _pick(self, holders: _Holders, receiver: int, k: int) -> int:
         """The holder that sends to ``receiver`` (spread index ``k``): itself if it holds
-        the cell, else among the holders nearest it the ``k mod n``-th."""
+        the cell, else among the holders nearest it the ``k mod n``-th; -1 when no holder
+        is up (the cell is lost)."""
         if receiver in holders.members:
             return receiver
+        if not holders.ranks:
+            return -1
         if self.topology is None:
             return holders.ranks[k % len(holders.ranks)]
         host, domain = self._where(receiver)
@@ -314,9 +327,21 @@ class Reshard:
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 h = self._pick(holders, rank, k)
-                if h != rank:
+                if h != rank and h >= 0:
                     got[h, combo].append(box)
         return _transfers(got, rank, source_side=False)
+
+    def lost(self, rank: int) -> tuple[Box, ...]:
+        """The boxes of ``rank``'s destination block that no source rank up holds (every
+        holder is ``down``): read from a checkpoint, never sent.  A partial source's box is
+        listed once per lost contribution.  Empty without ``down``."""
+        rank = as_int(rank, "a rank")
+        if not self.down or self.dst.view.coordinate(rank) is None:
+            return ()
+        tile = _tile(self.dst, self.dst.coordinate(rank))
+        return tuple(sorted(box for box, n, src in self._cells_of("dst", tile)
+                            for holders in self._holders(src).values()
+                            if n and not holders.ranks))
 
     def keeps(self, rank: int) -> Transfer | None:
         """What ``rank`` already holds of its destination block, as a transfer from itself
@@ -342,7 +367,7 @@ class Reshard:
     def sends(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` sends (nothing if it is not in the source), by destination."""
         rank = as_int(rank, "a rank")
-        if self.src.view.coordinate(rank) is None:
+        if self.src.view.coordinate(rank) is None or rank in self.down:
             return ()
         coord = self.src.coordinate(rank)
         combo = tuple(coord[i] for i in self.src.partial_dims)
@@ -371,7 +396,7 @@ class Reshard:
                 for _, n, src in cells:
                     for holders in self._holders(src).values():
                         h = self._pick(holders, r, k)
-                        if h != r and n:
+                        if h != r and n and h >= 0:
                             out[h, r] += n
         return dict(out)
 
@@ -426,11 +451,13 @@ class Reshard:
         return max([*out.values(), *into.values()], default=0)
 
     # ---- the offline executor -----------------------------------------------------------
-    def apply(self, shards: Mapping[int, Any]) -> dict[int, Any]:
+    def apply(self, shards: Mapping[int, Any], checkpoint: Any = None) -> dict[int, Any]:
         """Each destination rank's local NumPy array, from each source rank's (``shards``:
         source rank -> its local array, as :meth:`Sharding.local` gives it), moving exactly
         what :meth:`receives` and :meth:`keeps` say and reducing a partial source's
-        contributions (``backend.reshard_tensor`` does the same over process groups)."""
+        contributions (``backend.reshard_tensor`` does the same over process groups); the
+        :meth:`lost` boxes are copied from ``checkpoint``, the full array (left zero
+        without one).  A partial source's lost contribution is not rebuilt."""
         np = self._checked_shards(shards)
         ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
         dtype = next((a.dtype for a in shards.values()), None)
@@ -448,6 +475,11 @@ class Reshard:
                 for box in t.boxes:
                     block[self.dst.local_slices(r, box)] = \
                         have[self.src.local_slices(t.source, box)]
+            if checkpoint is not None:
+                block = blocks.setdefault((), np.zeros(shape, dtype=dtype))
+                for box in self.lost(r):
+                    block[self.dst.local_slices(r, box)] = \
+                        checkpoint[tuple(slice(a, b) for a, b in box)]
             values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
             out[r] = _reduced(values, ops[0], np) if ops else values[0]
         return out
@@ -514,6 +546,19 @@ def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
     return tuple(out)
 
 
+def _combo(s: Sharding, rank: int) -> tuple[int, ...]:
+    """``rank``'s coordinates on the partial dims of ``s``."""
+    c = s.coordinate(rank)
+    return tuple(c[i] for i in s.partial_dims)
+
+
+def _down(value: object) -> frozenset[int]:
+    """Ranks that send nothing, as a frozenset of ints (an ordered sequence or a set: the
+    answer does not depend on their order)."""
+    items = tuple(value) if isinstance(value, (set, frozenset)) else ordered(value, "down")
+    return frozenset(as_int(r, "every rank in down") for r in items)
+
+
 def _checked(src: object, dst: object, topology: object, itemsize: object) -> int:
     """The checks of :func:`reshard`; the item size."""
     for name, s in (("src", src), ("dst", dst)):
@@ -544,7 +589,7 @@ def _checked(src: object, dst: object, topology: object, itemsize: object) -> in
 
 
 def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
-            itemsize: int = 4) -> Reshard:
+            itemsize: int = 4, down: object = ()) -> Reshard:
     """The plan moving a tensor sharded as ``src`` to the sharding ``dst``: any two views,
     of one universe, disjoint ones or overlapping ones.
 
@@ -555,17 +600,21 @@ def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
     one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
     different shapes, a :class:`Partial` destination, a source partial over several kinds
     of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+    ``down``: source ranks that have failed: they send nothing, and what only they held is
+    :meth:`Reshard.lost` (each receiver's boxes to read from a checkpoint).
 
     A model's weights share few patterns (every layer's ``wq`` is sharded alike), so the
     last plans made are kept and given again for equal arguments: a plan is a value of its
     arguments, and what it computes is kept inside it.
     """
     size = _checked(src, dst, topology, itemsize)
+    gone = _down(down)
     if not isinstance(topology, Hashable) or topology.__hash__ is None:
-        return Reshard(src, dst, topology, itemsize=size)  # a machine that is no value
-    return _planned(src, dst, topology, size)
+        return Reshard(src, dst, topology, itemsize=size, down=gone)  # a machine, no value
+    return _planned(src, dst, topology, size, gone)
 
 
 @functools.lru_cache(maxsize=256)
-def _planned(src: Sharding, dst: Sharding, topology: Hashable, itemsize: int) -> Reshard:
-    return Reshard(src, dst, cast(Machine, topology), itemsize=itemsize)  # reshard checked it
+def _planned(src: Sharding, dst: Sharding, topology: Hashable, itemsize: int,
+             down: frozenset[int]) -> Reshard:
+    return Reshard(src, dst, cast(Machine, topology), itemsize=itemsize, down=down)

@@ -1,0 +1,259 @@
+"""Every receiver of a reshard priced at once, with NumPy: what ``Reshard.receives`` and
+``Reshard.lost`` give each rank, summed per link tier, without asking rank by rank.
+
+A rank's block of a tensor is a product over tensor dims of index lists, and a sharding cuts
+each tensor dim into segments labelled by the coordinates holding them
+(``Sharding.segments``).  Merging the source's and the destination's cuts of a dim gives,
+per destination label, its *pieces*: ``(source label, length)``.  A receiver's *cells* are
+one piece per tensor dim; a cell lies in one source tile, held by every rank up with that
+tile.  The plan (``mesh.reshard``) gives each cell as follows, and so does this module:
+kept when the receiver holds the tile; else from a holder on its host, else in its fast
+domain, else anywhere; read from storage when no holder is up.  So a receiver's bytes per
+tier follow from its destination labels, its own source tile, and which (host, tile) and
+(domain, tile) pairs some rank up holds: arrays over the ranks, a few cells per rank.
+
+Cost: O(ranks × cells per rank) array work per tile pattern, plus sorting the ranks up by
+their (host, tile) keys.  ``bulk_rows`` answers with the receivers' rows as an array.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from layout import complement
+
+from .._core import MeshView, rank_table
+from .._tensor import Sharding
+from ._machine import Topology
+
+__all__ = ["Coordinates", "Memo", "bulk_rows", "few_rows"]
+
+
+class Coordinates:
+    """Every rank of a view's universe, ascending (``ranks``), with its coordinate along
+    each dim (``dims[k]``, aligned with ``ranks``): one rank table per dim."""
+
+    def __init__(self, np: Any, view: MeshView) -> None:
+        n = view.ranks.size
+        self.ranks: Any = None
+        self.dims: list[Any] = []
+        for k in range(view.ndim):
+            mode = view.layout[k]
+            table = rank_table(view.ranks, complement(mode, n), mode)
+            flat = table.ravel()
+            order = np.argsort(flat, kind="stable")
+            if self.ranks is None:
+                self.ranks = flat[order]
+            self.dims.append(np.tile(np.arange(table.shape[1]), table.shape[0])[order])
+        if self.ranks is None:  # a view of no dims: one rank per instance
+            self.ranks = np.sort(np.asarray(view.ranks.array()))
+
+
+def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates) -> Any:
+    """Each rank's label on tensor dim ``d`` as one int (mixed radix over the sizes of the
+    view dims sharding it)."""
+    out = np.zeros(coords.ranks.shape, dtype=np.int64)
+    for i, _ in s.sharders(d):
+        out = out * s.view.shape[i] + coords.dims[i]
+    return out
+
+
+def _label_id(s: Sharding, d: int, label: tuple[int, ...]) -> int:
+    out = 0
+    for (i, _), c in zip(s.sharders(d), label):
+        out = out * s.view.shape[i] + c
+    return out
+
+
+def _labels(s: Sharding, d: int) -> int:
+    return math.prod(s.view.shape[i] for i, _ in s.sharders(d))
+
+
+def _piece_lists(src: Sharding, dst: Sharding, d: int) -> list[list[tuple[int, int]]]:
+    """Per destination label id of tensor dim ``d``: its pieces, ``(source label id,
+    length)``, in order."""
+    a, b = src.segments(d), dst.segments(d)
+    got: list[list[tuple[int, int]]] = [[] for _ in range(_labels(dst, d))]
+    i = j = pos = 0
+    while i < len(a) and j < len(b):
+        end = min(a[i][0] + a[i][1], b[j][0] + b[j][1])
+        if end > pos:
+            got[_label_id(dst, d, b[j][2])].append((_label_id(src, d, a[i][2]), end - pos))
+        pos = end
+        if a[i][0] + a[i][1] == end:
+            i += 1
+        if j < len(b) and b[j][0] + b[j][1] == end:
+            j += 1
+    return got
+
+
+def _pieces(np: Any, src: Sharding, dst: Sharding, d: int) -> tuple[Any, Any]:
+    """:func:`_piece_lists` as two arrays (labels × most pieces), padded with length 0."""
+    got = _piece_lists(src, dst, d)
+    width = max((len(g) for g in got), default=0) or 1
+    labels = np.zeros((len(got), width), dtype=np.int64)
+    lengths = np.zeros((len(got), width), dtype=np.int64)
+    for k, g in enumerate(got):
+        for p, (label, n) in enumerate(g):
+            labels[k, p], lengths[k, p] = label, n
+    return labels, lengths
+
+
+def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] | None:
+    """(host, domain) of each rank, by arithmetic on a regular topology."""
+    if topology is None:
+        return None
+    per, per_domain = topology.devices_per_host, topology.hosts_per_domain
+    if per is not None and per_domain is not None:
+        hosts = ranks // per
+        return hosts, hosts // per_domain
+    listed = ranks.tolist()
+    return (np.array([topology.host(r) for r in listed], dtype=np.int64),
+            np.array([topology.domain(r) for r in listed], dtype=np.int64))
+
+
+class Memo:
+    """What pricing one failure computes once and reuses across ways: each view's
+    :class:`Coordinates`, each source sharding's :class:`_Sources`, each rank's coordinate
+    in a view (NumPy: ``np``, None without it)."""
+
+    def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
+        self.np, self.failed, self.topology = np, failed, topology
+        self.views: dict[MeshView, Coordinates] = {}
+        self.sources: dict[Sharding, _Sources] = {}
+        self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
+
+    def coordinates(self, view: MeshView) -> Coordinates:
+        got = self.views.get(view)
+        if got is None:
+            got = self.views[view] = Coordinates(self.np, view)
+        return got
+
+    def coordinate(self, view: MeshView, rank: int) -> tuple[int, ...] | None:
+        key = (view, rank)
+        if key not in self.at:
+            self.at[key] = view.coordinate(rank)
+        return self.at[key]
+
+
+class _Sources:
+    """Of one source sharding, every old rank's tile, which ranks are up, which tiles some
+    rank up holds, and, per level (host, domain), the sorted ``place * tiles + tile`` keys
+    of the ranks up (for a topology)."""
+
+    def __init__(self, memo: Memo, src: Sharding) -> None:
+        np = memo.np
+        old = memo.coordinates(src.view)
+        self.old = old
+        self.radix = [_labels(src, d) for d in range(len(src.shape))]
+        self.tiles = math.prod(self.radix)
+        tile = np.zeros(old.ranks.shape, dtype=np.int64)
+        for d in range(len(src.shape)):
+            tile = tile * self.radix[d] + _label_ids(np, src, d, old)
+        self.tile = tile
+        self.up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
+        self.alive = np.zeros(self.tiles, dtype=bool)
+        self.alive[tile[self.up]] = True
+        places = _places(np, memo.topology, old.ranks[self.up])
+        self.near = None if places is None else [
+            np.sort(p * self.tiles + tile[self.up]) for p in places]
+
+
+def _found(np: Any, sorted_keys: Any, keys: Any) -> Any:
+    """Which of ``keys`` are in ``sorted_keys`` (ascending, not empty)."""
+    at = np.searchsorted(sorted_keys, keys).clip(0, sorted_keys.size - 1)
+    return sorted_keys[at] == keys
+
+
+def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
+    """Elements each rank of the destination's universe (ascending) gets of one tensor:
+    an array (ranks × 4) of host, domain, cross and storage elements."""
+    np = memo.np
+    source = memo.sources.get(src)
+    if source is None:
+        source = memo.sources[src] = _Sources(memo, src)
+    old, new = source.old, memo.coordinates(dst.view)
+    places_new = _places(np, memo.topology, new.ranks)
+    # each receiver's own source tile (-1: not an old rank up)
+    at = np.searchsorted(old.ranks, new.ranks).clip(0, max(old.ranks.size - 1, 0))
+    own = np.where((old.ranks[at] == new.ranks) & source.up[at], source.tile[at], -1)
+    # the cells: one piece per tensor dim, every combination
+    key = np.zeros((new.ranks.size, 1), dtype=np.int64)
+    size = np.ones((new.ranks.size, 1), dtype=np.int64)
+    for d in range(len(src.shape)):
+        labels, lengths = _pieces(np, src, dst, d)
+        mine = _label_ids(np, dst, d, new)
+        key = (key[:, :, None] * source.radix[d] + labels[mine][:, None, :]
+               ).reshape(key.shape[0], -1)
+        size = (size[:, :, None] * lengths[mine][:, None, :]).reshape(size.shape[0], -1)
+    held = source.alive[key]
+    out = np.zeros((new.ranks.size, 4), dtype=np.int64)
+    out[:, 3] = np.where(held, 0, size).sum(axis=1)
+    sent = np.where(held & (key != own[:, None]), size, 0)
+    if source.near is None or places_new is None or not source.near[0].size:
+        out[:, 2] = sent.sum(axis=1)
+        return out
+    host = _found(np, source.near[0], places_new[0][:, None] * source.tiles + key)
+    domain = _found(np, source.near[1], places_new[1][:, None] * source.tiles + key)
+    out[:, 0] = np.where(host, sent, 0).sum(axis=1)
+    out[:, 1] = np.where(domain & ~host, sent, 0).sum(axis=1)
+    out[:, 2] = np.where(domain, 0, sent).sum(axis=1)
+    return out
+
+
+def _tile_of(s: Sharding, coordinate: tuple[int, ...]) -> int:
+    """A rank's tile (its labels on every tensor dim, mixed radix) from its coordinate."""
+    out = 0
+    for d in range(len(s.shape)):
+        out = out * _labels(s, d) + _label_id(s, d, s.label(coordinate, d))
+    return out
+
+
+def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...]
+             ) -> dict[int, list[int]]:
+    """:func:`bulk_rows` for a few receivers, without listing the world: per receiver its
+    host, domain, cross and storage elements.  A tile's holders number ``ranks / tiles``;
+    the failed ones are counted from the failed ranks; holders near a receiver are looked
+    for among the ranks of its host and fast domain only."""
+    dims = range(len(src.shape))
+    per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
+    dead, topology = set(memo.failed), memo.topology
+
+    def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
+        c = memo.coordinate(src.view, q)
+        return None if c is None or q in dead else _tile_of(src, c)
+
+    gone: dict[int, int] = {}
+    for r in memo.failed:
+        t = _tile_of(src, src.coordinate(r))
+        gone[t] = gone.get(t, 0) + 1
+    pieces = [_piece_lists(src, dst, d) for d in dims]
+    out: dict[int, list[int]] = {}
+    for r in receivers:
+        c = dst.coordinate(r)
+        own = tile(r)
+        near: list[set[int | None]] = []
+        if topology is not None:
+            host = topology.ranks_on(topology.host(r))
+            domain = [q for h in topology.hosts_in(topology.domain(r))
+                      for q in topology.ranks_on(h)]
+            near = [{tile(q) for q in host}, {tile(q) for q in domain}]
+        row = out[r] = [0, 0, 0, 0]
+        cells = [pieces[d][_label_id(dst, d, dst.label(c, d))] for d in dims]
+        for combo in itertools.product(*cells):
+            key, n = 0, 1
+            for d, (label, length) in zip(dims, combo):
+                key, n = key * _labels(src, d) + label, n * length
+            if key == own or not n:
+                continue
+            if gone.get(key, 0) == per_tile:
+                row[3] += n
+            elif near and key in near[0]:
+                row[0] += n
+            elif near and key in near[1]:
+                row[1] += n
+            else:
+                row[2] += n
+    return out

@@ -1,0 +1,111 @@
+"""The price list of a recovery: :class:`Costs`, and the one law every way is priced by.
+
+THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
+
+    fixed + communicators + the busiest receiver's moves,
+
+- ``fixed``: ``restart_s`` for a restart, ``repair_s`` for waiting, else 0;
+- ``communicators``: groups are made concurrently and a rank is in one group per view and
+  dim, so it is ``create_s`` per (view, dim) where some group is created plus
+  ``reconfigure_s`` per (view, dim) where some group is reconfigured (not per group);
+- the moves: every receiving rank ``r`` receives, over all tensors at once (one batch per
+  peer pair), ``B[r, t]`` bytes on each link tier ``t`` and reads ``S[r]`` bytes from the
+  checkpoint; its time is ``Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t [B[r, t] > 0])
+  + 8 S[r] / (storage_gbps 10**9)``, and the way waits for the slowest receiver.
+
+Its ``cost``, the ranking key, charges the throughput it gives up over ``horizon_s``:
+``seconds + (1 − throughput) · horizon_s``, so a quick way to a smaller world competes
+with a slower one that keeps every rank, and waiting for a repair with both.
+
+>>> from mesh import Costs
+>>> c = Costs(cross_gbps=200)
+>>> c.cross_gbps, c.host_gbps, c.horizon_s
+(200.0, 3600.0, 3600.0)
+>>> round(c.link_seconds({"cross": 10**9}), 4)  # 1 GB across hosts at 200 Gb/s, + 10 µs
+0.04
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .._core import MeshTypeError, RecoveryError, show
+
+__all__ = ["LINK_TIERS", "Costs"]
+
+LINK_TIERS = ("host", "domain", "cross")
+"""The tiers a byte can cross between two ranks (``mesh.reshard``'s, without ``"local"``)."""
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MeshTypeError(f"a cost must be a number (int or float), got {show(value)}")
+    return float(value)
+
+
+def _non_negative(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not math.isfinite(value) or value < 0:
+        raise RecoveryError(f"Costs.{attribute.name} must be a finite number >= 0, got "
+                            f"{show(value)}")
+
+
+def _positive(inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise RecoveryError(f"Costs.{attribute.name} must be a finite number > 0 (a "
+                            f"bandwidth), got {show(value)}")
+
+
+def _field(default: float, *, bandwidth: bool = False) -> Any:
+    return attrs.field(default=default, converter=_number,
+                       validator=_positive if bandwidth else _non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class Costs:
+    """The figures a recovery is priced with; every one overridable by keyword.
+
+    Defaults, a common GPU cluster (H100 class, as :class:`~mesh.Links`): inside a host
+    NVLink at 3,600 Gb/s and 2 µs; inside a fast domain (NVL72-like) 3,600 Gb/s and 3 µs;
+    across domains one 400 Gb/s NIC per GPU and 10 µs (bandwidths in Gb/s, one direction,
+    per rank; latencies in µs per message).  A checkpoint read at 16 Gb/s (2 GB/s) per
+    reading rank.  2 s to create a communicator (NCCL init at scale) and 0.2 s to
+    reconfigure one (Gloo's shrink or spare-in measured 33–44 ms on 4 processes; NCCL's
+    shrink is slower).  600 s to restart every worker (torchelastic: processes, imports,
+    rendezvous; torchft users report 948 s), 3,600 s to repair a host, and lost throughput
+    charged over a 3,600 s horizon.  Measure yours and pass them: a ranking is only as
+    good as these figures.  Refused: a figure that is not an int or float
+    (:class:`~mesh.MeshTypeError`), negative or not finite, or a bandwidth of 0
+    (:class:`~mesh.RecoveryError`, naming the field).
+    """
+
+    host_gbps: float = _field(3600.0, bandwidth=True)
+    domain_gbps: float = _field(3600.0, bandwidth=True)
+    cross_gbps: float = _field(400.0, bandwidth=True)
+    host_latency_us: float = _field(2.0)
+    domain_latency_us: float = _field(3.0)
+    cross_latency_us: float = _field(10.0)
+    storage_gbps: float = _field(16.0, bandwidth=True)
+    create_s: float = _field(2.0)
+    reconfigure_s: float = _field(0.2)
+    restart_s: float = _field(600.0)
+    repair_s: float = _field(3600.0)
+    horizon_s: float = _field(3600.0)
+
+    def link_seconds(self, tier_bytes: Mapping[str, int], storage: int = 0) -> float:
+        """One receiver's time for ``tier_bytes`` (bytes per tier of :data:`LINK_TIERS`;
+        other keys ignored) and ``storage`` bytes read from the checkpoint: the law above."""
+        out = 8 * storage / (self.storage_gbps * 1e9)
+        for t in LINK_TIERS:
+            b = tier_bytes.get(t, 0)
+            if b:
+                out += 8 * b / (getattr(self, f"{t}_gbps") * 1e9) + \
+                    getattr(self, f"{t}_latency_us") * 1e-6
+        return out
+
+    def to_dict(self) -> dict[str, float]:
+        """Every figure by name (JSON-able)."""
+        return attrs.asdict(self)

@@ -1,0 +1,136 @@
+"""Pricing a way on: its state moves, checkpoint reads, bytes per tier and seconds, by the
+law of :class:`~mesh.Costs`.
+
+Each tensor's move is ``mesh.reshard`` from the sharding the ranks held (the failed ones
+``down``: they send nothing) to the same placements over the way's view.  Tensors of one
+shape and placements share one plan (``reshard`` keeps its last plans), so the work grows
+with the distinct tile patterns, not the tensors.  A way whose ``receivers`` are known (the
+spares, the repaired ranks) prices only those ranks (``few_rows``: from their hosts and
+domains, never listing the world).  A way that changes
+no group along the dims sharding a tensor leaves every survivor its block (its coordinates
+there are its old ones), so that tensor has no receiver; any other tensor's receivers are
+priced all at once by array arithmetic (``bulk_rows``; without NumPy, rank by rank with
+``few_rows``: O(ranks) per tile pattern either way).  Both give what the plan gives.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .._tensor import Reshard, Sharding, reshard
+from ._bulk import Memo, bulk_rows, few_rows
+from ._costs import LINK_TIERS, Costs
+from ._machine import Topology
+from ._values import Box, Kind, Way
+from ._ways import Candidate
+
+__all__ = ["Pattern", "held", "priced"]
+
+
+
+@attrs.frozen
+class Pattern:
+    """The tensors of the state that share one sharding (so one plan per way): their
+    ``names``, the ``sharding``, the plan ``view`` it is on, the boxes no rank up holds."""
+
+    names: tuple[str, ...]
+    sharding: Sharding
+    view: str
+    lost: tuple[Box, ...]
+
+Row = list[int]
+"""Bytes one receiver gets: over host, domain and cross links, and from storage."""
+
+
+def held(s: Sharding) -> int:
+    """Elements held over every rank of ``s``: each tile (a coordinate on the sharding
+    dims) once per rank holding it, and the tiles partition the tensor."""
+    tiles = math.prod(s.view.shape[i] for d in range(len(s.shape)) for i, _ in s.sharders(d))
+    return math.prod(s.shape) * (s.view.ranks.size // tiles)
+
+
+def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
+    """Whether no group changed along any view dim sharding ``s`` (so no rank receives)."""
+    if c.changed is None:
+        return False
+    dims = c.changed[view]
+    return not any(s.view.names[i] in dims for d in range(len(s.shape))
+                   for i, _ in s.sharders(d))
+
+
+_FEW_ROWS = 4096
+"""Bulk rows fewer than this are priced one by one (as the brute force does); more, all at
+once with NumPy (the same operations in the same order)."""
+
+
+def _slowest(np: Any, costs: Costs, rows: Any) -> float:
+    """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage
+    bytes), computed for all at once in the same order of operations."""
+    out = 8 * rows[:, 3] / (costs.storage_gbps * 1e9)
+    for k, t in enumerate(LINK_TIERS):
+        b = rows[:, k]
+        out = out + np.where(b > 0, 8 * b / (getattr(costs, f"{t}_gbps") * 1e9)
+                             + getattr(costs, f"{t}_latency_us") * 1e-6, 0.0)
+    return float(out.max()) if out.size else 0.0
+
+
+def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
+           topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
+           memo: Memo) -> Way:
+    """The way ``c`` with its moves, lost boxes, bytes and prices."""
+    rows: dict[int, Row] = {}
+    bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
+    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+    moves: dict[str, Reshard] = {}
+    gone: dict[str, tuple[Box, ...]] = {}
+    busiest = 0
+    np = memo.np
+    for p in patterns:
+        s, n = p.sharding, len(p.names)
+        dst = Sharding(c.views[p.view], s.placements, s.shape)
+        if c.restart:
+            total["storage"] += held(dst) * itemsize * n
+            busiest += math.prod(dst.local_shape(dst.view.ranks(0))) * itemsize * n
+            gone.update(dict.fromkeys(p.names, (tuple((0, k) for k in s.shape),)))
+            continue
+        plan = reshard(s, dst, topology, itemsize=itemsize, down=failed)
+        moves.update(dict.fromkeys(p.names, plan))
+        gone.update(dict.fromkeys(p.names, p.lost))
+        total["local"] += held(dst) * itemsize * n
+        if _quiet(c, s, p.view):
+            continue
+        if c.receivers is None and np is not None:
+            got = bulk_rows(memo, s, dst) * (itemsize * n)
+            bulk = got if bulk is None else bulk + got
+            continue
+        receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
+        for r, row in few_rows(memo, s, dst, receivers).items():
+            mine = rows.setdefault(r, [0, 0, 0, 0])
+            for i in range(4):
+                mine[i] += row[i] * n * itemsize
+    listed = [[0, 0, 0, busiest]] if c.restart else list(rows.values())
+    if bulk is not None:
+        listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
+    for row in [] if c.restart else listed:
+        for t, b in zip(("host", "domain", "cross", "storage"), row):
+            total[t] += b
+    move_s = max((costs.link_seconds({"host": h, "domain": d, "cross": x}, st)
+                  for h, d, x, st in listed), default=0.0)
+    if bulk is not None and len(bulk) >= _FEW_ROWS:
+        for t, b in zip(("host", "domain", "cross", "storage"), bulk.sum(axis=0).tolist()):
+            total[t] += b
+        move_s = max(move_s, _slowest(np, costs, bulk))
+    if not c.restart:  # a restart keeps nothing
+        total["local"] -= sum(total[t] for t in ("host", "domain", "cross", "storage"))
+    seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
+               + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
+    throughput = c.working / old_ranks
+    kept, reconfigured, created = c.groups
+    return Way._trusted(Kind(c.kind), c.label, c.views, moves, gone, total,
+                        {"kept": kept, "reconfigured": reconfigured, "created": created},
+                        seconds, throughput, seconds + (1 - throughput) * costs.horizon_s,
+                        c.working)

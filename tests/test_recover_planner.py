@@ -1,0 +1,399 @@
+"""``mesh.recover``: the ways on after a failure, priced and ranked.
+
+The oracle (``brute``) is written here, independently of the code under test: it lists
+every element of every new local block, finds who held it before by enumerating every old
+rank's block, prices each receiver by the law stated in ``mesh.Costs``'s docstring, counts
+groups by listing them, and ranks the ways by ``seconds + (1 − throughput) · horizon``.
+Only ``Sharding.runs`` (the tensor wing's own, tested against torch) and
+``MeshView.groups`` are shared with the code under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mesh import (
+    Costs,
+    MeshError,
+    MeshTypeError,
+    MeshView,
+    RankNotInMeshError,
+    Recovery,
+    RecoveryError,
+    Replicate,
+    Shard,
+    Sharding,
+    StridedShard,
+    SurvivalError,
+    Topology,
+    Way,
+    recover,
+)
+
+KINDS = ("spare", "drop", "refactor", "evict_host", "evict_domain", "restart", "wait")
+
+
+# ---- plans ---------------------------------------------------------------------------------
+def world_only(world: MeshView) -> dict[str, MeshView]:
+    return {"world": world}
+
+
+def hsdp(world: MeshView) -> dict[str, MeshView]:
+    """(dp, fsdp, tp): the world and the flattened data-parallel dims."""
+    return {"world": world, "dp_fsdp": world.flatten(("dp", "fsdp"), "dp_fsdp")}
+
+
+def state_of(views: dict[str, MeshView]) -> dict[str, Sharding]:
+    w = views["world"]
+    out = {"norm": Sharding(w, (Replicate(),) * w.ndim, (6,))}
+    if w.names == ("dp", "tp"):
+        out["wq"] = Sharding(w, (Replicate(), Shard(0)), (8, 3))
+        out["wo"] = Sharding(w, (Shard(1), Shard(0)), (5, 4))
+    else:
+        out["wq"] = Sharding(w, (Replicate(), StridedShard(0, 2), Shard(0)), (8, 3))
+        out["w2"] = Sharding(w, (Replicate(), Shard(0), Shard(1)), (4, 6))
+        out["flat"] = Sharding(views["dp_fsdp"], (Replicate(), Shard(1)), (3, 8))
+    return out
+
+
+# ---- the oracle ----------------------------------------------------------------------------
+def elements(s: Sharding, rank: int) -> list[tuple[int, ...]]:
+    """Every global index ``rank`` holds, in local order."""
+    per_dim = [[a + j for a, n in runs for j in range(n)] for runs in s.runs(rank)]
+    return list(itertools.product(*per_dim))
+
+
+def tier(topology: Topology | None, a: int, b: int) -> int:
+    if topology is None:
+        return 3
+    if topology.host(a) == topology.host(b):
+        return 1
+    return 2 if topology.domain(a) == topology.domain(b) else 3
+
+
+def ranks_of(view: MeshView) -> list[int]:
+    return [view.ranks(i) for i in range(view.ranks.size)]
+
+
+def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
+          failed: set[int], topology: Topology | None, costs: Costs, itemsize: int
+          ) -> dict[str, Any]:
+    """Bytes per tier, seconds, communicators and cost of ``way``, from first principles."""
+    view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
+               for s in state.values()}
+    per: dict[int, list[int]] = {}
+    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+    restart = way.kind.value == "restart"
+    for s in state.values():
+        new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
+        holders: dict[tuple[int, ...], list[int]] = {}
+        for q in ranks_of(s.view):
+            if q not in failed:
+                for e in elements(s, q):
+                    holders.setdefault(e, []).append(q)
+        for r in ranks_of(new.view):
+            row = per.setdefault(r, [0, 0, 0, 0])
+            mine = set(elements(s, r)) if s.view.ranks.offset_of(r) is not None \
+                and r not in failed else set()
+            for e in elements(new, r):
+                if restart:
+                    row[3] += itemsize
+                elif e in mine:
+                    total["local"] += itemsize
+                elif e in holders:
+                    row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
+                else:
+                    row[3] += itemsize
+    for row in per.values():
+        for t, b in zip(("host", "domain", "cross", "storage"), row):
+            total[t] += b
+    if restart:  # the law: every rank reads its block; the first rank's is the largest
+        first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0])
+        per = {0: first}
+    gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.cross_gbps}
+    lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.cross_latency_us}
+    move = max((sum(8 * row[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6 * (row[t - 1] > 0)
+                    for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
+                for row in per.values()), default=0.0)
+    groups = brute_groups(way, old_views, failed)
+    reconf_pairs, create_pairs, counts = groups
+    fixed = {"restart": costs.restart_s, "wait": costs.repair_s}.get(way.kind.value, 0.0)
+    seconds = fixed + move + reconf_pairs * costs.reconfigure_s + create_pairs * costs.create_s
+    old_n = next(iter(old_views.values())).ranks.size
+    working = next(iter(way.views.values())).ranks.size
+    throughput = working / old_n
+    return {"bytes": total, "seconds": seconds, "communicators": counts,
+            "throughput": throughput, "cost": seconds + (1 - throughput) * costs.horizon_s}
+
+
+def brute_groups(way: Way, old_views: dict[str, MeshView], failed: set[int]
+                 ) -> tuple[int, int, dict[str, int]]:
+    """(pairs reconfigured, pairs created, counts): groups listed before and after, a group
+    kept when it is an old one with no failed rank (a repaired rank rejoins its groups); a
+    way that keeps coordinates reconfigures its new groups, a re-factor or restart
+    creates them."""
+    kept = new = pairs = total = 0
+    for name, v in way.views.items():
+        for d in v.names:
+            before = set(old_views[name].groups(d))
+            after = v.groups(d)
+            same = sum(g in before and not failed & set(g) for g in after)
+            kept, new, pairs = kept + same, new + len(after) - same, pairs + (same < len(after))
+            total += len(after)
+    kind = way.kind.value
+    if kind == "restart":
+        return 0, sum(v.ndim for v in way.views.values()), {
+            "kept": 0, "reconfigured": 0, "created": total}
+    if kind == "refactor":
+        return 0, pairs, {"kept": kept, "reconfigured": 0, "created": new}
+    return pairs, 0, {"kept": kept, "reconfigured": new, "created": 0}
+
+
+CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list[int],
+                  list[int], Topology | None]] = [
+    ("dp-tp one rank, no spare", world_only, MeshView.from_shape((4, 2), ("dp", "tp")),
+     [3], [], None),
+    ("dp-tp one rank, a spare, hosts of 2", world_only,
+     MeshView.from_shape((4, 2), ("dp", "tp")), [3], [8, 9], Topology(10, 2)),
+    ("dp-tp two ranks, domains", world_only, MeshView.from_shape((4, 2), ("dp", "tp")),
+     [2, 5], [], Topology(8, 2, hosts_per_domain=2)),
+    ("hsdp one rank, spares", hsdp, MeshView.from_shape((2, 2, 2), ("dp", "fsdp", "tp")),
+     [6], [8, 9], Topology(10, 2)),
+    ("hsdp a whole dp-tp pair, hosts of 4", hsdp,
+     MeshView.from_shape((2, 2, 2), ("dp", "fsdp", "tp")), [0, 1], [8, 9, 10, 11],
+     Topology(12, 4)),
+    ("hsdp two slices hit", hsdp, MeshView.from_shape((3, 2, 2), ("dp", "fsdp", "tp")),
+     [1, 6], [], Topology(12, 2, hosts_per_domain=2)),
+]
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def case(request: pytest.FixtureRequest) -> tuple[Any, ...]:
+    _, plan, world, failed, spares, topology = request.param
+    state = state_of(plan(world))
+    costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, cross_gbps=1e-6,
+                  domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,
+                  reconfigure_s=0.1)  # slow links: bytes decide, not latencies
+    r = recover(plan, world, failed, state=state, spares=spares, topology=topology,
+                costs=costs, itemsize=2)
+    return r, plan(world), state, set(failed), topology, costs
+
+
+def test_every_way_priced_as_the_brute_force_prices_it(case: tuple[Any, ...]) -> None:
+    r, old, state, failed, topology, costs = case
+    assert r.ways
+    for way in r.ways:
+        want = brute(way, old, state, failed, topology, costs, 2)
+        assert dict(way.bytes) == want["bytes"], way
+        assert dict(way.communicators) == want["communicators"], way
+        assert way.throughput == want["throughput"]
+        assert way.seconds == pytest.approx(want["seconds"], rel=1e-9), way
+
+
+def test_the_ranking_is_the_brute_force_ranking(case: tuple[Any, ...]) -> None:
+    r, old, state, failed, topology, costs = case
+    cost = {(w.kind.value, w.label): brute(w, old, state, failed, topology, costs, 2)["cost"]
+            for w in r.ways}
+    ranked = sorted(cost, key=lambda k: (cost[k], KINDS.index(k[0]), k[1]))
+    assert [(w.kind.value, w.label) for w in r.ways] == ranked
+
+
+def test_every_element_of_every_new_block_is_delivered_exactly_once(
+        case: tuple[Any, ...]) -> None:
+    r, _, state, failed, *_ = case
+    for way in r.ways:
+        if way.kind.value == "restart":
+            assert not way.moves
+            assert all(box == (tuple((0, n) for n in state[t].shape),)
+                       for t, box in way.lost.items())
+            continue
+        for name, plan in way.moves.items():
+            lost = {e for box in way.lost[name] for e in itertools.product(
+                *[range(a, b) for a, b in box])}
+            for rank in ranks_of(plan.dst.view):
+                got: list[tuple[int, ...]] = []
+                keep = plan.keeps(rank)
+                for t in (*plan.receives(rank), *(() if keep is None else (keep,))):
+                    assert t.source not in failed, (way, name, t)
+                    got += [e for box in t.boxes
+                            for e in itertools.product(*[range(a, b) for a, b in box])]
+                read = [e for box in plan.lost(rank)
+                        for e in itertools.product(*[range(a, b) for a, b in box])]
+                assert set(read) <= lost
+                assert sorted(got + read) == sorted(elements(plan.dst, rank)), (way, name)
+
+
+def test_a_moved_state_equals_the_new_sharding_of_the_same_values(
+        case: tuple[Any, ...]) -> None:
+    """Reshard.apply from the survivors' arrays and the checkpoint gives every new rank
+    exactly what distributing the full tensor over the new view gives it."""
+    r, _, state, failed, *_ = case
+    for way in r.ways:
+        for name, plan in way.moves.items():
+            full = np.arange(math.prod(state[name].shape), dtype=np.float64).reshape(
+                state[name].shape)
+            shards = {q: plan.src.local(full, q) for q in ranks_of(plan.src.view)
+                      if q not in failed}
+            out = plan.apply(shards, checkpoint=full)
+            for rank, got in out.items():
+                assert np.array_equal(got, plan.dst.local(full, rank)), (way, name, rank)
+
+
+def test_no_way_but_waiting_keeps_a_failed_rank_in_a_view(case: tuple[Any, ...]) -> None:
+    r, *_, = case
+    failed = set(r.failed)
+    for way in r.ways:
+        for v in way.views.values():
+            inside = {q for q in failed if v.ranks.offset_of(q) is not None}
+            assert inside == (failed if way.kind.value == "wait" else set()), way
+
+
+def test_lost_boxes_are_exactly_what_no_rank_up_holds(case: tuple[Any, ...]) -> None:
+    r, _, state, failed, *_ = case
+    for name, s in state.items():
+        up = {e for q in ranks_of(s.view) if q not in failed for e in elements(s, q)}
+        everything = set(itertools.product(*[range(n) for n in s.shape]))
+        for way in r.ways:
+            if way.kind.value == "restart":
+                continue
+            lost = {e for box in way.lost[name]
+                    for e in itertools.product(*[range(a, b) for a, b in box])}
+            assert lost == everything - up, (way, name)
+
+
+# ---- by example ----------------------------------------------------------------------------
+DP_TP = MeshView.from_shape((4, 2), ("dp", "tp"))
+
+
+def test_with_a_spare_the_spare_way_is_cheapest_and_reads_only_the_lost_rows() -> None:
+    s = Sharding(DP_TP, (Shard(0), Shard(1)), (8, 4))  # no replica: rank 3's tile is lost
+    r = recover(world_only, DP_TP, [3], state={"w": s}, spares=[8])
+    best = r.ways[0]
+    assert (best.kind.value, best.label) == ("spare", "spares [8]")
+    assert best.lost["w"] == (((2, 4), (2, 4)),)
+    assert best.bytes["storage"] == 4 * 4 and best.bytes["cross"] == 0
+    assert best.communicators == {"kept": 4, "reconfigured": 2, "created": 0}
+
+
+def test_a_replica_sends_instead_of_the_checkpoint() -> None:
+    s = Sharding(DP_TP, (Replicate(), Shard(1)), (8, 4))
+    best = recover(world_only, DP_TP, [3], state={"w": s}, spares=[8]).ways[0]
+    assert best.lost["w"] == () and best.bytes["storage"] == 0
+    assert best.bytes["cross"] == 8 * 2 * 4  # rank 3's half of the columns, float32
+    senders = {t.source for t in best.moves["w"].receives(8)}
+    assert senders and senders <= {1, 5, 7}
+
+
+def test_a_long_horizon_prefers_waiting_to_a_smaller_world() -> None:
+    s = {"w": Sharding(DP_TP, (Replicate(), Shard(1)), (8, 4))}
+    short = recover(world_only, DP_TP, [3], state=s, costs=Costs(horizon_s=10.0))
+    long = recover(world_only, DP_TP, [3], state=s, costs=Costs(horizon_s=1e6))
+    assert short.ways[0].kind.value == "drop" and long.ways[0].kind.value == "wait"
+
+
+def test_every_impossible_way_is_refused_with_its_reason() -> None:
+    r = recover(world_only, DP_TP, [0, 7], state={})
+    reasons = {(x.kind.value, x.label): x.reason for x in r.refused}
+    assert "2 failed ranks need 2 spares, 0 given" in reasons["spare", "spares"]
+    assert "each of its 2 slices holds a failed rank" in reasons["drop", "drop 'tp'"]
+    assert "needs a topology" in reasons["evict_host", "evict host"]
+
+
+def test_a_dim_the_model_cannot_shrink_is_refused_naming_the_plan_error() -> None:
+    def even_dp(world: MeshView) -> dict[str, MeshView]:
+        if world.shape[0] % 2:
+            raise ValueError(f"dp must be even, got {world.shape[0]}")
+        return {"world": world}
+    r = recover(even_dp, DP_TP, [3])
+    reasons = {(x.kind.value, x.label): x.reason for x in r.refused}
+    assert "dp must be even, got 3" in reasons["drop", "drop 'dp'"]
+
+
+def test_no_checkpoint_refuses_restart_and_a_lost_element_is_an_error() -> None:
+    kept = {"w": Sharding(DP_TP, (Replicate(), Shard(1)), (8, 4))}
+    r = recover(world_only, DP_TP, [3], state=kept, checkpoint=False)
+    assert "restart" not in {w.kind.value for w in r.ways}
+    assert any(x.kind.value == "restart" for x in r.refused)
+    gone = {"w": Sharding(DP_TP, (Shard(0), Shard(1)), (8, 4))}
+    with pytest.raises(RecoveryError, match=r"tensor 'w': the box \(\(2, 4\), \(2, 4\)\)"):
+        recover(world_only, DP_TP, [3], state=gone, checkpoint=False)
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    ({"failed": [99]}, RankNotInMeshError, "failed rank 99"),
+    ({"failed": []}, RecoveryError, "at least one failed rank"),
+    ({"spares": [5]}, SurvivalError, "spare rank 5 is already in the view"),
+    ({"state": {"w": Sharding(MeshView.from_shape((8,), ("x",)), (Replicate(),), (2,))}},
+     RecoveryError, "state['w'] is sharded over"),
+    ({"state": {"w": 3}}, MeshTypeError, "state['w'] must be a mesh.Sharding"),
+    ({"costs": "cheap"}, MeshTypeError, "costs must be a mesh.Costs"),
+    ({"topology": Topology(8, 2), "spares": [9]}, RecoveryError, "spare rank 9 is not on"),
+    ({"topology": Topology(12, 2).with_domains(1), "spares": [8]}, None, None),
+    ({"topology": Topology.from_hosts([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4]),
+      "spares": [8]}, RecoveryError,
+     "spare rank 8 is on host 4 of 4 devices"),
+    ({"itemsize": 0}, RecoveryError, "itemsize must be an int >= 1"),
+])
+def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error: Any,
+                                                     words: str | None) -> None:
+    args: dict[str, Any] = {"failed": [3], **bad}
+    failed = args.pop("failed")
+    if error is None:
+        assert isinstance(recover(world_only, DP_TP, failed, **args), Recovery)
+        return
+    with pytest.raises(error) as got:
+        recover(world_only, DP_TP, failed, **args)
+    assert isinstance(got.value, MeshError) and words in str(got.value)
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("cross_gbps", -1, RecoveryError), ("cross_gbps", 0, RecoveryError),
+    ("restart_s", float("nan"), RecoveryError), ("create_s", float("inf"), RecoveryError),
+    ("horizon_s", "1h", MeshTypeError), ("repair_s", True, MeshTypeError),
+])
+def test_a_bad_cost_is_a_typed_error_naming_the_field(field: str, value: Any,
+                                                      error: type[Exception]) -> None:
+    with pytest.raises(error, match=field if error is RecoveryError else "a cost must be"):
+        Costs(**{field: value})
+
+
+def test_costs_defaults_are_the_documented_ones() -> None:
+    assert Costs().to_dict() == {
+        "host_gbps": 3600.0, "domain_gbps": 3600.0, "cross_gbps": 400.0,
+        "host_latency_us": 2.0, "domain_latency_us": 3.0, "cross_latency_us": 10.0,
+        "storage_gbps": 16.0, "create_s": 2.0, "reconfigure_s": 0.2, "restart_s": 600.0,
+        "repair_s": 3600.0, "horizon_s": 3600.0}
+
+
+def test_a_recovery_is_json_and_values_are_not_constructed() -> None:
+    s = {"w": Sharding(DP_TP, (Shard(0), Shard(1)), (8, 4))}
+    r = recover(world_only, DP_TP, [3], state=s, spares=[8])
+    data = json.loads(json.dumps(r.to_dict()))
+    assert data["ways"][0]["kind"] == "spare" and data["ways"][0]["lost"]["w"] == [[[2, 4],
+                                                                                   [2, 4]]]
+    assert data["refused"] and "cross_gbps" in data["costs"]
+    assert "spare" in r.table().splitlines()[2]
+    with pytest.raises(MeshTypeError, match=r"made by mesh\.recover"):
+        Way()
+    assert pickle.loads(pickle.dumps(Costs(cross_gbps=5))) == Costs(cross_gbps=5)
+
+
+def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pricing every receiver with arrays and rank by rank (no NumPy) agree."""
+    r, old, state, failed, topology, costs = case
+    import mesh._decide._door as door
+    monkeypatch.setattr(door, "numpy", lambda: None)
+    plan = {"world": world_only, "dp_fsdp": hsdp}["dp_fsdp" if "dp_fsdp" in old else "world"]
+    again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
+                    topology=topology, costs=costs, itemsize=2)
+    assert [(w.kind, w.label, dict(w.bytes), w.seconds) for w in again.ways] == \
+        [(w.kind, w.label, dict(w.bytes), w.seconds) for w in r.ways]
