@@ -64,6 +64,9 @@ Public names:
   goes on after lost ranks), :func:`init_device_mesh`, :func:`bind` (a view to a mesh),
   :func:`current_mesh`; :func:`read_flight_records` (a hung job's flight-recorder dumps
   read in the coordinates of a mesh or a plan: :func:`mesh.read_flight_records`);
+  :func:`apply_recovery` (a :class:`mesh.Way` acted on, on a live job: the mesh rebound,
+  the state moved in one batch, what no rank up holds read from a checkpoint; returns
+  :class:`Recovered`);
 - backends: the :class:`Backend` protocol, :class:`FakeBackend` (no torch at all; groups
   are :class:`FakeGroup`), :class:`TorchFakeBackend` (real groups of torch's fake c10d
   backend, one process), :class:`GlooBackend`, :class:`NcclBackend` and
@@ -145,6 +148,8 @@ from ._deprecated import MOVED, moved
 from ._facade import (
     Binding,
     DeviceMesh,
+    Recovered,
+    apply_recovery,
     bind,
     current_mesh,
     init_device_mesh,
@@ -248,6 +253,8 @@ __all__ = [
     "from_torch_placements",
     "read_flight_records",
     "redistribute",
+    "Recovered",
+    "apply_recovery",
     "reshard_state",
     "reshard_tensor",
     "sharding_of",

@@ -8,6 +8,9 @@ through the core's plugs): what the package's ``__init__`` uses.
 - :func:`read_flight_records`, a hung job's flight-recorder dumps read against a facade
   mesh or a plan (``_hang``, over :func:`mesh.read_flight_records`);
 - :func:`redistribute`, a DTensor moved to another mesh (over the tensor wing);
+- :func:`apply_recovery`, acting on a :class:`mesh.Way` on a live job (``_recovery``:
+  rebind, the state moved in one batch, lost boxes read from a checkpoint), returning
+  :class:`Recovered`;
 - :class:`TorchFacadeMesh`, the mesh that is also torch's ``DeviceMesh``, loaded (with
   torch) on first use.
 
@@ -24,6 +27,7 @@ from ._binding import Binding
 from ._device_mesh import DeviceMesh, current_mesh
 from ._entry import bind, init_device_mesh
 from ._hang import read_flight_records
+from ._recovery import Recovered, apply_recovery
 from ._redistribute import redistribute, sharding_of
 
 
@@ -36,5 +40,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'backend._facade' has no attribute {name!r}")
 
 
-__all__ = ["Binding", "DeviceMesh", "TorchFacadeMesh", "bind", "current_mesh",
-           "init_device_mesh", "read_flight_records", "redistribute", "sharding_of"]
+__all__ = ["Binding", "DeviceMesh", "Recovered", "TorchFacadeMesh", "apply_recovery", "bind",
+           "current_mesh", "init_device_mesh", "read_flight_records", "redistribute",
+           "sharding_of"]
