@@ -6,6 +6,7 @@ whichever torch is installed; where a real torch runs, the test follows its vers
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,12 +211,14 @@ def test_torchs_split_of_a_subgroup_meets_its_parent_only() -> None:
 @pytest.mark.filterwarnings("ignore")
 def test_a_torch_program_describes_its_schedule_too() -> None:
     """With ``torch=True`` the recorder takes ``pipeline_schedule`` as well (torch's own
-    schedule makes no split on its fake process group), on the pp group torch made."""
+    schedule makes no split on its fake process group), on a pp group torch made."""
     pytest.importorskip("torch")
 
     def program(backend: Any) -> None:
-        mesh = init_device_mesh("cuda", (2, 4), mesh_dim_names=("dp", "pp"), backend=backend)
-        backend.pipeline_schedule(LOOPED_PP4, group=mesh.get_group("pp"))
+        import torch.distributed as dist
+
+        low, high = dist.new_group([0, 1, 2, 3]), dist.new_group([4, 5, 6, 7])
+        backend.pipeline_schedule(LOOPED_PP4, group=low if backend.rank < 4 else high)
 
     edge = {"pipeline_per_edge_p2p": True}
     assert check_spmd(8, program, torch=True, communicators=6, torch_version="2.15.0",
@@ -223,3 +226,27 @@ def test_a_torch_program_describes_its_schedule_too() -> None:
     over = check_spmd(8, program, torch=True, communicators=5, torch_version="2.15.0",
                       torch_config=edge)
     assert over.kinds() == {"budget"} and "hold up to 6 communicators" in str(over)
+
+
+@pytest.mark.timeout(240)
+def test_the_model_is_what_torch_makes_on_gloo(tmp_path: Path) -> None:
+    """On torch 2.15 (skipped before: no per-edge p2p), torch's own per-edge setup on 4 Gloo
+    processes (``split_group`` works on Gloo from 2.15) makes, for a looped PP4, the
+    ``split_group`` calls the model says, in order, and each rank gets its 4 directed edges
+    (8 in all), each group ordered source then destination."""
+    p2p = pytest.importorskip("torch.distributed.pipelining._p2p")
+    if not hasattr(p2p, "_build_p2p_edge_groups"):
+        pytest.skip("this torch has no per-edge p2p (torch < 2.15)")
+    import torch
+    from gloo_launch import launch
+
+    _, runs, logs = launch(Path(__file__).resolve().parent / "pp_edges_gloo_worker.py", 4,
+                           ",".join(map(str, LOOPED_PP4)), tmp_path, bound_s=180)
+    assert sorted(runs) == [0, 1, 2, 3], logs
+    model = TorchModel.of(torch.__version__, {"pipeline_per_edge_p2p": True})
+    rounds = [[list(e) for e in r] for r in model.pipeline_splits(LOOPED_PP4, 4)]
+    for rank, run in runs.items():
+        assert run["splits"] == rounds
+        mine = sorted(list(e) for r in rounds for e in r if rank in e)
+        assert run["edges"] == run["members"] == mine and len(mine) == 4
+    assert len({tuple(e) for run in runs.values() for e in run["edges"]}) == 8
