@@ -49,6 +49,17 @@ def test_a_members_only_group_is_a_hidden_split_where_that_torch_splits(
     assert report.ok == (version not in split_in)
 
 
+@pytest.mark.parametrize("classes", ["auto", lambda r: r // 4])
+def test_ranks_derived_from_their_class_keep_the_backend_asked_for(classes: Any) -> None:
+    """Checking one rank per class derives the others' creations with the backend and
+    options their group asks for: a Gloo copy stays no hidden split on every rank."""
+    program = _copy_of_tp(GroupOptions(tag="copy", backend="gloo"))
+    assert check_spmd(8, program, backend="nccl", classes=classes).ok
+    hidden = check_spmd(8, _copy_of_tp(GroupOptions(tag="copy")), backend="nccl",
+                        classes=classes)
+    assert hidden.kinds() == {"hidden_split"}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_under_torchcomms_a_members_only_group_is_made_by_its_members(version: str) -> None:
     """torchcomms (``config.use_torchcomms``) makes subgroups by a members-only rendezvous
