@@ -17,8 +17,9 @@ Call = tuple[str, str, tuple[int, ...]]
 
 
 def dump(view: MeshView, rank: int, calls: Sequence[Call], *, t0: int = 10**18,
-         version: str = "2.10") -> dict[str, Any]:
-    """Rank ``rank``'s dump of ``calls`` on its groups of ``view``."""
+         version: str = "2.10", backend: str = "gloo") -> dict[str, Any]:
+    """Rank ``rank``'s dump of ``calls`` on its groups of ``view``, each named
+    ``<backend>:<op>`` (torch 2.15's hook writes ``nccl2:all_reduce``)."""
     seq: dict[str, int] = {}
     entries = []
     for i, (dim, op, shape) in enumerate(calls):
@@ -27,7 +28,7 @@ def dump(view: MeshView, rank: int, calls: Sequence[Call], *, t0: int = 10**18,
         entries.append({
             "record_id": i, "pg_id": 1, "process_group": (name, f"mesh_{dim}"),
             "collective_seq_id": seq[name], "p2p_seq_id": 0, "op_id": i + 1,
-            "profiling_name": f"gloo:{op}", "time_created_ns": t0 + i * 1000,
+            "profiling_name": f"{backend}:{op}", "time_created_ns": t0 + i * 1000,
             "input_sizes": [list(shape)], "input_dtypes": ["Float"],
             "output_sizes": [list(shape)], "output_dtypes": ["Float"], "state": "scheduled",
             "time_discovered_started_ns": None, "time_discovered_completed_ns": None,

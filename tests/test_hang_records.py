@@ -153,7 +153,7 @@ def test_a_newer_format_is_read_and_noted_and_a_mix_refused(tmp_path: Path) -> N
     report = read_flight_records(newer, VIEW)
     assert report.ok and report.notes == (
         "the dumps' format 2.11 is newer than 2.10, which this release was checked on (torch "
-        "2.13): read as that, field by field",)
+        "2.13 to 2.15): read as that, field by field",)
     mixed = write(tmp_path / "x", {0: dump(VIEW, 0, step(1)),
                                    1: dump(VIEW, 1, step(1), version="2.11")})
     assert "different torch versions" in _error(mixed)
@@ -251,3 +251,35 @@ def test_ranks_that_wait_on_each_other_in_a_cycle_are_each_named(tmp_path: Path)
         ("tp", (0, 1, 2, 3), (1,)), ("dp", (1, 5), (5,)), ("tp", (4, 5, 6, 7), (4,)),
         ("dp", (0, 4), (0,))}
     assert all("the ranks wait on each other" in f.text for f in report.findings)
+
+
+@pytest.mark.parametrize("backend", ["nccl2", "nccl-legacy", "nccl"])
+def test_torch_2_15s_nccl_names_read_as_gloos(tmp_path: Path, backend: str) -> None:
+    """Torch 2.15's ``nccl`` is torchcomms' ``nccl2``, whose flight-recorder hook names a call
+    ``nccl2:all_reduce`` (``nccl-legacy`` keeps the old backend): a call is read by its op,
+    whatever backend names it, so the report is the one of the same job on Gloo."""
+    calls = {r: step(3) for r in range(8)}
+    calls[5] = [*step(2), ("dp", "all_reduce", (16,))]
+    gloo = read_flight_records(write(tmp_path / "gloo", {r: dump(VIEW, r, c)
+                                                         for r, c in calls.items()}), VIEW)
+    other = read_flight_records(write(tmp_path / backend, {
+        r: dump(VIEW, r, c, backend=backend) for r, c in calls.items()}), VIEW)
+    assert other.findings == gloo.findings and other.blocked == gloo.blocked
+    [finding] = other.findings
+    assert (finding.kind, finding.ranks) == ("unmatched", (5,))
+    assert "all_reduce (4, 8) float32" in finding.text
+
+
+@pytest.mark.parametrize("op", ["all_to_all_single", "all_to_all"])
+def test_uneven_all_to_all_sizes_are_no_desync(tmp_path: Path, op: str) -> None:
+    """An all_to_all's members send buffers of their own sizes (uneven splits): as torch's
+    analyzer (2.15's ``_UNEVEN_COLLECTIVES``), its shapes are not compared, and a job whose
+    members all entered it is no hang; its dtypes and every other op's shapes still are."""
+    calls = {r: [*step(1), ("tp", op, (4 + r % 4,))] for r in range(8)}
+    report = read_flight_records(write(tmp_path / "a", {r: dump(VIEW, r, c, backend="nccl2")
+                                                        for r, c in calls.items()}), VIEW)
+    assert report.ok and report.findings == ()
+    other = {r: dump(VIEW, r, c, backend="nccl2") for r, c in calls.items()}
+    other[2]["entries"][-1]["input_dtypes"] = ["BFloat16"]  # rank 2's all_to_all
+    [finding] = read_flight_records(write(tmp_path / "b", other), VIEW).findings
+    assert (finding.kind, finding.ranks) == ("desync", (2,)) and "bfloat16" in finding.text

@@ -13,6 +13,8 @@ with ``torch=True``.
 - ``_run``: one rank's run, bounded (time limit, memory, threads, async programs; what it
   rebinds in ``torch.distributed`` put back);
 - ``_creation``: the creation model (splits, hidden parent-wide splits, cache hits);
+- ``_torch_model``: what the modelled torch version and config change (when torch splits,
+  pipelining's own communicators);
 - ``_collectives``: the collective matcher's model (calls, p2p pairs, all_to_all sizes);
 - ``_lifecycle``: after a failure (abort vs destroy, shrink, ended groups, revokes);
 - ``_topology``: ranks per host, NVLS slots, communicators per rank;

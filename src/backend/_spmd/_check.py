@@ -13,7 +13,7 @@ events to steps of the replay), ``_matcher`` (the replay), ``_topology`` (classe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -35,6 +35,7 @@ from ._reduce import Underivable, check_derivable, derive, plan_classes, same, v
 from ._report import Finding, SpmdReport
 from ._run import refuse_async, run_rank, torch_kept
 from ._topology import topology_findings
+from ._torch_model import TorchModel
 
 __all__ = ["AUTO_CLASSES_ABOVE", "FIRST_RUN_ALLOWANCE", "MAX_CHECKED_RANKS", "RANK_MEMORY",
            "SpmdReport",
@@ -65,7 +66,8 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                topology: Topology | None = None, communicators: int | None = None,
                nvls_slots: int = 128, nvls_per_communicator: int = 10,
                classes: Callable[[int], Hashable] | Literal["auto", "every"] | None = None,
-               rank_timeout: float = 10.0, rank_memory: int | None = RANK_MEMORY
+               rank_timeout: float = 10.0, rank_memory: int | None = RANK_MEMORY,
+               torch_version: str | None = None, torch_config: Mapping[str, bool] | None = None
                ) -> SpmdReport:
     """Run ``program(backend)`` for every rank of ``world_size`` and check offline that the
     job can run: its groups, the calls on them, and the contracts of the backend.
@@ -90,6 +92,14 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     unequal ranks per host, NVLS multicast groups per NVLink domain within
     ``nvls_slots`` (at ``nvls_per_communicator`` each), and at most ``communicators`` per
     rank when that budget is given.
+
+    ``torch_version`` (``"2.15.0"``; None: the installed torch's) and ``torch_config`` (the
+    ``torch.distributed.config`` flags, such as ``{"pipeline_per_edge_p2p": True}``; None:
+    as the imported torch's config holds them, else torch's defaults) say which torch the
+    job runs: whether torch splits the world for a group created by its members follows
+    them (and the backend the group asks for), and so do the communicators a pipeline
+    schedule makes (:meth:`~backend.SpmdBackend.pipeline_schedule`; module
+    ``backend._spmd._torch_model``).
 
     ``classes`` says which ranks run.  ``"auto"`` (the default above
     :data:`AUTO_CLASSES_ABOVE` ranks; ``None`` picks it there and every rank below): the
@@ -135,7 +145,9 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
                      rank_memory)
     _check_machine(world_size, topology, communicators, nvls_slots, nvls_per_communicator)
     refuse_async(program)
-    runs = _Runs(world_size, program, *_recorders(backend, torch), rank_timeout, rank_memory)
+    model = TorchModel.of(torch_version, torch_config)
+    runs = _Runs(world_size, program, *_recorders(backend, torch, model), rank_timeout,
+                 rank_memory)
     with torch_kept():
         ran = runs.every(classes)
     done = [t for t in runs.traces if t is not None]
@@ -144,7 +156,7 @@ def check_spmd(world_size: int, program: Program, *, backend: Kind = "auto",
     with collector_paused():
         return analyse(world_size, done, backend, topology=topology, budget=communicators,
                        slots=nvls_slots, per_comm=nvls_per_communicator, ran=ran,
-                       notes=runs.notes)
+                       notes=runs.notes, model=model)
 
 
 class _Runs:
@@ -236,15 +248,17 @@ def _share(trace: Trace, groups: dict[tuple[Hashable, str], tuple[GroupRef, Crea
             events[i] = attrs.evolve(e, group=ref)
 
 
-def _recorders(backend: Kind, torch: bool) -> tuple[Callable[[int, int], Recording], Any]:
+def _recorders(backend: Kind, torch: bool, model: TorchModel | None = None
+               ) -> tuple[Callable[[int, int], Recording], Any]:
     """How each rank's recorder is made (``make(world_size, rank)``), and the torch session
-    the runs share (None without ``torch=True``)."""
+    the runs share (None without ``torch=True``), modelling torch ``model`` (None: the
+    installed one)."""
     if torch:
         from ._torch import TorchSession
 
-        session = TorchSession(backend)
+        session = TorchSession(backend, model)
         return session.make, session
-    return (lambda w, r: SpmdBackend(w, r, backend)), None
+    return (lambda w, r: SpmdBackend(w, r, backend, model)), None
 
 
 def _reduced(world: int, classes: Callable[[int], Hashable], traces: list[Trace | None],
@@ -314,14 +328,16 @@ def _bound_finding(t: Trace) -> Finding:
 
 def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topology | None,
             budget: int | None, slots: int, per_comm: int, ran: int | None = None,
-            notes: Sequence[str] = ()) -> SpmdReport:
-    """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s)."""
+            notes: Sequence[str] = (), model: TorchModel | None = None) -> SpmdReport:
+    """The report for every rank's recorded run (``traces[r]`` is rank ``r``'s), modelling
+    torch ``model`` (None: the installed one)."""
     nccl = is_nccl(kind, {d for t in traces for d in t.device_types})
+    model = TorchModel.of() if model is None else model
     meets: dict[Key, Meet] = {}
     findings: list[Finding] = []
     to_all: list[Any] = []
     shared: dict[int, Step] = {}  # a call's step, made once for the members deriving it
-    steps = [_lowered(t, world, nccl, meets, to_all, findings, shared) for t in traces]
+    steps = [_lowered(t, world, nccl, meets, to_all, findings, shared, model) for t in traces]
     outcome = replay(steps, meets)
     never, more = creation_findings(outcome, meets, traces, world)
     calls_found = call_findings(outcome, meets, traces, to_all, world)
@@ -342,12 +358,13 @@ def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topolo
 
 
 def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: list[Any],
-             findings: list[Finding], shared: dict[int, Step]) -> list[Step]:
+             findings: list[Finding], shared: dict[int, Step], model: TorchModel
+             ) -> list[Step]:
     """Rank ``t.rank``'s run as replay steps (creations, calls, lifecycle events), with the
     findings met on the way (a call on an ended group, a creation that cannot be made, the
     run's own problems) added to ``findings``."""
     life = Lifecycle(t.rank, nccl, meets)
-    creating = CreationLowering(world, nccl, meets)
+    creating = CreationLowering(world, nccl, meets, model)
     calling = CallLowering(t.rank, meets, to_all, shared)
     mine: list[Step] = []
     for i, e in enumerate(t.events):
@@ -403,7 +420,7 @@ def _waits(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace]
             if isinstance(info, Call):
                 return info.group.label, tuple(info.group.members)
             if isinstance(info, TorchCreate):
-                return info.what, tuple(range(len(traces)))
+                return info.what, info.parent or tuple(range(len(traces)))
         return "?", ()
 
     waiting = tuple(tuple((r, *where(r)) for r in sorted(c)) for c in outcome.cycles)

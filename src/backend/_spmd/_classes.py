@@ -239,8 +239,10 @@ class Deriver:
             return Call(e.op, got[0], e.shapes, e.dtype, e.line, e.reduce_op, e.root, e.peer,
                         e.splits, e.post, e.batch)
         if e.split:  # one barrier and the whole world: the same on every rank
-            return Create(e.barrier, e.dim, e.members, True, e.hidden, got[0], e.line)
-        return Create(got[1], e.dim, got[2], False, e.hidden, got[0], e.line)
+            return Create(e.barrier, e.dim, e.members, True, e.hidden, got[0], e.line,
+                          e.backend, e.lazy)
+        return Create(got[1], e.dim, got[2], False, e.hidden, got[0], e.line, e.backend,
+                      e.lazy)
 
     def _group(self, ref: GroupRef, rank: int) -> tuple[GroupRef, str, Sequence[int]]:
         spec = ref.spec

@@ -14,10 +14,17 @@ of the replay, and what a creation that cannot complete means.
   refusing it).  Every group a program creates among its members only on that world
   (our ``new_group`` plan, or ``dist.new_group(..., use_local_synchronization=True)``) is
   reported; it does not wait in the replay (its own finding, not a cascade).
+- **What the torch version changes** (:mod:`._torch_model`): whether torch splits for such a
+  group follows the modelled version, the backend the group asks for and its options (a
+  group asking for Gloo is made fresh; torch 2.15 splits only when the requested backend's
+  name equals the parent's, never for ``lazy_init``, and no version under torchcomms);
+  a group torch makes fresh meets among its members, as on Gloo.
 - **torch's world-wide creations**: ``dist.new_group`` without local synchronization names
   the group by a per-process counter (``_process_group_name``), and ``dist.split_group`` is
   collective over the parent: every rank must make each of them, in the same order (ranks
-  that skip one name their later groups differently and meet no one).
+  that skip one name their later groups differently and meet no one).  A ``split_group`` of
+  a parent smaller than the world (pipelining's own communicators, :mod:`._torch_model`)
+  meets the parent's ranks only.
 - **Cache hit against split** (class 2): a rank that answers a request from a group it
   already holds (adopted with ``from_group``, kept across a ``rebind``) does not take part
   in the creation its peers enter for that family: they wait for it.
@@ -29,9 +36,10 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 from ._events import Create, Hit, TorchCreate, Trace
-from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, WorldCreationKey
+from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, ParentCreationKey, WorldCreationKey
 from ._matcher import Meet, Outcome, Step
 from ._report import Finding, group_words, verb, who
+from ._torch_model import TorchModel
 
 __all__ = ["CreationLowering", "creation_findings"]
 
@@ -39,11 +47,13 @@ __all__ = ["CreationLowering", "creation_findings"]
 class CreationLowering:
     """Turns one rank's creation events into steps, adding their keys to ``meets``."""
 
-    def __init__(self, world: int, nccl: bool, meets: dict[Key, Meet]) -> None:
+    def __init__(self, world: int, nccl: bool, meets: dict[Key, Meet],
+                 model: TorchModel) -> None:
         self.world = world
         self.nccl = nccl
         self.meets = meets
-        self.seen: dict[str, int] = defaultdict(int)
+        self.model = model
+        self.seen: dict[Hashable, int] = defaultdict(int)
         self.world_wide = 0
 
     def step(self, event: Create | TorchCreate, index: int,
@@ -53,9 +63,9 @@ class CreationLowering:
         return self._torch(event, index, findings)
 
     def _ours(self, event: Create, index: int, findings: list[Finding]) -> Step:
-        if event.hidden:
+        if event.hidden and self.model.hidden_split(event.backend, lazy=event.lazy):
             findings.append(_hidden(event.group.label, tuple(event.group.members), event.line,
-                                    self.world))
+                                    self.world, self.model))
             return Step((), (), True, index)
         n = self.seen[event.barrier]
         self.seen[event.barrier] += 1
@@ -67,8 +77,10 @@ class CreationLowering:
     def _torch(self, event: TorchCreate, index: int, findings: list[Finding]) -> Step:
         if event.what == "new_group" and event.local:
             members = event.ranks
-            if self.nccl and len(members) < self.world:
-                findings.append(_hidden(event.name, members, event.line, self.world))
+            if self.nccl and len(members) < self.world and \
+                    self.model.hidden_split(event.backend, lazy=event.lazy):
+                findings.append(_hidden(event.name, members, event.line, self.world,
+                                        self.model))
                 return Step((), (), True, index)
             n = self.seen[event.name]
             self.seen[event.name] += 1
@@ -76,6 +88,13 @@ class CreationLowering:
             if local not in self.meets:
                 self.meets[local] = Meet(members, None, event)
             return Step((local,), (None,), True, index)
+        if event.parent is not None and len(event.parent) < self.world:
+            n = self.seen[event.parent]
+            self.seen[event.parent] += 1
+            within = ParentCreationKey(event.parent, n, event.ranks)
+            if within not in self.meets:
+                self.meets[within] = Meet(event.parent, None, event)
+            return Step((within,), (None,), True, index)
         k = self.world_wide
         self.world_wide += 1
         key = WorldCreationKey(k)
@@ -84,8 +103,11 @@ class CreationLowering:
         return Step((key,), ((event.what, event.ranks),), True, index)
 
 
-def _hidden(label: str, members: Sequence[int], line: str, world: int) -> Finding:
+def _hidden(label: str, members: Sequence[int], line: str, world: int,
+            model: TorchModel) -> Finding:
     outside = world - len(members)
+    lazy = ", or (torch 2.15) give it options with lazy_init" if model.version >= (2, 15) \
+        else ""
     return Finding(
         "hidden_split",
         f"{group_words(label, tuple(members))} is created by its members only ({line}), but "
@@ -93,7 +115,7 @@ def _hidden(label: str, members: Sequence[int], line: str, world: int) -> Findin
         f"group, which all {world} ranks must enter; the {outside} ranks outside it never "
         "do, so its members hang (NVIDIA-NeMo/RL #3189). Create it on every rank (a family "
         "of ascending groups covering the world is one split), or bind no device to the "
-        "default group",
+        f"default group{lazy}",
         f"hidden split {label} {line}", tuple(members))
 
 
@@ -190,6 +212,13 @@ def _torch_never(info: TorchCreate, key: Key, gone: tuple[int, ...], world: int
             f"use_local_synchronization, {info.line}) is never created by {who(gone, world)}: "
             "its other members wait for them",
             f"new_group never {info.line}", gone)
+    if info.parent is not None:
+        return Finding(
+            "hidden_split",
+            f"{who(gone, world)} never make(s) the {_call(info)} of the group "
+            f"{info.parent} ({info.line}) that its other ranks make: every rank of the parent "
+            "enters dist.split_group, in one order, or the others wait",
+            f"parent-wide never {info.line}", gone)
     return Finding(
         "hidden_split",
         f"{who(gone, world)} never make(s) the world-wide {_call(info)} ({info.line}) that the "

@@ -234,6 +234,8 @@ class Create:
     hidden: bool
     group: GroupRef
     line: str
+    backend: str | None = None  # the backend the group asks for (None: the default group's)
+    lazy: bool = False  # its options set lazy_init (torch 2.15 never splits for those)
 
 
 @attrs.frozen
@@ -254,13 +256,19 @@ class Hit:
 @attrs.frozen
 class TorchCreate:
     """A group torch code created itself: ``dist.new_group(ranks, use_local_synchronization=
-    local)`` or ``dist.split_group(split_ranks)`` (``ranks`` then lists the splits)."""
+    local)`` or ``dist.split_group(split_ranks)`` (``ranks`` then lists the splits, in global
+    ranks), asking for ``backend`` (None: the parent's) with options that set ``lazy_init``
+    or not; ``parent``: the global ranks of a ``split_group``'s parent when it is not the
+    world (its ranks enter it, members or not)."""
 
     what: Literal["new_group", "split_group"]
     ranks: tuple[Any, ...]
     local: bool
     name: str
     line: str
+    backend: str | None = None
+    lazy: bool = False
+    parent: tuple[int, ...] | None = None
 
 
 @attrs.frozen

@@ -18,8 +18,8 @@ from collections.abc import Hashable
 from typing import Literal, NamedTuple
 
 __all__ = ["WORLD_CREATIONS", "CallChannel", "CallKey", "Channel", "CreateKey", "Key",
-           "NewGroupKey", "P2PChannel", "P2PKey", "ShrinkChannel", "ShrinkKey",
-           "WorldCreationKey"]
+           "NewGroupKey", "P2PChannel", "P2PKey", "ParentCreationKey", "ShrinkChannel",
+           "ShrinkKey", "WorldCreationKey"]
 
 
 class CallKey(NamedTuple):
@@ -66,6 +66,16 @@ class WorldCreationKey(NamedTuple):
     kind: Literal["world-creation"] = "world-creation"
 
 
+class ParentCreationKey(NamedTuple):
+    """The ``n``-th ``split_group`` of the group of global ranks ``parent`` (not the world),
+    making ``splits``: every rank of the parent makes each, in one order."""
+
+    parent: tuple[int, ...]
+    n: int
+    splits: tuple[tuple[int, ...], ...]
+    kind: Literal["parent-creation"] = "parent-creation"
+
+
 class ShrinkKey(NamedTuple):
     """The ``n``-th ``shrink_group`` of ``group`` (among the members that stay)."""
 
@@ -74,7 +84,8 @@ class ShrinkKey(NamedTuple):
     kind: Literal["shrink"] = "shrink"
 
 
-Key = CallKey | P2PKey | CreateKey | NewGroupKey | WorldCreationKey | ShrinkKey
+Key = CallKey | P2PKey | CreateKey | NewGroupKey | WorldCreationKey | ParentCreationKey | \
+    ShrinkKey
 """A meeting of the replay."""
 
 

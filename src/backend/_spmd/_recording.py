@@ -48,6 +48,7 @@ from ._events import (
     world_ref,
 )
 from ._reads import Reads, asked_by_program, plain
+from ._torch_model import TorchModel, pipeline_creations
 
 __all__ = ["REDUCE_OPS", "Recording", "SpmdBackend", "recorder_factory"]
 
@@ -88,8 +89,10 @@ class Recording(_Backend):
     _quiet: int
     _ended: _Ended
 
-    def _start_recording(self, kind: Kind) -> None:
+    def _start_recording(self, kind: Kind, model: TorchModel | None) -> None:
         self.kind = kind
+        self.model = TorchModel.of() if model is None else model  # the torch modelled
+        self._schedules: set[Any] = set()  # the pipeline schedules made (torch caches them)
         self.trace = Trace(self._rank)
         self._refs = {}  # id(group) -> (group, ref): the groups this rank holds
         self._known = set()  # the (family, options) this rank created or was answered
@@ -158,6 +161,24 @@ class Recording(_Backend):
                                      f"{show(device_type)}")
         self.trace.device_types.add(device_type)
 
+    def pipeline_schedule(self, stages: Sequence[int], group: Any = None) -> None:
+        """A pipeline schedule set up over ``group`` (the PP group; None: the world), its
+        logical stage ``i`` on group rank ``stages[i]`` (``(0, 1, 2, 3)`` for PP4,
+        ``(0, 1, 2, 3, 0, 1, 2, 3)`` looped): recorded as the communicators the modelled
+        torch's pipelining makes for it (:meth:`~._torch_model.TorchModel.pipeline_splits`:
+        none unless its config turns on per-direction (2.14) or per-edge (2.15) p2p), each
+        one ``split_group`` that every rank of the group enters.  A second schedule over
+        the same group and stages makes none (torch caches them)."""
+        ref = self.ref(group)
+        if ref.index(self._rank) is None:
+            raise BackendConfigError(f"rank {self._rank} is not in {ref.describe()}")
+        key = (ref.key, tuple(stages) if isinstance(stages, (list, tuple)) else stages)
+        made = pipeline_creations(self.model, stages, tuple(ref.members), site(2))
+        if key not in self._schedules:
+            self._schedules.add(key)
+            for event in made:
+                self.note(event)
+
     def note_thread(self) -> None:
         """Note the thread making a call (kept, so that threads are told apart)."""
         self.trace.threads.add(threading.current_thread())
@@ -176,7 +197,8 @@ class Recording(_Backend):
         split = spec.plan is Plan.SPLIT
         hidden = not split and self.nccl()  # members only, on a device-bound NCCL world
         self.note(Create(spec.barrier, spec.dim, spec.barrier_members(), split, hidden, ref,
-                         site(3)))
+                         site(3), options.backend, bool(getattr(options.pg_options, "lazy_init",
+                                                                False))))
 
     def _note_hit(self, view: MeshView, dim: int, options: GroupOptions, group: Any,
                   source: str) -> None:
@@ -250,9 +272,10 @@ class SpmdBackend(Recording, FakeBackend):
     True
     """
 
-    def __init__(self, world_size: int, rank: int, kind: Kind = "auto") -> None:
+    def __init__(self, world_size: int, rank: int, kind: Kind = "auto",
+                 model: TorchModel | None = None) -> None:
         super().__init__(world_size, rank)
-        self._start_recording(kind)
+        self._start_recording(kind, model)
         self._batch = 0
 
     def _create(self, view: MeshView, dim: int, options: GroupOptions) -> FakeGroup:

@@ -106,8 +106,8 @@ def check_derivable(trace: Trace) -> None:
             continue
         if isinstance(e, WaitWork):
             continue
-        if isinstance(e, TorchCreate) and not e.local:
-            continue
+        if isinstance(e, TorchCreate) and not e.local and e.parent is None:
+            continue  # the same on every rank (a split of a smaller parent is not)
         raise Underivable(f"rank {trace.rank}'s run holds a {type(e).__name__.lower()} "
                           f"({getattr(e, 'line', '?')}), which is not derived")
 

@@ -25,7 +25,8 @@ FINDING_KINDS: Mapping[str, str] = MappingProxyType({
     "unmatched": "a call some members never issue (fewer calls; a send without its recv)",
     "splits": "all_to_all split sizes that do not pair up",
     "cache_hit": "a rank holds a family's group already and skips the creation its peers enter",
-    "hidden_split": "a group created by a subset where the creation is collective over the world",
+    "hidden_split": "a group created by a subset where the creation is collective over the "
+                    "world (or a split of a parent group that some of its ranks skip)",
     "lifecycle": "after a failure: destroy instead of abort, a shrink from outside, a group "
                  "used after it was ended, a revoke not awaited",
     "uneven_hosts": "a communicator with unequal ranks per host (NCCL)",

@@ -26,7 +26,7 @@ from typing import Any
 
 from mesh import Topology
 
-from ._events import Call, Create, Hit, Shrink, TorchCreate, Trace
+from ._events import Call, Create, Hit, Shrink, TorchCreate, TorchGroupKey, Trace
 from ._report import Finding, verb, who
 
 __all__ = ["communicators", "topology_findings"]
@@ -43,13 +43,11 @@ def communicators(trace: Trace, world: int) -> dict[Hashable, tuple[str, Sequenc
             held.setdefault(e.group.key, (e.group.label, e.group.members))
         elif isinstance(e, Shrink) and e.made is not None:
             held.setdefault(e.made.key, (e.made.label, e.made.members))
-        elif isinstance(e, TorchCreate):
-            if e.what == "new_group" and trace.rank in e.ranks:
-                held.setdefault(("new_group", e.name, e.ranks), (e.name, e.ranks))
-            elif e.what == "split_group":
-                for ranks in e.ranks:
-                    if trace.rank in ranks:
-                        held.setdefault(("split", e.name, tuple(ranks)), (e.name, tuple(ranks)))
+        elif isinstance(e, TorchCreate):  # keyed as a call on the group made keys it
+            mine = [e.ranks] if e.what == "new_group" else [tuple(r) for r in e.ranks]
+            for ranks in mine:
+                if trace.rank in ranks:
+                    held.setdefault(TorchGroupKey(e.name, ranks), (e.name, ranks))
     return held
 
 

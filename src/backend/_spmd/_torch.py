@@ -58,6 +58,7 @@ from ._events import (
 )
 from ._reads import Reads
 from ._recording import Recording
+from ._torch_model import TorchModel
 from ._torch_private import (
     ABORT_PROCESS_GROUP,
     WARN_NOT_IN_GROUP,
@@ -81,9 +82,10 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]  # torch
     """A torch fake backend that records: rank ``rank`` of ``world_size`` in torch's fake
     world (started here, ended by :meth:`shutdown`)."""
 
-    def __init__(self, world_size: int, rank: int, kind: Kind = "auto") -> None:
+    def __init__(self, world_size: int, rank: int, kind: Kind = "auto",
+                 model: TorchModel | None = None) -> None:
         TorchFakeBackend.__init__(self, world_size, rank)
-        self._start_recording(kind)
+        self._start_recording(kind, model)
         self._by_name: dict[str, GroupRef] = {}
         self._post = 0
         self._blocking = 0
@@ -190,7 +192,7 @@ class TorchSession:
     already (each rank starts a fake world of its own), and finds once where the patched
     entry points are held."""
 
-    def __init__(self, kind: Kind) -> None:
+    def __init__(self, kind: Kind, model: TorchModel | None = None) -> None:
         if dist.is_initialized():
             raise BackendConfigError(
                 "check_spmd(torch=True) starts torch's fake world once per rank, but "
@@ -198,11 +200,12 @@ class TorchSession:
                 f"({dist.get_backend()} rank {dist.get_rank()} of {dist.get_world_size()}): "
                 "shut it down first (destroy_process_group, or the backend's shutdown())")
         self.kind = kind
+        self.model = model
         self.holders = _holders()
 
     def make(self, world: int, rank: int) -> TorchRecorder:
         """Rank ``rank``'s recorder (starts its fake world)."""
-        return TorchRecorder(world, rank, self.kind)
+        return TorchRecorder(world, rank, self.kind, self.model)
 
     @contextlib.contextmanager
     def around(self, recorder: TorchRecorder) -> Iterator[None]:
@@ -393,17 +396,25 @@ class _Patches:
                 made is not c10d.GroupMember.NON_GROUP_MEMBER else ""
             if local and not name:
                 name = str(hash_ranks_to_str(list(members)))
-            self.recorder.note(TorchCreate("new_group", members, local,
-                                                     name or "(not a member)", site(2)))
+            backend = kwargs.get("backend", args[1] if len(args) > 1 else None)
+            options = kwargs.get("pg_options", args[2] if len(args) > 2 else None)
+            self.recorder.note(TorchCreate(
+                "new_group", members, local, name or "(not a member)", site(2),
+                None if backend is None else str(backend),
+                bool(getattr(options, "lazy_init", False))))
         return made
 
     def split_group(self, *args: Any, **kwargs: Any) -> Any:
         made = self.originals["split_group"](*args, **kwargs)
         if not self.recorder.quiet:
+            parent = kwargs.get("parent_pg", args[0] if args else None)
             splits = kwargs.get("split_ranks", args[1] if len(args) > 1 else None) or []
             name = str(getattr(made, "group_name", "")) if made is not None else ""
+            ranks = tuple(dist.get_process_group_ranks(parent)) if parent is not None else \
+                tuple(range(self.recorder.world_size))
             self.recorder.note(TorchCreate(
-                "split_group", tuple(tuple(s) for s in splits), False, name, site(2)))
+                "split_group", tuple(tuple(ranks[r] for r in s) for s in splits), False, name,
+                site(2), parent=ranks))
         return made
 
     def lifecycle(self, name: str, event: Callable[..., Any]) -> Callable[..., Any]:

@@ -96,7 +96,7 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
                 tuple(r for r in range(world) if r not in have), tuple(mismatches),
                 {d.rank: tuple(c for c in d.calls if not c.p2p) for d in dumps},
                 tuple(f"the dumps' format {v} is newer than {', '.join(FORMATS)}, which this "
-                      "release was checked on (torch 2.13): read as that, field by field"
+                      "release was checked on (torch 2.13 to 2.15): read as that, field by field"
                       for v in sorted({d.version for d in dumps} - set(FORMATS))))
 
 

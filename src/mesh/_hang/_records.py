@@ -3,12 +3,16 @@
 A dump is what ``torch._C._distributed_c10d._dump_fr_trace()`` returns (a pickle) or
 ``_dump_fr_trace_json()`` (JSON), one file per rank, the rank in the file name's trailing
 digits (as torch's own analyzer reads them: ``nccl_trace_rank_3``, ``dump_3.json``).
-Checked on torch 2.13.0 (dump format ``"2.10"``, Gloo on CPU): a dump is a dict of
+Checked on torch 2.13.0 and 2.15.0 (dump format ``"2.10"`` in both; Gloo on CPU, and on
+2.15 the backend-agnostic ``FlightRecorderHook``, which records a group whose backend does
+not record itself, NCCL's ``nccl2`` included, into one buffer per backend): a dump is a dict of
 ``version``, ``pg_config`` (empty for Gloo: it holds no group's members), ``pg_status`` and
 ``entries``, one per collective or p2p call: ``process_group`` (torch's group name and its
 ``group_desc``), ``collective_seq_id`` / ``p2p_seq_id``, ``profiling_name``
-(``"gloo:all_reduce"``), ``input_sizes``, ``input_dtypes``, ``state``, ``record_id``,
-``time_created_ns``.
+(``"gloo:all_reduce"``: the backend, then the op; torch 2.15's hook writes ``"nccl2:all_reduce"``
+and names ``all_to_all_single`` so), ``input_sizes``, ``input_dtypes``, ``state``, ``record_id``,
+``time_created_ns``.  The backend before the last ``:`` is not read: ``nccl``, ``nccl2``,
+``nccl-legacy``, ``gloo`` or a plugin's name, a call is read by its op.
 
 Dumps come from machines that may be compromised or from another job, so a pickle is read by
 an unpickler that refuses every global: only builtin containers and scalars load (a plain
@@ -32,8 +36,8 @@ import attrs
 
 from .._core import FlightRecordError, read_bounded, show
 
-__all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_ENTRIES", "FlightCall", "FlightDump",
-           "read_dump"]
+__all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_ENTRIES", "UNEVEN_OPS", "FlightCall",
+           "FlightDump", "read_dump"]
 
 MAX_DUMP_BYTES = 64 << 20
 """The largest dump read (64 MiB; torch's default ring of 2,000 calls with stack frames is
@@ -43,8 +47,8 @@ MAX_DUMP_ENTRIES = 1 << 16
 """The most calls one dump may hold (``TORCH_FR_BUFFER_SIZE`` rarely passes 20,000)."""
 
 FORMATS = ("2.10",)
-"""The dump formats (their ``version`` field) this release was checked on: torch 2.13 writes
-``"2.10"``.  A newer ``2.N`` is read as these are (every field is checked, so a change
+"""The dump formats (their ``version`` field) this release was checked on: torch 2.13 to 2.15
+write ``"2.10"``.  A newer ``2.N`` is read as these are (every field is checked, so a change
 that matters is refused, naming the field), and the report notes it; an older one, or
 another major format, is refused by name rather than misread."""
 
@@ -82,9 +86,31 @@ class FlightCall:
         dtype = self.dtypes[0] if self.dtypes else "?"
         return f"{self.op} {shape} {dtype}{more}"
 
-    def signature(self) -> tuple[str, tuple[tuple[int, ...], ...], tuple[str, ...]]:
-        """What the members of a group must agree on: op, shapes, dtypes."""
+    def signature(self) -> tuple[str, tuple[tuple[int, ...], ...] | None,
+                                 tuple[str, ...] | None]:
+        """What the members of a group must agree on: op, shapes, dtypes; as torch's analyzer
+        (``flight_recorder/components/types.py``, ``Op.match``), not the shapes of an op
+        whose members' buffers legitimately differ (:data:`UNEVEN_OPS`), and neither shapes
+        nor dtypes of a ``scatter`` (only its root has inputs).
+
+        >>> call = FlightCall("g", "mesh_ep", 1, False, "all_to_all_single", ((6,),),
+        ...                   ("float32",), "scheduled", 0)
+        >>> call.signature()
+        ('all_to_all_single', None, ('float32',))
+        """
+        if self.op in UNEVEN_OPS:
+            return (self.op, None, self.dtypes)
+        if self.op == "scatter":
+            return (self.op, None, None)
         return (self.op, self.shapes, self.dtypes)
+
+
+UNEVEN_OPS = frozenset({"all_to_all", "all_to_all_single", "all_to_all_v_single",
+                        "reduce_scatter_v", "all_gather_v"})
+"""Ops whose members' input sizes may differ (uneven splits): their shapes are not compared.
+Torch 2.15's analyzer exempts ``all_to_all`` and ``all_to_all_single``
+(``_UNEVEN_COLLECTIVES``; 2.13's exempts ``all_to_all`` only), the name 2.15's hook gives
+``alltoall_base``; the ``_v`` ops are uneven by name."""
 
 
 @attrs.frozen
@@ -165,8 +191,8 @@ def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump
     version = raw["version"]
     if not _readable(version):
         raise FlightRecordError(f"its format is {show(version)}, and this release reads "
-                                f"{', '.join(map(repr, FORMATS))} (torch 2.13) and newer 2.N: "
-                                "read it with the meshlayout release of its torch")
+                                f"{', '.join(map(repr, FORMATS))} (torch 2.13 to 2.15) and "
+                                "newer 2.N: read it with the meshlayout release of its torch")
     entries = raw["entries"]
     if not isinstance(entries, list) or len(entries) > MAX_DUMP_ENTRIES:
         raise FlightRecordError(f"'entries' must be a list of at most {MAX_DUMP_ENTRIES:,} "
