@@ -201,3 +201,10 @@ def test_a_pickle_naming_the_old_private_path_still_loads(
     assert public in data
     old = data.replace(public, f"{module}\n{name}\n".encode())
     assert old != data and pickle.loads(old) == value
+
+
+def test_a_pickle_of_the_release_before_naming_the_plan_wings_rebuild_still_loads() -> None:
+    """That release pickled a topology's fields for ``mesh._plan._topology._rebuild``."""
+    old = b"cmesh._plan._topology\n_rebuild\n(I8\nI4\nI2\nN(Va\nVb\nttR."
+    assert pickle.loads(old) == Topology.from_hosts(list("aaaabbbb"), hosts_per_domain=2)
+    assert pickle.loads(old.replace(b"(Va\nVb\nt", b"N")) == Topology(8, 4, hosts_per_domain=2)
