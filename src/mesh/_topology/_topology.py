@@ -29,9 +29,8 @@ from .._core import (
     show,
 )
 from ._blocks import most_blocks
-from ._kinds import Domains, EvenDomains, EvenHosts, Hosts, ListedDomains, ListedHosts, Stretch
+from ._kinds import Domains, EvenDomains, EvenHosts, Hosts, ListedHosts, Runs, Stretch
 from ._runs import (
-    Runs,
     bounded_hosts,
     canonical_domains,
     checked_devices,
@@ -113,12 +112,12 @@ class Topology:
     def devices_per_host(self) -> int | None:
         """Devices per host, or None for an explicit host list (hosts of differing sizes, or
         ranks not numbered host by host)."""
-        return self._hosts.devices_per_host
+        return self._hosts.per_host if isinstance(self._hosts, EvenHosts) else None
 
     @property
     def hosts_per_domain(self) -> int | None:
         """Hosts per fast domain (1: a domain is a host), or None for explicit domains."""
-        return self._domains.hosts_per_domain
+        return self._domains.per_domain if isinstance(self._domains, EvenDomains) else None
 
     @classmethod
     def from_hosts(cls, hosts: object, *, hosts_per_domain: object = 1,
@@ -153,8 +152,8 @@ class Topology:
                                     f"names each rank's domain), got hosts_per_domain={f}")
             host_domains = domain_runs(domains, of, len(index))
         runs = run_length([(h, d) for h, d in zip(of, placed)])
-        return cls._made(len(of), runs, tuple(index), None if host_domains else f,
-                         host_domains)
+        return cls._from_runs(len(of), runs, tuple(index),
+                              f if host_domains is None else host_domains)
 
     @classmethod
     def from_runs(cls, runs: object, *, hosts: object = None, hosts_per_domain: object = 1,
@@ -187,11 +186,11 @@ class Topology:
             raise TopologyError(f"hosts must name each of the {count:,} hosts the runs use, "
                                 f"got {len(names):,} names")
         if domains is None:
-            return cls._made(world, checked, names, f, None)
+            return cls._from_runs(world, checked, names, f)
         if f != 1:
             raise TopologyError("give hosts_per_domain or domains, not both (domains names "
                                 f"each host's domain), got hosts_per_domain={f}")
-        return cls._made(world, checked, names, None, host_domain_runs(domains, count))
+        return cls._from_runs(world, checked, names, host_domain_runs(domains, count))
 
     @classmethod
     def from_dict(cls, d: object) -> Topology:
@@ -206,7 +205,7 @@ class Topology:
         """
         f = fields_of(d)
         if f.ranks is not None:
-            return cls._made(f.world, f.ranks, f.names, f.hosts_per_domain, f.domains)
+            return cls._from_runs(f.world, f.ranks, f.names, f.domains_given())
         per_host = f.devices_per_host
         if per_host is None:  # pragma: no cover - fields_of gives exactly one of the two
             raise AssertionError("fields_of gives devices_per_host or ranks")
@@ -219,8 +218,7 @@ class Topology:
                 raise TopologyError(f"'hosts' names {len(f.names):,} hosts, but {f.world:,} "
                                     f"ranks on hosts of {per_host:,} are {hosts:,} hosts")
             named_once(f.names)
-        return cls._finish(f.world, EvenHosts(f.world, per_host), f.names,
-                           f.hosts_per_domain, f.domains)
+        return cls._built(f.world, EvenHosts(f.world, per_host), f.names, f.domains_given())
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, versioned JSON-able data (the file ``meshlayout --topology`` reads): the
@@ -233,17 +231,20 @@ class Topology:
         >>> Topology.from_hosts(["n01", "n01", "n02", "n02", "n02"]).to_dict()["ranks"]
         [[0, 2, 0], [1, 3, 0]]
         """
-        return data_of(Fields(self.world_size, self.devices_per_host, self._hosts.runs,
-                              self.hosts_per_domain, self._domains.runs, self._names))
+        h, d = self._hosts, self._domains
+        return data_of(Fields(self.world_size, self.devices_per_host,
+                              None if isinstance(h, EvenHosts) else h.runs,
+                              self.hosts_per_domain,
+                              None if isinstance(d, EvenDomains) else d.runs, self._names))
 
     @classmethod
-    def _made(cls, world: int, runs: Runs, names: tuple[str, ...] | None,
-              per_domain: int | None, domains: Runs | None) -> Topology:
+    def _from_runs(cls, world: int, runs: Runs, names: tuple[str, ...] | None,
+                   domains: int | Runs) -> Topology:
         """A topology from runs of ranks ``(host, count, first device)`` in rank order (hosts
         numbered anyhow), checked and made canonical: hosts renumbered by first appearance,
-        runs that continue merged, the regular form when the runs are one per host."""
+        runs that continue merged, the regular form when the runs are one per host.  What
+        :meth:`from_hosts`, :meth:`from_runs` and :meth:`from_dict` lower their input to."""
         order = _host_order(world, runs, names)
-        count = len(names) if names is not None else len(order)
         new = {old: i for i, old in enumerate(order)}
         if names is not None:
             names = tuple(names[old] for old in order)
@@ -253,45 +254,35 @@ class Topology:
         size = merged[0][1]
         regular = len(merged) == len(order) and all(
             r == (i, size, 0) for i, r in enumerate(merged))
-        if domains is not None:
-            domains = tuple((d, c) for (d, c) in permuted_domains(domains, order, count))
-        return cls._finish(world, EvenHosts(world, size) if regular else ListedHosts(merged),
-                           names, per_domain, domains)
+        if not isinstance(domains, int):
+            domains = permuted_domains(domains, order, len(order))
+        return cls._built(world, EvenHosts(world, size) if regular else ListedHosts(merged),
+                          names, domains)
 
     @classmethod
-    def _finish(cls, world: int, hosts: Hosts, names: tuple[str, ...] | None,
-                per_domain: int | None, domains: Runs | None) -> Topology:
-        """The topology, its domains checked and made canonical (exactly one of
-        ``per_domain`` and ``domains`` is given)."""
+    def _built(cls, world: int, hosts: Hosts, names: tuple[str, ...] | None,
+               domains: int | Runs) -> Topology:
+        """The one builder: a topology from its hosts (already canonical), their names and
+        their domains, ``domains`` hosts per domain or runs of hosts ``(domain, hosts)`` in
+        host order, made canonical here."""
         count = hosts.num_hosts
-        if domains is not None:
-            per_domain, domains = canonical_domains(domains, count)
-        if per_domain is not None and per_domain > MAX_UNIVERSE:
-            raise TopologyError(f"hosts_per_domain must be at most 2**63, got {per_domain:,}")
-        kind: Domains = EvenDomains(per_domain, count) if per_domain is not None else \
-            ListedDomains(domains or ())
-        return cls._trusted(world, hosts, kind, names)
-
-    @classmethod
-    def _trusted(cls, world_size: int, hosts: Hosts, domains: Domains,
-                 names: tuple[str, ...] | None) -> Topology:
-        """A topology from kinds already known valid and canonical (no checks)."""
+        kind = EvenDomains(domains, count) if isinstance(domains, int) else \
+            canonical_domains(domains, count)
         made = cls.__new__(cls)
-        made.__attrs_init__(world_size, hosts, domains, names)
+        made.__attrs_init__(world, hosts, kind, names)
         return made
 
     def with_domains(self, hosts_per_domain: object) -> Topology:
         """The same hosts grouped into fast domains of ``hosts_per_domain`` hosts."""
-        return Topology._trusted(self.world_size, self._hosts, EvenDomains(
-            checked_per_domain(hosts_per_domain), self.num_hosts), self._names)
+        return Topology._built(self.world_size, self._hosts, self._names,
+                               checked_per_domain(hosts_per_domain))
 
     # ---- values ------------------------------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:  # unpickling goes through the checks
         return Topology.from_dict, (self.to_dict(),)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.world_size, self._hosts.devices_per_host, self._hosts.runs,
-                self._domains.key, self._domains.runs)
+        return self.world_size, self._hosts, self._domains.key  # kinds are canonical
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Topology) and self._key() == other._key()
