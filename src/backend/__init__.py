@@ -258,4 +258,5 @@ def _by_public_name(cls: type) -> type:
 
 for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
     _by_public_name(_cls)
+del _cls
 

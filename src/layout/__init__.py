@@ -120,3 +120,4 @@ for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
     # moving a file breaks no saved value; doctest still finds the class in its file.
     vars(sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
     _cls.__module__ = __name__
+del _cls
