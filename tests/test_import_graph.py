@@ -270,3 +270,36 @@ def test_the_all_check_sees_an_unlisted_name() -> None:
     path = SRC / "backend" / "_core" / "_base.py"
     assert _missing_from_all(path, "from ._loss import Loss, Hidden\n") == [
         "Hidden from backend/_core/_loss.py"]
+
+
+# ---- mesh: the machine model below the wings -----------------------------------------------
+
+MACHINE = "mesh._topology"
+WINGS = ("mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan", "mesh._recover")
+OLD_MACHINE = ("_topology", "_kinds", "_runs", "_topofile", "_blocks")  # once in mesh._plan
+
+
+def test_the_machine_model_imports_only_the_core_and_layout() -> None:
+    """``mesh._topology`` (Topology and its kinds) sits below every wing: it imports
+    ``mesh._core`` and ``layout``, no wing and not the package's ``__init__``."""
+    for path, names in _sources("mesh/_topology"):
+        ours = _matching(names, "mesh")
+        bad = [m for m in ours if not m.startswith(("mesh._core", MACHINE))]
+        assert bad == [], f"{path.relative_to(SRC)} imports {bad}"
+
+
+def test_no_wing_imports_the_plan_wings_machine_model() -> None:
+    """A wing that asks a machine imports ``mesh._topology``'s face; nothing imports the old
+    modules of ``mesh._plan`` (``_plan/_topology.py`` is left only for old pickles)."""
+    old = [f"mesh._plan.{m}" for m in OLD_MACHINE]
+    for module, targets in _graph("mesh").items():
+        bad = _matching(targets, *old)
+        assert bad == [], f"{module} imports {bad}"
+    assert not any((SRC / "mesh" / "_plan" / f"{m}.py").exists() for m in OLD_MACHINE[1:])
+
+
+def test_every_wing_that_asks_a_machine_takes_the_topology_from_its_face() -> None:
+    users = {_subpackage(m, "mesh") for m, targets in _graph("mesh").items()
+             if MACHINE in targets and not m.startswith(MACHINE)}
+    assert users >= {"mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan"}
+    assert users <= {*WINGS, "mesh"}

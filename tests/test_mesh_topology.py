@@ -353,6 +353,11 @@ def test_devices_are_the_local_ranks_and_no_two_ranks_share_one() -> None:
         Topology.from_hosts(["a", "a"], devices=[3, 3])
 
 
+def test_unordered_devices_are_refused_naming_the_argument() -> None:
+    with pytest.raises(MeshTypeError, match=r"^devices must be an ordered sequence"):
+        Topology.from_hosts(["a", "b"], devices={1, 2})
+
+
 _SAVED = [
     Topology(16, 4), Topology(2**62, 8, hosts_per_domain=18),
     Topology.from_hosts([f"node{r // 4:03d}" for r in range(16)], hosts_per_domain=2),

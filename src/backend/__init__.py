@@ -173,7 +173,7 @@ def __getattr__(name: str) -> object:
     if name in _TORCH_BACKENDS:
         from . import _c10d
 
-        return getattr(_c10d, name)
+        return _by_public_name(getattr(_c10d, name))
     if name in MOVED:
         new, value = MOVED[name]
         moved(f"backend.{name}", new)
@@ -260,3 +260,19 @@ __all__ = [
     "sharding_of",
     "to_torch_placements",
 ]
+
+
+def _by_public_name(cls: type) -> type:
+    """Pin ``cls.__module__`` to this package (as torch pins ``Placement.__module__``), so a
+    pickle names ``backend.X``, not the private file ``X`` is written in, and moving a file
+    breaks no saved value; doctest still finds the class in its file (its ``__test__``)."""
+    if cls.__module__ != __name__:
+        vars(sys.modules[cls.__module__]).setdefault("__test__", {})[cls.__name__] = cls
+        cls.__module__ = __name__
+    return cls
+
+
+for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
+    _by_public_name(_cls)
+del _cls
+

@@ -55,7 +55,7 @@ def as_int(value: object, what: str, expected: str = "an int", *,
     >>> as_int(2.0, "a size")
     Traceback (most recent call last):
     ...
-    layout._errors.LayoutTypeError: a size must be an int, got 2.0 of type float
+    layout.LayoutTypeError: a size must be an int, got 2.0 of type float
     """
     if type(value) is int:
         return value

@@ -382,7 +382,7 @@ def composition(A: Layout, B: Tiler) -> Layout:
     >>> composition(Layout((6, 4), (5, 1)), Layout(6))
     Traceback (most recent call last):
     ...
-    layout._errors.CompositionError: composition (6,4):(5,1) ∘ 6:1 ... (shape divisibility)
+    layout.CompositionError: composition (6,4):(5,1) ∘ 6:1 ... (shape divisibility)
     >>> print(composition(Layout((4, 6), (6, 1)), (2, 3)))
     (2,3):(6,1)
     """

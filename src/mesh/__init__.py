@@ -1,20 +1,22 @@
 """Immutable mesh views with named dims, computed from layouts, with no process group.
 
-Module map (for readers of the code): a value core and three wings above it, each a
-private sub-package.  ``_core`` holds the values and everything they need
-(:class:`MeshView`, :class:`RankMap`, :class:`Family`, rank listing, the door checks,
-:func:`concatenate`, the errors) and imports no wing.  ``_draw`` draws one instance of a
-view (one panel model, ``_panels``, written as text by :func:`render` and as SVG by
-:func:`svg`).  ``_recover`` answers what failed ranks break and which views go on
-(:func:`blast`, :func:`drop`, :func:`substitute`, :func:`survive`); ``_decide``, beside
-it, prices every way on and ranks them (:func:`recover`), using ``_recover``, ``_tensor``
-and the plan wing's :class:`Topology`.  ``_plan`` places
-plans on machines and reports on them (:class:`Topology`, :func:`explain`,
-:func:`compare`, what failed ranks do to a plan, the ``meshlayout`` command); it uses the
-drawing wing (the command's ``--svg``) and the recovery wing (its ``--fail``), and no
-wing but ``_decide`` uses it (for :class:`Topology` only).  ``_hang`` reads a hung
-job's flight-recorder dumps against its plan (:func:`read_flight_records`); it imports
-only the core, and ``_plan``'s command uses it (``meshlayout hang``).  No import cycle anywhere.
+Module map (for readers of the code): a value core, the machine model above it, and wings
+above both, each a private sub-package; no import cycle anywhere, and no wing imports the
+package's ``__init__``.
+
+| sub-package | what it holds | it imports |
+|---|---|---|
+| ``_core`` | the values: ``MeshView``, ``RankMap``, ``Family``, the errors, the door | no wing |
+| ``_topology`` | the machine model: ``Topology`` and its kinds (hosts, fast domains) | ``_core`` |
+| ``_draw`` | one instance as a picture: ``render`` (text), ``svg`` | ``_topology`` |
+| ``_recover`` | failed ranks: ``blast``, ``drop``, ``substitute``, ``survive`` | ``_core`` |
+| ``_decide`` | after a failure, every way on priced and ranked: ``recover``, ``Costs`` | ``_recover``, ``_tensor``, ``_topology`` |
+| ``_tensor`` | tensors on views: ``Sharding``, ``reshard`` (priced on a topology) | ``_topology`` |
+| ``_hang`` | a hung job's dumps read against its plan: ``read_flight_records`` | ``_topology`` |
+| ``_plan`` | ``explain``, ``compare``, ``place``, the ``meshlayout`` command | every wing |
+
+(every wing imports ``_core`` too; no wing imports ``_plan``, whose command uses the others:
+``--svg``, ``--fail``, ``reshard``, ``hang``.)
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
@@ -79,6 +81,7 @@ flight-recorder dumps read against the plan, as a :class:`HangReport` of
 :class:`HangFinding` values; unreadable dumps raise :class:`FlightRecordError`).
 """
 
+import sys
 import warnings
 
 from ._core import (
@@ -124,7 +127,6 @@ from ._plan import (
     Explanation,
     Links,
     Placement,
-    Topology,
     compare,
     explain,
     place,
@@ -143,6 +145,7 @@ from ._tensor import (
     Transfer,
     reshard,
 )
+from ._topology import Topology
 
 __all__ = [
     "Blast",
@@ -216,6 +219,13 @@ __all__ = [
     "survive",
     "svg",
 ]
+
+for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
+    # Pickles name the public package, not the private file (as torch pins Placement's), so
+    # moving a file breaks no saved value; doctest still finds the class in its file.
+    vars(sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
+    _cls.__module__ = __name__
+del _cls
 
 
 def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str:

@@ -145,7 +145,7 @@ class GroupSpec:
         ...              world_size="8", can_split=False)
         Traceback (most recent call last):
         ...
-        backend._core._errors.BackendConfigError: world_size must be an int >= 1, got '8'
+        backend.BackendConfigError: world_size must be an int >= 1, got '8'
         """
         _check_request(view, options, rank, world_size, can_split, default_backend,
                        default_timeout)

@@ -7,6 +7,8 @@ raises in the same place, so code written against torch keeps catching them.
 
 from __future__ import annotations
 
+import functools
+
 __all__ = [
     "BackendConfigError",
     "BackendError",
@@ -48,10 +50,12 @@ class ExpectationError(BackendConfigError):
         self.level, self.dim, self.group, self.spans = level, dim, group, spans
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_expectation, (self.args[0] if self.args else "", self.level, self.dim,
-                               self.group, self.spans))
+        return (functools.partial(ExpectationError, level=self.level, dim=self.dim,
+                                  group=self.group, spans=self.spans),
+                (self.args[0] if self.args else "",))
 
 
+# What the last release's pickles call (they named this module): kept for one release.
 def _expectation(message: str, level: str, dim: str, group: tuple[int, ...],
                  spans: tuple[object, ...]) -> ExpectationError:
     return ExpectationError(message, level=level, dim=dim, group=group, spans=spans)
@@ -90,10 +94,12 @@ class MembersMissingError(GroupCreationError, TimeoutError):
         self.doing = dict(doing or {})
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_members_missing, (self.args[0] if self.args else "", self.rank, self.dim,
-                                   self.ranks, self.missing, self.doing))
+        return (functools.partial(MembersMissingError, rank=self.rank, dim=self.dim,
+                                  ranks=self.ranks, missing=self.missing, doing=self.doing),
+                (self.args[0] if self.args else "",))
 
 
+# What the last release's pickles call (they named this module): kept for one release.
 def _members_missing(message: str, rank: int, dim: str, ranks: tuple[int, ...],
                      missing: tuple[int, ...], doing: dict[int, str]) -> MembersMissingError:
     return MembersMissingError(message, rank=rank, dim=dim, ranks=ranks, missing=missing,
@@ -116,9 +122,10 @@ class StoreRecordError(BackendError, ValueError):
         self.key, self.writer, self.reason = key, writer, reason
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_store_record, (self.key, self.reason, self.writer))
+        return (functools.partial(StoreRecordError, writer=self.writer), (self.key, self.reason))
 
 
+# What the last release's pickles call (they named this module): kept for one release.
 def _store_record(key: str, reason: str, writer: int | None) -> StoreRecordError:
     return StoreRecordError(key, reason, writer=writer)
 

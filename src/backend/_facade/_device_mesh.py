@@ -657,9 +657,24 @@ class DeviceMesh(Generic[G]):
         """
         root = self._root.mesh
         if root is not self:
-            return (_rebind, (_fields(self), root))
+            return (DeviceMesh._unpickled, (_fields(self), root))
         flattened = {name: _fields(flat) for name, flat in self._root.flattened.items()}
-        return (_rebind, (_fields(self), None, flattened))
+        return (DeviceMesh._unpickled, (_fields(self), None, flattened))
+
+    @classmethod
+    def _unpickled(cls, fields: dict[str, Any], root: DeviceMesh[Any] | None = None,
+                   flattened: Mapping[str, dict[str, Any]] | None = None) -> DeviceMesh[Any]:
+        """Unpickling: the binding's ``fields`` bound to this process's backend, under ``root``
+        (itself unpickled first), or as a root with its ``flattened`` meshes.  A classmethod,
+        so a pickle names ``backend.DeviceMesh``, not this file."""
+        if root is not None:
+            return DeviceMesh._trusted(Binding(backend=root.backend, **fields), root._root)
+        backend = _process_backend(fields)
+        mesh = DeviceMesh._trusted(Binding(backend=backend, **fields))
+        for name, flat in (flattened or {}).items():
+            flat_mesh = DeviceMesh._trusted(Binding(backend=backend, **flat), mesh._root)
+            mesh._root.flattened[name] = flat_mesh
+        return mesh
 
     def __repr__(self) -> str:
         view = self.view
@@ -748,16 +763,8 @@ def _fields(mesh: DeviceMesh[Any]) -> dict[str, Any]:
 
 def _rebind(fields: dict[str, Any], root: DeviceMesh[Any] | None = None,
             flattened: Mapping[str, dict[str, Any]] | None = None) -> DeviceMesh[Any]:
-    """Unpickling: the binding's ``fields`` bound to this process's backend, under ``root``
-    (itself unpickled first), or as a root with its ``flattened`` meshes."""
-    if root is not None:
-        return DeviceMesh._trusted(Binding(backend=root.backend, **fields), root._root)
-    backend = _process_backend(fields)
-    mesh = DeviceMesh._trusted(Binding(backend=backend, **fields))
-    for name, flat in (flattened or {}).items():
-        flat_mesh = DeviceMesh._trusted(Binding(backend=backend, **flat), mesh._root)
-        mesh._root.flattened[name] = flat_mesh
-    return mesh
+    """What the last release's pickles call (they named this module): kept for one release."""
+    return DeviceMesh._unpickled(fields, root, flattened)
 
 
 def _process_backend(fields: dict[str, Any]) -> Backend[Any]:

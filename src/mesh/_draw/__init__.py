@@ -1,9 +1,9 @@
 """The drawing wing of :mod:`mesh`: pictures of one instance of a view.
 
-Imports the core (``mesh._core``) only: never the plan wing, which uses it (the
-``--svg`` of ``meshlayout explain``); a topology's hosts and fast domains come in as plain
-``host(rank) -> int`` and ``domain(rank) -> int`` callables (or an object with such
-methods).
+Imports the core (``mesh._core``) and the machine model (``mesh._topology``): never the plan
+wing, which uses it (the ``--svg`` of ``meshlayout explain``); a topology's hosts and fast
+domains come in as a :class:`~mesh.Topology`, or as plain ``host(rank) -> int`` and
+``domain(rank) -> int`` callables.
 
 Module map: ``_panels`` (the one panel model: which panels, rows and columns are shown,
 each cell's rank and mark, panels in rows, titles in lines), and its two writers, which

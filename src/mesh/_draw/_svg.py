@@ -20,7 +20,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+from typing import cast
 
 from .._core import (
     Dim,
@@ -33,9 +33,10 @@ from .._core import (
     ordered,
     show,
 )
+from .._topology import Topology
 from ._panels import MEMBER, Instance, Sheet, across_by_aspect, neighbours, ravel, rows_of
 
-__all__ = ["MAX_SVG_CELLS", "PALETTE", "DomainMap", "HostMap", "Outline", "svg"]
+__all__ = ["MAX_SVG_CELLS", "PALETTE", "Outline", "svg"]
 
 MAX_SVG_CELLS = 16384
 """Largest instance :func:`svg` draws by default (a 128 x 128 grid, about 5 MB of SVG);
@@ -47,21 +48,6 @@ PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#f7b6d2",
 black text; group ``g`` (in order of first appearance) takes ``PALETTE[g % 12]``, or the
 next one not used by an adjacent group; when all 12 are, a further light colour (hues a
 golden angle apart), so adjacent groups never share a fill."""
-
-
-class HostMap(Protocol):
-    """What ``svg(host=...)`` takes besides a callable: an object with a ``host(rank)``
-    method, such as a :class:`~mesh.Topology` (the drawing wing never imports the plan
-    wing, so it asks for the method, not the class)."""
-
-    def host(self, rank: int) -> int: ...
-
-
-class DomainMap(Protocol):
-    """What ``svg(domain=...)`` takes besides a callable: an object with a ``domain(rank)``
-    method, such as a :class:`~mesh.Topology`."""
-
-    def domain(self, rank: int) -> int: ...
 
 
 _PLAIN = "#f4f4f4"  # the fill when nothing colours the cells
@@ -134,10 +120,10 @@ def _member_style(k: int, name: str) -> Outline:
     return Outline("member", name, colour, 2.5, dash, f"{how}{word} outline")
 
 
-def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
+def svg(view: MeshView, *, host: Callable[[int], int] | Topology | None = None,
         color_by: Dim | None = None, rank: int | None = None, title: str | None = None,
         max_cells: int = MAX_SVG_CELLS, failed: Sequence[int] = (),
-        domain: Callable[[int], int] | DomainMap | None = None) -> str:
+        domain: Callable[[int], int] | Topology | None = None) -> str:
     """Draw the instance holding ``rank`` (instance 0 when ``rank`` is None) as SVG.
 
     One cell per rank: a 1-D view is one row, a 2-D view a grid (dim 0 down,
@@ -151,7 +137,7 @@ def svg(view: MeshView, *, host: Callable[[int], int] | HostMap | None = None,
     adjacent groups never with the same one (12 colours, reused by groups that do not
     touch, more when needed; the legend says when colours repeat); without it, ``host``
     colours cells by host, the same way.  ``host`` is a ``host(global_rank) -> int``
-    callable or a :class:`~mesh.Topology` (anything with such a ``host`` method); it
+    callable or a :class:`~mesh.Topology`; it
     also draws a thick line on every edge between two neighbouring cells of a panel
     on different hosts, and a panel on one host names it.  ``rank`` is outlined in
     red, and the other members of its group along every dim in one style per dim
@@ -257,14 +243,13 @@ def _checked(view: MeshView, host: object, title: object, color_by: Dim | None,
 
 
 def _callable(given: object, method: str, expected: str) -> Callable[[int], int] | None:
-    """``given`` if callable, else its ``method`` (a Topology's ``host`` or ``domain``, by
-    duck typing: _draw never imports the plan wing), else MeshTypeError."""
+    """``given`` if callable, a topology's ``host`` (``method``: ``domain``) method, else
+    MeshTypeError."""
     if given is None or callable(given):
         return cast("Callable[[int], int] | None", given)
-    found = getattr(given, method, None)
-    if not callable(found):
+    if not isinstance(given, Topology):
         raise MeshTypeError(f"{method} must be {expected}, got {show(given)}")
-    return cast("Callable[[int], int]", found)
+    return given.host if method == "host" else given.domain
 
 
 def _shaded(fills: list[str], domains: list[int], hosts: list[int],

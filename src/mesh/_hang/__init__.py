@@ -3,7 +3,8 @@
 Module map: ``_records`` reads dumps safely (a pickle of builtins only, or JSON; bounded);
 ``_groups`` finds which group of the plan each of torch's process groups is; ``_hung``
 lines the members' calls up per group; ``_report`` words the result
-(:class:`HangReport`).  Imports only the core: no torch, no other wing.
+(:class:`HangReport`).  Imports only the core and the machine model (``mesh._topology``):
+no torch, no other wing.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
 
 from .._core import FlightRecordError, MeshView, show
+from .._topology import Topology
 from ._hung import analyse
 from ._records import FORMATS, MAX_DUMP_BYTES, read_dump
 from ._report import SCHEMA, HangFinding, HangReport, report
@@ -25,14 +26,8 @@ MAX_DUMPS = 1 << 20
 """The most dump files one call reads (a million ranks)."""
 
 
-class _Hosts(Protocol):
-    def host(self, rank: int) -> int: ...
-
-    def host_name(self, host: int) -> str: ...
-
-
 def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | MeshView, *,
-                        topology: _Hosts | None = None) -> HangReport:
+                        topology: Topology | None = None) -> HangReport:
     """What torch's flight-recorder dumps of a hung job (``paths``, one file per rank, the
     rank at the end of the name, or folders of them) say under its plan ``views`` (a view,
     or the plan's views by name): which group is stuck, by view, dim and coordinate; the
@@ -51,6 +46,9 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
             all(isinstance(v, MeshView) for v in views.values())):
         raise FlightRecordError(f"the plan must be a mesh.MeshView or a non-empty mapping of "
                                 f"view name -> MeshView, got {show(views)}")
+    if topology is not None and not isinstance(topology, Topology):
+        raise FlightRecordError(f"the topology must be a mesh.Topology or None, got "
+                                f"{show(topology)}")
     files = _paths(paths)
     seen: dict[object, object] = {}  # the values the dumps repeat, kept once
     hang = analyse([read_dump(p, seen) for p in files], views)
@@ -90,7 +88,7 @@ def _folder(path: str) -> list[str]:
 _RANKED = re.compile(r"\d(\.json|\.pkl|\.pickle)?$")
 
 
-def _host_words(topology: _Hosts | None) -> Callable[[int], str | None]:
+def _host_words(topology: Topology | None) -> Callable[[int], str | None]:
     """A rank's host name on ``topology`` (None without one, or off it)."""
     def host(rank: int) -> str | None:
         if topology is None:

@@ -47,6 +47,16 @@ class HangFinding:
                                     f"{show(self.text)} and {show(self.group)}")
         _ranks(self.ranks, "a finding's ranks")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles its group by value, so a pickle names only ``mesh.HangFinding``."""
+        return HangFinding._unpickled, (self.kind, self.text, self.ranks,
+                                        attrs.astuple(self.group, recurse=False))
+
+    @classmethod
+    def _unpickled(cls, kind: str, text: str, ranks: tuple[int, ...],
+                   group: tuple[Any, ...]) -> HangFinding:
+        return cls(kind, text, ranks, PlanGroup(*group))
+
 
 @attrs.frozen
 class HangReport:

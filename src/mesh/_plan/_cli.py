@@ -32,6 +32,7 @@ from .._core import MeshError, MeshView, show
 from .._draw import MAX_SVG_CELLS, svg
 from .._hang import read_flight_records
 from .._tensor import Sharding
+from .._topology import Topology
 from . import _args
 from ._compare import compare_placed
 from ._differ import differences
@@ -43,7 +44,6 @@ from ._parser import parser
 from ._place import Placement
 from ._planfile import Refused, load, load_tensors
 from ._report import MIB, failure_report, topology_report
-from ._topology import Topology
 from ._traffic import Links
 
 __all__ = ["main"]

@@ -29,9 +29,9 @@ from .._core import (
     items_of,
     show,
 )
+from .._topology import Topology
 from ._explain import CommMemory, explain
 from ._report import compare_report
-from ._topology import Topology
 from ._traffic import Links, traffic_bytes
 
 __all__ = ["COMPARE_SCHEMA", "Comparison", "compare", "compare_placed"]

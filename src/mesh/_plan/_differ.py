@@ -3,7 +3,7 @@
 
 :func:`differences` compares two topologies (the plan's ``TOPOLOGY``, or the hosts of 8
 assumed without one, against the machine) rank by rank without listing the world (the
-first rank whose host, or fast domain, differs: :func:`~mesh._plan._topology.first_split`),
+first rank whose host, or fast domain, differs: :func:`~mesh._topology.first_split`),
 and the plan's dims on each: those whose groups span more (or fewer) hosts or domains on
 the machine.  Pure: no I/O.
 """
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._core import MeshError, MeshView, show
+from .._topology import Topology, first_split
 from ._explain import explain, machine_fields
-from ._topology import Topology, first_split
 
 __all__ = ["differences"]
 

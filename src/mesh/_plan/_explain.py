@@ -31,8 +31,8 @@ from .._core import (
     items_of,
     show,
 )
+from .._topology import Topology
 from ._report import MIB, report
-from ._topology import Topology
 
 __all__ = ["DEFAULT_DEVICES_PER_HOST", "SCHEMA", "CommMemory", "Explanation", "explain",
            "machine_fields"]

@@ -33,7 +33,7 @@ from .._recover import (
     spare_ranks,
     survived,
 )
-from ._topology import Topology
+from .._topology import Topology
 
 __all__ = ["MOST_FAILED", "MOST_WAYS_RANKS", "DerivedFrom", "failed_on", "failure"]
 

@@ -13,9 +13,8 @@ import argparse
 import json
 
 from .._core import InvalidMeshDataError, read_bounded
+from .._topology import Topology, expand_hosts, hosts_file_lines
 from ._planfile import Refused
-from ._topofile import expand_hosts, hosts_file_lines
-from ._topology import Topology
 
 __all__ = ["MOST_MACHINE_BYTES", "machine", "source"]
 

@@ -25,9 +25,9 @@ import attrs
 
 from .._core import MeshTypeError, show
 from .._tensor import TIERS, Reshard, Sharding, reshard
+from .._topology import Topology
 from ._planfile import Refused
 from ._report import MIB
-from ._topology import Topology
 
 __all__ = ["MAX_MATRIX", "RESHARD_SCHEMA", "Moves", "traffic_svg"]
 

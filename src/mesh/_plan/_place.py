@@ -52,9 +52,9 @@ from .._core import (
     ordered,
     show,
 )
+from .._topology import Topology
 from ._explain import machine_fields
 from ._report import place_report
-from ._topology import Topology
 from ._traffic import Links, traffic_bytes
 
 __all__ = ["MAX_PLACED_DIMS", "PLACE_SCHEMA", "Placement", "place"]

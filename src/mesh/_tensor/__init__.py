@@ -1,7 +1,8 @@
 """The tensor wing of :mod:`mesh`: where a tensor's elements are on a view, and how to move
 them to another.
 
-Imports the core (``mesh._core``) only; the package imports it.  Pure and rank-free, like
+Imports the core (``mesh._core``) and the machine model (``mesh._topology``, which prices a
+plan); the package imports it.  Pure and rank-free, like
 the core.  Module map: ``_placement`` (the placements and the chunk arithmetic they share),
 ``_sharding`` (:class:`Sharding`, a tensor over a view, answered per rank), ``_reshard``
 (:func:`reshard`: the plan between two shardings, as a :class:`Reshard`).

@@ -44,12 +44,13 @@ import functools
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import attrs
 
 from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, ordered, show
+from .._topology import Topology
 from ._placement import Partial
 from ._sharding import Label, Sharding, check_boxes
 
@@ -61,18 +62,6 @@ domain, across domains."""
 
 Box = tuple[tuple[int, int], ...]
 """A box of the global tensor: ``(start, stop)`` per tensor dim."""
-
-
-class Machine(Protocol):
-    """What a plan asks of a topology (a :class:`~mesh.Topology` answers it)."""
-
-    def host(self, rank: int) -> int: ...
-
-    def domain(self, rank: int) -> int: ...
-
-    def ranks_on(self, host: int) -> tuple[int, ...]: ...
-
-    def hosts_in(self, domain: int) -> tuple[int, ...]: ...
 
 
 def _count(value: object) -> int:
@@ -182,11 +171,11 @@ class Reshard:
 
     src: Sharding
     dst: Sharding
-    topology: Machine | None
+    topology: Topology | None
     itemsize: int
     down: frozenset[int]
 
-    def __init__(self, src: Sharding, dst: Sharding, topology: Machine | None = None, *,
+    def __init__(self, src: Sharding, dst: Sharding, topology: Topology | None = None, *,
                  itemsize: int = 4, down: object = ()) -> None:
         self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize),
                             _down(down))
@@ -581,14 +570,12 @@ def _checked(src: object, dst: object, topology: object, itemsize: object) -> in
     size = as_int(itemsize, "itemsize")
     if size < 1:
         raise ShardingError(f"itemsize must be a positive int, got {size}")
-    if topology is not None and (isinstance(topology, type) or not all(
-            callable(getattr(topology, m, None)) for m in ("host", "domain", "ranks_on",
-                                                             "hosts_in"))):
+    if topology is not None and not isinstance(topology, Topology):
         raise MeshTypeError(f"topology must be a mesh.Topology or None, got {show(topology)}")
     return size
 
 
-def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
+def reshard(src: Sharding, dst: Sharding, topology: Topology | None = None, *,
             itemsize: int = 4, down: object = ()) -> Reshard:
     """The plan moving a tensor sharded as ``src`` to the sharding ``dst``: any two views,
     of one universe, disjoint ones or overlapping ones.
@@ -607,14 +594,10 @@ def reshard(src: Sharding, dst: Sharding, topology: Machine | None = None, *,
     last plans made are kept and given again for equal arguments: a plan is a value of its
     arguments, and what it computes is kept inside it.
     """
-    size = _checked(src, dst, topology, itemsize)
-    gone = _down(down)
-    if not isinstance(topology, Hashable) or topology.__hash__ is None:
-        return Reshard(src, dst, topology, itemsize=size, down=gone)  # a machine, no value
-    return _planned(src, dst, topology, size, gone)
+    return _planned(src, dst, topology, _checked(src, dst, topology, itemsize), _down(down))
 
 
 @functools.lru_cache(maxsize=256)
-def _planned(src: Sharding, dst: Sharding, topology: Hashable, itemsize: int,
+def _planned(src: Sharding, dst: Sharding, topology: Topology | None, itemsize: int,
              down: frozenset[int]) -> Reshard:
-    return Reshard(src, dst, cast(Machine, topology), itemsize=itemsize, down=down)
+    return Reshard(src, dst, topology, itemsize=itemsize, down=down)

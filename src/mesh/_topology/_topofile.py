@@ -31,6 +31,7 @@ import re
 from typing import Any, NamedTuple
 
 from .._core import MAX_UNIVERSE, InvalidMeshDataError, TopologyError, show
+from ._kinds import Runs
 
 __all__ = ["MOST_LISTED", "TOPOLOGY_VERSION", "Fields", "HostLine", "compress_hosts",
            "data_of", "expand_hosts", "fields_of", "hosts_file_lines"]
@@ -48,7 +49,6 @@ _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _NAME = re.compile(r"[^\s,\[\]]+")
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
 
-Runs = tuple[tuple[int, ...], ...]
 
 
 class Fields(NamedTuple):
@@ -60,6 +60,15 @@ class Fields(NamedTuple):
     hosts_per_domain: int | None
     domains: Runs | None
     names: tuple[str, ...] | None
+
+    def domains_given(self) -> int | Runs:
+        """The runs of ``domains`` where given, else ``hosts_per_domain``
+        (:func:`fields_of` gives exactly one)."""
+        if self.domains is not None:
+            return self.domains
+        if self.hosts_per_domain is None:  # pragma: no cover - fields_of refuses it
+            raise AssertionError("fields_of gives hosts_per_domain or domains")
+        return self.hosts_per_domain
 
 
 # ---- the versioned data -------------------------------------------------------------------

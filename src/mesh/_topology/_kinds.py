@@ -8,10 +8,13 @@ hosts sit in fast domains, each in its regular and its listed form.
 - :class:`EvenDomains`: host ``h`` in fast domain ``h // n`` (the last may be partial);
 - :class:`ListedDomains`: runs ``(domain, hosts)`` of consecutive hosts in host order.
 
-Pure, frozen values built only by ``_topology`` from fields it has checked and made
+Pure, frozen values built only inside ``mesh._topology``, from fields checked and made
 canonical (a listed form is never one the regular form can say); each answers its own
 questions by arithmetic (the regular forms) or over its runs (the listed forms), so the
-topology asks without branching on which form it holds.
+topology's queries do not branch on which form it holds.  Each holds only its own fields:
+what one form lacks (a regular form's runs, a listed form's size per host) it does not
+pretend to have; the topology asks which form it holds only where its answer differs in
+kind (``devices_per_host`` is None for listed hosts; the saved data holds runs or a size).
 
 >>> hosts = ListedHosts(((0, 2, 0), (1, 3, 0), (0, 1, 2)))
 >>> hosts.num_hosts, hosts.host(5), hosts.device(5), hosts.ranks_on(0)
@@ -44,12 +47,7 @@ class EvenDomains:
     per_domain: int
     hosts: int
 
-    runs = None
     in_order = True
-
-    @property
-    def hosts_per_domain(self) -> int:
-        return self.per_domain
 
     @property
     def key(self) -> int:
@@ -88,8 +86,10 @@ class ListedDomains:
 
     runs: Runs
 
-    hosts_per_domain = None
-    key = None
+    @property
+    def key(self) -> Runs:
+        """What equality compares: the runs (canonical)."""
+        return self.runs
 
     @functools.cached_property
     def num_domains(self) -> int:
@@ -134,12 +134,7 @@ class EvenHosts:
     world: int
     per_host: int
 
-    runs = None
     in_order = True
-
-    @property
-    def devices_per_host(self) -> int:
-        return self.per_host
 
     @property
     def num_hosts(self) -> int:
@@ -184,8 +179,6 @@ class ListedHosts:
     by first appearance (canonical: never what :class:`EvenHosts` can say)."""
 
     runs: Runs
-
-    devices_per_host = None
 
     @functools.cached_property
     def num_hosts(self) -> int:

@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Sequence
 
 from .._core import MAX_UNIVERSE, MeshTypeError, TopologyError, as_int, as_size, ordered, show
+from ._kinds import Domains, EvenDomains, ListedDomains, Runs
 
 __all__ = [
-    "Runs",
     "bounded_hosts",
     "canonical_domains",
     "checked_devices",
@@ -27,7 +27,6 @@ __all__ = [
     "run_length",
 ]
 
-Runs = tuple[tuple[int, ...], ...]  # (host, count, first device) or (domain, hosts) runs
 
 
 def checked_per_domain(value: object) -> int:
@@ -71,7 +70,7 @@ def checked_devices(devices: object, of: list[int]) -> list[int]:
             out.append(seen.get(h, 0))
             seen[h] = out[-1] + 1
         return out
-    given = ordered(devices, "checked_devices")
+    given = ordered(devices, "devices")
     if len(given) != len(of):
         raise TopologyError(f"devices must give one device per rank ({len(of):,}), got "
                             f"{len(given):,}")
@@ -212,10 +211,11 @@ def permuted_domains(domains: Runs, order: list[int], count: int) -> Runs:
     return tuple((d, len(list(g))) for d, g in itertools.groupby(per_host[o] for o in order))
 
 
-def canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | None]:
-    """``(hosts_per_domain, None)`` when the domain runs are consecutive domains of equal
-    size (the last may be smaller), else ``(None, runs)`` with domains renumbered by first
-    appearance, runs that continue merged; a domain index without hosts is refused."""
+def canonical_domains(domains: Runs, hosts: int) -> Domains:
+    """The domains of ``hosts`` hosts from runs of hosts: :class:`EvenDomains` when the runs
+    are consecutive domains of equal size (the last may be smaller), else
+    :class:`ListedDomains` with domains renumbered by first appearance, runs that continue
+    merged; a domain index without hosts is refused."""
     total = sum(c for _, c in domains)
     if total != hosts:
         raise TopologyError(f"the domains hold {total:,} hosts, but the topology has "
@@ -239,8 +239,8 @@ def canonical_domains(domains: Runs, hosts: int) -> tuple[int | None, Runs | Non
     f = runs[0][1]
     if all(d == i for i, (d, _) in enumerate(runs)) and all(c == f for _, c in runs[:-1]) \
             and runs[-1][1] <= f:
-        return f, None
-    return None, tuple(tuple(r) for r in runs)
+        return EvenDomains(f, hosts)
+    return ListedDomains(tuple(tuple(r) for r in runs))
 
 
 def named_once(names: tuple[str, ...]) -> None:
