@@ -69,7 +69,7 @@ def main(out: str) -> None:
 
     faulthandler.dump_traceback_later(90)
 
-    from backend import GlooBackend, apply_recovery, bind, to_torch_placements
+    from backend import GlooBackend, Recovered, apply_recovery, bind, to_torch_placements
     from mesh import MeshView, recover
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -118,7 +118,7 @@ def main(out: str) -> None:
     steps = {int(store.get(f"step/{r}").decode()) for r in range(size)
              if r not in lost and r < 6}
     t0 = time.monotonic()
-    done = apply_recovery(way, local, device_mesh=job, checkpoint=ckpt,
+    done: Recovered = apply_recovery(way, local, device_mesh=job, checkpoint=ckpt,
                           dtypes={n: getattr(torch, d) for n, d in DTYPES.items()})
     seconds = time.monotonic() - t0
     report: dict[str, Any] = {"lost": lost, "way": way.kind.value, "label": way.label,

@@ -275,7 +275,8 @@ def test_the_all_check_sees_an_unlisted_name() -> None:
 # ---- mesh: the machine model below the wings -----------------------------------------------
 
 MACHINE = "mesh._topology"
-WINGS = ("mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan", "mesh._recover")
+WINGS = ("mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan", "mesh._recover",
+         "mesh._decide")
 OLD_MACHINE = ("_topology", "_kinds", "_runs", "_topofile", "_blocks")  # once in mesh._plan
 
 

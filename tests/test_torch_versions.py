@@ -109,8 +109,11 @@ def test_the_installed_torch_is_a_tested_one() -> None:
 
 
 def test_the_refusal_is_an_import_error_of_the_package_hierarchy() -> None:
+    import pickle
+
     from backend import BackendError, UnsupportedTorchError
 
-    error = UnsupportedTorchError("torch 2.16.0 is not supported", version="2.16.0")
+    error = UnsupportedTorchError("torch 2.16.0 is not supported", "2.16.0")
     assert isinstance(error, ImportError) and isinstance(error, BackendError)
-    assert error.version == "2.16.0"
+    again = pickle.loads(pickle.dumps(error))
+    assert again.version == error.version == "2.16.0" and str(again) == str(error)

@@ -57,7 +57,7 @@ from mesh import (
 REFERENCE_SCRIPT = Path(__file__).with_name("torch_mesh_reference.py")
 # The torch releases whose DeviceMesh behaviours (TORCH_REFUSALS, test_mesh_vs_torch.py's
 # docstring) were checked: pyproject's range.  Another torch must be checked before it is run.
-TORCH_CHECKED = ("2.13", "2.14")
+TORCH_CHECKED = ("2.13", "2.14", "2.15")
 TORCH_TIMEOUT_S = 240
 
 

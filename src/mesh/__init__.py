@@ -10,7 +10,8 @@ package's ``__init__``.
 | ``_topology`` | the machine model: ``Topology`` and its kinds (hosts, fast domains) | ``_core`` |
 | ``_draw`` | one instance as a picture: ``render`` (text), ``svg`` | ``_topology`` |
 | ``_recover`` | failed ranks: ``blast``, ``drop``, ``substitute``, ``survive`` | ``_core`` |
-| ``_decide`` | after a failure, every way on priced and ranked: ``recover``, ``Costs`` | ``_recover``, ``_tensor``, ``_topology`` |
+| ``_decide`` | every way on after a failure, priced: ``recover``, ``Costs`` | ``_recover``, |
+| | | ``_tensor``, ``_topology`` |
 | ``_tensor`` | tensors on views: ``Sharding``, ``reshard`` (priced on a topology) | ``_topology`` |
 | ``_hang`` | a hung job's dumps read against its plan: ``read_flight_records`` | ``_topology`` |
 | ``_plan`` | ``explain``, ``compare``, ``place``, the ``meshlayout`` command | every wing |

@@ -154,9 +154,12 @@ class UnsupportedTorchError(BackendError, ImportError):
     range and the way on.  An ``ImportError``, as a missing torch is; ``version`` is the
     installed release."""
 
-    def __init__(self, message: str, *, version: str) -> None:
+    def __init__(self, message: str, version: str = "") -> None:
         super().__init__(message)
         self.version = version
+
+    def __reduce__(self) -> tuple[type[UnsupportedTorchError], tuple[str, str]]:
+        return type(self), (str(self), self.version)
 
 
 class TorchMissingError(BackendError, ModuleNotFoundError):

@@ -79,4 +79,4 @@ def require_tested_torch() -> None:
         f"torch {version} is not supported by this meshlayout (it supports torch "
         f">={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}): install a supported torch (pip install "
         f"'torch>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}'), or set {UNTESTED_TORCH_ENV}=1 to try "
-        f"this one", version=str(version))
+        f"this one", str(version))

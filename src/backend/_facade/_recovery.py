@@ -15,7 +15,7 @@ and the spares it brings in.  In order:
    one message each way per pair of ranks (:func:`~backend.reshard_state`).
 3. **Lost boxes**: what no rank up holds (``Reshard.lost``), read from the DCP checkpoint
    box by box, only the saved chunks each box overlaps
-   (:func:`~backend._tensor._checkpoint.read_boxes`).
+   (:func:`~backend._tensor.read_boxes`).
 4. **Result**: each tensor's new local block, and, with ``dtensors=True``, a DTensor on a
    torch mesh (``to_torch()`` of a facade mesh) over its new view, with its new placements.
 """
@@ -33,7 +33,7 @@ import mesh
 from layout import show
 
 from .._core import BackendConfigError
-from .._tensor import reshard_state, to_torch_placements
+from .._tensor import read_boxes, reshard_state, to_torch_placements
 from ._device_mesh import DeviceMesh
 
 __all__ = ["Recovered", "apply_recovery"]
@@ -164,8 +164,6 @@ def _fill_lost(way: mesh.Way, moved: dict[str, Any], lost: Mapping[str, tuple[An
     wanted = {n: list(boxes) for n, boxes in lost.items() if boxes}
     if not wanted:
         return 0
-    from .._tensor._checkpoint import read_boxes
-
     got = read_boxes(checkpoint, wanted)
     count = 0
     for name, boxes in wanted.items():
