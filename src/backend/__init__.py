@@ -91,28 +91,19 @@ Public names:
   :class:`RankLostError`, :class:`DiscoveryError`, :class:`StoreRecordError` (a value in
   the job's store that its writer did not write), :class:`ExpectationError` (a
   :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
-  which ``import backend`` raises without PyTorch installed).
+  which what needs PyTorch raises without it installed).
 
-**Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (from a checkout's
-root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the
-``meshlayout`` command) do not.  Importing this package checks that torch is installed
-without importing it: :class:`FakeBackend` and :func:`check_spmd` still run without loading
-torch.
+**Installing.** Process groups need PyTorch, meshlayout's ``torch`` extra (from a
+checkout's root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`,
+:mod:`mesh`, the ``meshlayout`` command) do not, nor does this package's torch-free core:
+without torch, ``import backend`` works and :class:`FakeBackend`, :func:`bind` and
+:func:`check_spmd` (without ``torch=True``) run; what needs torch (the c10d backends,
+:class:`TorchFakeBackend`, a mesh without a bound backend, ``to_torch``) raises
+:class:`TorchMissingError` naming the extra.
 """
 
-import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
-
-from ._core import TorchMissingError
-
-if importlib.util.find_spec("torch") is None:  # found, not imported: torch loads on first use
-    raise TorchMissingError(
-        "the backend package (process groups, the DeviceMesh facade, check_spmd) needs "
-        "PyTorch, which is not installed: install meshlayout's torch extra from the checkout's "
-        "root, pip install -e '.[torch]' (on a machine without a GPU, PyTorch's CPU wheel "
-        "first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu). "
-        "The offline tools need no torch: layout, mesh and the meshlayout command.")
 
 from ._c10d import DiscoveryRecord, GroupSpec, Plan, discover_topology
 from ._core import (
@@ -133,6 +124,8 @@ from ._core import (
     RankLostError,
     ReentrantCreationError,
     StoreRecordError,
+    TorchMissingError,
+    need_torch,
     plug,
     warn_if_untested_torch,
 )
@@ -161,6 +154,7 @@ _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBacken
 def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
+        need_torch(f"backend.{name}")
         from . import _c10d
 
         return getattr(_c10d, name)
@@ -178,18 +172,21 @@ def _process_default(device_type: str, current: Any) -> Any:
     # backend stands, without importing torch.
     if current is not None and "torch.distributed" not in sys.modules:
         return current
+    need_torch(f"a {device_type!r} mesh without a backend (bind one, e.g. FakeBackend)")
     from ._c10d import process_default
 
     return process_default(device_type, current)
 
 
 def _torch_fake(world_size: int, rank: int) -> Any:
+    need_torch("torch's fake world (to_torch, torch_group)")
     from ._c10d import torch_fake
 
     return torch_fake(world_size, rank)
 
 
 def _torch_facade() -> type:
+    need_torch("a mesh over torch process groups")
     from . import _facade
 
     found: type = _facade.TorchFacadeMesh

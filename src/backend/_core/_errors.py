@@ -7,6 +7,8 @@ raises in the same place, so code written against torch keeps catching them.
 
 from __future__ import annotations
 
+import importlib.util
+
 __all__ = [
     "BackendConfigError",
     "BackendError",
@@ -20,6 +22,7 @@ __all__ = [
     "ReentrantCreationError",
     "StoreRecordError",
     "TorchMissingError",
+    "need_torch",
 ]
 
 
@@ -148,3 +151,18 @@ class TorchMissingError(BackendError, ModuleNotFoundError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.name = "torch"
+
+
+_NO_TORCH = (
+    "needs PyTorch, which is not installed: install meshlayout's torch extra from the "
+    "checkout's root, pip install -e '.[torch]' (on a machine without a GPU, PyTorch's CPU "
+    "wheel first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu). "
+    "Without torch, FakeBackend, bind and check_spmd (without torch=True) run, as do the "
+    "offline tools: layout, mesh and the meshlayout command.")
+
+
+def need_torch(what: str) -> None:
+    """Raise :class:`TorchMissingError` saying that ``what`` needs torch and naming the extra,
+    when torch is not installed (looked up, not imported)."""
+    if importlib.util.find_spec("torch") is None:
+        raise TorchMissingError(f"{what} {_NO_TORCH}")

@@ -21,7 +21,7 @@ import attrs
 from layout import show
 from mesh import Topology
 
-from .._core import BackendConfigError
+from .._core import BackendConfigError, need_torch
 from ._classes import automatic
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
@@ -240,6 +240,7 @@ def _recorders(backend: Kind, torch: bool) -> tuple[Callable[[int, int], Recordi
     """How each rank's recorder is made (``make(world_size, rank)``), and the torch session
     the runs share (None without ``torch=True``)."""
     if torch:
+        need_torch("check_spmd(..., torch=True)")
         from ._torch import TorchSession
 
         session = TorchSession(backend)
