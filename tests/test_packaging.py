@@ -101,4 +101,4 @@ def test_the_sdist_installs_in_a_fresh_venv_and_runs_the_command(built: Path,
     out = _run([str(bindir / "meshlayout"), "reshard", str(examples / "trainer.py"),
                 str(examples / "server.py"), "--format", "json"], tmp_path)
     assert out.returncode == 0, out.stderr
-    assert '"schema": "meshlayout.reshard/1"' in out.stdout
+    assert '"schema": "meshlayout.reshard/2"' in out.stdout
