@@ -112,6 +112,18 @@ def test_the_wheel_needs_torch_only_with_an_extra(venv: Path) -> None:
     requires = re.findall(r"^Requires-Dist: (.*)$", meta.decode(), re.M)
     assert [r for r in requires if "extra ==" not in r] == ["attrs>=24.1"]
     assert 'torch<2.15,>=2.13; extra == "torch"' in requires  # the versions the suite runs on
+    assert 'numpy>=1.24; extra == "numpy"' in requires  # Sharding.local, Reshard.apply
+
+
+def test_a_plain_install_names_the_numpy_extra_where_numpy_is_needed(venv: Path) -> None:
+    python = venv / ("python.exe" if os.name == "nt" else "python")
+    out = _run([str(python), "-c", "from mesh import MeshView, Shard, Sharding\n"
+                "s = Sharding(MeshView.from_shape(2, ('tp',)), (Shard(0),), (4,))\n"
+                "print(s.runs(1))\n"  # plain arithmetic: no NumPy needed
+                "s.local([0, 1, 2, 3], 1)"], venv)
+    assert out.stdout.strip() == "(((2, 2),),)", out.stderr[-2000:]
+    assert "mesh._core._errors.NumpyMissingError: Sharding.local needs NumPy" in out.stderr
+    assert "pip install -e '.[numpy]'" in out.stderr
 
 
 def test_a_plain_install_has_no_torch_and_runs_the_offline_tools(venv: Path) -> None:

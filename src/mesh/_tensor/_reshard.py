@@ -46,7 +46,7 @@ from typing import Any, Protocol, cast
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, ordered, show
+from .._core import MeshTypeError, ShardingError, as_int, check_limit, need_numpy, ordered, show
 from ._placement import Partial
 from ._sharding import Label, Sharding, check_boxes
 
@@ -455,9 +455,7 @@ class Reshard:
     def _checked_shards(self, shards: object) -> Any:
         """NumPy, once ``shards`` is checked to map source ranks to NumPy arrays of their
         local shapes (else the typed error :meth:`apply` raises)."""
-        np = numpy()
-        if np is None:
-            raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
+        np = need_numpy("Reshard.apply")
         if not isinstance(shards, Mapping):
             raise MeshTypeError(f"Reshard.apply needs a mapping of source rank -> local "
                                 f"array, got a {type(shards).__name__}: {show(shards)}")
