@@ -113,6 +113,9 @@ def test_the_wheel_needs_torch_only_with_an_extra(venv: Path) -> None:
     assert [r for r in requires if "extra ==" not in r] == ["attrs>=24.1"]
     assert 'torch<2.15,>=2.13; extra == "torch"' in requires  # the versions the suite runs on
     assert 'numpy>=1.24; extra == "numpy"' in requires  # Sharding.local, Reshard.apply
+    classifiers = re.findall(r"^Classifier: (.*)$", meta.decode(), re.M)
+    assert "Typing :: Typed" in classifiers and "Programming Language :: Python :: 3" in classifiers
+    assert not re.search(r"^Project-URL:", meta.decode(), re.M)  # no public home: none invented
 
 
 def test_a_plain_install_names_the_numpy_extra_where_numpy_is_needed(venv: Path) -> None:

@@ -102,8 +102,11 @@ without torch, ``import backend`` works and :class:`FakeBackend`, :func:`bind` a
 :class:`TorchMissingError` naming the extra.
 """
 
-import sys
-from typing import TYPE_CHECKING, Any
+import sys as _sys
+import typing as _typing
+from typing import Any as _Any
+
+from layout import __version__ as __version__
 
 from ._c10d import DiscoveryRecord, GroupSpec, Plan, discover_topology
 from ._core import (
@@ -125,11 +128,12 @@ from ._core import (
     ReentrantCreationError,
     StoreRecordError,
     TorchMissingError,
-    need_torch,
-    plug,
-    warn_if_untested_torch,
 )
-from ._deprecated import MOVED, moved
+from ._core import need_torch as _need_torch
+from ._core import plug as _plug
+from ._core import warn_if_untested_torch as _warn_if_untested_torch
+from ._deprecated import MOVED as _MOVED
+from ._deprecated import moved as _moved
 from ._facade import (
     Binding,
     DeviceMesh,
@@ -143,9 +147,9 @@ from ._facade import (
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
 from ._tensor import from_torch_placements, reshard_tensor, to_torch_placements
 
-warn_if_untested_torch()  # once: outside the tested torch releases, say so
+_warn_if_untested_torch()  # once: outside the tested torch releases, say so
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
 
 _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend")
@@ -154,48 +158,48 @@ _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBacken
 def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
-        need_torch(f"backend.{name}")
+        _need_torch(f"backend.{name}")
         from . import _c10d
 
         return getattr(_c10d, name)
-    if name in MOVED:
-        new, value = MOVED[name]
-        moved(f"backend.{name}", new)
+    if name in _MOVED:
+        new, value = _MOVED[name]
+        _moved(f"backend.{name}", new)
         return value
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
 
 # ---- the plugs: the core's slots filled with the wings, each loaded on first use ----------
 
-def _process_default(device_type: str, current: Any) -> Any:
+def _process_default(device_type: str, current: _Any) -> _Any:
     # A process that never imported torch.distributed has no torch world: its bound
     # backend stands, without importing torch.
-    if current is not None and "torch.distributed" not in sys.modules:
+    if current is not None and "torch.distributed" not in _sys.modules:
         return current
-    need_torch(f"a {device_type!r} mesh without a backend (bind one, e.g. FakeBackend)")
+    _need_torch(f"a {device_type!r} mesh without a backend (bind one, e.g. FakeBackend)")
     from ._c10d import process_default
 
     return process_default(device_type, current)
 
 
-def _torch_fake(world_size: int, rank: int) -> Any:
-    need_torch("torch's fake world (to_torch, torch_group)")
+def _torch_fake(world_size: int, rank: int) -> _Any:
+    _need_torch("torch's fake world (to_torch, torch_group)")
     from ._c10d import torch_fake
 
     return torch_fake(world_size, rank)
 
 
 def _torch_facade() -> type:
-    need_torch("a mesh over torch process groups")
+    _need_torch("a mesh over torch process groups")
     from . import _facade
 
     found: type = _facade.TorchFacadeMesh
     return found
 
 
-plug("process_default", _process_default)
-plug("torch_fake", _torch_fake)
-plug("torch_facade", _torch_facade)
+_plug("process_default", _process_default)
+_plug("torch_fake", _torch_fake)
+_plug("torch_facade", _torch_facade)
 
 __all__ = [
     "Backend",

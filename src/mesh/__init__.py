@@ -73,7 +73,9 @@ flight-recorder dumps read against the plan, as a :class:`HangReport` of
 :class:`HangFinding` values; unreadable dumps raise :class:`FlightRecordError`).
 """
 
-import warnings
+import warnings as _warnings
+
+from layout import __version__ as __version__
 
 from ._core import (
     FORMAT_VERSION,
@@ -213,7 +215,7 @@ def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str
     Kept for one release; the value core does not import the drawing wing, so the package
     puts this alias on the class (``_core/_view.py`` declares it for type checkers).
     """
-    warnings.warn("MeshView.render(rank) is deprecated; use mesh.render(view, rank)",
+    _warnings.warn("MeshView.render(rank) is deprecated; use mesh.render(view, rank)",
                   DeprecationWarning, stacklevel=2)
     return render(self, rank, width=width)
 

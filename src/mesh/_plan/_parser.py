@@ -8,15 +8,16 @@ mean together (a plan, a machine, a failure) is the command's (``_cli``).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 from typing import Any
+
+from layout import __version__
 
 from . import _args
 from ._explain import DEFAULT_DEVICES_PER_HOST
 from ._report import MIB
 from ._traffic import Links
 
-__all__ = ["parser", "version"]
+__all__ = ["parser"]
 
 _EPILOG = """\
 examples:
@@ -71,21 +72,12 @@ fast domain). Exit status: 0 done, 2 bad input.
 """
 
 
-def version() -> str:
-    """The installed distribution's version (pyproject.toml's, the one source), or
-    ``"unknown"`` when the package runs from a source tree that was never installed."""
-    try:
-        return importlib.metadata.version("meshlayout")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def parser() -> argparse.ArgumentParser:
     """The ``meshlayout`` command's parser: its subcommands and their flags."""
     top = argparse.ArgumentParser(
         prog="meshlayout", description="Device-mesh bookkeeping, offline: see a plan before "
         "launching it.")
-    top.add_argument("--version", action="version", version=f"meshlayout {version()}")
+    top.add_argument("--version", action="version", version=f"meshlayout {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _explain_parser(sub)
     _compare_parser(sub)
