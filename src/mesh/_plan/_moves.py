@@ -132,7 +132,8 @@ class Moves:
 
     def report(self, rank: int | None = None) -> str:
         """The text report."""
-        rows = [("tensor", "shape", "from", "to", "moved", *TIERS, "busiest rank", "rounds")]
+        rows: list[tuple[str, ...]] = [
+            ("tensor", "shape", "from", "to", "moved", *TIERS, "busiest rank", "rounds")]
         for n, p in self.plans:
             tier_bytes = p.tier_bytes
             rows.append((n, "x".join(map(str, p.src.shape)) or "()", _placed(p.src),
