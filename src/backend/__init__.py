@@ -91,7 +91,7 @@ Public names:
   :class:`RankLostError`, :class:`DiscoveryError`, :class:`StoreRecordError` (a value in
   the job's store that its writer did not write), :class:`ExpectationError` (a
   :class:`BackendConfigError`), and :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
-  which what needs PyTorch raises without it installed).
+  raised by what needs PyTorch when it is not installed).
 
 **Installing.** Process groups need PyTorch, meshlayout's ``torch`` extra (from a
 checkout's root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`,

@@ -144,9 +144,10 @@ class RankLostError(BackendError, ValueError):
 
 
 class TorchMissingError(BackendError, ModuleNotFoundError):
-    """``import backend`` without PyTorch installed: the message names the extra to install
-    (``meshlayout[torch]``).  A ``ModuleNotFoundError`` (``name == "torch"``), so ``import``
-    semantics hold (``except ImportError`` catches it)."""
+    """Something that needs PyTorch (the c10d backends, torch's fake world, a mesh with no
+    backend bound, ``to_torch``, ``check_spmd(..., torch=True)``) without it installed: the
+    message names the extra to install (``meshlayout[torch]``).  A ``ModuleNotFoundError``
+    (``name == "torch"``), so ``import`` semantics hold (``except ImportError`` catches it)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
