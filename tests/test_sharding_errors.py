@@ -490,7 +490,8 @@ def test_the_error_hierarchy_of_the_tensor_wing() -> None:
     assert mesh.MAX_TENSOR_DIMS == MAX_TENSOR_DIMS and mesh.MAX_TILES == MAX_TILES
 
 
-@pytest.mark.parametrize("call", ["Sharding.local", "Reshard.apply", "RankMap.array"])
+@pytest.mark.parametrize("call", ["Sharding.local", "Reshard.apply", "RankMap.array",
+                                  "MeshView.instance_array"])
 def test_without_numpy_array_operations_raise_a_typed_error_naming_the_extra(
         monkeypatch: pytest.MonkeyPatch, call: str) -> None:
     view = MeshView.from_shape(2, ("tp",))
@@ -501,7 +502,8 @@ def test_without_numpy_array_operations_raise_a_typed_error_naming_the_extra(
     monkeypatch.setitem(sys.modules, "numpy", None)  # as if not installed
     run = {"Sharding.local": lambda: s.local(full, 0),
            "Reshard.apply": lambda: plan.apply(locals_),
-           "RankMap.array": lambda: mesh.RankMap.explicit([1, 0]).array("int64")}[call]
+           "RankMap.array": lambda: mesh.RankMap.explicit([1, 0]).array("int64"),
+           "MeshView.instance_array": lambda: view.instance_array(0)}[call]
     with pytest.raises(mesh.NumpyMissingError, match=r"pip install -e '\.\[numpy\]'") as e:
         run()
     assert isinstance(e.value, ModuleNotFoundError) and e.value.name == "numpy"

@@ -156,9 +156,9 @@ class FlightRecordError(MeshError, ValueError):
 
 class NumpyMissingError(MeshError, ModuleNotFoundError):
     """An operation on array values (``Sharding.local``, ``Reshard.apply``,
-    ``RankMap.array``) without NumPy installed: the message names meshlayout's ``numpy``
-    extra.  A ``ModuleNotFoundError`` (``name == "numpy"``), so ``except ImportError``
-    catches it."""
+    ``RankMap.array``, ``MeshView.instance_array``) without NumPy installed: the message
+    names meshlayout's ``numpy`` extra.  A ``ModuleNotFoundError`` (``name == "numpy"``), so
+    ``except ImportError`` catches it."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -19,7 +19,7 @@ from layout import Layout, flatten
 
 from ._errors import TooManyRanksError
 from ._input import as_int, show
-from ._numpy import numpy
+from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 
 __all__ = ["MAX_LISTED_RANKS", "check_limit", "py_offsets", "rank_rows", "rank_table"]
@@ -73,9 +73,7 @@ def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str
     :func:`rank_table` (a NumPy array), each listing guarded by its limit."""
     count = starts.size * inner.size
     big = count >= (_ROW_ARRAYS_FROM if starts.size == 1 else _ARRAYS_FROM)
-    np = numpy() if array or big else None
-    if array and np is None:
-        raise ModuleNotFoundError("No module named 'numpy'")
+    np = need_numpy("a rank table") if array else numpy() if big else None
     if np is not None:
         return _np_listed(np, ranks, starts, inner, base, dtype)
     if count > _PYTHON_MOST:
