@@ -116,3 +116,12 @@ def test_the_sdist_installs_in_a_fresh_venv_and_runs_the_command(built: Path,
                 str(examples / "server.py"), "--format", "json"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert '"schema": "meshlayout.reshard/2"' in out.stdout
+
+
+def test_the_changelog_has_an_unreleased_section_above_the_released_version() -> None:
+    """A reader sees what is not released yet, then each release under its version; and no
+    tracker number (``issue 36``, ``#36``) that a reader of the package cannot look up."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headers = re.findall(r"^## (.*)$", text, re.M)
+    assert headers[:2] == ["Unreleased", VERSION]
+    assert re.findall(r"\bissues? \d+|(?<![\w&])#\d+\b", text) == []
