@@ -342,10 +342,10 @@ def plan_loads(plan: Reshard) -> Loads:
 def check_plan(cfg: Config, plan: Reshard, stats: Stats, need: int) -> list[str]:
     moved, tiers, busiest, rounds = stats
     bad = []
-    kept = tiers["local"] // ITEMSIZE
+    kept = tiers["kept"] // ITEMSIZE
     if moved + kept != need:
         bad.append(f"elements moved {moved:,} + kept {kept:,} != destination blocks {need:,}")
-    if sum(v for k, v in tiers.items() if k != "local") != moved * ITEMSIZE:
+    if sum(v for k, v in tiers.items() if k != "kept") != moved * ITEMSIZE:
         bad.append(f"tier bytes {tiers} do not sum to bytes moved {moved * ITEMSIZE:,}")
     if cfg.topo.hosts_per_domain == 1 and tiers["domain"]:
         bad.append(f"{tiers['domain']:,} domain-tier bytes with a domain per host")
@@ -361,7 +361,7 @@ def check_plan(cfg: Config, plan: Reshard, stats: Stats, need: int) -> list[str]
             bad.append(f"rank {t.source} sends rank {t.dest} {t.elements:,} elements; its "
                        f"receives say {back}")
     if moved and not (busiest[1] >= max(_size(plan.dst.runs(r)) for r in cfg.dst_ranks[:8])
-                      * ITEMSIZE - tiers["local"] and rounds >= 1):
+                      * ITEMSIZE - tiers["kept"] and rounds >= 1):
         bad.append(f"busiest {busiest} / rounds {rounds} below one destination block")
     return [f"{plan.src!r} -> {plan.dst.placements}: {b}" for b in bad]
 
@@ -424,8 +424,8 @@ def measure(cfg: Config, weights: list[Weight], *, memory: bool = True) -> dict[
 def traffic(cfg: Config, cache: dict[Any, list[Any]]) -> tuple[dict[str, Any], list[str]]:
     ours, naive, mod = Loads(), Loads(), Loads()
     sums = {"ours": 0, "naive": 0, "modulo": 0}
-    moved, tiers, rounds_max, rounds_sum = 0, dict.fromkeys(("local", "host", "domain",
-                                                                "cross"), 0), 0, 0
+    moved, tiers, rounds_max, rounds_sum = 0, dict.fromkeys(("kept", "host", "domain",
+                                                                "across"), 0), 0, 0
     bad: list[str] = []
     need_all, bound_sum = 0, 0
     dst_need: dict[int, int] = defaultdict(int)
@@ -438,7 +438,7 @@ def traffic(cfg: Config, cache: dict[Any, list[Any]]) -> tuple[dict[str, Any], l
             dst_need[r] += b * count
         bad += check_plan(cfg, plan, stats, need)
         pl = plan_loads(plan)
-        pl.across = (stats[1]["domain"] + stats[1]["cross"]) // ITEMSIZE
+        pl.across = (stats[1]["domain"] + stats[1]["across"]) // ITEMSIZE
         for acc, one, key in ((ours, pl, "ours"), (naive, nv, "naive"), (mod, md, "modulo")):
             acc.add(one, count)
             sums[key] += one.busiest() * count
@@ -546,7 +546,7 @@ def main() -> int:
         bad_all += bad
         for key in ("ours", "naive", "modulo"):
             ld = t["loads"][key]
-            dom = f"{t['tiers']['cross'] / GB:>15.1f}" if key == "ours" else f"{'-':>15}"
+            dom = f"{t['tiers']['across'] / GB:>15.1f}" if key == "ours" else f"{'-':>15}"
             ratio = t["sums"][key] / t["sums"]["ours"]
             print(f"{cfg.name if key == 'ours' else '':<26} {key:<7} "
                   f"{ld.across * ITEMSIZE / GB:>15.1f} {dom} "

@@ -1,7 +1,7 @@
 """A short tour of meshlayout: run ``python examples/demo.py``.
 
-Needs no torch (the offline tools: ``layout`` and ``mesh``); the backend, which creates the
-groups, needs the torch extra (``pip install -e ".[torch]"``).
+Needs no torch (the offline tools: ``layout`` and ``mesh``); process groups, which the
+backend creates, need the torch extra (``pip install -e ".[torch]"``).
 """
 
 from __future__ import annotations

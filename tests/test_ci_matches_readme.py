@@ -1,7 +1,7 @@
 """CI runs exactly the steps of the README's test command, and the torch pin comes first (then,
 each in a venv of its own, the torch-facing tests on torch 2.14.1 and 2.15.0); the README opens
-with its two commands for a fresh machine, and what must happen before them is written before
-them."""
+with its two commands for a fresh machine, what must happen before them is written before them,
+and the test command holds every step (PyTorch's CPU wheel where there is no NVIDIA GPU)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from doc_pages import PAGES, name
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DEMO = "pip install -e . && python examples/demo.py"
-CPU_WHEEL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-VENV = "python -m venv .venv && . .venv/bin/activate"
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+TORCH = f"pip install torch==2.13.0 $(nvidia-smi -L >/dev/null 2>&1 || echo {CPU_INDEX})"
+"""The test command's first step: the pinned torch, its CPU wheel where there is no NVIDIA GPU."""
+VENV = "python3 -m venv .venv && . .venv/bin/activate"
 
 
 def _bash_blocks() -> list[str]:
@@ -87,20 +89,27 @@ def test_the_supported_range_is_what_ci_runs() -> None:
 
 def test_torch_is_pinned_before_the_project_is_installed() -> None:
     steps = _readme_test_command()
-    assert steps.index("pip install torch==2.13.0") < steps.index('pip install -e ".[test]"')
+    assert steps.index(TORCH) < steps.index('pip install -e ".[test]"')
 
 
 def test_the_readme_opens_with_the_demo_and_the_test_command() -> None:
     first, second = _bash_blocks()[:2]
     assert first == DEMO
-    assert "pytest" in second and second.startswith("pip install torch==2.13.0 && ")
+    assert "pytest" in second and second.startswith(f"{TORCH} && ")
 
 
-def test_the_venv_and_the_cpu_wheel_are_written_before_the_commands() -> None:
-    """A reader follows the page top down: a step to take before a command comes before it."""
-    demo, test = README.index(f"```bash\n{DEMO}"), README.index("```bash\npip install torch==")
-    assert README.index(VENV) < demo
-    assert README.index(CPU_WHEEL) < test
+def test_the_venv_is_written_before_the_commands_and_ignored_by_git() -> None:
+    """A reader follows the page top down: a step to take before a command comes before it,
+    with what stock Debian and Ubuntu need for it (``python3``, ``python3-venv``)."""
+    demo = README.index(f"```bash\n{DEMO}")
+    assert README.index(VENV) < demo and README.index("apt-get install python3-venv") < demo
+    assert ".venv/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_cpu_wheel_is_a_step_of_the_copyable_test_command() -> None:
+    """Copying the test command is enough on a machine without an NVIDIA GPU too."""
+    (command,) = [b for b in _bash_blocks() if "pytest" in b]
+    assert "\n" not in command and CPU_INDEX in command.split(" && ")[0]
 
 
 def test_no_page_installs_meshlayout_from_a_package_index() -> None:

@@ -327,3 +327,18 @@ def test_a_views_only_plan_gets_the_blast_of_a_world_too_large_for_ways(tmp_path
     assert data["ways"] is None and data["failure"]["ranks"] == [13]
     assert [(e["dim"], e["broken_groups"], e["stranded_ranks"]) for e in data["blast"]] == [
         ("dp", 1, 2**21 - 1), ("tp", 1, 7)]
+
+
+def test_groups_of_one_rank_are_neither_kept_nor_new_communicators() -> None:
+    """Dropping pp=2 leaves pp of size 1, as tp already is: 1,024 groups of one rank each,
+    which create no communicator (they were counted as 1,024 new ones)."""
+    args = ("--world", "2048", "--devices-per-host", "8", "--dims", "pp=2,dp=1024,tp=1",
+            "--fail", "13")
+    ways = {(w["way"], w["dim"]): w for w in as_json(*args)["ways"]}
+    counts = {g["dim"]: (g["size"], g["intact_groups"], g["new_groups"])
+              for g in ways["drop", "pp"]["groups"]}
+    assert counts == {"pp": (1, 0, 0), "dp": (1024, 1, 0), "tp": (1, 0, 0)}
+    text = explain(*args)
+    assert text.returncode == 0, text.stderr
+    drop_pp = text.stdout.split("  drop pp:")[1].split("  drop dp:")[0]
+    assert "    mesh.pp      1       0    0  (size 1: no communicator)" in drop_pp

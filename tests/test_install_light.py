@@ -112,6 +112,21 @@ def test_the_wheel_needs_torch_only_with_an_extra(venv: Path) -> None:
     requires = re.findall(r"^Requires-Dist: (.*)$", meta.decode(), re.M)
     assert [r for r in requires if "extra ==" not in r] == ["attrs>=24.1"]
     assert 'torch<2.15,>=2.13; extra == "torch"' in requires  # the versions the suite runs on
+    assert 'numpy>=1.24; extra == "numpy"' in requires  # Sharding.local, Reshard.apply
+    classifiers = re.findall(r"^Classifier: (.*)$", meta.decode(), re.M)
+    assert "Typing :: Typed" in classifiers and "Programming Language :: Python :: 3" in classifiers
+    assert not re.search(r"^Project-URL:", meta.decode(), re.M)  # no public home: none invented
+
+
+def test_a_plain_install_names_the_numpy_extra_where_numpy_is_needed(venv: Path) -> None:
+    python = venv / ("python.exe" if os.name == "nt" else "python")
+    out = _run([str(python), "-c", "from mesh import MeshView, Shard, Sharding\n"
+                "s = Sharding(MeshView.from_shape(2, ('tp',)), (Shard(0),), (4,))\n"
+                "print(s.runs(1))\n"  # plain arithmetic: no NumPy needed
+                "s.local([0, 1, 2, 3], 1)"], venv)
+    assert out.stdout.strip() == "(((2, 2),),)", out.stderr[-2000:]
+    assert "mesh._core._errors.NumpyMissingError: Sharding.local needs NumPy" in out.stderr
+    assert "pip install -e '.[numpy]'" in out.stderr
 
 
 def test_a_plain_install_has_no_torch_and_runs_the_offline_tools(venv: Path) -> None:
@@ -131,23 +146,45 @@ def test_a_plain_install_has_no_torch_and_runs_the_offline_tools(venv: Path) -> 
     assert "rank 5's cp group kept: True" in demo.stdout
 
 
-def test_import_backend_in_a_plain_install_names_the_extra(venv: Path) -> None:
+def test_a_plain_install_runs_the_torch_free_backend_and_names_the_extra(venv: Path) -> None:
+    """Without torch, ``import backend`` works and ``check_spmd`` runs on ``FakeBackend``;
+    what needs torch raises ``TorchMissingError`` naming the extra and the CPU wheel."""
     python = venv / ("python.exe" if os.name == "nt" else "python")
-    out = _run([str(python), "-c", "import backend"], venv)
-    assert out.returncode == 1
-    assert "TorchMissingError" in out.stderr and "pip install -e '.[torch]'" in out.stderr
-    assert "pip install torch==2.13.0 --index-url" in out.stderr  # the pinned CPU wheel
+    out = _run([str(python), "-c", _NO_TORCH_PROGRAM], venv)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[0] == "True", out.stdout
+    assert "pip install -e '.[torch]'" in out.stdout
+    assert "pip install torch==2.13.0 --index-url" in out.stdout  # the pinned CPU wheel
 
 
-def test_import_backend_without_torch_is_an_import_error_naming_the_extra() -> None:
-    """The same without a venv (torch hidden from the import system): a
-    ``backend.TorchMissingError``, which is a ``ModuleNotFoundError`` for ``torch``."""
-    code = ("import sys\n"
-            "sys.modules['torch'] = None  # as if not installed\n"
-            "try:\n"
-            "    import backend\n"
-            "except ModuleNotFoundError as e:\n"
-            "    print(type(e).__name__, e.name, \"pip install -e '.[torch]'\" in str(e))\n")
+_NO_TORCH_PROGRAM = """\
+import backend
+from backend import TorchMissingError, check_spmd, init_device_mesh
+def setup(b):
+    init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("dp", "cp", "tp"), backend=b).materialize()
+print(check_spmd(8, setup).ok)
+for needs in (lambda: backend.GlooBackend, lambda: init_device_mesh("cpu", (2,)),
+              lambda: check_spmd(2, setup, torch=True)):
+    try:
+        needs()
+    except TorchMissingError as e:
+        assert e.name == "torch"
+        print(e)
+    else:
+        raise AssertionError("no TorchMissingError")
+import sys
+assert not [m for m in sys.modules if m.split(".")[0] == "torch" and sys.modules[m]], "torch loaded"
+"""
+
+
+def test_without_torch_the_core_runs_and_what_needs_torch_names_the_extra() -> None:
+    """The same without a venv (torch hidden from the import system): FakeBackend and
+    check_spmd run; the c10d backends, a mesh with no backend bound and ``torch=True`` raise
+    ``backend.TorchMissingError``, a ``ModuleNotFoundError`` for ``torch``."""
+    code = "import sys\nsys.modules['torch'] = None  # as if not installed\n" + _NO_TORCH_PROGRAM
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=False, cwd=ROOT)
-    assert out.stdout.split() == ["TorchMissingError", "torch", "True"], out.stderr
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "True" and len(lines) == 4, out.stdout
+    assert all("pip install -e '.[torch]'" in line for line in lines[1:]), out.stdout

@@ -1,6 +1,7 @@
 """The package as a real package: one version (pyproject.toml's) shown by ``meshlayout
 --version``; a source distribution and a wheel that carry the three packages with their
-``py.typed`` markers, the README, and (in the sdist) the docs pages and the example plans."""
+``py.typed`` markers, the README, and (in the sdist) the docs pages and the example plans, and
+no test files (the suite runs from a checkout)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not _setuptools_builds():
         pytest.skip("this interpreter's setuptools is older than 77 (SPDX license strings)")
     work = tmp_path_factory.mktemp("dist")
-    source = copy_checkout(work, ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"),
-                           ("src", "examples", "docs"))
+    source = copy_checkout(work, ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in",
+                                  "conftest.py"),
+                           ("src", "examples", "docs", "tests", "property_tests", "bench"))
     for hook in ("build_sdist", "build_wheel"):
         code = f"import setuptools.build_meta as b, sys\nprint(b.{hook}(sys.argv[1]))\n"
         out = subprocess.run([sys.executable, "-c", code, str(work / "dist")],
@@ -57,6 +59,18 @@ def test_the_sdist_carries_the_packages_the_readme_and_the_examples(built: Path)
         assert f"src/{package}/py.typed" in names, sorted(names)[:20]
     assert {"README.md", "pyproject.toml", "examples/trainer.py", "examples/demo.py",
             "docs/tensors.md", "docs/cli.md"} <= names  # the README's links resolve
+
+
+def test_the_sdist_ships_no_test_it_could_not_run(built: Path) -> None:
+    """The suite needs the checkout (helpers, ``conftest.py``, ``property_tests/``,
+    ``bench/``, ``.ci/run``): the sdist, built from a copy holding them, ships none of it
+    (setuptools alone added the ``tests/test*.py`` files without their helpers)."""
+    sdist = built / f"meshlayout-{VERSION}.tar.gz"
+    with tarfile.open(sdist) as t:
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    shipped = sorted(n for n in names if n.split("/")[0] in ("tests", "property_tests", "bench")
+                     or n == "conftest.py")
+    assert shipped == []
 
 
 def test_the_wheel_carries_the_typed_packages_and_the_command(built: Path) -> None:
@@ -101,4 +115,13 @@ def test_the_sdist_installs_in_a_fresh_venv_and_runs_the_command(built: Path,
     out = _run([str(bindir / "meshlayout"), "reshard", str(examples / "trainer.py"),
                 str(examples / "server.py"), "--format", "json"], tmp_path)
     assert out.returncode == 0, out.stderr
-    assert '"schema": "meshlayout.reshard/1"' in out.stdout
+    assert '"schema": "meshlayout.reshard/2"' in out.stdout
+
+
+def test_the_changelog_has_an_unreleased_section_above_the_released_version() -> None:
+    """A reader sees what is not released yet, then each release under its version; and no
+    tracker number (``issue 36``, ``#36``) that a reader of the package cannot look up."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headers = re.findall(r"^## (.*)$", text, re.M)
+    assert headers[:2] == ["Unreleased", VERSION]
+    assert re.findall(r"\bissues? \d+|(?<![\w&])#\d+\b", text) == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import importlib.metadata
 import re
 from functools import cache
 from pathlib import Path
@@ -74,3 +75,23 @@ def test_every_exported_name_is_used_outside_the_package(package: str) -> None:
     exported = importlib.import_module(package).__all__
     unused = [n for n in exported if n not in _used()]
     assert unused == []
+
+
+@pytest.mark.parametrize("package", ["layout", "mesh", "backend"])
+def test_dir_shows_the_public_names_and_no_stray_import(package: str) -> None:
+    """``dir(package)`` lists ``__all__``, dunders and private names only: a module the
+    package imports for itself (``warnings``, ``sys``) is imported under a private name."""
+    module = importlib.import_module(package)
+    stray = [n for n in dir(module) if not n.startswith("_") and n not in module.__all__]
+    assert stray == []
+
+
+@pytest.mark.parametrize("package", ["layout", "mesh", "backend"])
+def test_the_version_is_pyproject_s(package: str) -> None:
+    try:
+        installed = importlib.metadata.version("meshlayout")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("meshlayout is not installed: __version__ is 'unknown' in a source tree")
+    found = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert found is not None
+    assert importlib.import_module(package).__version__ == installed == found.group(1)

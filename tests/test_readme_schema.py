@@ -105,7 +105,7 @@ def test_the_reshard_table_lists_every_key_of_its_json() -> None:
     data = run("reshard", "examples/trainer.py", "examples/server.py", "--rank", "9")
     assert data["rank"]["tensors"]  # every optional part is there
     found = keys_of(data, skip=frozenset({"rank.tensors"}))  # a map from tensor names
-    assert documented(table("meshlayout.reshard/1")) == found
+    assert documented(table("meshlayout.reshard/2")) == found
     assert set(data["rank"]["tensors"]["embed"]) == {"sends", "receives", "kept"}
 
 

@@ -149,9 +149,9 @@ def _totals(plan: Reshard, sent: dict[int, list[Transfer]], total: int,
         problems.append("traffic() differs from the transfers")
     if plan.elements_moved != total or plan.bytes_moved != total * plan.itemsize:
         problems.append(f"elements_moved {plan.elements_moved}, the transfers move {total}")
-    tiers = dict.fromkeys(("host", "domain", "cross"), 0)
+    tiers = dict.fromkeys(("host", "domain", "across"), 0)
     for (s, d), n in pairs.items():
-        tiers[("local", "host", "domain", "cross")[_tier(topo, s, d) if topo else 3]] += n
+        tiers[("kept", "host", "domain", "across")[_tier(topo, s, d) if topo else 3]] += n
     got = plan.tier_bytes
     if any(got[k] != v * plan.itemsize for k, v in tiers.items()):
         problems.append(f"tier_bytes {got}, the transfers give {tiers}")

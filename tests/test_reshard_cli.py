@@ -36,7 +36,7 @@ def test_every_element_moves_once_per_server_replica_across_hosts(
     assert len(got["tensors"]) == 2 + 5 * LAYERS
     total = got["total"]
     assert total["bytes"] == (2 * SHARDED + 8 * NORMS) * 2  # 2 bytes (bf16) each
-    assert total["tiers"] == {"local": 0, "host": 0, "domain": 0, "cross": total["bytes"]}
+    assert total["tiers"] == {"kept": 0, "host": 0, "domain": 0, "across": total["bytes"]}
     assert total["rounds"] == 2  # every server rank hears from two trainer ranks
 
 
@@ -60,6 +60,30 @@ def test_a_machine_with_both_sides_on_one_host_moves_inside_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     got = _json(capsys, "--devices-per-host", "16")
     assert got["total"]["tiers"]["host"] == got["total"]["bytes"] > 0
+
+
+def test_on_a_machine_of_fast_domains_every_byte_changes_host_inside_a_domain(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``examples/machine.json``: 4 devices a host, 18 hosts a domain; the trainer (ranks 0-7)
+    and the server (8-15) share no host but one domain, so every byte is in ``domain``."""
+    machine = str(EXAMPLES / "machine.json")
+    got = _json(capsys, "--topology", machine)
+    total = got["total"]
+    assert total["tiers"] == {"kept": 0, "host": 0, "domain": total["bytes"], "across": 0}
+    assert all(t["tiers"]["domain"] == t["bytes"] > 0 for t in got["tensors"])
+    assert main(["reshard", TRAINER, SERVER, "--topology", machine]) == 0
+    head, embed = (re.split(r"\s{2,}", line) for line in capsys.readouterr().out.splitlines()[:2])
+    assert head[4:9] == ["moved", "kept", "host", "domain", "across"]
+    assert embed[0] == "embed" and embed[4:9] == ["125.0 MiB", "0 B", "0 B", "125.0 MiB", "0 B"]
+
+
+def test_the_text_and_the_json_name_the_same_tiers(capsys: pytest.CaptureFixture[str]) -> None:
+    tiers = list(_json(capsys)["total"]["tiers"])
+    assert main(["reshard", TRAINER, SERVER]) == 0
+    text = capsys.readouterr().out
+    assert re.split(r"\s{2,}", text.splitlines()[0])[5:9] == tiers
+    assert tiers == ["kept", "host", "domain", "across"]
+    assert "total: 506.1 MiB moved; kept 0 B, host 0 B, domain 0 B, across 506.1 MiB" in text
 
 
 def test_the_svg_has_one_cell_per_pair_of_ranks(tmp_path: Path,

@@ -12,6 +12,7 @@ satisfied by any one of its strings).  A seeded fuzz throws junk at every argume
 from __future__ import annotations
 
 import random
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -487,3 +488,23 @@ def test_the_error_hierarchy_of_the_tensor_wing() -> None:
     assert issubclass(ShardingError, MeshError) and issubclass(ShardingError, ValueError)
     assert issubclass(MeshTypeError, TypeError)
     assert mesh.MAX_TENSOR_DIMS == MAX_TENSOR_DIMS and mesh.MAX_TILES == MAX_TILES
+
+
+@pytest.mark.parametrize("call", ["Sharding.local", "Reshard.apply", "RankMap.array",
+                                  "MeshView.instance_array"])
+def test_without_numpy_array_operations_raise_a_typed_error_naming_the_extra(
+        monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    view = MeshView.from_shape(2, ("tp",))
+    s = Sharding(view, (Shard(0),), (4,))
+    full = np.arange(4.0)
+    locals_ = {r: s.local(full, r) for r in range(2)}
+    plan = mesh.reshard(s, Sharding(view, (Replicate(),), (4,)))
+    monkeypatch.setitem(sys.modules, "numpy", None)  # as if not installed
+    run = {"Sharding.local": lambda: s.local(full, 0),
+           "Reshard.apply": lambda: plan.apply(locals_),
+           "RankMap.array": lambda: mesh.RankMap.explicit([1, 0]).array("int64"),
+           "MeshView.instance_array": lambda: view.instance_array(0)}[call]
+    with pytest.raises(mesh.NumpyMissingError, match=r"pip install -e '\.\[numpy\]'") as e:
+        run()
+    assert isinstance(e.value, ModuleNotFoundError) and e.value.name == "numpy"
+    assert str(e.value).startswith(f"{call} needs NumPy")

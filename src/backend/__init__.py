@@ -95,30 +95,24 @@ Public names:
   :class:`RankLostError`, :class:`DiscoveryError`, :class:`StoreRecordError` (a value in
   the job's store that its writer did not write), :class:`ExpectationError` (a
   :class:`BackendConfigError`), :class:`TorchMissingError`, also a ``ModuleNotFoundError``,
-  which ``import backend`` raises without PyTorch installed, and
-  :class:`UnsupportedTorchError`, also an ``ImportError``, which making a mesh over torch
-  process groups raises on a torch outside the supported range).
+  raised by what needs PyTorch when it is not installed, and :class:`UnsupportedTorchError`,
+  also an ``ImportError``, which making a mesh over torch process groups raises on a torch
+  outside the supported range).
 
-**Installing.** The backend needs PyTorch, meshlayout's ``torch`` extra (from a checkout's
-root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`, :mod:`mesh`, the
-``meshlayout`` command) do not.  Importing this package checks that torch is installed
-without importing it: :class:`FakeBackend` and :func:`check_spmd` still run without loading
-torch.
+**Installing.** Process groups need PyTorch, meshlayout's ``torch`` extra (from a
+checkout's root: ``pip install -e '.[torch]'``); the offline tools (:mod:`layout`,
+:mod:`mesh`, the ``meshlayout`` command) do not, nor does this package's torch-free core:
+without torch, ``import backend`` works and :class:`FakeBackend`, :func:`bind` and
+:func:`check_spmd` (without ``torch=True``) run; what needs torch (the c10d backends,
+:class:`TorchFakeBackend`, a mesh without a bound backend, ``to_torch``) raises
+:class:`TorchMissingError` naming the extra.
 """
 
-import importlib.util
-import sys
-from typing import TYPE_CHECKING, Any
+import sys as _sys
+import typing as _typing
+from typing import Any as _Any
 
-from ._core import TorchMissingError
-
-if importlib.util.find_spec("torch") is None:  # found, not imported: torch loads on first use
-    raise TorchMissingError(
-        "the backend package (process groups, the DeviceMesh facade, check_spmd) needs "
-        "PyTorch, which is not installed: install meshlayout's torch extra from the checkout's "
-        "root, pip install -e '.[torch]' (on a machine without a GPU, PyTorch's CPU wheel "
-        "first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu). "
-        "The offline tools need no torch: layout, mesh and the meshlayout command.")
+from layout import __version__ as __version__
 
 from ._c10d import DiscoveryRecord, GroupSpec, Plan, discover_topology
 from ._core import (
@@ -139,12 +133,15 @@ from ._core import (
     RankLostError,
     ReentrantCreationError,
     StoreRecordError,
+    TorchMissingError,
     UnsupportedTorchError,
-    plug,
-    require_tested_torch,
-    warn_if_untested_torch,
 )
-from ._deprecated import MOVED, moved
+from ._core import need_torch as _need_torch
+from ._core import require_tested_torch as _require_tested_torch
+from ._core import plug as _plug
+from ._core import warn_if_untested_torch as _warn_if_untested_torch
+from ._deprecated import MOVED as _MOVED
+from ._deprecated import moved as _moved
 from ._facade import (
     Binding,
     DeviceMesh,
@@ -160,9 +157,9 @@ from ._facade import (
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
 from ._tensor import from_torch_placements, reshard_state, reshard_tensor, to_torch_placements
 
-warn_if_untested_torch()  # once: outside the tested torch releases, say so
+_warn_if_untested_torch()  # once: outside the tested torch releases, say so
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._c10d import C10dBackend, GlooBackend, NcclBackend, TorchFakeBackend
 
 _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend")
@@ -171,46 +168,50 @@ _TORCH_BACKENDS = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBacken
 def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
+        _need_torch(f"backend.{name}")
         from . import _c10d
 
         return _by_public_name(getattr(_c10d, name))
-    if name in MOVED:
-        new, value = MOVED[name]
-        moved(f"backend.{name}", new)
+    if name in _MOVED:
+        new, value = _MOVED[name]
+        _moved(f"backend.{name}", new)
         return value
     raise AttributeError(f"module 'backend' has no attribute {name!r}")
 
 
 # ---- the plugs: the core's slots filled with the wings, each loaded on first use ----------
 
-def _process_default(device_type: str, current: Any) -> Any:
+def _process_default(device_type: str, current: _Any) -> _Any:
     # A process that never imported torch.distributed has no torch world: its bound
     # backend stands, without importing torch.
-    if current is not None and "torch.distributed" not in sys.modules:
+    if current is not None and "torch.distributed" not in _sys.modules:
         return current
-    require_tested_torch()
+    _need_torch(f"a {device_type!r} mesh without a backend (bind one, e.g. FakeBackend)")
+    _require_tested_torch()
     from ._c10d import process_default
 
     return process_default(device_type, current)
 
 
-def _torch_fake(world_size: int, rank: int) -> Any:
+def _torch_fake(world_size: int, rank: int) -> _Any:
+    _need_torch("torch's fake world (to_torch, torch_group)")
     from ._c10d import torch_fake
 
     return torch_fake(world_size, rank)
 
 
 def _torch_facade() -> type:
-    require_tested_torch()  # before the facade reads torch's private names
+    _need_torch("a mesh over torch process groups")
+    _require_tested_torch()  # before the facade reads torch's private names
     from . import _facade
 
     found: type = _facade.TorchFacadeMesh
     return found
 
 
-plug("process_default", _process_default)
-plug("torch_fake", _torch_fake)
-plug("torch_facade", _torch_facade)
+_plug("process_default", _process_default)
+_plug("torch_fake", _torch_fake)
+_plug("torch_facade", _torch_facade)
 
 __all__ = [
     "Backend",
@@ -267,7 +268,7 @@ def _by_public_name(cls: type) -> type:
     pickle names ``backend.X``, not the private file ``X`` is written in, and moving a file
     breaks no saved value; doctest still finds the class in its file (its ``__test__``)."""
     if cls.__module__ != __name__:
-        vars(sys.modules[cls.__module__]).setdefault("__test__", {})[cls.__name__] = cls
+        vars(_sys.modules[cls.__module__]).setdefault("__test__", {})[cls.__name__] = cls
         cls.__module__ = __name__
     return cls
 

@@ -47,7 +47,8 @@ door: integer and int-tuple conversion, :data:`MAX_DEPTH`, layout and coordinate
 validation, and the public int-tuple functions, which check there and then call
 ``_inttuple``); ``_flat`` (the algebra on flat ``(shapes, strides)`` modes);
 ``_layout`` (the value and the operations it offers as methods); ``_tiling``
-(zipped/tiled/blocked/raked forms and slicing).
+(zipped/tiled/blocked/raked forms and slicing); apart, ``_version`` (the distribution's
+version, ``__version__`` here and in :mod:`mesh` and :mod:`backend`).
 """
 
 import sys
@@ -101,6 +102,11 @@ from ._tiling import (
     zipped_divide,
     zipped_product,
 )
+from ._version import distribution_version as _distribution_version
+
+__version__ = _distribution_version()
+"""meshlayout's version (pyproject.toml's, from the installed metadata; ``"unknown"`` in a
+source tree never installed)."""
 
 __all__ = [
     "Layout", "IntTuple", "Coord", "Tiler", "MAX_DEPTH",

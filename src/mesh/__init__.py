@@ -82,8 +82,10 @@ flight-recorder dumps read against the plan, as a :class:`HangReport` of
 :class:`HangFinding` values; unreadable dumps raise :class:`FlightRecordError`).
 """
 
-import sys
-import warnings
+import sys as _sys
+import warnings as _warnings
+
+from layout import __version__ as __version__
 
 from ._core import (
     FORMAT_VERSION,
@@ -103,6 +105,7 @@ from ._core import (
     MeshView,
     Nested,
     NotRepresentableError,
+    NumpyMissingError,
     OffsetOutOfRangeError,
     OverlapError,
     RankMap,
@@ -179,6 +182,7 @@ __all__ = [
     "MeshView",
     "Nested",
     "NotRepresentableError",
+    "NumpyMissingError",
     "OffsetOutOfRangeError",
     "OverlapError",
     "Partial",
@@ -224,7 +228,7 @@ __all__ = [
 for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
     # Pickles name the public package, not the private file (as torch pins Placement's), so
     # moving a file breaks no saved value; doctest still finds the class in its file.
-    vars(sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
+    vars(_sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
     _cls.__module__ = __name__
 del _cls
 
@@ -235,7 +239,7 @@ def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str
     Kept for one release; the value core does not import the drawing wing, so the package
     puts this alias on the class (``_core/_view.py`` declares it for type checkers).
     """
-    warnings.warn("MeshView.render(rank) is deprecated; use mesh.render(view, rank)",
+    _warnings.warn("MeshView.render(rank) is deprecated; use mesh.render(view, rank)",
                   DeprecationWarning, stacklevel=2)
     return render(self, rank, width=width)
 

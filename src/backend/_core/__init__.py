@@ -15,7 +15,8 @@
 - **The process's backend per device type** and the plug slots the package's ``__init__``
   fills with the wings: :func:`register`, :func:`process_backend`, :func:`overriding`,
   :func:`plug`, :func:`plugged`.
-- **Errors:** :class:`BackendError` and its subclasses.
+- **Errors:** :class:`BackendError` and its subclasses; :func:`need_torch`, the one check
+  that torch is installed before a wing loads it.
 
 A backend author reads this list, then ``_base`` (the one class to subclass) and
 ``_protocol``.
@@ -37,6 +38,7 @@ from ._errors import (
     StoreRecordError,
     TorchMissingError,
     UnsupportedTorchError,
+    need_torch,
 )
 from ._fake import FakeBackend, FakeGroup
 from ._members import family_view, holds_any, members
@@ -79,6 +81,7 @@ __all__ = [
     "StoreRecordError",
     "Retired",
     "TorchMissingError",
+    "need_torch",
     "Universe",
     "as_options",
     "dim_options",

@@ -8,6 +8,7 @@ raises in the same place, so code written against torch keeps catching them.
 from __future__ import annotations
 
 import functools
+import importlib.util
 
 __all__ = [
     "BackendConfigError",
@@ -23,6 +24,7 @@ __all__ = [
     "StoreRecordError",
     "TorchMissingError",
     "UnsupportedTorchError",
+    "need_torch",
 ]
 
 
@@ -163,10 +165,26 @@ class UnsupportedTorchError(BackendError, ImportError):
 
 
 class TorchMissingError(BackendError, ModuleNotFoundError):
-    """``import backend`` without PyTorch installed: the message names the extra to install
-    (``meshlayout[torch]``).  A ``ModuleNotFoundError`` (``name == "torch"``), so ``import``
-    semantics hold (``except ImportError`` catches it)."""
+    """Something that needs PyTorch (the c10d backends, torch's fake world, a mesh with no
+    backend bound, ``to_torch``, ``check_spmd(..., torch=True)``) without it installed: the
+    message names the extra to install (``meshlayout[torch]``).  A ``ModuleNotFoundError``
+    (``name == "torch"``), so ``import`` semantics hold (``except ImportError`` catches it)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.name = "torch"
+
+
+_NO_TORCH = (
+    "needs PyTorch, which is not installed: install meshlayout's torch extra from the "
+    "checkout's root, pip install -e '.[torch]' (on a machine without a GPU, PyTorch's CPU "
+    "wheel first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu). "
+    "Without torch, FakeBackend, bind and check_spmd (without torch=True) run, as do the "
+    "offline tools: layout, mesh and the meshlayout command.")
+
+
+def need_torch(what: str) -> None:
+    """Raise :class:`TorchMissingError` saying that ``what`` needs torch and naming the extra,
+    when torch is not installed (looked up, not imported)."""
+    if importlib.util.find_spec("torch") is None:
+        raise TorchMissingError(f"{what} {_NO_TORCH}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from .._core import BackendConfigError, NotAMemberError
+from .._core import BackendConfigError, NotAMemberError, need_torch
 from ._binding import Binding, Root
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ def _groups(mesh: Mesh) -> list[Any]:
 
 def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     """See :meth:`backend.DeviceMesh.to_torch`."""
+    need_torch("DeviceMesh.to_torch()")
     b = mesh.binding
     key = (b.view, b.options, b.device_type, b.dim_names, mesh._root)
     universe = b.backend.universe(b.view.ranks)

@@ -21,7 +21,7 @@ import attrs
 from layout import show
 from mesh import Topology
 
-from .._core import BackendConfigError
+from .._core import BackendConfigError, need_torch
 from ._classes import automatic
 from ._collectives import CallLowering, call_findings, wait_words
 from ._creation import CreationLowering, creation_findings
@@ -254,6 +254,7 @@ def _recorders(backend: Kind, torch: bool, model: TorchModel | None = None
     the runs share (None without ``torch=True``), modelling torch ``model`` (None: the
     installed one)."""
     if torch:
+        need_torch("check_spmd(..., torch=True)")
         from ._torch import TorchSession
 
         session = TorchSession(backend, model)

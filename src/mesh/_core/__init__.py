@@ -8,8 +8,9 @@ the rank listing.
 Module map, lowest first (each imports only modules listed before it): ``_errors`` (the
 :class:`MeshError` hierarchy), ``_input`` (validation at the door: ints, sizes, names,
 ordered sequences, mappings, the plan's dims limit, files read whole within a bound),
-``_rankmap`` (:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with
-a limit), ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
+``_numpy`` (the optional NumPy, looked up in one place), ``_rankmap``
+(:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
+``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 (:func:`concatenate`).
 """
@@ -26,6 +27,7 @@ from ._errors import (
     MeshError,
     MeshTypeError,
     NotRepresentableError,
+    NumpyMissingError,
     OffsetOutOfRangeError,
     OverlapError,
     RankNotInMeshError,
@@ -52,7 +54,8 @@ from ._input import (
     read_bounded,
     show,
 )
-from ._listing import MAX_LISTED_RANKS, check_limit, numpy, py_offsets, rank_rows, rank_table
+from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank_table
+from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
 
@@ -75,6 +78,7 @@ __all__ = [
     "MeshView",
     "Nested",
     "NotRepresentableError",
+    "NumpyMissingError",
     "OffsetOutOfRangeError",
     "OverlapError",
     "RankMap",
@@ -94,6 +98,7 @@ __all__ = [
     "check_limit",
     "check_plan_dims",
     "concatenate",
+    "need_numpy",
     "numpy",
     "items_of",
     "ordered",

@@ -29,6 +29,7 @@ __all__ = [
     "SurvivalError",
     "ShardingError",
     "FlightRecordError",
+    "NumpyMissingError",
 ]
 
 
@@ -160,3 +161,14 @@ class FlightRecordError(MeshError, ValueError):
     (truncated, foreign, too large, pickled objects other than builtin containers and
     scalars), a dump format this release does not know, two dumps of one rank, dumps of
     different torch versions or jobs, or a plan none of whose groups the dumps use."""
+
+
+class NumpyMissingError(MeshError, ModuleNotFoundError):
+    """An operation on array values (``Sharding.local``, ``Reshard.apply``,
+    ``RankMap.array``, ``MeshView.instance_array``) without NumPy installed: the message
+    names meshlayout's ``numpy`` extra.  A ``ModuleNotFoundError`` (``name == "numpy"``), so
+    ``except ImportError`` catches it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.name = "numpy"

@@ -12,7 +12,6 @@ same arithmetic runs in Python.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 from typing import Any
 
@@ -20,9 +19,10 @@ from layout import Layout, flatten
 
 from ._errors import TooManyRanksError
 from ._input import as_int, show
+from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 
-__all__ = ["MAX_LISTED_RANKS", "check_limit", "numpy", "py_offsets", "rank_rows", "rank_table"]
+__all__ = ["MAX_LISTED_RANKS", "check_limit", "py_offsets", "rank_rows", "rank_table"]
 
 MAX_LISTED_RANKS = 1 << 24
 """The default ``limit`` of every query that lists ranks (16,777,216 ranks, 128 MiB as
@@ -31,14 +31,6 @@ int64): pass ``limit=`` to list more."""
 _ARRAYS_FROM = 4096  # listings this long use NumPy; shorter ones are faster in Python
 _ROW_ARRAYS_FROM = 1 << 20  # one row (a group) is built from ranges: NumPy only past this
 _PYTHON_MOST = 1 << 28  # without NumPy, longer listings are refused up front (no slow OOM)
-
-
-def numpy() -> Any:
-    """The NumPy module, or None when it is not installed (the pure-Python path)."""
-    try:
-        return importlib.import_module("numpy")
-    except ImportError:
-        return None
 
 
 def check_limit(count: int, what: str, limit: object) -> None:
@@ -81,9 +73,7 @@ def _listed(ranks: RankMap, starts: Layout, inner: Layout, base: int, dtype: str
     :func:`rank_table` (a NumPy array), each listing guarded by its limit."""
     count = starts.size * inner.size
     big = count >= (_ROW_ARRAYS_FROM if starts.size == 1 else _ARRAYS_FROM)
-    np = numpy() if array or big else None
-    if array and np is None:
-        raise ModuleNotFoundError("No module named 'numpy'")
+    np = need_numpy("a rank table") if array else numpy() if big else None
     if np is not None:
         return _np_listed(np, ranks, starts, inner, base, dtype)
     if count > _PYTHON_MOST:

@@ -14,6 +14,7 @@ from ._errors import (
     OffsetOutOfRangeError,
 )
 from ._input import MAX_UNIVERSE, as_int, as_size, ordered, show
+from ._numpy import need_numpy, numpy
 
 __all__ = ["RankMap"]
 
@@ -43,9 +44,8 @@ def _as_ranks(ranks: object) -> tuple[int, ...]:
 
 def _repeated(rs: tuple[int, ...]) -> int | None:
     """A rank that appears more than once in ``rs``, if any."""
-    if len(rs) >= 1 << 20:
-        import numpy as np
-
+    np = numpy() if len(rs) >= 1 << 20 else None
+    if np is not None:
         a = np.sort(np.asarray(rs, dtype=np.int64))
         hits = np.flatnonzero(a[1:] == a[:-1])
         return int(a[hits[0]]) if hits.size else None
@@ -151,9 +151,7 @@ class RankMap:
                 f"array() lists an explicit map's ranks; {self!r} is the identity")
         found = self._arrays.get(dtype)
         if found is None:
-            import numpy as np
-
-            found = np.asarray(self.ranks, dtype=dtype)
+            found = need_numpy("RankMap.array").asarray(self.ranks, dtype=dtype)
             found.flags.writeable = False
             self._arrays[dtype] = found
         return found

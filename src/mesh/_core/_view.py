@@ -38,6 +38,7 @@ from ._errors import (
 from ._family import Family, family_of
 from ._input import UNORDERED, as_int, as_name, as_names, as_size, ordered, show
 from ._listing import MAX_LISTED_RANKS, check_limit, rank_rows, rank_table
+from ._numpy import need_numpy
 from ._rankmap import RankMap
 
 if TYPE_CHECKING:
@@ -441,6 +442,7 @@ class MeshView:
         """
         if not isinstance(dtype, str) or dtype not in ("int64", "int32"):
             raise MeshTypeError(f"dtype must be 'int64' or 'int32', got {show(dtype)}")
+        need_numpy("MeshView.instance_array")
         start = self.instance_offset(rank)
         check_limit(self.size(), "instance_array()", limit)
         rows = rank_table(self.ranks, Layout(1, 0), self.layout, start, dtype)

@@ -147,7 +147,8 @@ def _way(s: Survival, rank: int | None) -> dict[str, Any]:
     groups = []
     for name, v in s.views.items():
         for k, d in enumerate(v.names):
-            kept, made = s.group_counts(name, d)
+            # A group of one rank is no communicator: none kept, none to make.
+            kept, made = s.group_counts(name, d) if v.shape[k] > 1 else (0, 0)
             groups.append({"view": name, "dim": d, "size": v.shape[k], "intact_groups": kept,
                            "new_groups": made})
     return {"way": "substitute" if s.dropped is None else "drop", "dim": s.dropped,

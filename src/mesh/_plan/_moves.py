@@ -11,7 +11,7 @@ every tensor's boxes, so the rounds are those of the union of the pairs.
 >>> m = Moves.of({"w": Sharding(train, (Replicate(), Shard(0)), (8, 8))},
 ...              {"w": Sharding(serve, (Shard(1),), (8, 8))}, Topology(8, 4), itemsize=2)
 >>> m.totals()["tiers"]
-{'local': 0, 'host': 0, 'domain': 0, 'cross': 128}
+{'kept': 0, 'host': 0, 'domain': 0, 'across': 128}
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ._report import MIB
 
 __all__ = ["MAX_MATRIX", "RESHARD_SCHEMA", "Moves", "traffic_svg"]
 
-RESHARD_SCHEMA = "meshlayout.reshard/1"
+RESHARD_SCHEMA = "meshlayout.reshard/2"
 """The ``schema`` field of :meth:`Moves.to_dict` (``meshlayout reshard --format json``)."""
 
 MAX_MATRIX = 256
@@ -132,20 +132,22 @@ class Moves:
 
     def report(self, rank: int | None = None) -> str:
         """The text report."""
-        rows = [("tensor", "shape", "from", "to", "moved", "across hosts", "busiest rank",
-                 "rounds")]
+        rows: list[tuple[str, ...]] = [
+            ("tensor", "shape", "from", "to", "moved", *TIERS, "busiest rank", "rounds")]
         for n, p in self.plans:
+            tier_bytes = p.tier_bytes
             rows.append((n, "x".join(map(str, p.src.shape)) or "()", _placed(p.src),
-                         _placed(p.dst), _size(p.bytes_moved), _size(p.tier_bytes["cross"]),
+                         _placed(p.dst), _size(p.bytes_moved),
+                         *(_size(tier_bytes[t]) for t in TIERS),
                          f"{p.busiest[0]}: {_size(p.busiest[1])}", str(p.rounds)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         t = self.totals()
         tiers = t["tiers"]
-        where = "" if self.topology else " (no topology: every move counted across hosts)"
-        lines += ["", f"total: {_size(t['bytes'])} moved{where}; kept in place "
-                  f"{_size(tiers['local'])}, inside a host {_size(tiers['host'])}, inside a "
-                  f"fast domain {_size(tiers['domain'])}, across {_size(tiers['cross'])}",
+        lines += ["", f"total: {_size(t['bytes'])} moved; "
+                  + ", ".join(f"{tier} {_size(tiers[tier])}" for tier in TIERS),
+                  _TIER_WORDS if self.topology else
+                  _TIER_WORDS + " (no topology given: every move is counted across)",
                   f"busiest rank: {t['busiest']['rank']} ({_size(t['busiest']['bytes'])} "
                   f"in its busier direction); {t['rounds']} rounds (no rank sends or receives "
                   "twice in a round; one message per pair of ranks)"]
@@ -168,6 +170,11 @@ class Moves:
             if mine["kept"]:
                 lines.append(f"  {name}: keeps {_size(mine['kept'])}")
         return lines
+
+
+_TIER_WORDS = ("kept: already on its receiver (not moved); host: moved inside a host; domain: "
+               "across hosts inside a fast domain; across: across fast domains")
+"""What the report's tier columns (:data:`~mesh._tensor.TIERS`) count."""
 
 
 def _placed(s: Sharding) -> str:

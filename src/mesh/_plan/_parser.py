@@ -1,4 +1,5 @@
-"""The ``meshlayout`` command's flags: the parser of ``explain``, ``compare`` and ``place``.
+"""The ``meshlayout`` command's flags: the parser of ``explain``, ``compare``, ``place``,
+``reshard`` and ``hang``.
 
 Each flag's text becomes a value through an argument type of ``_args``; what the flags
 mean together (a plan, a machine, a failure) is the command's (``_cli``).
@@ -7,25 +8,29 @@ mean together (a plan, a machine, a failure) is the command's (``_cli``).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 from typing import Any
+
+from layout import __version__
 
 from . import _args
 from ._explain import DEFAULT_DEVICES_PER_HOST
 from ._report import MIB
 from ._traffic import Links
 
-__all__ = ["parser", "version"]
+__all__ = ["parser"]
 
 _EPILOG = """\
 examples:
   meshlayout explain --world 1024 --devices-per-host 8 --dims pp=4,dp=8,cp=4,tp=8 --rank 5
   meshlayout explain examples/torchtitan_plan.py --format json
-  meshlayout explain plan.py --expect-intra-host tp,ep      (exit 1 if tp or ep crosses hosts)
-  meshlayout explain plan.py --svg plan.svg --view dense --color-by fsdp
+  meshlayout explain examples/torchtitan_plan.py --expect-intra-host tp,ep
+      (exit 1 if tp or ep crosses hosts: here ep does)
+  meshlayout explain examples/torchtitan_plan.py --svg plan.svg --view dense --color-by fsdp
   meshlayout explain --world 32 --dims dp=4,tp=8 --fail 13 --spares 32 --rank 9
-  meshlayout explain plan.py --topology machine.json   (the plan against the machine it gets)
-  meshlayout explain plan.py --hosts 'node[001-128]' --devices-per-host 4 --hosts-per-domain 18
+  meshlayout explain --dims dp=28,tp=4 --topology examples/machine.json
+      (the plan against the machine it gets: a saved topology)
+  meshlayout explain --dims dp=128,tp=4 --hosts 'node[001-128]' --devices-per-host 4 \\
+      --hosts-per-domain 16
 
 A plan file is Python that meshlayout runs (like a config.py: explain only plans you
 trust) and that defines VIEWS, a dict of view name -> mesh.MeshView, and
@@ -45,7 +50,8 @@ _PLACE_EPILOG = """\
 examples:
   meshlayout place --dims pp=4,dp=8,cp=4,tp=8 --devices-per-host 8 --hosts-per-domain 4 \\
       --traffic tp=1GiB,cp=512MiB,dp=256MiB
-  meshlayout place --dims dp=32,tp=4 --topology machine.json --traffic tp=1GiB --out view.json
+  meshlayout place --dims dp=28,tp=4 --topology examples/machine.json --traffic tp=1GiB \\
+      --out view.json
 
 The estimate is compare's (a first-order alpha-beta model of a ring all-reduce per dim,
 over inter-host links when a group leaves one fast domain); the chosen order is the least
@@ -56,7 +62,7 @@ ties going to the heaviest dims inside hosts. Exit status: 0 done, 2 bad input.
 _COMPARE_EPILOG = """\
 examples:
   meshlayout compare --world 512 --dims dp=64,tp=8 --dims tp=8,dp=64 --traffic tp=1GiB,dp=256MiB
-  meshlayout compare plan_a.py plan_b.py --format json
+  meshlayout compare examples/torchtitan_plan.py --dims pp=4,dp=64,tp=8 --format json
 
 Each plan is explained on its own (its own TOPOLOGY, which the machine flags replace for
 every plan), so each plan's communicators and memory are its own. The time estimate is a
@@ -66,22 +72,12 @@ fast domain). Exit status: 0 done, 2 bad input.
 """
 
 
-def version() -> str:
-    """The installed distribution's version (pyproject.toml's, the one source), or
-    ``"unknown"`` when the package runs from a source tree that was never installed."""
-    try:
-        return importlib.metadata.version("meshlayout")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def parser() -> argparse.ArgumentParser:
-    """The ``meshlayout`` command's parser: ``explain``, ``compare`` and ``place`` and their
-    flags."""
+    """The ``meshlayout`` command's parser: its subcommands and their flags."""
     top = argparse.ArgumentParser(
         prog="meshlayout", description="Device-mesh bookkeeping, offline: see a plan before "
         "launching it.")
-    top.add_argument("--version", action="version", version=f"meshlayout {version()}")
+    top.add_argument("--version", action="version", version=f"meshlayout {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _explain_parser(sub)
     _compare_parser(sub)
@@ -121,9 +117,10 @@ def _compare_parser(sub: Any) -> None:
                    help="one more plan: one mesh over the world, e.g. tp=8,dp=64 (repeatable; "
                    "the plan is named by this text)")
     _machine_arguments(c)
-    _format_argument(c)
+    _format_argument(c, "docs/plans.md")
     _memory_arguments(c)
-    _traffic_arguments(c)
+    _traffic_arguments(c, "adds an estimated time per step per dim and per plan, and ranks "
+                       "the plans by it")
 
 
 def _place_parser(sub: Any) -> None:
@@ -138,26 +135,32 @@ def _place_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     pl.add_argument("--dims", metavar="NAME=SIZE,...", required=True,
                     help="the mesh, e.g. pp=4,dp=8,cp=4,tp=8 (its sizes multiply to the world)")
-    _machine_arguments(pl, rank=False)
-    _format_argument(pl)
+    _machine_arguments(pl, rank=False, world="the number of ranks (default: the product of "
+                       "--dims, which a given --world must equal)",
+                       per_host="devices per host (needed unless --topology, --hosts or "
+                       "--hosts-file gives the machine)")
+    _format_argument(pl, "docs/plans.md")
     pl.add_argument("--out", metavar="FILE", help="also write the chosen view as JSON "
                     "(mesh.MeshView.from_dict reads it)")
     pl.add_argument("--svg", metavar="FILE", help="also write an SVG picture of the chosen view, "
                     "coloured by fast domain and host")
-    _traffic_arguments(pl)
+    _traffic_arguments(pl, "the rank order chosen is the one whose estimated time per step "
+                       "is least (a dim left out carries 0 bytes: only its latency counts)")
 
 
 _RESHARD_EPILOG = """\
 examples:
   meshlayout reshard examples/trainer.py examples/server.py --devices-per-host 8
-  meshlayout reshard trainer.py server.py --topology machine.json --rank 5 --svg moves.svg
+  meshlayout reshard examples/trainer.py examples/server.py --topology examples/machine.json \\
+      --rank 5 --svg moves.svg
 
 Each plan file defines TENSORS, a dict of tensor name -> mesh.Sharding (a tensor's shape and
 placements over a view), and optionally TOPOLOGY; both name the same tensors. Every tensor
 is planned with mesh.reshard: each element from a holder nearest its receiver, replicas
-sharing the sending, what a rank holds already kept. The report gives each tensor's bytes,
-bytes across hosts, busiest rank and rounds, then the totals (bytes per link tier: kept,
-inside a host, inside a fast domain, across). Exit status: 0 done, 2 bad input.
+sharing the sending, what a rank holds already kept. The report gives each tensor's bytes
+moved, its bytes per link tier (kept: already on its receiver; host: inside a host; domain:
+across hosts inside a fast domain; across: across fast domains), busiest rank and rounds,
+then the totals. Exit status: 0 done, 2 bad input.
 """
 
 
@@ -171,10 +174,11 @@ def _reshard_parser(sub: Any) -> None:
         epilog=_RESHARD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("source", metavar="SRC", help="a Python file defining TENSORS (and TOPOLOGY)")
     r.add_argument("dest", metavar="DST", help="a Python file defining TENSORS")
-    _machine_arguments(r, rank=False)
+    _machine_arguments(r, rank=False, world="the number of ranks (default: the plans' "
+                       "TOPOLOGY, else what their views reach)")
     r.add_argument("--rank", type=_args.rank, help="also list this rank's transfers: what it "
                    "sends, receives and keeps of each tensor")
-    _format_argument(r)
+    _format_argument(r, "docs/tensors.md")
     r.add_argument("--itemsize", type=_args.positive, default=2,
                    help="bytes per element (default 2: bf16)")
     r.add_argument("--svg", metavar="FILE", help="also write an SVG picture of which ranks "
@@ -183,9 +187,10 @@ def _reshard_parser(sub: Any) -> None:
 
 _HANG_EPILOG = """\
 examples:
-  meshlayout hang examples/hang --plan examples/hang/plan.py
-  meshlayout hang dumps/* --dims dp=64,tp=8 --hosts 'node[001-064]' --devices-per-host 8
-  meshlayout hang dumps/* --plan plan.py --format json
+  meshlayout hang examples/hang --plan examples/hang/plan.py     (exit 1: a hang found)
+  meshlayout hang examples/hang/fr_json_*.json --dims dp=2,tp=2 --hosts 'node[1-2]' \\
+      --devices-per-host 2                                       (exit 1: a hang found)
+  meshlayout hang examples/hang --plan examples/hang/plan.py --format json   (exit 1)
 
 DUMPS are torch's flight-recorder dumps, one file per rank, the rank at the end of the name
 (TORCH_FR_BUFFER_SIZE set; written by torch._C._distributed_c10d._dump_fr_trace() or its
@@ -216,10 +221,10 @@ def _hang_parser(sub: Any) -> None:
                    help="text (default) or json (its schema: docs/hang.md)")
 
 
-def _format_argument(p: argparse.ArgumentParser) -> None:
-    """``--format text|json``."""
+def _format_argument(p: argparse.ArgumentParser, schema: str) -> None:
+    """``--format text|json``, the JSON's schema documented on the page ``schema``."""
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default) or json (its schema: docs/plans.md, docs/tensors.md)")
+                   help=f"text (default) or json (its schema: {schema})")
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
@@ -230,12 +235,16 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="mesh", help="the name of the --dims view (default mesh)")
 
 
-def _machine_arguments(p: argparse.ArgumentParser, *, rank: bool = True) -> None:
-    """The machine the plans run on, and one rank."""
-    p.add_argument("--world", type=_args.positive, help="the number of ranks (default: what "
-                   "the views reach, or the product of --dims)")
-    p.add_argument("--devices-per-host", type=_args.positive, metavar="N",
-                   help=f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})")
+_WORLD = "the number of ranks (default: what the views reach, or the product of --dims)"
+_PER_HOST = f"devices per host (default: TOPOLOGY, else {DEFAULT_DEVICES_PER_HOST})"
+
+
+def _machine_arguments(p: argparse.ArgumentParser, *, rank: bool = True, world: str = _WORLD,
+                       per_host: str = _PER_HOST) -> None:
+    """The machine the plans run on, and one rank; ``world`` and ``per_host`` say what
+    ``--world`` and ``--devices-per-host`` default to in this command."""
+    p.add_argument("--world", type=_args.positive, help=world)
+    p.add_argument("--devices-per-host", type=_args.positive, metavar="N", help=per_host)
     p.add_argument("--hosts-per-domain", type=_args.positive, metavar="N",
                    help="hosts per fast (NVLink) domain (default 1: a domain is a host)")
     given = p.add_mutually_exclusive_group()
@@ -251,15 +260,15 @@ def _machine_arguments(p: argparse.ArgumentParser, *, rank: bool = True) -> None
                        help="also show this rank's host, coordinates, groups")
 
 
-def _traffic_arguments(p: argparse.ArgumentParser) -> None:
-    """The traffic per dim and the links' parameters (:class:`~mesh.Links`)."""
+def _traffic_arguments(p: argparse.ArgumentParser, effect: str) -> None:
+    """The traffic per dim (``effect``: what the command does with it) and the links'
+    parameters (:class:`~mesh.Links`)."""
     d = Links()
     p.add_argument("--traffic", type=_args.bytes_per_dim, action=_args.Merged,
                    metavar="DIM=BYTES,...",
                    help="bytes per step per rank each dim's collective carries, e.g. "
                    "tp=1GiB,dp=256MiB (units B, KB, MB, GB, KiB, MiB, GiB, ...; may be given "
-                   "again for other dims): adds an estimated time per step and ranks the "
-                   "plans by it")
+                   f"again for other dims): {effect}")
     for flag, default, unit, zero, what in (
             ("--intra-host-gbps", d.intra_host_gbps, "Gb/s", False, "bandwidth inside a host"),
             ("--inter-host-gbps", d.inter_host_gbps, "Gb/s", False, "bandwidth between hosts"),
@@ -274,8 +283,7 @@ def _traffic_arguments(p: argparse.ArgumentParser) -> None:
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
     """How to answer: the report's format, checks that set the exit status, a picture."""
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (default) or json (its schema: docs/plans.md, docs/tensors.md)")
+    _format_argument(p, "docs/plans.md")
     p.add_argument("--expect-intra-host", metavar="DIM,...", type=_args.dim_list,
                    help="exit 1 naming each of these dims (NAME, or VIEW.NAME for one view's) "
                    "whose groups cross hosts")

@@ -337,9 +337,10 @@ def _ways_lines(ways: list[dict[str, Any]] | None) -> list[str]:
         lines.append(f"  {_way_name(w)}: " + (f"impossible: {w['error']}" if w["error"] else
                      f"({_shape(w)}) over {_n(w['survivors'], 'rank')} ({w['lost']:,} fewer)"))
         if not w["error"]:
-            rows = [["dim", "size", "intact", "new"]] + [
+            rows = [["dim", "size", "intact", "new", ""]] + [
                 [f"{g['view']}.{g['dim']}", f"{g['size']:,}", f"{g['intact_groups']:,}",
-                 f"{g['new_groups']:,}"] for g in w["groups"]]
+                 f"{g['new_groups']:,}", "" if g["size"] > 1 else "(size 1: no communicator)"]
+                for g in w["groups"]]
             lines += ["  " + line for line in _table(rows, right={1, 2, 3})]
     if not any(w["way"] == "substitute" for w in ways):
         lines.append("  substitute: give --spares RANKS (one spare per failed rank, outside "

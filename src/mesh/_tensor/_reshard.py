@@ -49,16 +49,16 @@ from typing import Any
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, check_limit, numpy, ordered, show
+from .._core import MeshTypeError, ShardingError, as_int, check_limit, need_numpy, ordered, show
 from .._topology import Topology
 from ._placement import Partial
 from ._sharding import Label, Sharding, check_boxes
 
 __all__ = ["TIERS", "Reshard", "Transfer", "reshard"]
 
-TIERS = ("local", "host", "domain", "cross")
-"""Link tiers, nearest first: on the rank itself (0 bytes), the same host, the same fast
-domain, across domains."""
+TIERS = ("kept", "host", "domain", "across")
+"""Link tiers, nearest first: kept on the rank itself (0 bytes), inside a host, across hosts
+inside a fast domain, across fast domains."""
 
 Box = tuple[tuple[int, int], ...]
 """A box of the global tensor: ``(start, stop)`` per tensor dim."""
@@ -404,12 +404,12 @@ class Reshard:
 
     @property
     def tier_bytes(self) -> dict[str, int]:
-        """Bytes per link tier (:data:`TIERS`): ``"local"`` counts what receivers already
-        hold (moved 0 bytes); without a topology every move is ``"cross"``."""
+        """Bytes per link tier (:data:`TIERS`): ``"kept"`` counts what receivers already
+        hold (moved 0 bytes); without a topology every move is ``"across"``."""
         out = dict.fromkeys(TIERS, 0)
         for (s, d), n in self._traffic.items():
             out[TIERS[self._tier(s, d)]] += n * self.itemsize
-        out["local"] = sum(self.kept(r) for r in self._dst_ranks()) * self.itemsize
+        out["kept"] = sum(self.kept(r) for r in self._dst_ranks()) * self.itemsize
         return out
 
     @property
@@ -476,9 +476,7 @@ class Reshard:
     def _checked_shards(self, shards: object) -> Any:
         """NumPy, once ``shards`` is checked to map source ranks to NumPy arrays of their
         local shapes (else the typed error :meth:`apply` raises)."""
-        np = numpy()
-        if np is None:
-            raise ShardingError("Reshard.apply needs NumPy (pip install numpy)")
+        np = need_numpy("Reshard.apply")
         if not isinstance(shards, Mapping):
             raise MeshTypeError(f"Reshard.apply needs a mapping of source rank -> local "
                                 f"array, got a {type(shards).__name__}: {show(shards)}")

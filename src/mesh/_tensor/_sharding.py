@@ -40,7 +40,7 @@ from .._core import (
     TooManyRanksError,
     as_int,
     check_limit,
-    numpy,
+    need_numpy,
     ordered,
     rank_rows,
     show,
@@ -229,9 +229,7 @@ class Sharding:
         """``rank``'s local array of the full NumPy array ``full``, as torch's
         ``distribute_tensor`` gives it: the rank's indices per dim; a :class:`Partial`
         dim's ranks each hold ``full / n`` for ``"sum"`` and ``full`` otherwise."""
-        np = numpy()
-        if np is None:
-            raise ShardingError("Sharding.local needs NumPy (pip install numpy)")
+        np = need_numpy("Sharding.local")
         if not isinstance(full, np.ndarray):
             raise MeshTypeError(f"Sharding.local needs a NumPy array of shape {self.shape}, "
                                 f"got {show(full)}")
