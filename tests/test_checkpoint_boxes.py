@@ -84,6 +84,10 @@ def test_nothing_asked_reads_nothing(checkpoint: Path, monkeypatch: pytest.Monke
     ({"w": [((0, 1),)]}, "does not fit 'w'"),
     ({"w": [((3, 3), (0, 10))]}, "empty or negative"),
     ({"w": [("ab",)]}, "(start, stop) per dim"),
+    ({"w": [((0.5, 2.7), (0, 10))]}, "in ints"),
+    ({"w": [((True, 2), (0, 10))]}, "in ints"),
+    ({"w": {((0, 1), (0, 10))}}, "a sequence of boxes"),
+    ({"w": [{(0, 1), (0, 10)}]}, "(start, stop) per dim"),
     (["w"], "mapping tensor name -> boxes"),
 ])
 def test_a_bad_request_is_a_typed_error_naming_it(checkpoint: Path, wanted: Any,

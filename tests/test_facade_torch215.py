@@ -159,3 +159,34 @@ def test_a_class_check_after_the_import_switch_is_torchs_class_as_documented(
     adopted = DeviceMesh.from_group(theirs.get_group("tp"), "cpu", mesh_dim_names=("tp",))
     assert isinstance(adopted, DeviceMesh) and adopted.get_group() is theirs.get_group("tp")
     assert adopted.mesh.tolist() == theirs["tp"].mesh.tolist() == [2, 3]
+
+
+def test_a_slice_carries_the_roots_flag_as_torchs_slicing_does(world: TorchFakeBackend) -> None:
+    """torch 2.15 propagates the root's ``preserve_rank_order`` to every slice: a facade slice
+    equals torch's slice of the converted root, and a DTensor on one adds to one on the other."""
+    from torch.distributed.tensor import distribute_tensor
+
+    ours = DeviceMesh("cpu", SWAPPED, mesh_dim_names=("dp", "tp"))
+    converted = ours.to_torch()
+    for dim in ("dp", "tp"):
+        assert ours[dim] == converted[dim] and ours[dim].to_torch() == converted[dim]
+        if TORCH_215:
+            assert ours[dim]._preserve_rank_order is converted[dim]._preserve_rank_order is True
+    a = distribute_tensor(torch.ones(4), ours["dp"], [Replicate()])
+    b = distribute_tensor(torch.ones(4), converted["dp"], [Replicate()])
+    assert torch.equal((a + b).to_local(), torch.full((4,), 2.0))
+
+
+def test_abort_after_a_rebind_ends_the_kept_groups_and_the_next_request_is_fresh() -> None:
+    from backend import FakeBackend
+    from mesh import drop
+
+    fb = FakeBackend(4, 0)
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend=fb)
+    tp = mesh.get_group("tp")
+    after = mesh.rebind(drop(mesh.view, [3], "dp"))
+    assert after.get_group("tp") is tp and len(fb.created) == 1  # kept by the rebind
+    after.abort()
+    assert fb.created == ()
+    fresh = after.get_group("tp")
+    assert fresh is not tp and fresh.ranks == (0, 1)

@@ -111,7 +111,7 @@ def test_the_wheel_needs_torch_only_with_an_extra(venv: Path) -> None:
         meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA")))
     requires = re.findall(r"^Requires-Dist: (.*)$", meta.decode(), re.M)
     assert [r for r in requires if "extra ==" not in r] == ["attrs>=24.1"]
-    assert 'torch<2.15,>=2.13; extra == "torch"' in requires  # the versions the suite runs on
+    assert 'torch<2.16,>=2.13; extra == "torch"' in requires  # the versions the suite runs on
     assert 'numpy>=1.24; extra == "numpy"' in requires  # Sharding.local, Reshard.apply
     classifiers = re.findall(r"^Classifier: (.*)$", meta.decode(), re.M)
     assert "Typing :: Typed" in classifiers and "Programming Language :: Python :: 3" in classifiers
@@ -125,7 +125,7 @@ def test_a_plain_install_names_the_numpy_extra_where_numpy_is_needed(venv: Path)
                 "print(s.runs(1))\n"  # plain arithmetic: no NumPy needed
                 "s.local([0, 1, 2, 3], 1)"], venv)
     assert out.stdout.strip() == "(((2, 2),),)", out.stderr[-2000:]
-    assert "mesh._core._errors.NumpyMissingError: Sharding.local needs NumPy" in out.stderr
+    assert "mesh.NumpyMissingError: Sharding.local needs NumPy" in out.stderr
     assert "pip install -e '.[numpy]'" in out.stderr
 
 

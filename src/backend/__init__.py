@@ -137,8 +137,8 @@ from ._core import (
     UnsupportedTorchError,
 )
 from ._core import need_torch as _need_torch
-from ._core import require_tested_torch as _require_tested_torch
 from ._core import plug as _plug
+from ._core import require_tested_torch as _require_tested_torch
 from ._core import warn_if_untested_torch as _warn_if_untested_torch
 from ._deprecated import MOVED as _MOVED
 from ._deprecated import moved as _moved
@@ -169,6 +169,7 @@ def __getattr__(name: str) -> object:
     # The c10d backends import torch.distributed: load them on first use.
     if name in _TORCH_BACKENDS:
         _need_torch(f"backend.{name}")
+        _require_tested_torch()
         from . import _c10d
 
         return _by_public_name(getattr(_c10d, name))
@@ -195,6 +196,7 @@ def _process_default(device_type: str, current: _Any) -> _Any:
 
 def _torch_fake(world_size: int, rank: int) -> _Any:
     _need_torch("torch's fake world (to_torch, torch_group)")
+    _require_tested_torch()
     from ._c10d import torch_fake
 
     return torch_fake(world_size, rank)

@@ -51,7 +51,7 @@ validation, and the public int-tuple functions, which check there and then call
 version, ``__version__`` here and in :mod:`mesh` and :mod:`backend`).
 """
 
-import sys
+import sys as _sys
 
 from ._door import (
     MAX_DEPTH,
@@ -124,6 +124,6 @@ __all__ = [
 for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
     # Pickles name the public package, not the private file (as torch pins Placement's), so
     # moving a file breaks no saved value; doctest still finds the class in its file.
-    vars(sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
+    vars(_sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
     _cls.__module__ = __name__
 del _cls

@@ -222,10 +222,15 @@ class C10dBackend(CachedBackend[Any]):
         self._shrunk_groups.extend(group for _, group in shrunk)  # ended at shutdown
         return shrunk
 
-    def _abort(self, ended: list[CreationRecord]) -> None:
+    def _ended_later(self, group: Any) -> bool:
+        return any(g is group for g in self._shrunk_groups)
+
+    def _abort(self, groups: list[Any]) -> None:
         """Abort them where c10d can without waiting on peers (NCCL's ``_abort_process_group``);
         destroy them elsewhere (Gloo destroys a group locally, a dead peer or not)."""
-        destroy_groups([r.group for r in ended], False, abort=self._c10d == "nccl")
+        self._shrunk_groups = [g for g in self._shrunk_groups
+                               if not any(g is x for x in groups)]  # not ended twice
+        destroy_groups(groups, False, abort=self._c10d == "nccl")
 
     def _end(self, *, abort: bool) -> None:
         """Stop beating, end this backend's groups (and the default group if it started

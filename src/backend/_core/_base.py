@@ -14,7 +14,7 @@ from layout import show
 from mesh import Dim, MeshView, RankMap
 
 from ._cache import CacheObserver, CreationRecord, GroupCache, GroupKey, group_key
-from ._errors import BackendConfigError, NotAMemberError
+from ._errors import BackendConfigError, NotAMemberError, RankLostError
 from ._loss import Loss, Members
 from ._members import holds_any
 from ._options import GroupOptions, as_options
@@ -153,15 +153,42 @@ class CachedBackend(Generic[G]):
         if len(options) != view.ndim:
             raise BackendConfigError(f"abort_groups: {len(options)} options for the "
                                      f"{view.ndim} dims of {view!r}")
-        keys = [group_key(view, k, as_options(o)) for k, o in enumerate(options)]
+        opts = [as_options(o) for o in options]
+        keys = {group_key(view, k, o) for k, o in enumerate(opts)}
+        held = self._cache.snapshot()
+        doomed = [g for k, g in held if k in keys] + self._served(view, opts)
+        ids = {id(g) for g in doomed}
         for universe in list(self._universes.values()):
             universe.forget()  # no mesh's memo hands out an ended group
-        ended = self._cache.evict(keys)
-        self._abort(ended)
-        return len(ended)
+        # every entry holding one of them: a group kept by a rebind sits under its old key too
+        ended = self._cache.evict([k for k, g in held if k in keys or id(g) in ids])
+        self._loss = self._loss.without(doomed)
+        created = {id(r.group) for r in ended}
+        kept_elsewhere = [g for g in doomed if id(g) not in created and self._ended_later(g)]
+        self._abort([r.group for r in ended] + kept_elsewhere)
+        return len(created | {id(g) for g in kept_elsewhere})
 
-    def _abort(self, ended: list[CreationRecord]) -> None:
-        """End the groups of ``ended`` without waiting on peers (value groups need nothing)."""
+    def _served(self, view: MeshView, options: list[GroupOptions]) -> list[G]:
+        """The groups a previous loss kept that serve this rank along ``view``'s dims."""
+        if view.ranks.offset_of(self._rank) is None:
+            return []
+        found = []
+        for k, o in enumerate(options):
+            try:
+                kept = self._loss.serving(view, k, o, group_key(view, k, o), self._rank)
+            except RankLostError:
+                continue
+            if kept is not None:
+                found.append(kept)
+        return found
+
+    def _ended_later(self, group: G) -> bool:
+        """Whether this backend ends ``group`` itself at shutdown although the cache holds no
+        record of creating it (a group its loss shrank); value groups: never."""
+        return False
+
+    def _abort(self, groups: list[G]) -> None:
+        """End ``groups`` without waiting on peers (value groups need nothing)."""
 
     def _checked_ranks(self, ranks: Iterable[int]) -> frozenset[int]:
         try:  # never more than the world: a huge iterable is refused after world + 1 items

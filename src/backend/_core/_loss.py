@@ -66,3 +66,14 @@ class Loss(Generic[G]):
         if not self._by_members:
             return None
         return self._by_members.get((view.group(rank, dim), options))
+
+    def without(self, groups: Sequence[G]) -> Loss[G]:
+        """The same loss with ``groups`` (by identity) no longer kept: an aborted group serves
+        no later request."""
+        gone = {id(g) for g in groups}
+        if not gone or self._none:
+            return self
+        with self._lock:
+            carried = [(m, g) for m, g in self._by_members.items() if id(g) not in gone]
+            kept = [(k, g) for k, g in self._kept if id(g) not in gone]
+        return Loss(self.lost, carried=carried, kept=kept)

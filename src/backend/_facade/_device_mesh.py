@@ -20,6 +20,8 @@ from .._core import (
     NotAMemberError,
     Override,
     RankLostError,
+    TorchMissingError,
+    UnsupportedTorchError,
     as_options,
     dim_options,
     normalize_overrides,
@@ -772,6 +774,8 @@ def _process_backend(fields: dict[str, Any]) -> Backend[Any]:
     device_type = fields["device_type"]
     try:
         backend: Backend[Any] = process_backend(device_type)
+    except (UnsupportedTorchError, TorchMissingError):
+        raise  # the installed torch is the cause, named as such
     except Exception as e:
         raise BackendConfigError(
             f"unpickling a DeviceMesh ({fields['view']!r}) binds it to this process's backend "

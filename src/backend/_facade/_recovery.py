@@ -88,20 +88,48 @@ def _checked(way: object, state: object, job: object, world: str) -> mesh.Way:
 
 
 def _dtypes(way: mesh.Way, locals_: Mapping[str, Any], dtypes: Mapping[str, Any] | None,
-            checkpoint: str | None) -> dict[str, Any]:
-    """Each tensor's dtype: this rank's tensor's, else ``dtypes``, else the checkpoint's."""
+            rank: int) -> dict[str, Any]:
+    """Each tensor's dtype this rank needs: its own tensor's, else what ``dtypes`` gives; a
+    tensor it will receive and holds none of, with no dtype given, is refused (a guess that
+    differs from the senders' changes a message's size, which Gloo answers by aborting)."""
     out = {n: t.dtype for n, t in locals_.items() if t is not None}
     out.update({n: d for n, d in (dtypes or {}).items() if n not in out})
-    missing = [n for n in way.moves if n not in out]
-    if missing and checkpoint is not None:
-        from torch.distributed.checkpoint.filesystem import FileSystemReader
-
-        saved = FileSystemReader(checkpoint).read_metadata().state_dict_metadata
-        for n in missing:
-            properties = getattr(saved.get(n), "properties", None)
-            if properties is not None:
-                out[n] = properties.dtype
+    unknown = sorted(n for n, plan in way.moves.items() if n not in out and
+                     (plan.receives(rank) or plan.dst.view.coordinate(rank) is not None))
+    if unknown:
+        raise BackendConfigError(
+            f"apply_recovery: rank {rank} receives {unknown[:5]} and holds none of them: "
+            f"name their dtypes (dtypes={{{unknown[0]!r}: torch.float32, ...}}), the ones the "
+            "ranks that send them hold")
     return out
+
+
+def _checked_checkpoint(way: mesh.Way, checkpoint: str | None) -> None:
+    """The checkpoint holds every tensor the way reads from it, at its shape: checked on
+    every rank before anything moves (a rank that found it wanting after the others went on
+    would leave them waiting on it)."""
+    wanted = sorted(n for n, boxes in way.lost.items() if boxes)
+    if not wanted:
+        return
+    if checkpoint is None:
+        raise BackendConfigError(
+            f"apply_recovery: the way {way.label!r} needs a checkpoint: no rank still up holds "
+            f"{sum(len(way.lost[n]) for n in wanted)} boxes of {wanted[:5]}")
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    try:
+        saved = FileSystemReader(checkpoint).read_metadata().state_dict_metadata
+    except Exception as e:
+        raise BackendConfigError(f"apply_recovery: cannot read the checkpoint {checkpoint!r}: "
+                                 f"{type(e).__name__}: {e}") from None
+    for name in wanted:
+        md, shape = saved.get(name), way.moves[name].dst.shape
+        if not isinstance(md, TensorStorageMetadata) or tuple(md.size) != shape:
+            found = tuple(md.size) if isinstance(md, TensorStorageMetadata) else None
+            raise BackendConfigError(
+                f"apply_recovery: the checkpoint {checkpoint!r} must hold {name!r} of shape "
+                f"{shape}: it holds {'no such tensor' if found is None else found}")
 
 
 def apply_recovery(way: mesh.Way, state: Mapping[str, Any], *, device_mesh: DeviceMesh[Any],
@@ -118,24 +146,26 @@ def apply_recovery(way: mesh.Way, state: Mapping[str, Any], *, device_mesh: Devi
     which they are not in).  ``state`` maps tensor names (those of ``way.moves``) to this rank's
     tensor under the old sharding (a local tensor or a DTensor); a rank holding none of a
     tensor leaves it out.  A rank that receives a tensor it held none of learns its dtype
-    from ``dtypes``, else from the checkpoint's metadata.  Transfers go over ``group``
+    from ``dtypes`` (required there: the dtype the senders hold).  Transfers go over ``group``
     (default: the world, numbered by global rank).  ``dtensors=True`` returns DTensors on
     each tensor's new view (``to_torch()`` of a facade mesh over it, bound to the job's
     backend; torch placements from the new sharding).
 
-    A way whose elements no rank up holds needs ``checkpoint``: without it the call is
-    refused, typed, on every rank, before anything moves.
+    Everything that can refuse is checked on every rank before any rank waits on another:
+    the way and the state, the dtypes this rank needs, and, for a way whose elements no rank
+    up holds, a ``checkpoint`` holding each such tensor at its shape (a typed error, raised
+    alike on every rank where the input is alike; a rank whose own input alone is refused
+    leaves the others waiting in the rebind's store barrier until the backend's timeout, not
+    in a transfer that never ends).
     """
     started = time.monotonic()
     way = _checked(way, state, device_mesh, world)
     ckpt = None if checkpoint is None else os.fspath(checkpoint)
     rank = device_mesh.get_rank()
     lost = {n: p.lost(rank) for n, p in way.moves.items()}
-    if ckpt is None and any(way.lost.values()):
-        raise BackendConfigError(
-            f"apply_recovery: the way {way.label!r} needs a checkpoint: no rank still up holds "
-            f"{sum(len(b) for b in way.lost.values())} boxes of "
-            f"{sorted(n for n, b in way.lost.items() if b)[:5]}")
+    locals_ = {n: _local(v) for n, v in state.items()}
+    kinds = _dtypes(way, locals_, dtypes, rank)  # every check that can fail, before any wait
+    _checked_checkpoint(way, ckpt)
     seconds: dict[str, float] = {}
     t = time.monotonic()
     new_view = way.views[world]
@@ -143,9 +173,7 @@ def apply_recovery(way: mesh.Way, state: Mapping[str, Any], *, device_mesh: Devi
     rebound = device_mesh.rebind(new_view)
     seconds["groups"] = time.monotonic() - t
     t = time.monotonic()
-    locals_ = {n: _local(v) for n, v in state.items()}
-    moved = reshard_state(way.moves, locals_, dtypes=_dtypes(way, locals_, dtypes, ckpt),
-                          group=group)
+    moved = reshard_state(way.moves, locals_, dtypes=kinds, group=group)
     seconds["moves"] = time.monotonic() - t
     t = time.monotonic()
     read = _fill_lost(way, moved, lost, ckpt, rank) if ckpt is not None else 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from .._core import BackendConfigError, NotAMemberError, need_torch
+from .._core import BackendConfigError, NotAMemberError, need_torch, require_tested_torch
 from ._binding import Binding, Root
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _torch_mesh(mesh: Mesh, root: TorchDeviceMesh | None) -> TorchDeviceMesh:
     try:
         return new_torch_mesh(b.device_type, torch_layout(b.view.layout), universe_ranks(b)[0],
                               b.dim_names, root, b.backend.rank,
-                              keeps_order=keeps_unsorted_order(b.view))
+                              keeps_order=keeps_unsorted_order(mesh._get_root_mesh().binding.view))
     except TypeError as e:  # another torch's private constructor
         raise BackendConfigError(f"to_torch() needs torch 2.13's DeviceMesh(_layout=, "
                                  f"_rank_map=, _root_mesh=) constructor: {e}") from None
@@ -69,6 +69,7 @@ def _groups(mesh: Mesh) -> list[Any]:
 def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     """See :meth:`backend.DeviceMesh.to_torch`."""
     need_torch("DeviceMesh.to_torch()")
+    require_tested_torch()  # before torch's private constructor keywords
     b = mesh.binding
     key = (b.view, b.options, b.device_type, b.dim_names, mesh._root)
     universe = b.backend.universe(b.view.ranks)

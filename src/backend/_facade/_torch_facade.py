@@ -27,9 +27,9 @@ attribute here, computed once from the view on first read and then stored on the
 - ``_root_mesh``, ``_flatten_mapping``, ``_pg_registry``: the mesh the program made,
   the meshes ``_flatten`` made from it, and the groups its meshes were given, by name
   (see :class:`~backend._facade._binding.Root`);
-- ``_preserve_rank_order`` (torch 2.15): whether a group keeps an order torch's default
-  would sort; False where every group is ascending, so such a mesh equals torch's default
-  mesh over the same ranks;
+- ``_preserve_rank_order`` (torch 2.15): the root's, as torch propagates it: whether a group
+  of the root keeps an order torch's default would sort; False where every group is
+  ascending, so such a mesh equals torch's default mesh over the same ranks;
 - ``_dim_group_names``: this mesh's groups' names, in dim order, created by the backend
   on first read (torch's mesh creates them when it is built) and then a plain list;
 - ``_hash``: torch's hash, computed once; ``mesh``: the instance tensor, once.
@@ -174,11 +174,12 @@ class TorchFacadeMesh(DeviceMesh[Any], TorchDeviceMesh):  # type: ignore[misc]  
 
     @_once
     def _preserve_rank_order(self) -> bool:
-        """torch 2.15's flag (part of its hash, equality and compile guards): whether one of
-        this mesh's groups keeps an order torch's default mesh would sort
-        (:func:`~backend._facade._torch_state.keeps_unsorted_order`).  Read by torch 2.15
-        only; older releases never ask."""
-        return keeps_unsorted_order(self.view)
+        """torch 2.15's flag (part of its hash, equality and compile guards), as torch keeps
+        it: the root's, for the root and every mesh derived from it (so a slice equals torch's
+        slice of ``to_torch()``): whether one of the root's groups keeps an order torch's
+        default mesh would sort (:func:`~backend._facade._torch_state.keeps_unsorted_order`).
+        Read by torch 2.15 only; older releases never ask."""
+        return keeps_unsorted_order(self._get_root_mesh().view)
 
     @_once
     def _hash(self) -> int:

@@ -13,6 +13,7 @@ read).  No collective: each rank reads its own boxes (``no_dist``).
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -31,22 +32,32 @@ def _key(name: str, i: int) -> str:
     return f"{name}\x00box{i}"
 
 
+def _index(value: object) -> int:
+    """An int (or an integer-like, never a float or a bool), or TypeError."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    return operator.index(value)  # type: ignore[arg-type]  # TypeError for a non-integer
+
+
 def _checked_boxes(wanted: object) -> list[tuple[str, list[Box]]]:
     if not isinstance(wanted, Mapping):
         raise BackendConfigError(f"read_boxes takes a mapping tensor name -> boxes, got "
                                  f"{show(wanted)}")
     out = []
     for name, boxes in wanted.items():
-        if not isinstance(name, str) or not isinstance(boxes, Sequence):
+        if not isinstance(name, str) or not isinstance(boxes, Sequence) or \
+                isinstance(boxes, str):
             raise BackendConfigError(f"read_boxes: {show(name)} -> {show(boxes)} is not a "
                                      "tensor name and a sequence of boxes")
         checked: list[Box] = []
         for box in boxes:
             try:
-                pairs = tuple((int(a), int(b)) for a, b in box)
+                if not isinstance(box, Sequence):
+                    raise TypeError
+                pairs = tuple((_index(a), _index(b)) for a, b in box)
             except (TypeError, ValueError):
                 raise BackendConfigError(f"read_boxes: a box of {name!r} is (start, stop) per "
-                                         f"dim, got {show(box)}") from None
+                                         f"dim, in ints, got {show(box)}") from None
             if any(not 0 <= a < b for a, b in pairs):
                 raise BackendConfigError(f"read_boxes: the box {pairs} of {name!r} is empty "
                                          "or negative")

@@ -172,10 +172,13 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     device = device or torch.device("cpu")
     sides: list[tuple[str, mesh.Reshard, Any, tuple[bool, bool]]] = [
         (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
-    kinds = {n: _dtype(n, local, dtypes) for n, _, local, _ in sides}
+    kinds = {n: _dtype(n, local, dtypes) for n, plan, local, (_, in_dst) in sides
+             if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
     outgoing: dict[int, list[Any]] = {}
     incoming: dict[int, list[tuple[str, Any, int]]] = {}  # peer -> (name, transfer, bytes)
     for name, plan, local, _ in sides:
+        if name not in kinds:
+            continue  # this rank neither holds, sends nor receives any of it
         size = torch.empty((), dtype=kinds[name]).element_size()
         for t in plan.sends(rank):
             parts = [local[plan.src.local_slices(rank, box)].reshape(-1) for box in t.boxes]
