@@ -182,6 +182,12 @@ class C10dBackend(CachedBackend[Any]):
         return found
 
     @property
+    def default_timeout(self) -> timedelta | None:
+        """The timeout this backend gives the groups it creates when a dim sets none (the
+        ``timeout`` it was made with); None: torch's default."""
+        return self._timeout
+
+    @property
     def owns_world(self) -> bool:
         """Whether this backend started torch.distributed's default group (and ends it)."""
         return self._owns_default

@@ -314,7 +314,7 @@ def _meets(backend: object) -> bool:
 
 def _seconds(timeout: object, backend: Any) -> float:
     if timeout is None:
-        own = getattr(backend, "_timeout", None)
+        own = getattr(backend, "default_timeout", None)  # a C10dBackend's (_meets checked it)
         if own is not None:
             return float(own.total_seconds())
         import torch.distributed as dist

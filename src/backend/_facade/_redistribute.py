@@ -23,11 +23,17 @@ __all__ = ["redistribute", "sharding_of", "view_of"]
 
 
 def view_of(device_mesh: Any) -> mesh.MeshView:
-    """The view a facade or torch mesh stands for."""
+    """The view a facade or torch mesh stands for: O(1) for a facade mesh and for a torch
+    mesh its ``to_torch()`` made; a mesh torch built itself is listed (O(its ranks))."""
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
+
+    from ._to_torch import converted_view
 
     if isinstance(device_mesh, DeviceMesh):
         return device_mesh.view
+    known = converted_view(device_mesh)
+    if known is not None:
+        return known
     if isinstance(device_mesh, TorchDeviceMesh):
         names = device_mesh.mesh_dim_names or tuple(f"dim{i}" for i in
                                                     range(device_mesh.ndim))

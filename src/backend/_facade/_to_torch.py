@@ -14,8 +14,11 @@ mesh with a TP mesh); a flattened mesh is listed in its torch root's
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from mesh import MeshView
 
 from .._core import BackendConfigError, NotAMemberError, need_torch, require_tested_torch
 from ._binding import Binding, Root
@@ -23,7 +26,7 @@ from ._binding import Binding, Root
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh as TorchDeviceMesh
 
-__all__ = ["to_torch"]
+__all__ = ["converted_view", "to_torch"]
 
 
 class Mesh(Protocol):
@@ -66,6 +69,20 @@ def _groups(mesh: Mesh) -> list[Any]:
         return []
 
 
+_VIEWS: weakref.WeakKeyDictionary[Any, MeshView] = weakref.WeakKeyDictionary()
+"""The view of every torch mesh :func:`to_torch` made, while it lives: a torch mesh equals
+another exactly when their rank maps, layouts, device types and names do, so equal ones
+stand for one view."""
+
+
+def converted_view(device_mesh: Any) -> MeshView | None:
+    """The view of a torch mesh :func:`to_torch` made (O(1)), None for another."""
+    try:
+        return _VIEWS.get(device_mesh)
+    except TypeError:  # unhashable: not one of ours
+        return None
+
+
 def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     """See :meth:`backend.DeviceMesh.to_torch`."""
     need_torch("DeviceMesh.to_torch()")
@@ -88,6 +105,7 @@ def to_torch(mesh: Mesh) -> TorchDeviceMesh:
     with universe.lock:
         registry.update((g.group_name, g) for g in groups)
         converted = cast("TorchDeviceMesh", universe.torch_meshes.setdefault(key, converted))
+        _VIEWS[converted] = b.view
         name = b.view.names[0]
         if torch_root is not None and root._flatten_mapping.get(name) is mesh:
             flatten_mapping(torch_root).setdefault(name, converted)

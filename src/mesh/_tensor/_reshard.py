@@ -180,6 +180,14 @@ class Reshard:
         self.__attrs_init__(src, dst, topology, _checked(src, dst, topology, itemsize),
                             _down(down))
 
+    @classmethod
+    def _checked_already(cls, src: Sharding, dst: Sharding, topology: Topology | None,
+                         itemsize: int, down: frozenset[int]) -> Reshard:
+        """A plan of arguments :func:`reshard` has checked (its check runs once)."""
+        plan = cls.__new__(cls)
+        plan.__attrs_init__(src, dst, topology, itemsize, down)
+        return plan
+
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
 
@@ -598,4 +606,4 @@ def reshard(src: Sharding, dst: Sharding, topology: Topology | None = None, *,
 @functools.lru_cache(maxsize=256)
 def _planned(src: Sharding, dst: Sharding, topology: Topology | None, itemsize: int,
              down: frozenset[int]) -> Reshard:
-    return Reshard(src, dst, topology, itemsize=itemsize, down=down)
+    return Reshard._checked_already(src, dst, topology, itemsize, down)
