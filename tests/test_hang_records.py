@@ -136,8 +136,10 @@ def test_two_dumps_of_one_rank_are_refused(tmp_path: Path) -> None:
 
 
 def test_dumps_of_different_formats_or_days_are_not_one_job(tmp_path: Path) -> None:
-    mixed = _versions_mixed(tmp_path)
-    assert "its format is '2.9'" in _error(mixed)
+    mixed = _versions_mixed(tmp_path)  # the older file alone is unreadable: a partial report
+    report = read_flight_records(mixed, VIEW)
+    assert report.partial and len(report.unreadable) == 1 and report.dumped == (0,)
+    assert mixed[1] in report.unreadable[0] and "its format is '2.9'" in report.unreadable[0]
     days = write(tmp_path / "d", {0: dump(VIEW, 0, step(1)),
                                   1: dump(VIEW, 1, step(1), t0=10**18 + 3 * 86_400 * 10**9)})
     assert "hours apart: these dumps are not of one hang of one job" in _error(days)
@@ -213,8 +215,9 @@ def test_the_command_refuses_bad_input_with_a_message_and_status_2(
     import sys
 
     paths = _skip_job(tmp_path)
-    if words is not None and "decoded" in words:
-        Path(paths[3]).write_bytes(b"\x80\x04garbage")
+    if words is not None and "decoded" in words:  # every dump garbage: nothing to report
+        for path in paths:
+            Path(path).write_bytes(b"\x80\x04garbage")
     out = subprocess.run([sys.executable, "-m", "mesh", "hang", *paths, *args],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr
@@ -283,3 +286,45 @@ def test_uneven_all_to_all_sizes_are_no_desync(tmp_path: Path, op: str) -> None:
     other[2]["entries"][-1]["input_dtypes"] = ["BFloat16"]  # rank 2's all_to_all
     [finding] = read_flight_records(write(tmp_path / "b", other), VIEW).findings
     assert (finding.kind, finding.ranks) == ("desync", (2,)) and "bfloat16" in finding.text
+
+
+def test_one_unreadable_dump_among_many_is_a_line_and_the_others_are_read(tmp_path: Path) -> None:
+    """Issue: one bad file among N aborted the whole report.  Now it is named, with why, the
+    report says it is partial, and what the other dumps show is found as without it."""
+    paths = _skip_job(tmp_path)
+    whole = read_flight_records(paths, VIEW)
+    broken = next(p for p in paths if p.endswith("0") or p.endswith("0.pkl"))
+    Path(broken).write_bytes(b"\x80\x04junk")
+    report = read_flight_records(paths, VIEW)
+    assert report.partial and not whole.partial and len(report.unreadable) == 1
+    assert report.unreadable[0].startswith(broken) or broken in report.unreadable[0]
+    assert 0 in report.no_dump and 0 not in report.dumped
+    assert [f.ranks for f in whole.findings] == [(5,)]
+    assert (5,) in [f.ranks for f in report.findings]  # the culprit is still found
+    text = str(report)
+    assert "partial: 1 of 8 dumps could not be read" in text and broken in text
+    assert report.to_dict()["partial"] is True and report.to_dict()["unreadable"] == \
+        list(report.unreadable)
+
+
+def test_when_no_dump_can_be_read_the_call_is_refused_naming_the_first(tmp_path: Path) -> None:
+    paths = _skip_job(tmp_path)
+    for p in paths:
+        Path(p).write_bytes(b"junk")
+    assert f"none of the 8 dumps could be read; the first: {paths[0]}" in _error(paths) or \
+        "none of the 8 dumps could be read" in _error(paths)
+
+
+def test_the_command_adds_4_to_its_exit_status_when_the_report_is_partial(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for folder, calls in (("hung", None), ("calm", 2)):
+        paths = _skip_job(tmp_path / folder) if calls is None else \
+            write(tmp_path / folder, {r: dump(VIEW, r, step(calls)) for r in range(8)})
+        Path(paths[3]).write_bytes(b"junk")
+        report = read_flight_records(paths, VIEW)
+        run = subprocess.run([sys.executable, "-m", "mesh", "hang", *paths, "--dims", "dp=2,tp=4"],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert report.partial and run.returncode == (0 if report.ok else 1) | 4, \
+            run.stdout + run.stderr

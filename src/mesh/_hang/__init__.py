@@ -35,10 +35,14 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
     :class:`~mesh.Topology`, host); the first call where members diverge; and the ranks
     merely waiting behind them.
 
-    Dumps that cannot be read as one job's raise :class:`~mesh.FlightRecordError` naming the
-    file and what is wrong; groups that the plan does not have are listed in
-    :attr:`HangReport.mismatches`.  The files are read with an unpickler that loads only
-    builtin containers and scalars, at most :data:`MAX_DUMP_BYTES` each.
+    A dump that cannot be read is a line of the report (:attr:`HangReport.unreadable`: which
+    file, and why) and the others are read: the report is then partial
+    (:attr:`HangReport.partial`) and the ranks of those files are without a dump.  Dumps
+    that cannot be read as one job's, or a call where none can be read, raise
+    :class:`~mesh.FlightRecordError` naming the file and what is wrong; groups that the plan
+    does not have are listed in :attr:`HangReport.mismatches`.  The files are read with an
+    unpickler that loads only builtin containers and scalars, at most :data:`MAX_DUMP_BYTES`
+    each.
     """
     if isinstance(views, MeshView):
         views = {"mesh": views}
@@ -51,8 +55,19 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
                                 f"{show(topology)}")
     files = _paths(paths)
     seen: dict[object, object] = {}  # the values the dumps repeat, kept once
-    hang = analyse([read_dump(p, seen) for p in files], views)
-    return report(hang, views, _host_words(topology))
+    dumps, unreadable = [], []
+    for path in files:
+        try:
+            dumps.append(read_dump(path, seen))
+        except FlightRecordError as e:  # one bad file: a line of the report, not its end
+            if len(files) == 1:
+                raise
+            unreadable.append(str(e))
+    if not dumps:
+        raise FlightRecordError(f"none of the {len(files)} dumps could be read; the first: "
+                                f"{unreadable[0]}")
+    hang = analyse(dumps, views)
+    return report(hang, views, _host_words(topology), unreadable=tuple(unreadable))
 
 
 def _paths(paths: Iterable[str]) -> list[str]:

@@ -64,7 +64,9 @@ class HangReport:
     :class:`HangFinding` per stuck group); ``blocked``: ``(rank, group, waits for)`` per rank
     merely stuck behind them; ``groups``: every group as the dumps leave it; ``mismatches``:
     what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
-    ``notes``: how the dumps were read (a format newer than the one checked).
+    ``notes``: how the dumps were read (a format newer than the one checked);
+    ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the report is then
+    :attr:`partial`).
     ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
 
     world: int
@@ -77,6 +79,7 @@ class HangReport:
     notes: tuple[str, ...]
     host: Host = attrs.field(eq=False, repr=False)
     views: Mapping[str, MeshView] = attrs.field(eq=False, repr=False)
+    unreadable: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if type(self.world) is not int or self.world < 1:
@@ -84,7 +87,8 @@ class HangReport:
         _ranks(self.dumped, "a report's dumped ranks")
         _ranks(self.no_dump, "a report's ranks without a dump")
         for name, kind in (("groups", GroupState), ("findings", HangFinding),
-                           ("blocked", tuple), ("mismatches", str), ("notes", str)):
+                           ("blocked", tuple), ("mismatches", str), ("notes", str),
+                           ("unreadable", str)):
             value = getattr(self, name)
             if type(value) is not tuple or not all(isinstance(v, kind) for v in value):
                 raise FlightRecordError(f"a report's {name} is a tuple of {kind.__name__}, got "
@@ -99,6 +103,12 @@ class HangReport:
     def ok(self) -> bool:
         """Whether no group is stuck and everything fits the plan."""
         return not (self.findings or self.blocked or self.mismatches)
+
+    @property
+    def partial(self) -> bool:
+        """Whether some dumps could not be read (:attr:`unreadable`): what they hold is missing
+        from the report, and their ranks count as without a dump."""
+        return bool(self.unreadable)
 
     @property
     def suspects(self) -> tuple[int, ...]:
@@ -116,6 +126,13 @@ class HangReport:
                 f"{len(self.groups)} groups with calls, {hung} stuck; "
                 + ("problems found" if not self.ok else "no hang in the records"))
         lines = [head]
+        if self.unreadable:
+            lines.append(f"partial: {len(self.unreadable)} of "
+                         f"{len(self.unreadable) + len(self.dumped)} dumps could not be read "
+                         "(their ranks count as without a dump):")
+            lines += [f"  {u}" for u in self.unreadable[:_MOST]]
+            if len(self.unreadable) > _MOST:
+                lines.append(f"  and {len(self.unreadable) - _MOST} more")
         if self.suspects:
             lines.append("look first at " + ", ".join(
                 f"rank {r}" + (f" ({h})" if (h := self.host(r)) is not None else "")
@@ -143,7 +160,8 @@ class HangReport:
                 "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
                              "waits_for": list(w)} for r, g, w in self.blocked],
                 "groups": [self._state_dict(s) for s in self.groups if s.hung],
-                "mismatches": list(self.mismatches), "notes": list(self.notes)}
+                "mismatches": list(self.mismatches), "notes": list(self.notes),
+                "partial": self.partial, "unreadable": list(self.unreadable)}
 
     def _rank(self, rank: int, group: PlanGroup) -> dict[str, Any]:
         view = self.views.get(group.view)
@@ -168,7 +186,8 @@ def _call_dict(c: FlightCall) -> dict[str, Any]:
     return {"op": c.op, "shapes": [list(s) for s in c.shapes], "dtypes": list(c.dtypes)}
 
 
-def report(hang: Hang, views: Mapping[str, MeshView], host: Host) -> HangReport:
+def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
+           unreadable: tuple[str, ...] = ()) -> HangReport:
     """Word ``hang``: each stuck group's cause, or the ranks it is stuck behind."""
     positions = hang.positions
     states = {s.name: s for s in hang.states}
@@ -195,7 +214,7 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host) -> HangReport:
                if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
                       tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
-                      views)
+                      views, unreadable)
 
 
 _CYCLE = ("it waits in another stuck group in turn, and no rank is free: the ranks wait on each "

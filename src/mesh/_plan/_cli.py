@@ -276,7 +276,8 @@ def _reshard(args: argparse.Namespace) -> int:
 
 
 def _hang(args: argparse.Namespace) -> int:
-    """``meshlayout hang``: the dumps against the plan; exit 1 when they show a hang."""
+    """``meshlayout hang``: the dumps against the plan; exit 1 when they show a hang, plus 4
+    when the report is partial (some dumps could not be read): 0, 1, 4 or 5."""
     if (args.plan is None) == (args.dims is None):
         raise Refused("give the job's plan: --plan FILE or --dims NAME=SIZE,... (one of them)")
     if args.plan is not None:
@@ -286,7 +287,7 @@ def _hang(args: argparse.Namespace) -> int:
     topology = _topology(args, plan_topology, views, machine(args))
     found = read_flight_records(args.dumps, views, topology=topology)
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
-    return 0 if found.ok else 1
+    return (0 if found.ok else 1) | (4 if found.partial else 0)
 
 
 def _write(path: str, flag: str, text: str) -> None:

@@ -198,7 +198,9 @@ _json twin, as pickle or JSON). They are read with an unpickler that loads built
 only, never objects. The report names each stuck group by view, dim and coordinate; the
 ranks that never entered its pending call (coordinate and host), or the first call where
 members differ; and the ranks merely stuck behind them, in check_spmd's words (desync,
-unmatched). Exit status: 0 no hang in the records, 1 a hang found, 2 bad input.
+unmatched). A dump that cannot be read is a line of the report, and the others are read.
+Exit status: 0 no hang in the records, 1 a hang found, 2 bad input; plus 4 when some dumps
+could not be read (the report is partial): 4 or 5.
 """
 
 
