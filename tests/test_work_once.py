@@ -61,3 +61,28 @@ def test_discovery_takes_the_backends_default_timeout_from_its_property() -> Non
         assert _seconds(None, world) == 7.0 and _seconds(3, world) == 3.0
     finally:
         world.shutdown()
+
+
+def test_a_finished_plans_totals_are_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tier_bytes``, ``busiest``, ``rounds`` and ``elements_moved`` are read per tensor by
+    whole-model reports: the second read walks no traffic, and ``tier_bytes`` hands out a
+    copy (changing it changes nothing)."""
+    from mesh import Topology
+
+    view = MeshView.from_shape((4, 4), ("a", "b"))
+    plan = reshard(Sharding(view, (Shard(0), Replicate()), (16, 12)),
+                   Sharding(view, (Replicate(), Shard(1)), (16, 12)), Topology(16, 4))
+    first = (plan.tier_bytes, plan.busiest, plan.rounds, plan.elements_moved)
+    walked: list[int] = []
+    real = reshard_module.Reshard._tier
+
+    def counting(self: Any, a: int, b: int) -> int:
+        walked.append(a)
+        return real(self, a, b)
+
+    monkeypatch.setattr(reshard_module.Reshard, "_tier", counting)
+    monkeypatch.setattr(reshard_module.Reshard, "_dst_ranks", _refused)
+    again = (plan.tier_bytes, plan.busiest, plan.rounds, plan.elements_moved)
+    assert again == first and walked == [] and first[0]["across"] > 0
+    plan.tier_bytes["across"] = -1
+    assert plan.tier_bytes == first[0]

@@ -401,9 +401,10 @@ class Reshard:
         """Elements per (source rank, destination rank), for the pairs that move any."""
         return dict(self._traffic)
 
-    @property
+    @functools.cached_property
     def elements_moved(self) -> int:
-        """Elements sent between ranks (a partial source's contributions counted each)."""
+        """Elements sent between ranks (a partial source's contributions counted each);
+        computed once, as every total of a finished plan is."""
         return sum(self._traffic.values())
 
     @property
@@ -413,17 +414,22 @@ class Reshard:
     @property
     def tier_bytes(self) -> dict[str, int]:
         """Bytes per link tier (:data:`TIERS`): ``"kept"`` counts what receivers already
-        hold (moved 0 bytes); without a topology every move is ``"across"``."""
+        hold (moved 0 bytes); without a topology every move is ``"across"``.  Computed once
+        (a copy is returned each time)."""
+        return dict(self._tier_bytes)
+
+    @functools.cached_property
+    def _tier_bytes(self) -> dict[str, int]:
         out = dict.fromkeys(TIERS, 0)
         for (s, d), n in self._traffic.items():
             out[TIERS[self._tier(s, d)]] += n * self.itemsize
         out["kept"] = sum(self.kept(r) for r in self._dst_ranks()) * self.itemsize
         return out
 
-    @property
+    @functools.cached_property
     def busiest(self) -> tuple[int, int]:
         """(rank, bytes): the rank whose larger direction (sent or received; links are full
-        duplex) carries the most bytes; (-1, 0) when nothing moves."""
+        duplex) carries the most bytes; (-1, 0) when nothing moves.  Computed once."""
         sent: dict[int, int] = defaultdict(int)
         got: dict[int, int] = defaultdict(int)
         for (s, d), n in self._traffic.items():
@@ -435,11 +441,11 @@ class Reshard:
         rank = min(load, key=lambda r: (-load[r], r))
         return (rank, load[rank] * self.itemsize)
 
-    @property
+    @functools.cached_property
     def rounds(self) -> int:
         """Rounds in which no rank sends twice or receives twice: the most peers one rank
         sends to or receives from (a bipartite multigraph's edges colour in its largest
-        degree, König's theorem)."""
+        degree, König's theorem).  Computed once."""
         out: dict[int, int] = defaultdict(int)
         into: dict[int, int] = defaultdict(int)
         for s, d in self._traffic:
