@@ -25,7 +25,7 @@ from typing import Any
 from layout import complement
 
 from .._core import MeshView, rank_table
-from .._tensor import Sharding
+from .._tensor import Sharding, pieces
 from ._machine import Topology
 
 __all__ = ["Coordinates", "Memo", "bulk_rows", "few_rows"]
@@ -73,19 +73,10 @@ def _labels(s: Sharding, d: int) -> int:
 
 def _piece_lists(src: Sharding, dst: Sharding, d: int) -> list[list[tuple[int, int]]]:
     """Per destination label id of tensor dim ``d``: its pieces, ``(source label id,
-    length)``, in order."""
-    a, b = src.segments(d), dst.segments(d)
+    length)``, in order (the two cuts merged as ``mesh.reshard`` merges them)."""
     got: list[list[tuple[int, int]]] = [[] for _ in range(_labels(dst, d))]
-    i = j = pos = 0
-    while i < len(a) and j < len(b):
-        end = min(a[i][0] + a[i][1], b[j][0] + b[j][1])
-        if end > pos:
-            got[_label_id(dst, d, b[j][2])].append((_label_id(src, d, a[i][2]), end - pos))
-        pos = end
-        if a[i][0] + a[i][1] == end:
-            i += 1
-        if j < len(b) and b[j][0] + b[j][1] == end:
-            j += 1
+    for start, stop, ls, ld in pieces(src.segments(d), dst.segments(d)):
+        got[_label_id(dst, d, ld)].append((_label_id(src, d, ls), stop - start))
     return got
 
 
