@@ -384,6 +384,16 @@ def test_a_recovery_is_json_and_values_are_not_constructed() -> None:
     with pytest.raises(MeshTypeError, match=r"made by mesh\.recover"):
         Way()
     assert pickle.loads(pickle.dumps(Costs(cross_gbps=5))) == Costs(cross_gbps=5)
+    assert pickle.loads(pickle.dumps(r)).to_dict() == r.to_dict()
+
+
+def test_moves_and_lost_list_the_tensors_in_the_state_order() -> None:
+    shard, rep = (Shard(0), Shard(1)), (Replicate(), Shard(1))
+    state = {"z": Sharding(DP_TP, shard, (8, 4)), "w": Sharding(DP_TP, rep, (8, 4)),
+             "a": Sharding(DP_TP, shard, (8, 4))}
+    for way in recover(world_only, DP_TP, [3], state=state, spares=[8]).ways:
+        assert list(way.lost) == ["z", "w", "a"]
+        assert list(way.moves) == ([] if way.kind.value == "restart" else ["z", "w", "a"])
 
 
 def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],

@@ -103,7 +103,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
         raise RecoveryError(f"itemsize must be an int >= 1 (bytes per element), got {size}")
     if not isinstance(checkpoint, bool):
         raise MeshTypeError(f"checkpoint must be a bool, got {show(checkpoint)}")
-    patterns = _patterns(state, old, dead)
+    patterns, order = _patterns(state, old, dead)
     if not checkpoint:
         for p in patterns:
             if p.lost:
@@ -114,7 +114,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
     ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
     found, refused = candidates(ctx)
     memo = Memo(numpy(), dead, machine)
-    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo)
+    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo, order)
             for c in found]
     if not checkpoint:
         refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "
@@ -159,11 +159,12 @@ def _costs(costs: object) -> Costs:
 
 
 def _patterns(state: object, old: dict[str, MeshView], dead: tuple[int, ...]
-              ) -> list[Pattern]:
-    """The state's tensors grouped by sharding: every sharding over one of the views, none
-    partial; each group's lost boxes."""
+              ) -> tuple[list[Pattern], list[str]]:
+    """The state's tensors grouped by sharding (every sharding over one of the views, none
+    partial; each group's lost boxes), and the tensor names in the state's order."""
     if state is None:
-        return []
+        return [], []
+    order: list[str] = []
     names = {v: n for n, v in reversed(old.items())}  # the first name of each view
     out: dict[Sharding, list[str]] = {}
     where: dict[Sharding, str] = {}
@@ -182,8 +183,10 @@ def _patterns(state: object, old: dict[str, MeshView], dead: tuple[int, ...]
                                 f"{s.view.names[s.partial_dims[0]]!r}: a state to recover "
                                 "holds values, not partial sums; reduce it first")
         out.setdefault(s, []).append(name)
+        order.append(name)
         where[s] = view
-    return [Pattern(tuple(ns), s, where[s], lost_boxes(s, dead)) for s, ns in out.items()]
+    return ([Pattern(tuple(ns), s, where[s], lost_boxes(s, dead)) for s, ns in out.items()],
+            order)
 
 
 def lost_boxes(s: Sharding, failed: tuple[int, ...]) -> tuple[Box, ...]:

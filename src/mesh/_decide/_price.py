@@ -80,8 +80,9 @@ def _slowest(np: Any, costs: Costs, rows: Any) -> float:
 
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
            topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
-           memo: Memo) -> Way:
-    """The way ``c`` with its moves, lost boxes, bytes and prices."""
+           memo: Memo, order: Sequence[str]) -> Way:
+    """The way ``c`` with its moves, lost boxes, bytes and prices (tensors listed in
+    ``order``)."""
     rows: dict[int, Row] = {}
     bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
     total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
@@ -130,6 +131,8 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
     kept, reconfigured, created = c.groups
+    moves = {name: moves[name] for name in order if name in moves}  # the state's order
+    gone = {name: gone[name] for name in order}
     return Way._trusted(Kind(c.kind), c.label, c.views, moves, gone, total,
                         {"kept": kept, "reconfigured": reconfigured, "created": created},
                         seconds, throughput, seconds + (1 - throughput) * costs.horizon_s,

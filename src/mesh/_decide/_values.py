@@ -78,6 +78,11 @@ class Way(Made):
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Way._trusted, (self.kind, self.label, dict(self.views), dict(self.moves),
+                              dict(self.lost), dict(self.bytes), dict(self.communicators),
+                              self.seconds, self.throughput, self.cost, self.ranks)
+
     def __repr__(self) -> str:
         return (f"Way({self.kind.value}: {self.label}, {self.seconds:.3g} s, throughput "
                 f"{self.throughput:.3g}, cost {self.cost:.4g})")
@@ -104,6 +109,9 @@ class Refusal(Made):
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Refusal._trusted, (self.kind, self.label, self.reason)
+
     def to_dict(self) -> dict[str, str]:
         """``{"kind", "label", "reason"}``."""
         return {"kind": self.kind.value, "label": self.label, "reason": self.reason}
@@ -121,6 +129,10 @@ class Recovery(Made):
     costs: Costs
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Recovery._trusted, (self.failed, self.spares, self.ways, self.refused,
+                                   self.costs)
 
     @property
     def best(self) -> Way | None:
