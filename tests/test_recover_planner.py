@@ -41,6 +41,11 @@ from mesh import (
 KINDS = ("spare", "drop", "refactor", "evict_host", "evict_domain", "restart", "wait")
 
 
+def test_the_kinds_are_the_documented_ones_in_tie_break_order() -> None:
+    assert tuple(k.value for k in Way.Kind) == KINDS
+    assert Way.Kind.SPARE == "spare"
+
+
 # ---- plans ---------------------------------------------------------------------------------
 def world_only(world: MeshView) -> dict[str, MeshView]:
     return {"world": world}

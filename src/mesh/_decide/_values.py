@@ -77,6 +77,8 @@ class Way(Made):
     ranks: int
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
+    Kind: ClassVar[type[Kind]] = Kind
+    """The kinds of way (``mesh.Way.Kind.SPARE == "spare"``)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         return Way._trusted, (self.kind, self.label, dict(self.views), dict(self.moves),
