@@ -407,8 +407,21 @@ def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],
     r, old, state, failed, topology, costs = case
     import mesh._decide._door as door
     monkeypatch.setattr(door, "numpy", lambda: None)
-    plan = {"world": world_only, "dp_fsdp": hsdp}["dp_fsdp" if "dp_fsdp" in old else "world"]
+    plan = hsdp if "dp_fsdp" in old else world_only
     again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
                     topology=topology, costs=costs, itemsize=2)
     assert [(w.kind, w.label, dict(w.bytes), w.seconds) for w in again.ways] == \
         [(w.kind, w.label, dict(w.bytes), w.seconds) for w in r.ways]
+
+
+def test_near_holders_found_by_table_and_by_binary_search_agree(
+        case: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key sets looked up in a table (small ranges) and by binary search give one answer."""
+    r, old, state, failed, topology, costs = case
+    import mesh._decide._bulk as bulk
+    monkeypatch.setattr(bulk, "_DENSE", 0)
+    plan = hsdp if "dp_fsdp" in old else world_only
+    again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
+                    topology=topology, costs=costs, itemsize=2)
+    assert [(w.label, dict(w.bytes)) for w in again.ways] == \
+        [(w.label, dict(w.bytes)) for w in r.ways]

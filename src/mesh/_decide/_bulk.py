@@ -149,13 +149,35 @@ class _Sources:
         self.alive[tile[self.up]] = True
         places = _places(np, memo.topology, old.ranks[self.up])
         self.near = None if places is None else [
-            np.sort(p * self.tiles + tile[self.up]) for p in places]
+            _Keys(np, p * self.tiles + tile[self.up]) for p in places]
 
 
-def _found(np: Any, sorted_keys: Any, keys: Any) -> Any:
-    """Which of ``keys`` are in ``sorted_keys`` (ascending, not empty)."""
-    at = np.searchsorted(sorted_keys, keys).clip(0, sorted_keys.size - 1)
-    return sorted_keys[at] == keys
+_DENSE = 1 << 24
+"""Key ranges up to this size are looked up in a table (one byte a key), larger ones by
+binary search."""
+
+
+class _Keys:
+    """A set of ints answering membership for arrays of keys: a boolean table over
+    ``[0, max]`` when that is at most :data:`_DENSE` long, else a sorted array."""
+
+    def __init__(self, np: Any, keys: Any) -> None:
+        self.np = np
+        self.size = int(keys.max()) + 1 if keys.size else 0
+        if self.size <= _DENSE:
+            self.table = np.zeros(self.size + 1, dtype=bool)  # the last entry: out of range
+            self.table[keys] = True
+            self.sorted = None
+        else:
+            self.sorted = np.sort(keys)
+
+    def found(self, keys: Any) -> Any:
+        """Which of ``keys`` (an array of non-negative ints) are in the set."""
+        np = self.np
+        if self.sorted is None:
+            return self.table[np.minimum(keys, self.size)]
+        at = np.searchsorted(self.sorted, keys).clip(0, self.sorted.size - 1)
+        return self.sorted[at] == keys
 
 
 def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
@@ -183,11 +205,11 @@ def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
     out = np.zeros((new.ranks.size, 4), dtype=np.int64)
     out[:, 3] = np.where(held, 0, size).sum(axis=1)
     sent = np.where(held & (key != own[:, None]), size, 0)
-    if source.near is None or places_new is None or not source.near[0].size:
+    if source.near is None or places_new is None:
         out[:, 2] = sent.sum(axis=1)
         return out
-    host = _found(np, source.near[0], places_new[0][:, None] * source.tiles + key)
-    domain = _found(np, source.near[1], places_new[1][:, None] * source.tiles + key)
+    host = source.near[0].found(places_new[0][:, None] * source.tiles + key)
+    domain = source.near[1].found(places_new[1][:, None] * source.tiles + key)
     out[:, 0] = np.where(host, sent, 0).sum(axis=1)
     out[:, 1] = np.where(domain & ~host, sent, 0).sum(axis=1)
     out[:, 2] = np.where(domain, 0, sent).sum(axis=1)
