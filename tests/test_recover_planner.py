@@ -328,3 +328,24 @@ def test_near_holders_found_by_table_and_by_binary_search_agree(
                     topology=topology, costs=costs, itemsize=2)
     assert [(w.label, dict(w.bytes)) for w in again.ways] == \
         [(w.label, dict(w.bytes)) for w in r.ways]
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 40])
+def test_pricing_a_few_receivers_and_finding_lost_boxes_do_not_list_the_world(n: int) -> None:
+    """The repaired rank's bytes (``few_rows``, what spares and waiting are priced by) and
+    the lost boxes come from the failed ranks' hosts and domains only: the same work at
+    2**20 and 2**40 ranks."""
+    from work_bound import bounded
+
+    from mesh._decide._bulk import Memo, few_rows
+    from mesh._decide._door import lost_boxes
+    world = MeshView.from_shape((n // 8, 8), ("dp", "tp"))
+    s = Sharding(world, (Replicate(), Shard(0)), (64, 4))  # tp coordinate t: rows 8t..8t+8
+    topology = Topology(n, 8, hosts_per_domain=2)  # hosts of 8, domains of 2 hosts
+    with bounded(events=60_000, peak_bytes=1 << 20):
+        rows = few_rows(Memo(None, (13,), topology), s, s, (13,))
+        lost = lost_boxes(s, (13,))
+    # rank 13 (dp 1, tp 5) lost its rows 40..48 (32 elements); on its host (8-15) only it
+    # holds them; in its domain (0-15) rank 5 does: [host, domain, cross, storage]
+    assert rows == {13: [0, 32, 0, 0]}
+    assert lost == ()  # n / 8 - 1 other ranks hold them, counted, not listed
