@@ -249,6 +249,8 @@ def test_no_checkpoint_refuses_restart_and_a_lost_element_is_an_error() -> None:
       "spares": [8]}, RecoveryError,
      "spare rank 8 is on host 4 of 4 devices"),
     ({"itemsize": 0}, RecoveryError, "itemsize must be an int >= 1"),
+    ({"limit": -1}, RecoveryError, "limit must be an int >= 0"),
+    ({"checkpoint": 1}, MeshTypeError, "checkpoint must be a bool"),
 ])
 def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error: Any,
                                                      words: str | None) -> None:

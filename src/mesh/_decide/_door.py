@@ -31,7 +31,7 @@ from ._bulk import Memo
 from ._costs import Costs
 from ._machine import Topology
 from ._price import Pattern, priced
-from ._values import Box, Recovery, Refusal
+from ._values import Box, Kind, Recovery, Refusal
 from ._ways import Context, candidates
 
 __all__ = ["MAX_STATE_TENSORS", "lost_boxes", "recover"]
@@ -111,17 +111,19 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
                     f"tensor {p.names[0]!r}: the box {p.lost[0]} is held by failed ranks "
                     f"only (failed: {list(dead[:16])}) and checkpoint=False: no way on "
                     "keeps it")
-    ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
-    found, refused = candidates(ctx)
+    most = as_int(limit, "limit")
+    if most < 0:
+        raise RecoveryError(f"limit must be an int >= 0 (ranks a way may list), got {most}")
+    found, refused = candidates(Context(plan, world, old, dead, given, machine, most))
+    if not checkpoint:
+        refused += [(c.kind, c.label, "it reads every tensor from the checkpoint, and "
+                     "checkpoint=False") for c in found if c.restart]
+        found = [c for c in found if not c.restart]
     memo = Memo(numpy(), dead, machine)
     ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo, order)
             for c in found]
-    if not checkpoint:
-        refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "
-                     "checkpoint=False") for w in ways if w.kind.value == "restart"]
-        ways = [w for w in ways if w.kind.value != "restart"]
-    order = [k.value for k in type(ways[0].kind)] if ways else []
-    ways.sort(key=lambda w: (w.cost, order.index(w.kind.value), w.label))
+    kinds = list(Kind)
+    ways.sort(key=lambda w: (w.cost, kinds.index(w.kind), w.label))
     return Recovery._trusted(dead, given, tuple(ways),
                              tuple(Refusal._trusted(k, lab, why) for k, lab, why in refused),
                              prices)
