@@ -115,12 +115,32 @@ class Memo:
         self.views: dict[MeshView, Coordinates] = {}
         self.sources: dict[Sharding, _Sources] = {}
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
+        self.places: dict[MeshView, tuple[Any, Any] | None] = {}
+        self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
 
     def coordinates(self, view: MeshView) -> Coordinates:
         got = self.views.get(view)
         if got is None:
             got = self.views[view] = Coordinates(self.np, view)
         return got
+
+    def placed(self, view: MeshView) -> tuple[Any, Any] | None:
+        """(host, domain) of each rank of ``view``'s universe, ascending (None without a
+        topology)."""
+        if view not in self.places:
+            self.places[view] = _places(self.np, self.topology, self.coordinates(view).ranks)
+        return self.places[view]
+
+    def old_of(self, old: MeshView, new: MeshView) -> tuple[Any, Any]:
+        """For each rank of ``new``'s universe (ascending), its index among ``old``'s
+        universe's ranks (ascending), and whether it is there."""
+        key = (old, new)
+        if key not in self.olds:
+            np = self.np
+            a, b = self.coordinates(old).ranks, self.coordinates(new).ranks
+            at = np.searchsorted(a, b).clip(0, max(a.size - 1, 0))
+            self.olds[key] = (at, a[at] == b)
+        return self.olds[key]
 
     def coordinate(self, view: MeshView, rank: int) -> tuple[int, ...] | None:
         key = (view, rank)
@@ -187,11 +207,11 @@ def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
     source = memo.sources.get(src)
     if source is None:
         source = memo.sources[src] = _Sources(memo, src)
-    old, new = source.old, memo.coordinates(dst.view)
-    places_new = _places(np, memo.topology, new.ranks)
+    new = memo.coordinates(dst.view)
+    places_new = memo.placed(dst.view)
     # each receiver's own source tile (-1: not an old rank up)
-    at = np.searchsorted(old.ranks, new.ranks).clip(0, max(old.ranks.size - 1, 0))
-    own = np.where((old.ranks[at] == new.ranks) & source.up[at], source.tile[at], -1)
+    at, there = memo.old_of(src.view, dst.view)
+    own = np.where(there & source.up[at], source.tile[at], -1)
     # the cells: one piece per tensor dim, every combination
     key = np.zeros((new.ranks.size, 1), dtype=np.int64)
     size = np.ones((new.ranks.size, 1), dtype=np.int64)
