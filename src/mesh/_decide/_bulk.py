@@ -107,8 +107,8 @@ def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] |
 
 class Memo:
     """What pricing one failure computes once and reuses across ways: each view's
-    :class:`Coordinates`, each source sharding's :class:`_Sources`, each rank's coordinate
-    in a view (NumPy: ``np``, None without it)."""
+    :class:`Coordinates` and hosts, each source sharding's :class:`_Sources` and its ranks'
+    tiles, each rank's coordinate in a view (NumPy: ``np``, None without it)."""
 
     def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
         self.np, self.failed, self.topology = np, failed, topology
@@ -117,6 +117,7 @@ class Memo:
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
+        self.tiles: dict[Sharding, dict[int, int | None]] = {}
 
     def coordinates(self, view: MeshView) -> Coordinates:
         got = self.views.get(view)
@@ -254,9 +255,13 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
     dead, topology = set(memo.failed), memo.topology
 
+    tiles = memo.tiles.setdefault(src, {})  # shared by the ways priced from this source
+
     def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
-        c = memo.coordinate(src.view, q)
-        return None if c is None or q in dead else _tile_of(src, c)
+        if q not in tiles:
+            c = memo.coordinate(src.view, q)
+            tiles[q] = None if c is None or q in dead else _tile_of(src, c)
+        return tiles[q]
 
     gone: dict[int, int] = {}
     for r in memo.failed:
