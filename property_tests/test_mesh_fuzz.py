@@ -215,6 +215,14 @@ PLAUSIBLE: dict[str, tuple[str, ...]] = {
     "inside": ("True", "False"),
     "intra_host_gbps": ("3600", "1.5"), "inter_host_gbps": ("400", "0.5"),
     "intra_host_latency_us": ("0", "2.0"), "inter_host_latency_us": ("10", "0.0"),
+    "mesh.recover.world": (M_SRC, "MeshView.from_shape(8, ('w',))", _HUGE_VIEWS[0]),
+    "mesh.recover.plan": ("(lambda w: {'w': w})", "(lambda w: {'w': w, 'f': w.flatten()})",
+                          "(lambda w: 1 / 0)"),
+    "state": ("None", "{}", "{'x': Sharding(M, (Replicate(), Shard(0), Shard(1)), (4, 6))}",
+              "{'x': Sharding(M, (Shard(0), Shard(0), Shard(1)), (4, 6))}",
+              "{'x': Sharding(M['tp'], (Shard(0),), (4,))}"),
+    "costs": ("None", "Costs()", "Costs(horizon_s=1, cross_gbps=1e-3)"),
+    "itemsize": ("1", "2", "4"), "checkpoint": ("True", "False"),
     # where one name means different things: MeshView(layout, names, ranks) takes a RankMap
     "MeshView.__init__.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
     "mesh.MeshView.ranks": (*_RANK_MAPS, "RankMap(8)", "RankMap(16)", "RankMap(2**62)"),
@@ -408,6 +416,16 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
             check_view(view, where)
     elif isinstance(out, mesh.Family):
         assert out.ranks.size % out.layout.size == 0, f"{where}: {out!r}"
+    elif isinstance(out, mesh.Recovery):
+        data = out.to_dict()
+        assert json.loads(json.dumps(data)) == data, f"{where}: not plain JSON data"
+        assert [w.cost for w in out.ways] == sorted(w.cost for w in out.ways), where
+        for way in out.ways:
+            for view in way.views.values():
+                check_view(view, where)
+    elif isinstance(out, mesh.Costs):
+        assert json.loads(json.dumps(out.to_dict())) == out.to_dict(), where
+        assert pickle.loads(pickle.dumps(out)) == out, where
     elif isinstance(out, (mesh.Topology, mesh.CommMemory, mesh.Links)):
         assert isinstance(repr(out), str) and pickle.loads(pickle.dumps(out)) == out
         if name == "with_domains":
@@ -577,10 +595,10 @@ def test_every_public_name_is_fuzzed() -> None:
     assert {"concatenate", "render", "MeshView", "RankMap", "Topology", "explain", "svg",
             "CommMemory", "blast", "drop", "substitute", "survive", "place",
             "Placement", "Sharding", "reshard", "Shard", "StridedShard", "Replicate",
-            "Partial"} <= fuzzed["mesh"]
+            "Partial", "recover", "Costs", "Recovery", "Way"} <= fuzzed["mesh"]
     placement = {n for n in dir(mesh.Placement) if not n.startswith("_")}
     assert placement <= {n for o, n in TARGETS if o == "Placement"}, placement
-    assert "MeshError" in ERRORS and len(ERRORS) == 20, ERRORS
+    assert "MeshError" in ERRORS and len(ERRORS) == 21, ERRORS
     skipped = {n for n in mesh.__all__ if callable(getattr(mesh, n))} - fuzzed["mesh"]
     assert skipped == {"Dim", "Nested", *ERRORS}, skipped
 

@@ -15,8 +15,10 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from recover_oracle import brute, ranked
 
 from mesh import (
+    Costs,
     MeshView,
     Replicate,
     Shard,
@@ -137,3 +139,28 @@ def test_ways_are_ranked_by_cost_and_hold_no_failed_rank(case: dict[str, Any]) -
             assert inside == (dead if w.kind.value == "wait" else set())
     has_spare = any(w.kind.value == "spare" for w in r.ways)
     assert has_spare == (len(case["spares"]) >= len(dead))
+
+
+SLOW = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, cross_gbps=1e-6, domain_gbps=2e-6,
+             host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5, reconfigure_s=0.1)
+"""Links so slow that bytes, not latencies, decide the ranking."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=cases())
+def test_the_ranking_and_every_price_equal_the_brute_force(case: dict[str, Any]) -> None:
+    """LAW: on a small plan, each way's bytes per tier, communicators, throughput and
+    seconds are what ``recover_oracle.brute`` computes from first principles (elements
+    enumerated, groups listed, the law of ``mesh.Costs``), and the ways come in the order of
+    the oracle's costs."""
+    r = recover(case["plan"], case["world"], case["failed"], state=case["state"],
+                spares=case["spares"], topology=case["topology"], costs=SLOW, itemsize=2)
+    old, dead = case["plan"](case["world"]), set(case["failed"])
+    for way in r.ways:
+        want = brute(way, old, case["state"], dead, case["topology"], SLOW, 2)
+        assert dict(way.bytes) == want["bytes"], way
+        assert dict(way.communicators) == want["communicators"], way
+        assert way.throughput == want["throughput"]
+        assert math.isclose(way.seconds, want["seconds"], rel_tol=1e-9), way
+    assert [(w.kind.value, w.label) for w in r.ways] == ranked(
+        r, old, case["state"], dead, case["topology"], SLOW, 2)

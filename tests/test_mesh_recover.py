@@ -293,3 +293,21 @@ def test_an_unknown_dim_of_a_known_view_is_no_unknown_view() -> None:
     with pytest.raises(UnknownDimError, match="'pp'") as e:
         blast({"world": DP_TP}, [13])["world"]["pp"]
     assert not isinstance(e.value, UnknownViewError)
+
+
+@pytest.mark.parametrize("dim", ["a", "b", "c"])
+def test_a_large_drop_cuts_the_same_slices_as_a_rank_tensor_does(dim: str) -> None:
+    """Above 4,096 ranks the slices are cut by one NumPy gather: the same survivors, in the
+    same order, as deleting the failed ranks' slices from the rank tensor."""
+    import numpy as np
+
+    world = MeshView.from_shape((16, 32, 8), ("a", "b", "c"))
+    failed = [5, 1000, 4095]
+    t = np.arange(world.size()).reshape(world.shape)
+    k = "abc".index(dim)
+    hit = sorted({int(np.argwhere(t == r)[0][k]) for r in failed})
+    expected = np.delete(t, hit, axis=k)
+    got = drop(world, failed, dim)
+    assert got.shape == expected.shape
+    instance = got.instance(int(expected.flat[0]), limit=1 << 14)
+    assert np.array(instance).tolist() == expected.tolist()

@@ -1,11 +1,10 @@
 """``mesh.recover``: the ways on after a failure, priced and ranked.
 
-The oracle (``brute``) is written here, independently of the code under test: it lists
-every element of every new local block, finds who held it before by enumerating every old
-rank's block, prices each receiver by the law stated in ``mesh.Costs``'s docstring, counts
-groups by listing them, and ranks the ways by ``seconds + (1 − throughput) · horizon``.
-Only ``Sharding.runs`` (the tensor wing's own, tested against torch) and
-``MeshView.groups`` are shared with the code under test.
+The oracle (``recover_oracle.brute``) is written independently of the code under test: it
+lists every element of every new local block, finds who held it before by enumerating every
+old rank's block, prices each receiver by the law stated in ``mesh.Costs``'s docstring,
+counts groups by listing them, and ranks the ways by ``seconds + (1 − throughput) ·
+horizon``.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from recover_oracle import KINDS, brute, elements, ranked, ranks_of
 
 from mesh import (
     Costs,
@@ -38,7 +38,10 @@ from mesh import (
     recover,
 )
 
-KINDS = ("spare", "drop", "refactor", "evict_host", "evict_domain", "restart", "wait")
+
+def test_the_kinds_are_the_documented_ones_in_tie_break_order() -> None:
+    assert tuple(k.value for k in Way.Kind) == KINDS
+    assert Way.Kind.SPARE == "spare"
 
 
 # ---- plans ---------------------------------------------------------------------------------
@@ -62,99 +65,6 @@ def state_of(views: dict[str, MeshView]) -> dict[str, Sharding]:
         out["w2"] = Sharding(w, (Replicate(), Shard(0), Shard(1)), (4, 6))
         out["flat"] = Sharding(views["dp_fsdp"], (Replicate(), Shard(1)), (3, 8))
     return out
-
-
-# ---- the oracle ----------------------------------------------------------------------------
-def elements(s: Sharding, rank: int) -> list[tuple[int, ...]]:
-    """Every global index ``rank`` holds, in local order."""
-    per_dim = [[a + j for a, n in runs for j in range(n)] for runs in s.runs(rank)]
-    return list(itertools.product(*per_dim))
-
-
-def tier(topology: Topology | None, a: int, b: int) -> int:
-    if topology is None:
-        return 3
-    if topology.host(a) == topology.host(b):
-        return 1
-    return 2 if topology.domain(a) == topology.domain(b) else 3
-
-
-def ranks_of(view: MeshView) -> list[int]:
-    return [view.ranks(i) for i in range(view.ranks.size)]
-
-
-def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
-          failed: set[int], topology: Topology | None, costs: Costs, itemsize: int
-          ) -> dict[str, Any]:
-    """Bytes per tier, seconds, communicators and cost of ``way``, from first principles."""
-    view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
-               for s in state.values()}
-    per: dict[int, list[int]] = {}
-    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
-    restart = way.kind.value == "restart"
-    for s in state.values():
-        new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
-        holders: dict[tuple[int, ...], list[int]] = {}
-        for q in ranks_of(s.view):
-            if q not in failed:
-                for e in elements(s, q):
-                    holders.setdefault(e, []).append(q)
-        for r in ranks_of(new.view):
-            row = per.setdefault(r, [0, 0, 0, 0])
-            mine = set(elements(s, r)) if s.view.ranks.offset_of(r) is not None \
-                and r not in failed else set()
-            for e in elements(new, r):
-                if restart:
-                    row[3] += itemsize
-                elif e in mine:
-                    total["local"] += itemsize
-                elif e in holders:
-                    row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
-                else:
-                    row[3] += itemsize
-    for row in per.values():
-        for t, b in zip(("host", "domain", "cross", "storage"), row):
-            total[t] += b
-    if restart:  # the law: every rank reads its block; the first rank's is the largest
-        first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0])
-        per = {0: first}
-    gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.cross_gbps}
-    lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.cross_latency_us}
-    move = max((sum(8 * row[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6 * (row[t - 1] > 0)
-                    for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
-                for row in per.values()), default=0.0)
-    groups = brute_groups(way, old_views, failed)
-    reconf_pairs, create_pairs, counts = groups
-    fixed = {"restart": costs.restart_s, "wait": costs.repair_s}.get(way.kind.value, 0.0)
-    seconds = fixed + move + reconf_pairs * costs.reconfigure_s + create_pairs * costs.create_s
-    old_n = next(iter(old_views.values())).ranks.size
-    working = next(iter(way.views.values())).ranks.size
-    throughput = working / old_n
-    return {"bytes": total, "seconds": seconds, "communicators": counts,
-            "throughput": throughput, "cost": seconds + (1 - throughput) * costs.horizon_s}
-
-
-def brute_groups(way: Way, old_views: dict[str, MeshView], failed: set[int]
-                 ) -> tuple[int, int, dict[str, int]]:
-    """(pairs reconfigured, pairs created, counts): groups listed before and after, a group
-    kept when it is an old one with no failed rank (a repaired rank rejoins its groups); a
-    way that keeps coordinates reconfigures its new groups, a re-factor or restart
-    creates them."""
-    kept = new = pairs = total = 0
-    for name, v in way.views.items():
-        for d in v.names:
-            before = set(old_views[name].groups(d))
-            after = v.groups(d)
-            same = sum(g in before and not failed & set(g) for g in after)
-            kept, new, pairs = kept + same, new + len(after) - same, pairs + (same < len(after))
-            total += len(after)
-    kind = way.kind.value
-    if kind == "restart":
-        return 0, sum(v.ndim for v in way.views.values()), {
-            "kept": 0, "reconfigured": 0, "created": total}
-    if kind == "refactor":
-        return 0, pairs, {"kept": kept, "reconfigured": 0, "created": new}
-    return pairs, 0, {"kept": kept, "reconfigured": new, "created": 0}
 
 
 CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list[int],
@@ -200,10 +110,8 @@ def test_every_way_priced_as_the_brute_force_prices_it(case: tuple[Any, ...]) ->
 
 def test_the_ranking_is_the_brute_force_ranking(case: tuple[Any, ...]) -> None:
     r, old, state, failed, topology, costs = case
-    cost = {(w.kind.value, w.label): brute(w, old, state, failed, topology, costs, 2)["cost"]
-            for w in r.ways}
-    ranked = sorted(cost, key=lambda k: (cost[k], KINDS.index(k[0]), k[1]))
-    assert [(w.kind.value, w.label) for w in r.ways] == ranked
+    assert [(w.kind.value, w.label) for w in r.ways] == ranked(r, old, state, failed,
+                                                               topology, costs, 2)
 
 
 def test_every_element_of_every_new_block_is_delivered_exactly_once(
@@ -341,6 +249,8 @@ def test_no_checkpoint_refuses_restart_and_a_lost_element_is_an_error() -> None:
       "spares": [8]}, RecoveryError,
      "spare rank 8 is on host 4 of 4 devices"),
     ({"itemsize": 0}, RecoveryError, "itemsize must be an int >= 1"),
+    ({"limit": -1}, RecoveryError, "limit must be an int >= 0"),
+    ({"checkpoint": 1}, MeshTypeError, "checkpoint must be a bool"),
 ])
 def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error: Any,
                                                      words: str | None) -> None:
@@ -384,6 +294,16 @@ def test_a_recovery_is_json_and_values_are_not_constructed() -> None:
     with pytest.raises(MeshTypeError, match=r"made by mesh\.recover"):
         Way()
     assert pickle.loads(pickle.dumps(Costs(cross_gbps=5))) == Costs(cross_gbps=5)
+    assert pickle.loads(pickle.dumps(r)).to_dict() == r.to_dict()
+
+
+def test_moves_and_lost_list_the_tensors_in_the_state_order() -> None:
+    shard, rep = (Shard(0), Shard(1)), (Replicate(), Shard(1))
+    state = {"z": Sharding(DP_TP, shard, (8, 4)), "w": Sharding(DP_TP, rep, (8, 4)),
+             "a": Sharding(DP_TP, shard, (8, 4))}
+    for way in recover(world_only, DP_TP, [3], state=state, spares=[8]).ways:
+        assert list(way.lost) == ["z", "w", "a"]
+        assert list(way.moves) == ([] if way.kind.value == "restart" else ["z", "w", "a"])
 
 
 def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],
@@ -392,8 +312,42 @@ def test_without_numpy_every_way_is_priced_the_same(case: tuple[Any, ...],
     r, old, state, failed, topology, costs = case
     import mesh._decide._door as door
     monkeypatch.setattr(door, "numpy", lambda: None)
-    plan = {"world": world_only, "dp_fsdp": hsdp}["dp_fsdp" if "dp_fsdp" in old else "world"]
+    plan = hsdp if "dp_fsdp" in old else world_only
     again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
                     topology=topology, costs=costs, itemsize=2)
     assert [(w.kind, w.label, dict(w.bytes), w.seconds) for w in again.ways] == \
         [(w.kind, w.label, dict(w.bytes), w.seconds) for w in r.ways]
+
+
+def test_near_holders_found_by_table_and_by_binary_search_agree(
+        case: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key sets looked up in a table (small ranges) and by binary search give one answer."""
+    r, old, state, failed, topology, costs = case
+    import mesh._decide._bulk as bulk
+    monkeypatch.setattr(bulk, "_DENSE", 0)
+    plan = hsdp if "dp_fsdp" in old else world_only
+    again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
+                    topology=topology, costs=costs, itemsize=2)
+    assert [(w.label, dict(w.bytes)) for w in again.ways] == \
+        [(w.label, dict(w.bytes)) for w in r.ways]
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 40])
+def test_pricing_a_few_receivers_and_finding_lost_boxes_do_not_list_the_world(n: int) -> None:
+    """The repaired rank's bytes (``few_rows``, what spares and waiting are priced by) and
+    the lost boxes come from the failed ranks' hosts and domains only: the same work at
+    2**20 and 2**40 ranks."""
+    from work_bound import bounded
+
+    from mesh._decide._bulk import Memo, few_rows
+    from mesh._decide._door import lost_boxes
+    world = MeshView.from_shape((n // 8, 8), ("dp", "tp"))
+    s = Sharding(world, (Replicate(), Shard(0)), (64, 4))  # tp coordinate t: rows 8t..8t+8
+    topology = Topology(n, 8, hosts_per_domain=2)  # hosts of 8, domains of 2 hosts
+    with bounded(events=60_000, peak_bytes=1 << 20):
+        rows = few_rows(Memo(None, (13,), topology), s, s, (13,))
+        lost = lost_boxes(s, (13,))
+    # rank 13 (dp 1, tp 5) lost its rows 40..48 (32 elements); on its host (8-15) only it
+    # holds them; in its domain (0-15) rank 5 does: [host, domain, cross, storage]
+    assert rows == {13: [0, 32, 0, 0]}
+    assert lost == ()  # n / 8 - 1 other ranks hold them, counted, not listed

@@ -116,7 +116,9 @@ class RankMap:
         rs = _as_ranks(ranks)
         if not rs:
             raise InvalidRanksError("a rank map needs at least one rank, got none")
-        return cls(len(rs), rs)
+        out = cls.__new__(cls)  # checked above: not again through __init__
+        out.__attrs_init__(len(rs), None if rs == tuple(range(len(rs))) else rs)
+        return out
 
     @property
     def is_identity(self) -> bool:

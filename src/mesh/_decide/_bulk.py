@@ -25,7 +25,7 @@ from typing import Any
 from layout import complement
 
 from .._core import MeshView, rank_table
-from .._tensor import Sharding
+from .._tensor import Sharding, pieces
 from ._machine import Topology
 
 __all__ = ["Coordinates", "Memo", "bulk_rows", "few_rows"]
@@ -73,19 +73,10 @@ def _labels(s: Sharding, d: int) -> int:
 
 def _piece_lists(src: Sharding, dst: Sharding, d: int) -> list[list[tuple[int, int]]]:
     """Per destination label id of tensor dim ``d``: its pieces, ``(source label id,
-    length)``, in order."""
-    a, b = src.segments(d), dst.segments(d)
+    length)``, in order (the two cuts merged as ``mesh.reshard`` merges them)."""
     got: list[list[tuple[int, int]]] = [[] for _ in range(_labels(dst, d))]
-    i = j = pos = 0
-    while i < len(a) and j < len(b):
-        end = min(a[i][0] + a[i][1], b[j][0] + b[j][1])
-        if end > pos:
-            got[_label_id(dst, d, b[j][2])].append((_label_id(src, d, a[i][2]), end - pos))
-        pos = end
-        if a[i][0] + a[i][1] == end:
-            i += 1
-        if j < len(b) and b[j][0] + b[j][1] == end:
-            j += 1
+    for start, stop, ls, ld in pieces(src.segments(d), dst.segments(d)):
+        got[_label_id(dst, d, ld)].append((_label_id(src, d, ls), stop - start))
     return got
 
 
@@ -116,20 +107,41 @@ def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] |
 
 class Memo:
     """What pricing one failure computes once and reuses across ways: each view's
-    :class:`Coordinates`, each source sharding's :class:`_Sources`, each rank's coordinate
-    in a view (NumPy: ``np``, None without it)."""
+    :class:`Coordinates` and hosts, each source sharding's :class:`_Sources` and its ranks'
+    tiles, each rank's coordinate in a view (NumPy: ``np``, None without it)."""
 
     def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
         self.np, self.failed, self.topology = np, failed, topology
         self.views: dict[MeshView, Coordinates] = {}
         self.sources: dict[Sharding, _Sources] = {}
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
+        self.places: dict[MeshView, tuple[Any, Any] | None] = {}
+        self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
+        self.tiles: dict[Sharding, dict[int, int | None]] = {}
 
     def coordinates(self, view: MeshView) -> Coordinates:
         got = self.views.get(view)
         if got is None:
             got = self.views[view] = Coordinates(self.np, view)
         return got
+
+    def placed(self, view: MeshView) -> tuple[Any, Any] | None:
+        """(host, domain) of each rank of ``view``'s universe, ascending (None without a
+        topology)."""
+        if view not in self.places:
+            self.places[view] = _places(self.np, self.topology, self.coordinates(view).ranks)
+        return self.places[view]
+
+    def old_of(self, old: MeshView, new: MeshView) -> tuple[Any, Any]:
+        """For each rank of ``new``'s universe (ascending), its index among ``old``'s
+        universe's ranks (ascending), and whether it is there."""
+        key = (old, new)
+        if key not in self.olds:
+            np = self.np
+            a, b = self.coordinates(old).ranks, self.coordinates(new).ranks
+            at = np.searchsorted(a, b).clip(0, max(a.size - 1, 0))
+            self.olds[key] = (at, a[at] == b)
+        return self.olds[key]
 
     def coordinate(self, view: MeshView, rank: int) -> tuple[int, ...] | None:
         key = (view, rank)
@@ -158,13 +170,35 @@ class _Sources:
         self.alive[tile[self.up]] = True
         places = _places(np, memo.topology, old.ranks[self.up])
         self.near = None if places is None else [
-            np.sort(p * self.tiles + tile[self.up]) for p in places]
+            _Keys(np, p * self.tiles + tile[self.up]) for p in places]
 
 
-def _found(np: Any, sorted_keys: Any, keys: Any) -> Any:
-    """Which of ``keys`` are in ``sorted_keys`` (ascending, not empty)."""
-    at = np.searchsorted(sorted_keys, keys).clip(0, sorted_keys.size - 1)
-    return sorted_keys[at] == keys
+_DENSE = 1 << 24
+"""Key ranges up to this size are looked up in a table (one byte a key), larger ones by
+binary search."""
+
+
+class _Keys:
+    """A set of ints answering membership for arrays of keys: a boolean table over
+    ``[0, max]`` when that is at most :data:`_DENSE` long, else a sorted array."""
+
+    def __init__(self, np: Any, keys: Any) -> None:
+        self.np = np
+        self.size = int(keys.max()) + 1 if keys.size else 0
+        if self.size <= _DENSE:
+            self.table = np.zeros(self.size + 1, dtype=bool)  # the last entry: out of range
+            self.table[keys] = True
+            self.sorted = None
+        else:
+            self.sorted = np.sort(keys)
+
+    def found(self, keys: Any) -> Any:
+        """Which of ``keys`` (an array of non-negative ints) are in the set."""
+        np = self.np
+        if self.sorted is None:
+            return self.table[np.minimum(keys, self.size)]
+        at = np.searchsorted(self.sorted, keys).clip(0, self.sorted.size - 1)
+        return self.sorted[at] == keys
 
 
 def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
@@ -174,11 +208,11 @@ def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
     source = memo.sources.get(src)
     if source is None:
         source = memo.sources[src] = _Sources(memo, src)
-    old, new = source.old, memo.coordinates(dst.view)
-    places_new = _places(np, memo.topology, new.ranks)
+    new = memo.coordinates(dst.view)
+    places_new = memo.placed(dst.view)
     # each receiver's own source tile (-1: not an old rank up)
-    at = np.searchsorted(old.ranks, new.ranks).clip(0, max(old.ranks.size - 1, 0))
-    own = np.where((old.ranks[at] == new.ranks) & source.up[at], source.tile[at], -1)
+    at, there = memo.old_of(src.view, dst.view)
+    own = np.where(there & source.up[at], source.tile[at], -1)
     # the cells: one piece per tensor dim, every combination
     key = np.zeros((new.ranks.size, 1), dtype=np.int64)
     size = np.ones((new.ranks.size, 1), dtype=np.int64)
@@ -192,11 +226,11 @@ def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
     out = np.zeros((new.ranks.size, 4), dtype=np.int64)
     out[:, 3] = np.where(held, 0, size).sum(axis=1)
     sent = np.where(held & (key != own[:, None]), size, 0)
-    if source.near is None or places_new is None or not source.near[0].size:
+    if source.near is None or places_new is None:
         out[:, 2] = sent.sum(axis=1)
         return out
-    host = _found(np, source.near[0], places_new[0][:, None] * source.tiles + key)
-    domain = _found(np, source.near[1], places_new[1][:, None] * source.tiles + key)
+    host = source.near[0].found(places_new[0][:, None] * source.tiles + key)
+    domain = source.near[1].found(places_new[1][:, None] * source.tiles + key)
     out[:, 0] = np.where(host, sent, 0).sum(axis=1)
     out[:, 1] = np.where(domain & ~host, sent, 0).sum(axis=1)
     out[:, 2] = np.where(domain, 0, sent).sum(axis=1)
@@ -221,9 +255,13 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
     dead, topology = set(memo.failed), memo.topology
 
+    tiles = memo.tiles.setdefault(src, {})  # shared by the ways priced from this source
+
     def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
-        c = memo.coordinate(src.view, q)
-        return None if c is None or q in dead else _tile_of(src, c)
+        if q not in tiles:
+            c = memo.coordinate(src.view, q)
+            tiles[q] = None if c is None or q in dead else _tile_of(src, c)
+        return tiles[q]
 
     gone: dict[int, int] = {}
     for r in memo.failed:

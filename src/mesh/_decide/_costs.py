@@ -11,7 +11,16 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
 - the moves: every receiving rank ``r`` receives, over all tensors at once (one batch per
   peer pair), ``B[r, t]`` bytes on each link tier ``t`` and reads ``S[r]`` bytes from the
   checkpoint; its time is ``Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t [B[r, t] > 0])
-  + 8 S[r] / (storage_gbps 10**9)``, and the way waits for the slowest receiver.
+  + 8 S[r] / (storage_gbps 10**9)``, and the way waits for the slowest receiver.  A
+  restart reads every rank's whole block from the checkpoint; its slowest reader is taken
+  to be the rank at each view's first coordinate, which holds the first (largest) chunk of
+  every tensor.
+
+A way that keeps every coordinate (spares, eviction onto spares, waiting) *reconfigures*
+the groups it breaks (the spare or the repaired rank in the failed rank's place) and so
+does a drop (each new group is an old one without the dropped members, in order); a
+re-factor and a restart *create* theirs.  Ties in ``cost`` are broken by kind (in the order
+of ``mesh.Way.Kind``), then label.
 
 Its ``cost``, the ranking key, charges the throughput it gives up over ``horizon_s``:
 ``seconds + (1 − throughput) · horizon_s``, so a quick way to a smaller world competes

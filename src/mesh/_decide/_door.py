@@ -31,7 +31,7 @@ from ._bulk import Memo
 from ._costs import Costs
 from ._machine import Topology
 from ._price import Pattern, priced
-from ._values import Box, Recovery, Refusal
+from ._values import Box, Kind, Recovery, Refusal
 from ._ways import Context, candidates
 
 __all__ = ["MAX_STATE_TENSORS", "lost_boxes", "recover"]
@@ -103,7 +103,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
         raise RecoveryError(f"itemsize must be an int >= 1 (bytes per element), got {size}")
     if not isinstance(checkpoint, bool):
         raise MeshTypeError(f"checkpoint must be a bool, got {show(checkpoint)}")
-    patterns = _patterns(state, old, dead)
+    patterns, order = _patterns(state, old, dead)
     if not checkpoint:
         for p in patterns:
             if p.lost:
@@ -111,17 +111,19 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
                     f"tensor {p.names[0]!r}: the box {p.lost[0]} is held by failed ranks "
                     f"only (failed: {list(dead[:16])}) and checkpoint=False: no way on "
                     "keeps it")
-    ctx = Context(plan, world, old, dead, given, machine, as_int(limit, "limit"))
-    found, refused = candidates(ctx)
-    memo = Memo(numpy(), dead, machine)
-    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo)
-            for c in found]
+    most = as_int(limit, "limit")
+    if most < 0:
+        raise RecoveryError(f"limit must be an int >= 0 (ranks a way may list), got {most}")
+    found, refused = candidates(Context(plan, world, old, dead, given, machine, most))
     if not checkpoint:
-        refused += [(w.kind, w.label, "it reads every tensor from the checkpoint, and "
-                     "checkpoint=False") for w in ways if w.kind.value == "restart"]
-        ways = [w for w in ways if w.kind.value != "restart"]
-    order = [k.value for k in type(ways[0].kind)] if ways else []
-    ways.sort(key=lambda w: (w.cost, order.index(w.kind.value), w.label))
+        refused += [(c.kind, c.label, "it reads every tensor from the checkpoint, and "
+                     "checkpoint=False") for c in found if c.restart]
+        found = [c for c in found if not c.restart]
+    memo = Memo(numpy(), dead, machine)
+    ways = [priced(c, patterns, dead, machine, prices, size, world.size(), memo, order)
+            for c in found]
+    kinds = list(Kind)
+    ways.sort(key=lambda w: (w.cost, kinds.index(w.kind), w.label))
     return Recovery._trusted(dead, given, tuple(ways),
                              tuple(Refusal._trusted(k, lab, why) for k, lab, why in refused),
                              prices)
@@ -159,11 +161,12 @@ def _costs(costs: object) -> Costs:
 
 
 def _patterns(state: object, old: dict[str, MeshView], dead: tuple[int, ...]
-              ) -> list[Pattern]:
-    """The state's tensors grouped by sharding: every sharding over one of the views, none
-    partial; each group's lost boxes."""
+              ) -> tuple[list[Pattern], list[str]]:
+    """The state's tensors grouped by sharding (every sharding over one of the views, none
+    partial; each group's lost boxes), and the tensor names in the state's order."""
     if state is None:
-        return []
+        return [], []
+    order: list[str] = []
     names = {v: n for n, v in reversed(old.items())}  # the first name of each view
     out: dict[Sharding, list[str]] = {}
     where: dict[Sharding, str] = {}
@@ -182,8 +185,10 @@ def _patterns(state: object, old: dict[str, MeshView], dead: tuple[int, ...]
                                 f"{s.view.names[s.partial_dims[0]]!r}: a state to recover "
                                 "holds values, not partial sums; reduce it first")
         out.setdefault(s, []).append(name)
+        order.append(name)
         where[s] = view
-    return [Pattern(tuple(ns), s, where[s], lost_boxes(s, dead)) for s, ns in out.items()]
+    return ([Pattern(tuple(ns), s, where[s], lost_boxes(s, dead)) for s, ns in out.items()],
+            order)
 
 
 def lost_boxes(s: Sharding, failed: tuple[int, ...]) -> tuple[Box, ...]:

@@ -6,11 +6,12 @@ Each tensor's move is ``mesh.reshard`` from the sharding the ranks held (the fai
 shape and placements share one plan (``reshard`` keeps its last plans), so the work grows
 with the distinct tile patterns, not the tensors.  A way whose ``receivers`` are known (the
 spares, the repaired ranks) prices only those ranks (``few_rows``: from their hosts and
-domains, never listing the world).  A way that changes
-no group along the dims sharding a tensor leaves every survivor its block (its coordinates
-there are its old ones), so that tensor has no receiver; any other tensor's receivers are
-priced all at once by array arithmetic (``bulk_rows``; without NumPy, rank by rank with
-``few_rows``: O(ranks) per tile pattern either way).  Both give what the plan gives.
+domains, never listing the world).  A way that changes no group along the dims sharding a
+tensor leaves every survivor its block (its coordinates there are its old ones), so that
+tensor has no receiver; any other tensor's receivers are priced all at once by array
+arithmetic (``bulk_rows``; without NumPy, rank by rank with ``few_rows``: O(ranks) per
+tile pattern either way).  Both give what the plan gives (``Reshard.receives``, ``keeps``
+and ``lost``), which the tests check element by element.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from .._tensor import Reshard, Sharding, reshard
 from ._bulk import Memo, bulk_rows, few_rows
 from ._costs import LINK_TIERS, Costs
 from ._machine import Topology
-from ._values import Box, Kind, Way
+from ._values import BYTE_TIERS, Box, Kind, Way
 from ._ways import Candidate
 
-__all__ = ["Pattern", "held", "priced"]
-
+__all__ = ["ROW", "Pattern", "held", "priced"]
 
 
 @attrs.frozen
@@ -42,8 +42,12 @@ class Pattern:
     view: str
     lost: tuple[Box, ...]
 
+
 Row = list[int]
 """Bytes one receiver gets: over host, domain and cross links, and from storage."""
+
+ROW = (*LINK_TIERS, "storage")
+"""What a :data:`Row`'s entries count, in order."""
 
 
 def held(s: Sharding) -> int:
@@ -80,11 +84,12 @@ def _slowest(np: Any, costs: Costs, rows: Any) -> float:
 
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
            topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
-           memo: Memo) -> Way:
-    """The way ``c`` with its moves, lost boxes, bytes and prices."""
+           memo: Memo, order: Sequence[str]) -> Way:
+    """The way ``c`` with its moves, lost boxes, bytes and prices (tensors listed in
+    ``order``)."""
     rows: dict[int, Row] = {}
     bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
-    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+    total = dict.fromkeys(BYTE_TIERS, 0)
     moves: dict[str, Reshard] = {}
     gone: dict[str, tuple[Box, ...]] = {}
     busiest = 0
@@ -116,20 +121,22 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
     if bulk is not None:
         listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
     for row in [] if c.restart else listed:
-        for t, b in zip(("host", "domain", "cross", "storage"), row):
+        for t, b in zip(ROW, row):
             total[t] += b
     move_s = max((costs.link_seconds({"host": h, "domain": d, "cross": x}, st)
                   for h, d, x, st in listed), default=0.0)
     if bulk is not None and len(bulk) >= _FEW_ROWS:
-        for t, b in zip(("host", "domain", "cross", "storage"), bulk.sum(axis=0).tolist()):
+        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):
             total[t] += b
         move_s = max(move_s, _slowest(np, costs, bulk))
     if not c.restart:  # a restart keeps nothing
-        total["local"] -= sum(total[t] for t in ("host", "domain", "cross", "storage"))
+        total["local"] -= sum(total[t] for t in ROW)
     seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
     kept, reconfigured, created = c.groups
+    moves = {name: moves[name] for name in order if name in moves}  # the state's order
+    gone = {name: gone[name] for name in order}
     return Way._trusted(Kind(c.kind), c.label, c.views, moves, gone, total,
                         {"kept": kept, "reconfigured": reconfigured, "created": created},
                         seconds, throughput, seconds + (1 - throughput) * costs.horizon_s,

@@ -77,6 +77,13 @@ class Way(Made):
     ranks: int
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
+    Kind: ClassVar[type[Kind]] = Kind
+    """The kinds of way (``mesh.Way.Kind.SPARE == "spare"``)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Way._trusted, (self.kind, self.label, dict(self.views), dict(self.moves),
+                              dict(self.lost), dict(self.bytes), dict(self.communicators),
+                              self.seconds, self.throughput, self.cost, self.ranks)
 
     def __repr__(self) -> str:
         return (f"Way({self.kind.value}: {self.label}, {self.seconds:.3g} s, throughput "
@@ -104,6 +111,9 @@ class Refusal(Made):
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Refusal._trusted, (self.kind, self.label, self.reason)
+
     def to_dict(self) -> dict[str, str]:
         """``{"kind", "label", "reason"}``."""
         return {"kind": self.kind.value, "label": self.label, "reason": self.reason}
@@ -121,6 +131,10 @@ class Recovery(Made):
     costs: Costs
 
     MADE_BY: ClassVar[str] = "mesh.recover(plan, world, failed, ...)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Recovery._trusted, (self.failed, self.spares, self.ways, self.refused,
+                                   self.costs)
 
     @property
     def best(self) -> Way | None:

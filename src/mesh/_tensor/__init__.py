@@ -9,8 +9,9 @@ the core.  Module map: ``_placement`` (the placements and the chunk arithmetic t
 """
 
 from ._placement import REDUCE_OPS, Partial, Placement, Replicate, Shard, StridedShard
-from ._reshard import TIERS, Reshard, Transfer, reshard
+from ._reshard import TIERS, Reshard, Transfer, pieces, reshard
 from ._sharding import MAX_TENSOR_DIMS, MAX_TILES, Sharding
 
 __all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "REDUCE_OPS", "TIERS", "Partial", "Placement",
-           "Replicate", "Reshard", "Shard", "Sharding", "StridedShard", "Transfer", "reshard"]
+           "Replicate", "Reshard", "Shard", "Sharding", "StridedShard", "Transfer", "pieces",
+           "reshard"]

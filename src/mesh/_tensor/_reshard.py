@@ -54,7 +54,7 @@ from .._topology import Topology
 from ._placement import Partial
 from ._sharding import Label, Sharding, check_boxes
 
-__all__ = ["TIERS", "Reshard", "Transfer", "reshard"]
+__all__ = ["TIERS", "Reshard", "Transfer", "pieces", "reshard"]
 
 TIERS = ("kept", "host", "domain", "across")
 """Link tiers, nearest first: kept on the rank itself (0 bytes), inside a host, across hosts
@@ -130,7 +130,7 @@ class _Holders:
         return got
 
 
-def _pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
+def pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
             ) -> list[tuple[int, int, Label, Label]]:
     """Two cuts of one range merged: ``(start, stop, label in a, label in b)``."""
     out = []
@@ -200,7 +200,7 @@ class Reshard:
     # ---- the symbolic plan ------------------------------------------------------------
     @functools.cached_property
     def _pieces(self) -> tuple[list[tuple[int, int, Label, Label]], ...]:
-        return tuple(_pieces(self.src.segments(d), self.dst.segments(d))
+        return tuple(pieces(self.src.segments(d), self.dst.segments(d))
                      for d in range(len(self.src.shape)))
 
     def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:

@@ -1,0 +1,117 @@
+"""The oracle of ``mesh.recover``'s prices, written without its code: every element of every
+new local block listed, who held it before found by enumerating every old rank's block, each
+receiver priced by the law ``mesh.Costs``'s docstring states, groups counted by listing
+them.  Only ``Sharding.runs`` (the tensor wing's own, tested against torch) and
+``MeshView.groups`` are shared with the code under test."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from mesh import Costs, MeshView, Recovery, Sharding, Topology, Way
+
+KINDS = ("spare", "drop", "refactor", "evict_host", "evict_domain", "restart", "wait")
+"""The kinds, in the order ties are broken."""
+
+
+def elements(s: Sharding, rank: int) -> list[tuple[int, ...]]:
+    """Every global index ``rank`` holds, in local order."""
+    per_dim = [[a + j for a, n in runs for j in range(n)] for runs in s.runs(rank)]
+    return list(itertools.product(*per_dim))
+
+
+def tier(topology: Topology | None, a: int, b: int) -> int:
+    if topology is None:
+        return 3
+    if topology.host(a) == topology.host(b):
+        return 1
+    return 2 if topology.domain(a) == topology.domain(b) else 3
+
+
+def ranks_of(view: MeshView) -> list[int]:
+    return [view.ranks(i) for i in range(view.ranks.size)]
+
+
+def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
+          failed: set[int], topology: Topology | None, costs: Costs, itemsize: int
+          ) -> dict[str, Any]:
+    """Bytes per tier, seconds, communicators and cost of ``way``, from first principles."""
+    view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
+               for s in state.values()}
+    per: dict[int, list[int]] = {}
+    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+    restart = way.kind.value == "restart"
+    for s in state.values():
+        new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
+        holders: dict[tuple[int, ...], list[int]] = {}
+        for q in ranks_of(s.view):
+            if q not in failed:
+                for e in elements(s, q):
+                    holders.setdefault(e, []).append(q)
+        for r in ranks_of(new.view):
+            row = per.setdefault(r, [0, 0, 0, 0])
+            mine = set(elements(s, r)) if s.view.ranks.offset_of(r) is not None \
+                and r not in failed else set()
+            for e in elements(new, r):
+                if restart:
+                    row[3] += itemsize
+                elif e in mine:
+                    total["local"] += itemsize
+                elif e in holders:
+                    row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
+                else:
+                    row[3] += itemsize
+    for row in per.values():
+        for t, b in zip(("host", "domain", "cross", "storage"), row):
+            total[t] += b
+    if restart:  # the law: every rank reads its block; the first rank's is the largest
+        first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0])
+        per = {0: first}
+    gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.cross_gbps}
+    lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.cross_latency_us}
+    move = max((sum(8 * row[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6 * (row[t - 1] > 0)
+                    for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
+                for row in per.values()), default=0.0)
+    groups = brute_groups(way, old_views, failed)
+    reconf_pairs, create_pairs, counts = groups
+    fixed = {"restart": costs.restart_s, "wait": costs.repair_s}.get(way.kind.value, 0.0)
+    seconds = fixed + move + reconf_pairs * costs.reconfigure_s + create_pairs * costs.create_s
+    old_n = next(iter(old_views.values())).ranks.size
+    working = next(iter(way.views.values())).ranks.size
+    throughput = working / old_n
+    return {"bytes": total, "seconds": seconds, "communicators": counts,
+            "throughput": throughput, "cost": seconds + (1 - throughput) * costs.horizon_s}
+
+
+def brute_groups(way: Way, old_views: dict[str, MeshView], failed: set[int]
+                 ) -> tuple[int, int, dict[str, int]]:
+    """(pairs reconfigured, pairs created, counts): groups listed before and after, a group
+    kept when it is an old one with no failed rank (a repaired rank rejoins its groups); a
+    way that keeps coordinates reconfigures its new groups, a re-factor or restart
+    creates them."""
+    kept = new = pairs = total = 0
+    for name, v in way.views.items():
+        for d in v.names:
+            before = set(old_views[name].groups(d))
+            after = v.groups(d)
+            same = sum(g in before and not failed & set(g) for g in after)
+            kept, new, pairs = kept + same, new + len(after) - same, pairs + (same < len(after))
+            total += len(after)
+    kind = way.kind.value
+    if kind == "restart":
+        return 0, sum(v.ndim for v in way.views.values()), {
+            "kept": 0, "reconfigured": 0, "created": total}
+    if kind == "refactor":
+        return 0, pairs, {"kept": kept, "reconfigured": 0, "created": new}
+    return pairs, 0, {"kept": kept, "reconfigured": new, "created": 0}
+
+
+def ranked(r: Recovery, old: dict[str, MeshView], state: dict[str, Sharding],
+           failed: set[int], topology: Topology | None, costs: Costs, itemsize: int
+           ) -> list[tuple[str, str]]:
+    """The ways of ``r`` as (kind, label), cheapest first by the oracle's own cost (ties by
+    kind, then label)."""
+    cost = {(w.kind.value, w.label): brute(w, old, state, failed, topology, costs,
+                                           itemsize)["cost"] for w in r.ways}
+    return sorted(cost, key=lambda k: (cost[k], KINDS.index(k[0]), k[1]))
