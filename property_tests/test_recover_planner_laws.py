@@ -77,10 +77,10 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
 
 def tier(topology: Topology | None, a: int, b: int) -> str:
     if topology is None:
-        return "cross"
+        return "across"
     if topology.host(a) == topology.host(b):
         return "host"
-    return "domain" if topology.domain(a) == topology.domain(b) else "cross"
+    return "domain" if topology.domain(a) == topology.domain(b) else "across"
 
 
 @settings(max_examples=150, deadline=None)
@@ -97,7 +97,7 @@ def test_every_element_arrives_once_from_a_rank_up_or_the_checkpoint(case: dict[
     for way in r.ways:
         if way.kind.value == "restart":
             continue
-        total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+        total = dict.fromkeys(("kept", "host", "domain", "across", "storage"), 0)
         for name, plan in way.moves.items():
             src = case["state"][name]
             up = {e for q in ranks_of(src.view) if q not in dead for e in elements(src, q)}
@@ -106,7 +106,7 @@ def test_every_element_arrives_once_from_a_rank_up_or_the_checkpoint(case: dict[
                 keep = plan.keeps(rank)
                 if keep is not None:
                     got += [e for box in keep.boxes for e in in_box(box)]
-                    total["local"] += keep.elements
+                    total["kept"] += keep.elements
                 for t in plan.receives(rank):
                     assert t.source not in dead
                     got += [e for box in t.boxes for e in in_box(box)]
@@ -141,7 +141,7 @@ def test_ways_are_ranked_by_cost_and_hold_no_failed_rank(case: dict[str, Any]) -
     assert has_spare == (len(case["spares"]) >= len(dead))
 
 
-SLOW = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, cross_gbps=1e-6, domain_gbps=2e-6,
+SLOW = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6, domain_gbps=2e-6,
              host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5, reconfigure_s=0.1)
 """Links so slow that bytes, not latencies, decide the ranking."""
 

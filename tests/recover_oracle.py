@@ -40,7 +40,7 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
     view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
                for s in state.values()}
     per: dict[int, list[int]] = {}
-    total = dict.fromkeys(("local", "host", "domain", "cross", "storage"), 0)
+    total = dict.fromkeys(("kept", "host", "domain", "across", "storage"), 0)
     restart = way.kind.value == "restart"
     for s in state.values():
         new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
@@ -57,19 +57,19 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
                 if restart:
                     row[3] += itemsize
                 elif e in mine:
-                    total["local"] += itemsize
+                    total["kept"] += itemsize
                 elif e in holders:
                     row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
                 else:
                     row[3] += itemsize
     for row in per.values():
-        for t, b in zip(("host", "domain", "cross", "storage"), row):
+        for t, b in zip(("host", "domain", "across", "storage"), row):
             total[t] += b
     if restart:  # the law: every rank reads its block; the first rank's is the largest
         first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0])
         per = {0: first}
-    gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.cross_gbps}
-    lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.cross_latency_us}
+    gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.across_gbps}
+    lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.across_latency_us}
     move = max((sum(8 * row[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6 * (row[t - 1] > 0)
                     for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
                 for row in per.values()), default=0.0)

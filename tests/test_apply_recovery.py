@@ -13,7 +13,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from backend import BackendConfigError, FakeBackend, apply_recovery, bind
-from mesh import MeshView, Replicate, Shard, Sharding, recover
+from mesh import MeshView, Refusal, Replicate, Shard, Sharding, recover
 
 WORLD = MeshView.from_ranks([[0, 1], [2, 3], [4, 5]], ("dp", "tp"))
 STATE = {"w": Sharding(WORLD, (Replicate(), Shard(0)), (6, 4)),
@@ -22,6 +22,7 @@ STATE = {"w": Sharding(WORLD, (Replicate(), Shard(0)), (6, 4)),
 
 def _way(kind: str) -> Any:
     decided = recover(lambda w: {"world": w}, WORLD, [3], state=STATE, spares=[6, 7])
+    assert all(isinstance(r, Refusal) and r.reason for r in decided.refused)
     return next(w for w in decided.ways if w.kind == kind)
 
 

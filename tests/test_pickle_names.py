@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import pickletools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,9 @@ def _mesh_values() -> list[object]:
         return {"m": world, "t": world["tp"]}
 
     errors = [cls("a message") for n, cls in _classes(mesh).items() if n.endswith("Error")]
-    return [view, view.ranks, view.family("tp"), topo, Topology.from_hosts(list("aabbb")),
+    decided = mesh.recover(plan, view, [5], state={"w": src}, spares=[8])
+    return [decided, decided.ways[0], decided.refused[0], decided.costs,
+            view, view.ranks, view.family("tp"), topo, Topology.from_hosts(list("aabbb")),
             mesh.explain({"m": view}, topo), mesh.CommMemory(), mesh.Links(),
             mesh.compare({"a": view, "b": view["tp", "dp"]}, topo),
             mesh.Placement.find((2, 4), ("dp", "tp"), topo, traffic={"tp": 1 << 30}),
@@ -78,7 +80,8 @@ def _backend_values() -> list[object]:
               backend.PeerLostError("m", lost=(2,)),
               *[cls("a message") for n, cls in _classes(backend).items()
                 if n.endswith("Error") and n not in _ERRORS_WITH_FIELDS]]
-    return [options, backend.GroupKey(family, options), fake.created[0], bound,
+    recovered = backend.Recovered(bound, {"w": None}, {"total": 0.5}, 3)
+    return [options, backend.GroupKey(family, options), fake.created[0], bound, recovered,
             backend.GroupSpec(family, options, "tp", 5, 8, backend.Plan.SPLIT),
             backend.Plan.SPLIT,
             backend.DiscoveryRecord("h", "h", 0, None, None, None),
@@ -147,6 +150,10 @@ def _same(a: object, b: object) -> bool:
         return a == b and a.get_coordinate() == b.get_coordinate()
     if a == b:
         return True
+    if isinstance(a, tuple) and isinstance(b, tuple):  # values compared by identity inside
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     # compared by identity (a Reshard, a FakeGroup, a record holding one): field by field
     return attrs.has(type(a)) and type(a) is type(b) and all(
         _same(x, y) for x, y in zip(attrs.astuple(a, recurse=False),

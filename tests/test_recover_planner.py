@@ -89,7 +89,7 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
 def case(request: pytest.FixtureRequest) -> tuple[Any, ...]:
     _, plan, world, failed, spares, topology = request.param
     state = state_of(plan(world))
-    costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, cross_gbps=1e-6,
+    costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6,
                   domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,
                   reconfigure_s=0.1)  # slow links: bytes decide, not latencies
     r = recover(plan, world, failed, state=state, spares=spares, topology=topology,
@@ -187,7 +187,7 @@ def test_with_a_spare_the_spare_way_is_cheapest_and_reads_only_the_lost_rows() -
     best = r.ways[0]
     assert (best.kind.value, best.label) == ("spare", "spares [8]")
     assert best.lost["w"] == (((2, 4), (2, 4)),)
-    assert best.bytes["storage"] == 4 * 4 and best.bytes["cross"] == 0
+    assert best.bytes["storage"] == 4 * 4 and best.bytes["across"] == 0
     assert best.communicators == {"kept": 4, "reconfigured": 2, "created": 0}
 
 
@@ -195,7 +195,7 @@ def test_a_replica_sends_instead_of_the_checkpoint() -> None:
     s = Sharding(DP_TP, (Replicate(), Shard(1)), (8, 4))
     best = recover(world_only, DP_TP, [3], state={"w": s}, spares=[8]).ways[0]
     assert best.lost["w"] == () and best.bytes["storage"] == 0
-    assert best.bytes["cross"] == 8 * 2 * 4  # rank 3's half of the columns, float32
+    assert best.bytes["across"] == 8 * 2 * 4  # rank 3's half of the columns, float32
     senders = {t.source for t in best.moves["w"].receives(8)}
     assert senders and senders <= {1, 5, 7}
 
@@ -265,7 +265,7 @@ def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error:
 
 
 @pytest.mark.parametrize("field, value, error", [
-    ("cross_gbps", -1, RecoveryError), ("cross_gbps", 0, RecoveryError),
+    ("across_gbps", -1, RecoveryError), ("across_gbps", 0, RecoveryError),
     ("restart_s", float("nan"), RecoveryError), ("create_s", float("inf"), RecoveryError),
     ("horizon_s", "1h", MeshTypeError), ("repair_s", True, MeshTypeError),
 ])
@@ -277,8 +277,8 @@ def test_a_bad_cost_is_a_typed_error_naming_the_field(field: str, value: Any,
 
 def test_costs_defaults_are_the_documented_ones() -> None:
     assert Costs().to_dict() == {
-        "host_gbps": 3600.0, "domain_gbps": 3600.0, "cross_gbps": 400.0,
-        "host_latency_us": 2.0, "domain_latency_us": 3.0, "cross_latency_us": 10.0,
+        "host_gbps": 3600.0, "domain_gbps": 3600.0, "across_gbps": 400.0,
+        "host_latency_us": 2.0, "domain_latency_us": 3.0, "across_latency_us": 10.0,
         "storage_gbps": 16.0, "create_s": 2.0, "reconfigure_s": 0.2, "restart_s": 600.0,
         "repair_s": 3600.0, "horizon_s": 3600.0}
 
@@ -289,11 +289,11 @@ def test_a_recovery_is_json_and_values_are_not_constructed() -> None:
     data = json.loads(json.dumps(r.to_dict()))
     assert data["ways"][0]["kind"] == "spare" and data["ways"][0]["lost"]["w"] == [[[2, 4],
                                                                                    [2, 4]]]
-    assert data["refused"] and "cross_gbps" in data["costs"]
+    assert data["refused"] and "across_gbps" in data["costs"]
     assert "spare" in r.table().splitlines()[2]
     with pytest.raises(MeshTypeError, match=r"made by mesh\.recover"):
         Way()
-    assert pickle.loads(pickle.dumps(Costs(cross_gbps=5))) == Costs(cross_gbps=5)
+    assert pickle.loads(pickle.dumps(Costs(across_gbps=5))) == Costs(across_gbps=5)
     assert pickle.loads(pickle.dumps(r)).to_dict() == r.to_dict()
 
 

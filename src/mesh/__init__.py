@@ -121,7 +121,7 @@ from ._core import (
     concatenate,
     ordered,
 )
-from ._decide import Costs, Recovery, Way, recover
+from ._decide import Costs, Recovery, Refusal, Way, recover
 from ._draw import MAX_SVG_CELLS, render, svg
 from ._hang import HangFinding, HangReport, read_flight_records
 from ._plan import (
@@ -192,6 +192,7 @@ __all__ = [
     "RankNotInMeshError",
     "Recovery",
     "RecoveryError",
+    "Refusal",
     "Replicate",
     "Reshard",
     "Shard",
@@ -231,6 +232,7 @@ for _cls in [v for v in map(globals().get, __all__) if isinstance(v, type)]:
     vars(_sys.modules[_cls.__module__]).setdefault("__test__", {})[_cls.__name__] = _cls
     _cls.__module__ = __name__
 del _cls
+Way.Kind.__module__, Way.Kind.__qualname__ = __name__, "Way.Kind"  # pickled as mesh.Way.Kind
 
 
 def _render(self: MeshView, rank: int | None = None, *, width: int = 120) -> str:

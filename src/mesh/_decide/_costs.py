@@ -27,10 +27,10 @@ Its ``cost``, the ranking key, charges the throughput it gives up over ``horizon
 with a slower one that keeps every rank, and waiting for a repair with both.
 
 >>> from mesh import Costs
->>> c = Costs(cross_gbps=200)
->>> c.cross_gbps, c.host_gbps, c.horizon_s
+>>> c = Costs(across_gbps=200)
+>>> c.across_gbps, c.host_gbps, c.horizon_s
 (200.0, 3600.0, 3600.0)
->>> round(c.link_seconds({"cross": 10**9}), 4)  # 1 GB across hosts at 200 Gb/s, + 10 µs
+>>> round(c.link_seconds({"across": 10**9}), 4)  # 1 GB across hosts at 200 Gb/s, + 10 µs
 0.04
 """
 
@@ -46,8 +46,8 @@ from .._core import MeshTypeError, RecoveryError, show
 
 __all__ = ["LINK_TIERS", "Costs"]
 
-LINK_TIERS = ("host", "domain", "cross")
-"""The tiers a byte can cross between two ranks (``mesh.reshard``'s, without ``"local"``)."""
+LINK_TIERS = ("host", "domain", "across")
+"""The tiers a byte can cross between two ranks (``mesh.reshard``'s, without ``"kept"``)."""
 
 
 def _number(value: object) -> float:
@@ -93,10 +93,10 @@ class Costs:
 
     host_gbps: float = _field(3600.0, bandwidth=True)
     domain_gbps: float = _field(3600.0, bandwidth=True)
-    cross_gbps: float = _field(400.0, bandwidth=True)
+    across_gbps: float = _field(400.0, bandwidth=True)
     host_latency_us: float = _field(2.0)
     domain_latency_us: float = _field(3.0)
-    cross_latency_us: float = _field(10.0)
+    across_latency_us: float = _field(10.0)
     storage_gbps: float = _field(16.0, bandwidth=True)
     create_s: float = _field(2.0)
     reconfigure_s: float = _field(0.2)

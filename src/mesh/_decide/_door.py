@@ -79,7 +79,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
     [('spare', 0.4, 1.0), ('restart', 604.0, 1.0), ('drop', 0.2, 0.75),
      ('drop', 0.2, 0.5), ('wait', 3600.4, 1.0)]
     >>> best = r.best  # rank 3's half of w comes from its replica, rank 7
-    >>> best.moves["w"].receives(8)[0].source, best.bytes["cross"], best.lost["w"]
+    >>> best.moves["w"].receives(8)[0].source, best.bytes["across"], best.lost["w"]
     (7, 128, ())
     >>> best.communicators
     mappingproxy({'kept': 4, 'reconfigured': 2, 'created': 0})

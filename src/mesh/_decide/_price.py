@@ -105,7 +105,7 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
         plan = reshard(s, dst, topology, itemsize=itemsize, down=failed)
         moves.update(dict.fromkeys(p.names, plan))
         gone.update(dict.fromkeys(p.names, p.lost))
-        total["local"] += held(dst) * itemsize * n
+        total["kept"] += held(dst) * itemsize * n
         if _quiet(c, s, p.view):
             continue
         if c.receivers is None and np is not None:
@@ -123,14 +123,14 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
     for row in [] if c.restart else listed:
         for t, b in zip(ROW, row):
             total[t] += b
-    move_s = max((costs.link_seconds({"host": h, "domain": d, "cross": x}, st)
+    move_s = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st)
                   for h, d, x, st in listed), default=0.0)
     if bulk is not None and len(bulk) >= _FEW_ROWS:
         for t, b in zip(ROW, bulk.sum(axis=0).tolist()):
             total[t] += b
         move_s = max(move_s, _slowest(np, costs, bulk))
     if not c.restart:  # a restart keeps nothing
-        total["local"] -= sum(total[t] for t in ROW)
+        total["kept"] -= sum(total[t] for t in ROW)
     seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks

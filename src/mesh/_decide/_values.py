@@ -20,7 +20,7 @@ __all__ = ["BYTE_TIERS", "Box", "Kind", "Recovery", "Refusal", "Way"]
 Box = tuple[tuple[int, int], ...]
 """A box of a global tensor: ``(start, stop)`` per tensor dim."""
 
-BYTE_TIERS = ("local", "host", "domain", "cross", "storage")
+BYTE_TIERS = ("kept", "host", "domain", "across", "storage")
 """The keys of :attr:`Way.bytes`: ``mesh.reshard``'s link tiers, then checkpoint reads."""
 
 
@@ -56,7 +56,7 @@ class Way(Made):
     :class:`~mesh.Reshard` from what the ranks up hold to the new sharding: a failed rank
     sends nothing, a healthy rank the way leaves out still sends; empty for ``restart``);
     ``lost`` (tensor name -> the boxes no rank up holds, read from the checkpoint; the whole
-    tensor for ``restart``); ``bytes`` (:data:`BYTE_TIERS` -> bytes: ``"local"`` kept in
+    tensor for ``restart``); ``bytes`` (:data:`BYTE_TIERS` -> bytes: ``"kept"`` kept in
     place, the link tiers moved, ``"storage"`` read); ``communicators`` (``kept``,
     ``reconfigured``, ``created`` groups, per view and dim summed); ``seconds`` (time to
     resume, by the law of :class:`~mesh.Costs`); ``throughput`` (the fraction of the old
