@@ -59,7 +59,7 @@ def test_the_command_s_own_flags_are_listed_before_the_subcommands() -> None:
 
 
 def test_every_subcommand_has_its_section() -> None:
-    assert SUBCOMMANDS == ["explain", "compare", "place", "reshard", "hang"]
+    assert SUBCOMMANDS == ["explain", "compare", "place", "reshard", "hang", "recover"]
     assert re.findall(r"^## meshlayout (\w+)$", PAGE, re.M) == SUBCOMMANDS
 
 

@@ -15,7 +15,7 @@ import pytest
 from doc_pages import PAGES, README, ROOT, name, text
 
 _SHOWN = re.compile(
-    r"```bash\n(meshlayout (?:explain|compare|place|reshard|hang) [^\n]*)\n```\n\n"
+    r"```bash\n(meshlayout (?:explain|compare|place|reshard|hang|recover) [^\n]*)\n```\n\n"
     r"```text\n(.*?)\n```",
     re.S)
 SHOWN = [(name(page), command, expected) for page in PAGES
@@ -24,7 +24,7 @@ SHOWN = [(name(page), command, expected) for page in PAGES
 
 def test_the_pages_show_each_subcommand_with_its_output() -> None:
     assert {c.split()[1] for _, c, _ in SHOWN} == {"explain", "compare", "place", "reshard",
-                                                   "hang"}
+                                                   "hang", "recover"}
     assert SHOWN[0][0] == name(README) and SHOWN[0][1].split()[1] == "explain", \
         "no `meshlayout explain` command with its output in README.md"
 

@@ -29,6 +29,7 @@ from typing import Any
 from layout import show_error
 
 from .._core import MeshError, MeshView, show
+from .._decide import Costs, recover
 from .._draw import MAX_SVG_CELLS, svg
 from .._hang import read_flight_records
 from .._tensor import Sharding
@@ -64,8 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = [args.source, args.dest]
     if args.command == "hang":
         files = [args.plan]
+    if args.command == "recover":
+        files = [args.plan, args.state]
     run = {"explain": _explain, "compare": _compare, "place": _place,
-           "reshard": _reshard, "hang": _hang}[args.command]
+           "reshard": _reshard, "hang": _hang, "recover": _recover}[args.command]
     try:
         return run(args)
     except (Refused, MeshError) as e:
@@ -288,6 +291,49 @@ def _hang(args: argparse.Namespace) -> int:
     found = read_flight_records(args.dumps, views, topology=topology)
     print(json.dumps(found.to_dict(), indent=2) if args.format == "json" else found)
     return (0 if found.ok else 1) | (4 if found.partial else 0)
+
+
+def _recover(args: argparse.Namespace) -> int:
+    """``meshlayout recover``: every way on after the failure, priced, cheapest first."""
+    views, plan_topology, derived = load(args.plan)
+    if derived is None:
+        raise Refused(f"recover re-derives the plan from the survivors: the plan file "
+                      f"{args.plan!r} must define WORLD and PLAN (it defines VIEWS only)")
+    if args.fail is None and args.fail_host is None:
+        raise Refused("give the failure: --fail RANKS or --fail-host HOSTS")
+    plan, world = derived
+    state = _state(args.state or args.plan, required=args.state is not None)
+    size = world.ranks.max_rank + 1
+    if args.world is None and plan_topology is None:
+        args.world = size + (args.spares or 0)
+    machine_ = _topology(args, plan_topology, views, machine(args)) or \
+        _default_topology(args.world)
+    spares = list(range(size, size + (args.spares or 0)))
+    costs = None if args.horizon_s is None else Costs(horizon_s=args.horizon_s)
+    decided = recover(plan, world, failed_on(machine_, args.fail or (), args.fail_host or ()),
+                      state=state or None, spares=spares, topology=machine_, costs=costs,
+                      itemsize=args.itemsize, checkpoint=not args.no_checkpoint)
+    print(json.dumps(decided.to_dict(), indent=2) if args.format == "json" else decided.table())
+    return 0
+
+
+def _state(path: str, *, required: bool) -> dict[str, Any]:
+    """TENSORS of ``path`` (``--state``), or the plan file's if it has one."""
+    try:
+        tensors, _ = load_tensors(path)
+    except Refused:
+        if required:
+            raise
+        return {}
+    return tensors
+
+
+def _default_topology(world: int) -> Topology:
+    if world % DEFAULT_DEVICES_PER_HOST:
+        raise Refused(f"{world:,} ranks (the world and its spares) are not a whole number of "
+                      f"hosts of {DEFAULT_DEVICES_PER_HOST}: give the machine (--devices-per-"
+                      "host, --topology, --hosts) or a plan TOPOLOGY")
+    return Topology(world, DEFAULT_DEVICES_PER_HOST)
 
 
 def _write(path: str, flag: str, text: str) -> None:

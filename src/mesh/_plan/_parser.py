@@ -1,5 +1,5 @@
 """The ``meshlayout`` command's flags: the parser of ``explain``, ``compare``, ``place``,
-``reshard`` and ``hang``.
+``reshard``, ``hang`` and ``recover``.
 
 Each flag's text becomes a value through an argument type of ``_args``; what the flags
 mean together (a plan, a machine, a failure) is the command's (``_cli``).
@@ -84,6 +84,7 @@ def parser() -> argparse.ArgumentParser:
     _place_parser(sub)
     _reshard_parser(sub)
     _hang_parser(sub)
+    _recover_parser(sub)
     return top
 
 
@@ -221,6 +222,58 @@ def _hang_parser(sub: Any) -> None:
     _machine_arguments(h, rank=False)
     h.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default) or json (its schema: docs/hang.md)")
+
+
+_RECOVER_EPILOG = """\
+examples:
+  meshlayout recover examples/recover_plan.py --fail 13 --spares 8
+  meshlayout recover examples/recover_plan.py --fail-host 1 --spares 8 --format json
+  meshlayout recover examples/recover_plan.py --fail 13 --horizon-s 60
+
+PLAN is a Python file defining WORLD (a mesh.MeshView) and PLAN (the job's views as a
+function of its world), and may define TENSORS (the model's state: name -> mesh.Sharding over
+those views) and TOPOLOGY (the machine, spares included). Every way on is priced with
+mesh.recover: a spare in each failed coordinate, dropping the failed slices along a dim,
+re-factoring the survivors into a smaller world, evicting the failed ranks' hosts or fast
+domains, restarting from the checkpoint, waiting for repair; the table gives each way's
+predicted seconds to resume, the throughput it keeps, its cost (seconds plus the lost
+throughput over the horizon), bytes per tier (kept: already in place; host, domain, across:
+moved over those links; storage: read from the checkpoint) and communicators kept,
+reconfigured and created; then each way that is impossible, with why. Exit status: 0 done,
+2 bad input.
+"""
+
+
+def _recover_parser(sub: Any) -> None:
+    """``meshlayout recover``: every way on after a failure, priced (``mesh.recover``)."""
+    r = sub.add_parser(
+        "recover", help="price every way on after failed ranks (spares, drop, re-factor, "
+        "evict, restart, wait)",
+        description="After failed ranks, price every way to go on with the job's plan, state "
+        "and machine, cheapest first, and say why the others are impossible.",
+        epilog=_RECOVER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("plan", metavar="PLAN", help="a Python file defining WORLD and PLAN (and "
+                   "TENSORS, TOPOLOGY)")
+    r.add_argument("--fail", type=_args.indices("rank"), metavar="RANKS",
+                   help="failed ranks, e.g. 13 or 8-15,24")
+    r.add_argument("--fail-host", type=_args.indices("host"), metavar="HOSTS",
+                   help="failed hosts (indices on the topology), e.g. 3 or 0-1: every rank on "
+                   "them fails (with --fail: both)")
+    r.add_argument("--spares", type=_args.positive, metavar="N", default=None,
+                   help="N spare ranks, the N ranks after the world (on the topology)")
+    r.add_argument("--state", metavar="FILE", help="a Python file whose TENSORS is the state "
+                   "(default: the plan file's TENSORS, if it has one)")
+    _machine_arguments(r, rank=False, world="the number of ranks on the machine, spares "
+                       "included (default: the plan's TOPOLOGY, else the world and the spares)")
+    r.add_argument("--itemsize", type=_args.positive, default=2,
+                   help="bytes per element of the state (default 2: bf16)")
+    r.add_argument("--horizon-s", type=_args.number("s", zero=True), metavar="SECONDS",
+                   help="the time over which lost throughput is charged (default: mesh.Costs')")
+    r.add_argument("--no-checkpoint", action="store_true",
+                   help="no checkpoint holds the state: restart is refused, and so is any "
+                   "way whose elements no survivor holds")
+    r.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (its fields: docs/failure.md)")
 
 
 def _format_argument(p: argparse.ArgumentParser, schema: str) -> None:

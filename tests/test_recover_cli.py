@@ -1,0 +1,68 @@
+"""``meshlayout recover``: every way on after a failure, priced, from a plan file; its JSON is
+``Recovery.to_dict()``; bad input exits 2 naming the value."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = "examples/recover_plan.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mesh", "recover", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_the_table_lists_every_way_cheapest_first_and_the_refused_with_reasons() -> None:
+    out = _run(PLAN, "--fail", "13", "--spares", "8")
+    assert out.returncode == 0, out.stderr
+    rows = [line.split()[0] for line in out.stdout.splitlines()[2:] if line.strip()]
+    ways = [r for r in rows if r != "refused"]
+    assert ways[0] == "spare" and {"drop", "restart", "wait", "evict_host"} <= set(ways)
+    assert "refused refactor" in out.stdout and "keeps no more ranks" in out.stdout
+
+
+def test_the_json_is_the_recovery_and_agrees_with_the_library() -> None:
+    import runpy
+
+    from mesh import Topology, recover
+
+    out = _run(PLAN, "--fail-host", "1", "--spares", "8", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    plan = runpy.run_path(str(ROOT / PLAN))
+    want = recover(plan["PLAN"], plan["WORLD"], list(range(8, 16)), state=plan["TENSORS"],
+                   spares=list(range(32, 40)), topology=Topology(40, 8), itemsize=2)
+    assert got == json.loads(json.dumps(want.to_dict()))
+    assert got["failed"] == list(range(8, 16)) and got["ways"][0]["kind"] == "spare"
+
+
+def test_without_a_checkpoint_a_state_only_the_failed_rank_held_is_named() -> None:
+    """Adam's moments are sharded over both dims: rank 13's blocks are on rank 13 only."""
+    out = _run(PLAN, "--fail", "13", "--spares", "8", "--no-checkpoint")
+    assert out.returncode == 2, out.stderr
+    assert "held by failed ranks only (failed: [13]) and checkpoint=False" in out.stderr
+    assert ".exp_avg" in out.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["examples/hang/plan.py", "--fail", "1"], "must define WORLD and PLAN"),
+    (["examples/trainer.py", "--fail", "1"], "must define VIEWS"),
+    ([PLAN], "give the failure: --fail RANKS or --fail-host HOSTS"),
+    ([PLAN, "--fail", "99"], "99"),
+    ([PLAN, "--fail-host", "9"], "9"),
+    ([PLAN, "--fail", "13", "--spares", "16"], "spare"),
+    ([PLAN, "--fail", "13", "--state", "examples/machine.json"], "machine.json"),
+])
+def test_bad_input_exits_2_naming_it(args: list[str], says: str) -> None:
+    out = _run(*args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert says in out.stderr, out.stderr
