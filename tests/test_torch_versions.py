@@ -64,16 +64,17 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("make", [
-    "init_device_mesh('cpu', (2,), backend=TorchFakeBackend(2, 0))",
-    "bind(MeshView.from_shape(2, ('w',)), TorchFakeBackend(2, 0))",
+    "init_device_mesh('cpu', (2,), backend=backend.TorchFakeBackend(2, 0))",
+    "bind(MeshView.from_shape(2, ('w',)), backend.TorchFakeBackend(2, 0))",
     "init_device_mesh('cpu', (1,))",
+    "backend.GlooBackend",
 ])
 def test_a_mesh_over_torch_groups_on_an_unsupported_torch_is_refused_naming_it(make: str) -> None:
     """A torch outside the range: one typed error naming the installed release, the range and
     what to install, raised before torch's private names are read (never an AttributeError
     from inside the facade)."""
     out = _run("import backend\n"
-               "from backend import TorchFakeBackend, bind, init_device_mesh\n"
+               "from backend import bind, init_device_mesh\n"
                "from mesh import MeshView\n"
                "try:\n"
                f"    {make}\n"
