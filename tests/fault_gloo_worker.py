@@ -161,22 +161,10 @@ def _main(mode: str, out_dir: str) -> None:
             os._exit(17)
         time.sleep(1.0)
         result["created_before"] = [r.dim for r in backend.created]
-        t = time.time()
-        try:
-            mesh.abort()
-            result["abort"] = "ok"
-        except Exception as e:
-            result["abort"] = f"{type(e).__name__}: {e}"
-        result["abort_s"] = time.time() - t
+        _timed(result, "abort", mesh.abort)
         result["created_after"] = [r.dim for r in backend.created]
         write_report(out_dir, rank, result)
-        t = time.time()
-        try:
-            backend.shutdown()
-            result["shutdown"] = "ok"
-        except Exception as e:
-            result["shutdown"] = f"{type(e).__name__}: {e}"
-        result["shutdown_s"] = time.time() - t
+        _timed(result, "shutdown", backend.shutdown)
         write_report(out_dir, rank, result)
         os._exit(0)
     elif mode == "killed":
@@ -228,6 +216,17 @@ def _main(mode: str, out_dir: str) -> None:
         again.shutdown()
         write_report(out_dir, rank, result)
     os._exit(0)
+
+
+def _timed(result: dict[str, Any], key: str, act: Any) -> None:
+    """Run ``act()``: ``result[key]`` is "ok" or the error, ``result[key + "_s"]`` its time."""
+    t = time.time()
+    try:
+        act()
+        result[key] = "ok"
+    except Exception as e:
+        result[key] = f"{type(e).__name__}: {e}"
+    result[f"{key}_s"] = time.time() - t
 
 
 def _attempt(mesh: Any, dim: str, t0: float) -> tuple[Any, dict[str, Any]]:

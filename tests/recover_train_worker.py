@@ -36,6 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from gloo_launch import AGENT_FAILED, start_together, write_report
+from reshard_gloo_worker import _torch_placement as _placement
 
 TIMEOUT = timedelta(seconds=5)
 START = timedelta(seconds=120)
@@ -51,18 +52,6 @@ LAYOUT = {  # what TP (Colwise "0", Rowwise "2") then FSDP2 over dp give each pa
     "2.weight": ((WIDTH, 2 * WIDTH), ("S0", "S1")),
     "2.bias": ((WIDTH,), ("S0", "R")),
 }
-
-
-def _placement(code: str) -> Any:
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.placement_types import _StridedShard
-
-    if code == "R":
-        return Replicate()
-    if code.startswith("SS"):
-        dim, sf = code[2:].split("/")
-        return _StridedShard(int(dim), split_factor=int(sf))
-    return Shard(int(code[1:]))
 
 
 def _names() -> list[str]:
