@@ -142,6 +142,10 @@ def _dtype(name: str, local: Any, dtypes: Mapping[str, Any] | None) -> Any:
     return given
 
 
+Side = tuple[str, mesh.Reshard, Any, tuple[bool, bool]]
+Incoming = dict[int, list[tuple[str, Any, int]]]  # peer -> (tensor name, transfer, bytes)
+
+
 def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *,
                   dtypes: Mapping[str, Any] | None = None, group: Any = None,
                   device: Any = None) -> dict[str, Any]:
@@ -170,12 +174,26 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
         raise BackendConfigError(f"reshard_state: state names {unknown[:5]} that no plan moves")
     rank = dist.get_rank()
     device = device or torch.device("cpu")
-    sides: list[tuple[str, mesh.Reshard, Any, tuple[bool, bool]]] = [
+    sides: list[Side] = [
         (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
     kinds = {n: _dtype(n, local, dtypes) for n, plan, local, (_, in_dst) in sides
              if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
+    outgoing, incoming = _packed(sides, kinds, rank)
+    received = _exchanged(outgoing, incoming, kinds, group, device)
+    return {name: _assembled(plan, rank, local, received.get(name, []), kinds[name],
+                            local.device if local is not None else device)
+            if in_dst else None
+            for name, plan, local, (_, in_dst) in sides}
+
+
+def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
+            ) -> tuple[dict[int, list[Any]], Incoming]:
+    """What this rank sends each peer (its boxes' bytes, tensor by tensor in name order) and
+    what it receives from each (the transfers and their sizes in bytes, in the same order)."""
+    import torch
+
     outgoing: dict[int, list[Any]] = {}
-    incoming: dict[int, list[tuple[str, Any, int]]] = {}  # peer -> (name, transfer, bytes)
+    incoming: Incoming = {}
     for name, plan, local, _ in sides:
         if name not in kinds:
             continue  # this rank neither holds, sends nor receives any of it
@@ -186,6 +204,16 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
                 torch.cat(parts).contiguous().view(torch.uint8))
         for t in plan.receives(rank):
             incoming.setdefault(t.source, []).append((name, t, t.elements * size))
+    return outgoing, incoming
+
+
+def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mapping[str, Any],
+               group: Any, device: Any) -> dict[str, list[tuple[Any, Any]]]:
+    """One ``batch_isend_irecv``, one message each way per peer; each tensor's received
+    pieces, as (transfer, values)."""
+    import torch
+    import torch.distributed as dist
+
     ops, inbox = [], []
     for peer in sorted(outgoing):
         ops.append(dist.P2POp(dist.isend, torch.cat(outgoing[peer]), peer, group))
@@ -203,7 +231,4 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
         for name, t, n in incoming[peer]:
             received.setdefault(name, []).append((t, buf[at:at + n].clone().view(kinds[name])))
             at += n
-    return {name: _assembled(plan, rank, local, received.get(name, []), kinds[name],
-                            local.device if local is not None else device)
-            if in_dst else None
-            for name, plan, local, (_, in_dst) in sides}
+    return received
