@@ -77,7 +77,7 @@ def test_an_index_past_the_world_is_refused_at_once_naming_it_and_the_bound(
     start = time.monotonic()
     with pytest.raises(TopologyError, match=words.replace("(", r"\(").replace(")", r"\)")):
         Topology.from_dict(data)
-    assert time.monotonic() - start < 1.0  # refused, not listed (it was minutes, or never)
+    assert time.monotonic() - start < 5.0  # refused, not listed (it was minutes, or never)
     path = tmp_path / "machine.json"
     path.write_text(json.dumps(data))
     out = _explain("--dims", "dp=2,tp=8", "--topology", str(path))

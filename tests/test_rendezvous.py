@@ -207,18 +207,18 @@ def test_a_partner_inside_torchs_creation_of_another_group_is_named_busy_there()
 
 def test_members_waiting_in_a_closed_round_fail_with_the_closers_reasons() -> None:
     """Members 0 and 1 wait for 2; rank 0's deadline comes first and it closes the round;
-    rank 1 (a longer timeout) is woken by the close and fails then, with the same reasons,
-    listed once."""
+    rank 1 (a much longer timeout: 30 s, so a loaded machine cannot make its own deadline
+    come first) is woken by the close and fails then, with the same reasons, listed once."""
     store = HashStore()
     outs: dict[int, dict[str, Any]] = {0: {}, 1: {}}
     t0 = threading.Thread(target=_meet, args=(Rendezvous(store, 0, world_size=3, heartbeat=None),
                                               [0, 1, 2], outs[0]))
     t1 = threading.Thread(target=_meet, args=(Rendezvous(store, 1, world_size=3, heartbeat=None),
-                                              [0, 1, 2], outs[1]), kwargs={"timeout": 1.0})
+                                              [0, 1, 2], outs[1]), kwargs={"timeout": 30.0})
     t0.start(), t1.start()
-    t0.join(10), t1.join(10)
+    t0.join(40), t1.join(40)
     assert outs[0]["error"].missing == outs[1]["error"].missing == (2,)
-    assert TIMEOUT_S - 0.05 < outs[1]["waited"] < 1.0  # woken by the close: not its own 1 s
+    assert TIMEOUT_S - 0.05 < outs[1]["waited"] < 15.0  # woken by the close: not its own 30 s
     assert "rank 0 closed the round" in str(outs[1]["error"])
     assert store.get(_key("c", "g", 0)) == b"0"  # one claim, by rank 0: one listing
 
@@ -689,10 +689,10 @@ def test_ctrl_c_while_waiting_acts_at_once_and_leaves_a_true_message() -> None:
     finally:
         timer.join()
         signal.signal(signal.SIGINT, before)
-    assert took < 0.3 + 1.0
+    assert took < 0.3 + 3.0  # at once, not its own 5 s (slack for a loaded machine)
     t.join(10)
     err = other["error"]
-    assert err.missing == (0, 2) and other["waited"] < 0.3 + 1.5, other
+    assert err.missing == (0, 2) and other["waited"] < 0.3 + 5.0, other  # not its own 10 s
     assert "rank 0 was interrupted (KeyboardInterrupt)" in str(err)
     assert "rank 2 is not creating any group" in str(err)
 
@@ -716,7 +716,7 @@ def test_waits_that_a_shared_timeout_ends_early_are_asked_again_at_a_bounded_rat
     out: dict[str, Any] = {}
     _meet(Rendezvous(store, 0, world_size=2, heartbeat=None), [0, 1], out, timeout=0.3)
     assert out["error"].missing == (1,), out
-    assert 0.25 < out["waited"] < 0.3 + 0.5
+    assert 0.25 < out["waited"] < 0.3 + 2.0  # the count below is the law; this, slack
     assert store.calls["multi_get"] <= 0.3 / REASK_S + 1, store.calls
 
 
@@ -749,7 +749,7 @@ def test_a_waiting_members_record_is_written_while_it_waits_and_says_creating_in
     waiting = seen["waiting"].record
     assert (waiting.group, waiting.round, waiting.size, waiting.creating) == ("g", 0, 2, False)
     assert waiting.ranks == (0, 1) and ("g", 0) in waiting.in_
-    assert 4.0 < waiting.until_s < 5.0, waiting
+    assert 3.0 < waiting.until_s < 5.0, waiting
     inner = seen["inside"].record
     assert (inner.group, inner.round, inner.creating) == ("g", 0, True), inner
     assert inner.seq > waiting.seq
