@@ -55,14 +55,19 @@ def hsdp(world: MeshView) -> dict[str, MeshView]:
 
 
 def state_of(views: dict[str, MeshView]) -> dict[str, Sharding]:
+    """Tensors of one placement whose dims the meshes cut alike but of other lengths (priced
+    together), and others cut unevenly (priced apart)."""
     w = views["world"]
     out = {"norm": Sharding(w, (Replicate(),) * w.ndim, (6,))}
     if w.names == ("dp", "tp"):
         out["wq"] = Sharding(w, (Replicate(), Shard(0)), (8, 3))
+        out["wk"] = Sharding(w, (Replicate(), Shard(0)), (8, 5))  # wq's cuts, other lengths
+        out["wv"] = Sharding(w, (Replicate(), Shard(0)), (7, 2))  # uneven cuts
         out["wo"] = Sharding(w, (Shard(1), Shard(0)), (5, 4))
     else:
         out["wq"] = Sharding(w, (Replicate(), StridedShard(0, 2), Shard(0)), (8, 3))
         out["w2"] = Sharding(w, (Replicate(), Shard(0), Shard(1)), (4, 6))
+        out["w3"] = Sharding(w, (Replicate(), Shard(0), Shard(1)), (8, 2))  # w2's cuts
         out["flat"] = Sharding(views["dp_fsdp"], (Replicate(), Shard(1)), (3, 8))
     return out
 

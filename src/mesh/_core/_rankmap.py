@@ -26,14 +26,15 @@ def _as_ranks(ranks: object) -> tuple[int, ...]:
     sorting, with NumPy from 2**20 ranks), so a refusal costs about what a copy does.
     """
     if isinstance(ranks, (list, tuple)) and type(ranks) in (list, tuple) and \
-            all([type(r) is int for r in ranks]):  # a plain list or tuple (not a subclass)
+            set(map(type, ranks)) <= {int}:  # a plain list or tuple of plain ints (in C)
         rs: tuple[int, ...] = tuple(ranks)
     else:
         rs = tuple([as_int(r, "every rank", error=InvalidRanksError)
                     for r in ordered(ranks, "ranks")])
-    if rs and not (0 <= min(rs) and max(rs) < MAX_UNIVERSE):
-        bad = min(rs) if min(rs) < 0 else max(rs)
-        raise InvalidRanksError(f"ranks must be ints in [0, 2**63), got {show(bad)}")
+    low, high = (min(rs), max(rs)) if rs else (0, 0)
+    if not (0 <= low and high < MAX_UNIVERSE):
+        raise InvalidRanksError(f"ranks must be ints in [0, 2**63), got "
+                                f"{show(low if low < 0 else high)}")
     twice = _repeated(rs)
     if twice is not None:
         first = rs.index(twice)
@@ -116,8 +117,16 @@ class RankMap:
         rs = _as_ranks(ranks)
         if not rs:
             raise InvalidRanksError("a rank map needs at least one rank, got none")
-        out = cls.__new__(cls)  # checked above: not again through __init__
-        out.__attrs_init__(len(rs), None if rs == tuple(range(len(rs))) else rs)
+        return cls._trusted(rs)
+
+    @classmethod
+    def _trusted(cls, rs: tuple[int, ...]) -> RankMap:
+        """The explicit map of ``rs``, known to be distinct ranks in ``[0, 2**63)`` (at
+        least one): what the survival ways build from a checked view, not checked again."""
+        out = cls.__new__(cls)
+        n = len(rs)
+        same = rs[0] == 0 and rs[-1] == n - 1 and rs == tuple(range(n))
+        out.__attrs_init__(n, None if same else rs)
         return out
 
     @property
@@ -132,7 +141,7 @@ class RankMap:
 
     @functools.cached_property
     def _inverse(self) -> dict[int, int]:
-        return {r: i for i, r in enumerate(self.ranks or ())}
+        return dict(zip(self.ranks or (), range(self.size)))
 
     @functools.cached_property
     def _arrays(self) -> dict[str, Any]:

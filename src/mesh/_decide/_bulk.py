@@ -28,7 +28,7 @@ from .._core import MeshView, rank_table
 from .._tensor import Sharding, pieces
 from ._machine import Topology
 
-__all__ = ["Coordinates", "Memo", "bulk_rows", "few_rows"]
+__all__ = ["Ask", "Coordinates", "Memo", "bulk_rows", "few_rows"]
 
 
 class Coordinates:
@@ -78,18 +78,6 @@ def _piece_lists(src: Sharding, dst: Sharding, d: int) -> list[list[tuple[int, i
     for start, stop, ls, ld in pieces(src.segments(d), dst.segments(d)):
         got[_label_id(dst, d, ld)].append((_label_id(src, d, ls), stop - start))
     return got
-
-
-def _pieces(np: Any, src: Sharding, dst: Sharding, d: int) -> tuple[Any, Any]:
-    """:func:`_piece_lists` as two arrays (labels × most pieces), padded with length 0."""
-    got = _piece_lists(src, dst, d)
-    width = max((len(g) for g in got), default=0) or 1
-    labels = np.zeros((len(got), width), dtype=np.int64)
-    lengths = np.zeros((len(got), width), dtype=np.int64)
-    for k, g in enumerate(got):
-        for p, (label, n) in enumerate(g):
-            labels[k, p], lengths[k, p] = label, n
-    return labels, lengths
 
 
 def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] | None:
@@ -201,10 +189,61 @@ class _Keys:
         return self.sorted[at] == keys
 
 
-def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
-    """Elements each rank of the destination's universe (ascending) gets of one tensor:
-    an array (ranks × 4) of host, domain, cross and storage elements."""
+Ask = tuple[Sharding, Sharding, int]
+"""One tensor pattern to price: its source and destination shardings and its weight (bytes
+per element times the tensors sharing it)."""
+
+
+def bulk_rows(memo: Memo, asks: list[Ask]) -> Any:
+    """Bytes each rank of the destination's universe (ascending) gets of every asked
+    pattern, summed with their weights: an array (ranks × 4) of host, domain, cross and
+    storage bytes.
+
+    A receiver's row is linear in the pieces' lengths: patterns that differ only there (the
+    same views, placements and source labels of every piece, e.g. two weights whose dims
+    the meshes cut alike) are priced in one pass over the ranks, their cell sizes summed
+    first over the destination labels (a table of labels × cells, not ranks × cells)."""
+    groups: dict[tuple[Any, ...], list[tuple[Sharding, Sharding, int, list[Any]]]] = {}
+    for src, dst, weight in asks:
+        lists = [_piece_lists(src, dst, d) for d in range(len(src.shape))]
+        shape = tuple(tuple(tuple(label for label, _ in g) for g in per) for per in lists)
+        key = (src.view, dst.view, src.placements, dst.placements, shape)
+        groups.setdefault(key, []).append((src, dst, weight, lists))
+    out: Any = None
+    for members in groups.values():
+        got = _group_rows(memo, members)
+        out = got if out is None else out + got
+    return out
+
+
+def _padded(np: Any, lists: list[list[tuple[int, int]]], at: int) -> Any:
+    """Entry ``at`` (0: source label, 1: length) of each destination label's pieces, as an
+    array (labels × most pieces) padded with 0 (a length 0 piece moves nothing)."""
+    width = max((len(g) for g in lists), default=0) or 1
+    out = np.zeros((len(lists), width), dtype=np.int64)
+    for k, g in enumerate(lists):
+        out[k, :len(g)] = [piece[at] for piece in g]
+    return out
+
+
+def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
+    """Per destination tile (its labels, mixed radix) and cell (one piece per tensor dim,
+    mixed radix): the cell's elements summed over the members with their weights."""
+    total: Any = None
+    for _, _, weight, lists in members:
+        table = np.full((1, 1), weight, dtype=np.int64)
+        for per in lists:
+            lengths = _padded(np, per, 1)
+            table = (table[:, None, :, None] * lengths[None, :, None, :]).reshape(
+                table.shape[0] * lengths.shape[0], table.shape[1] * lengths.shape[1])
+        total = table if total is None else total + table
+    return total
+
+
+def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
+    """:func:`bulk_rows` of patterns of one structure (see there)."""
     np = memo.np
+    src, dst = members[0][0], members[0][1]
     source = memo.sources.get(src)
     if source is None:
         source = memo.sources[src] = _Sources(memo, src)
@@ -213,15 +252,16 @@ def bulk_rows(memo: Memo, src: Sharding, dst: Sharding) -> Any:
     # each receiver's own source tile (-1: not an old rank up)
     at, there = memo.old_of(src.view, dst.view)
     own = np.where(there & source.up[at], source.tile[at], -1)
-    # the cells: one piece per tensor dim, every combination
+    # the cells: one piece per tensor dim, every combination; their sizes by destination tile
     key = np.zeros((new.ranks.size, 1), dtype=np.int64)
-    size = np.ones((new.ranks.size, 1), dtype=np.int64)
+    tile = np.zeros(new.ranks.size, dtype=np.int64)
     for d in range(len(src.shape)):
-        labels, lengths = _pieces(np, src, dst, d)
+        labels = _padded(np, members[0][3][d], 0)
         mine = _label_ids(np, dst, d, new)
         key = (key[:, :, None] * source.radix[d] + labels[mine][:, None, :]
                ).reshape(key.shape[0], -1)
-        size = (size[:, :, None] * lengths[mine][:, None, :]).reshape(size.shape[0], -1)
+        tile = tile * labels.shape[0] + mine
+    size = _sizes(np, members)[tile]
     held = source.alive[key]
     out = np.zeros((new.ranks.size, 4), dtype=np.int64)
     out[:, 3] = np.where(held, 0, size).sum(axis=1)

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from .._tensor import Reshard, Sharding, reshard
-from ._bulk import Memo, bulk_rows, few_rows
+from ._bulk import Ask, Memo, bulk_rows, few_rows
 from ._costs import LINK_TIERS, Costs
 from ._machine import Topology
 from ._values import BYTE_TIERS, Box, Kind, Way
@@ -88,7 +88,7 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
     """The way ``c`` with its moves, lost boxes, bytes and prices (tensors listed in
     ``order``)."""
     rows: dict[int, Row] = {}
-    bulk: Any = None  # elements per receiver of the new universe, ascending, when asked
+    asks: list[Ask] = []  # the patterns priced for every receiver at once, with NumPy
     total = dict.fromkeys(BYTE_TIERS, 0)
     moves: dict[str, Reshard] = {}
     gone: dict[str, tuple[Box, ...]] = {}
@@ -109,14 +109,14 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
         if _quiet(c, s, p.view):
             continue
         if c.receivers is None and np is not None:
-            got = bulk_rows(memo, s, dst) * (itemsize * n)
-            bulk = got if bulk is None else bulk + got
+            asks.append((s, dst, itemsize * n))
             continue
         receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
         for r, row in few_rows(memo, s, dst, receivers).items():
             mine = rows.setdefault(r, [0, 0, 0, 0])
             for i in range(4):
                 mine[i] += row[i] * n * itemsize
+    bulk = bulk_rows(memo, asks) if asks else None  # bytes per receiver, ascending
     listed = [[0, 0, 0, busiest]] if c.restart else list(rows.values())
     if bulk is not None:
         listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []

@@ -18,6 +18,7 @@ from .._core import (
     SurvivalError,
     check_limit,
     numpy,
+    rank_table,
 )
 from ._door import as_limit, failed_ranks, offset, row, spare_ranks, the_view
 
@@ -82,9 +83,14 @@ def refactored(v: MeshView, failed: tuple[int, ...], k: int, size: int,
                             f"the shape {shape} needs {need} ranks and "
                             f"{v.size() - len(failed)} survive")
     check_limit(need, "re-factor's surviving universe", limit)
-    dead = set(failed)
-    kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
-    return MeshView(Layout(shape), v.names, RankMap.explicit(kept))
+    np = numpy() if v.size() >= _GATHER_FROM else None
+    if np is not None:  # one NumPy mask over the instance
+        flat = rank_table(v.ranks, Layout(1, 0), v.layout)[0]
+        kept = flat[~np.isin(flat, np.asarray(failed, dtype=np.int64))][:need].tolist()
+    else:
+        dead = set(failed)
+        kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
+    return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(kept)))  # a subset
 
 
 def _coordinate(v: MeshView, rank: int) -> tuple[int, ...]:
@@ -95,22 +101,22 @@ def _coordinate(v: MeshView, rank: int) -> tuple[int, ...]:
 def _without(v: MeshView, k: int, gone: list[int]) -> MeshView:
     """The view's instance, row-major, with the slices ``gone`` along ``k`` cut out (by
     one NumPy gather when it is there and the view is large)."""
-    flat = row(v.ranks, v.layout, 0)  # one instance: it starts at offset 0
     size, inner = v.shape[k], math.prod(v.shape[k + 1:])
     cut = set(gone)
     keep = [c for c in range(size) if c not in cut]
-    np = numpy() if len(flat) >= _GATHER_FROM else None
+    np = numpy() if v.size() >= _GATHER_FROM else None
     out: list[int] = []
-    if np is not None:
-        out = np.asarray(flat, dtype=np.int64).reshape(-1, size, inner)[:, keep, :] \
-            .ravel().tolist()
+    if np is not None:  # one instance: it starts at offset 0
+        out = rank_table(v.ranks, Layout(1, 0), v.layout)[0].reshape(-1, size, inner)[
+            :, keep, :].ravel().tolist()
     else:
+        flat = row(v.ranks, v.layout, 0)
         for o in range(math.prod(v.shape[:k])):
             for c in keep:
                 start = (o * size + c) * inner
                 out.extend(flat[start:start + inner])
     shape = tuple(len(keep) if i == k else s for i, s in enumerate(v.shape))
-    return MeshView(Layout(shape), v.names, RankMap.explicit(out))
+    return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(out)))  # a subset
 
 
 def _nothing_left(v: MeshView, k: int, dead: tuple[int, ...]) -> str:
@@ -157,4 +163,4 @@ def substituted(v: MeshView, failed: tuple[int, ...], spares: tuple[int, ...],
     table = row(v.ranks, Layout(v.ranks.size), 0)  # by array arithmetic: a refusal is quick
     for r, s in zip(failed, spares):
         table[offset(v.ranks, r)] = s
-    return MeshView(v.layout, v.names, RankMap.explicit(table))
+    return MeshView(v.layout, v.names, RankMap._trusted(tuple(table)))  # spares checked
