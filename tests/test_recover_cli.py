@@ -61,8 +61,37 @@ def test_without_a_checkpoint_a_state_only_the_failed_rank_held_is_named() -> No
     ([PLAN, "--fail-host", "9"], "9"),
     ([PLAN, "--fail", "13", "--spares", "16"], "spare"),
     ([PLAN, "--fail", "13", "--state", "examples/machine.json"], "machine.json"),
+    ([PLAN, "--fail", "13", "--way", "2"], "give --svg FILE too"),
+    ([PLAN, "--fail", "13", "--view", "world"], "give --svg FILE too"),
+    ([PLAN, "--fail", "13", "--svg", "x.svg", "--way", "99"], "(1 .. "),
+    ([PLAN, "--fail", "13", "--svg", "x.svg", "--view", "nope"], "'nope'"),
+    ([PLAN, "--fail", "13", "--svg", "x.svg", "--color-by", "nope"], "nope"),
 ])
 def test_bad_input_exits_2_naming_it(args: list[str], says: str) -> None:
     out = _run(*args)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert says in out.stderr, out.stderr
+
+
+def _cells(picture: str) -> list[int]:
+    """The ranks an SVG picture draws, one cell each."""
+    import re
+    return sorted(int(r) for r in re.findall(r'<g class="cell">.*?>(\d+)</text>', picture,
+                                              flags=re.S))
+
+
+def test_svg_draws_the_cheapest_ways_world_and_way_picks_another(tmp_path: Path) -> None:
+    """The spare way: rank 13's coordinate holds spare 32 and the world keeps its 32 cells;
+    ``--way 2`` (the next row of the table) draws that way's world, and its title names it."""
+    first, second = tmp_path / "first.svg", tmp_path / "second.svg"
+    out = _run(PLAN, "--fail", "13", "--spares", "8", "--svg", str(first))
+    assert out.returncode == 0, out.stderr
+    picture = first.read_text()
+    assert picture.startswith("<svg") and "way 1, spares [32]" in picture
+    assert _cells(picture) == sorted([*range(13), *range(14, 32), 32])
+    table = [line.split() for line in out.stdout.splitlines()[2:] if line.strip()]
+    out = _run(PLAN, "--fail", "13", "--spares", "8", "--svg", str(second), "--way", "2")
+    assert out.returncode == 0, out.stderr
+    label = " ".join(table[1][10:])  # the second way's label, as the table shows it
+    assert f"way 2, {label}" in second.read_text().replace("&#x27;", "'"), label
+    assert f"after {label}" in out.stderr

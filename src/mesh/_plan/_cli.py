@@ -29,7 +29,7 @@ from typing import Any
 from layout import show_error
 
 from .._core import MeshError, MeshView, show
-from .._decide import Costs, recover
+from .._decide import Costs, Recovery, recover
 from .._draw import MAX_SVG_CELLS, svg
 from .._hang import read_flight_records
 from .._tensor import Sharding
@@ -313,8 +313,28 @@ def _recover(args: argparse.Namespace) -> int:
     decided = recover(plan, world, failed_on(machine_, args.fail or (), args.fail_host or ()),
                       state=state or None, spares=spares, topology=machine_, costs=costs,
                       itemsize=args.itemsize, checkpoint=not args.no_checkpoint)
+    if args.svg is not None:
+        _recover_svg(args, decided, machine_)
+    elif args.view is not None or args.color_by is not None or args.way != 1:
+        raise Refused("--way, --view and --color-by choose what --svg draws: give --svg FILE "
+                      "too")
     print(json.dumps(decided.to_dict(), indent=2) if args.format == "json" else decided.table())
     return 0
+
+
+def _recover_svg(args: argparse.Namespace, decided: Recovery, topology: Topology) -> None:
+    """``--svg``: the views of the way ``--way`` numbers (1: the cheapest) after recovery,
+    the failed ranks crossed where the way keeps them (waiting for repair)."""
+    if not 1 <= args.way <= len(decided.ways):
+        raise Refused(f"--way {args.way}: this failure has {len(decided.ways)} ways on "
+                      f"(1 .. {len(decided.ways)}, cheapest first)")
+    way = decided.ways[args.way - 1]
+    head = (f"way {args.way}, {way.label}: {way.seconds:.1f} s to resume, "
+            f"{way.throughput:.0%} of the step rate kept; ")
+    name = _write_svg(args, dict(way.views), topology, decided.failed, domains=True,
+                      title=head)
+    print(f"meshlayout recover: wrote {args.svg} (view {name!r} after {way.label})",
+          file=sys.stderr)
 
 
 def _state(path: str, *, required: bool) -> dict[str, Any]:
@@ -372,10 +392,10 @@ def _crossings(args: argparse.Namespace, found: Explanation) -> list[tuple[str, 
 
 
 def _write_svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
-               failed: Sequence[int], *, domains: bool) -> str:
-    """Write the ``--svg`` picture (``domains``: coloured by fast domain and host); the name
-    of the view drawn."""
-    name, picture = _svg(args, views, topology, failed, domains)
+               failed: Sequence[int], *, domains: bool, title: str = "") -> str:
+    """Write the ``--svg`` picture (``domains``: coloured by fast domain and host; ``title``
+    before the view's name); the name of the view drawn."""
+    name, picture = _svg(args, views, topology, failed, domains, title)
     _write(args.svg, "--svg", picture)
     return name
 
@@ -428,7 +448,7 @@ def _topology(args: argparse.Namespace, plan: Topology | None, views: dict[str, 
 
 
 def _svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topology,
-         failed: Sequence[int], domains: bool) -> tuple[str, str]:
+         failed: Sequence[int], domains: bool, title: str = "") -> tuple[str, str]:
     """(view name, SVG text) of the view ``--view`` names (default: the first)."""
     name = args.view if args.view is not None else next(iter(views))
     if name not in views:
@@ -439,6 +459,7 @@ def _svg(args: argparse.Namespace, views: dict[str, MeshView], topology: Topolog
         raise Refused(f"--svg draws at most {MAX_SVG_CELLS:,} ranks, and view {name!r} has "
                       f"{view.size():,} per instance: choose a smaller view with --view (a "
                       "slice of it defined in the plan)")
-    return name, svg(view, host=topology.host, color_by=args.color_by, rank=args.rank,
-                     title=f"{name}: {view!r} on {topology!r}", failed=failed,
+    return name, svg(view, host=topology.host, color_by=args.color_by,
+                     rank=getattr(args, "rank", None),  # recover has no --rank
+                     title=f"{title}{name}: {view!r} on {topology!r}", failed=failed,
                      domain=topology if domains else None)

@@ -229,6 +229,7 @@ examples:
   meshlayout recover examples/recover_plan.py --fail 13 --spares 8
   meshlayout recover examples/recover_plan.py --fail-host 1 --spares 8 --format json
   meshlayout recover examples/recover_plan.py --fail 13 --horizon-s 60
+  meshlayout recover examples/recover_plan.py --fail 13 --spares 8 --svg after.svg
 
 PLAN is a Python file defining WORLD (a mesh.MeshView) and PLAN (the job's views as a
 function of its world), and may define TENSORS (the model's state: name -> mesh.Sharding over
@@ -274,6 +275,13 @@ def _recover_parser(sub: Any) -> None:
                    "way whose elements no survivor holds")
     r.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default) or json (its fields: docs/failure.md)")
+    r.add_argument("--svg", metavar="FILE", help="also write an SVG picture of one view after "
+                   "the way --way numbers, coloured by fast domain and host")
+    r.add_argument("--way", type=_args.positive, default=1, metavar="N",
+                   help="the way --svg draws: its place in the table (default 1, the cheapest)")
+    r.add_argument("--view", metavar="NAME", help="the view --svg draws (default: the first)")
+    r.add_argument("--color-by", metavar="DIM", help="colour --svg cells by their group along "
+                   "DIM instead")
 
 
 def _format_argument(p: argparse.ArgumentParser, schema: str) -> None:
