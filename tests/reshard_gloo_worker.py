@@ -14,6 +14,11 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   counts its ``batch_isend_irecv`` calls and the messages it posts to each peer (the
   function is wrapped), and each destination rank compares every tensor with the full
   tensor sliced by ``Sharding.local``, dtype included.
+- ``mismatch``: one ``reshard_state`` of two tensors from ranks 0-3 (``Shard(0)``) to ranks
+  4-7 (``Shard(0)``), each source block going to one receiver; ``x`` is float64 on every
+  source, but rank 5 is told float32 (``dtypes=``); ``y`` is right everywhere.  Every rank
+  reports what it raised (its type and message) or what it got, then all meet at a barrier
+  (a rank left waiting would hang here).
 - ``save``: a DCP checkpoint of two DTensors, ``w`` (12 x 10, ``Shard(0)`` over the 8 ranks)
   and ``m`` (8 x 8, ``(Shard(0), Shard(1))`` over (2, 4)), their values ``arange``, saved
   under ``OUT_DIR/ckpt`` (the test reads boxes of it in one process).
@@ -164,6 +169,29 @@ def _state(out_dir: str, backend: Any) -> None:
                                  "calls": calls})
 
 
+def _mismatch(out_dir: str, backend: Any) -> None:
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Shard, Sharding, reshard
+
+    rank = backend.rank
+    src, dst = MeshView.from_ranks([0, 1, 2, 3], ["a"]), MeshView.from_ranks([4, 5, 6, 7], ["b"])
+    plans = {n: reshard(Sharding(src, (Shard(0),), (8, 3)), Sharding(dst, (Shard(0),), (8, 3)))
+             for n in ("x", "y")}
+    full = torch.arange(24, dtype=torch.float64).reshape(8, 3)
+    state = {"x": full[2 * rank:2 * rank + 2].clone(),
+             "y": full[2 * rank:2 * rank + 2].float()} if rank < 4 else {}
+    dtypes = {"x": torch.float32 if rank == 5 else torch.float64, "y": torch.float32}
+    report: dict[str, Any] = {}
+    try:
+        got = reshard_state(plans, state, dtypes=dtypes)
+        report["got"] = {n: (str(v.dtype), v.tolist()) for n, v in got.items() if v is not None}
+    except Exception as e:
+        report["raised"] = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, report)
+
+
 def _save(out_dir: str, backend: Any) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
@@ -273,6 +301,8 @@ def main() -> None:
         _state(out, backend)
     elif mode == "save":
         _save(out, backend)
+    elif mode == "mismatch":
+        _mismatch(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together

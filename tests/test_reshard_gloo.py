@@ -8,6 +8,9 @@
   ``backend.reshard_state`` call: every tensor right (dtype included), one
   ``batch_isend_irecv`` per state on a rank that moves anything, at most one message each
   way per peer.
+- A receiver told another dtype than its sender holds: both raise a typed error naming the
+  tensor and the dtypes before that pair moves anything, every other pair's tensors arrive
+  right, and no rank waits (before: Gloo aborted the process on the message's length).
 - RL weight sync: a small MLP trained under (dp, tp) = (2, 2) with TP then FSDP2 (so
   ``_StridedShard``) on ranks 0-3 moves to tp = 4 on ranks 4-7 with
   ``backend.redistribute``; every parameter equals what DCP saved under the one mesh and
@@ -54,7 +57,8 @@ def test_a_whole_state_moves_in_one_batch_one_message_per_peer_and_every_tensor_
     assert not bad, bad
     assert sum(rep["checked"] for rep in reports.values()) > 6 * 40  # destination tensors
     for r, rep in reports.items():
-        assert len(rep["calls"]) <= 6, (r, len(rep["calls"]))  # at most one batch per state
+        # per state, at most two batches: the headers, then every tensor's payload
+        assert len(rep["calls"]) <= 2 * 6, (r, len(rep["calls"]))
         assert rep["calls"] and all(n == 1 for call in rep["calls"] for n in call.values()), \
             (r, rep["calls"])
     assert max(len(call) for rep in reports.values() for call in rep["calls"]) > 2
@@ -72,3 +76,25 @@ def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(tmp_path: Path) ->
         assert max(rep["vs_full"].values()) == 0.0, rep
         assert rep["local_shapes"]["0.weight"] == [8, 16]  # 32 rows over tp = 4
         assert rep["local_shapes"]["2.weight"] == [16, 8]
+
+
+def test_a_dtype_mismatch_is_a_typed_error_on_both_ranks_and_nobody_waits(
+        tmp_path: Path) -> None:
+    """Rank 5 is told ``x`` is float32; its sender, rank 1, holds float64 (``x``'s rows 2-3
+    go from rank 1 to rank 5: Shard(0) over 4 ranks to Shard(0) over 4 others)."""
+    reports = _run("mismatch", tmp_path)
+    for r, peer in ((1, 5), (5, 1)):
+        kind, text = reports[r]["raised"]
+        assert kind == "BackendConfigError", reports[r]
+        assert f"rank {r} and its peers" in text and f"rank {peer} sends" in text, text
+        assert "nothing moved between them" in text, text
+    assert "'x' as torch.float32" in reports[5]["raised"][1]
+    assert "'x' as torch.float64" in reports[1]["raised"][1]
+    full = [[3.0 * i + j for j in range(3)] for i in range(8)]
+    for r in (4, 6, 7):  # their pairs agree: both tensors arrive, right
+        got = reports[r]["got"]
+        k = r - 4
+        assert got["x"] == ["torch.float64", full[2 * k:2 * k + 2]], (r, got)
+        assert got["y"] == ["torch.float32", full[2 * k:2 * k + 2]], (r, got)
+    for r in (0, 2, 3):  # senders only: nothing to return, nothing raised
+        assert reports[r] == {"got": {}}, (r, reports[r])

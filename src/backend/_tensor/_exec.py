@@ -10,12 +10,20 @@ order, so every send meets its receive and no order between ranks can deadlock (
 
 A model's state is hundreds of tensors, and one batch each costs a round of messages each
 (200 small tensors moved one by one took 1.2-1.9 s here against 0.02-0.04 s for the same
-bytes in one message): :func:`reshard_state` posts one batch for every tensor of a state,
-at most one message each way per pair of ranks, the sender packing the bytes of the pair's
+bytes in one message): :func:`reshard_state` posts one payload batch for every tensor of a
+state, at most one message each way per pair of ranks, the sender packing the bytes of the pair's
 transfers (any dtypes) tensor by tensor in name order, box by box in each plan's order, and
 the receiver unpacking them in the same order.  Every rank computes the same message sizes
 from the same plans and dtypes.  A partial source's contributions are reduced
 at the destination, as the plan says.
+
+A receiver cannot see the sender's dtype, and a message longer than its buffer aborts the
+process on Gloo (and hangs or corrupts on NCCL), so the payload batch is preceded by a
+header batch, 32 bytes each way per peer: each side's digest of the (tensor, dtype, bytes)
+it sends and expects.  A pair whose headers disagree (a receiver told another dtype than
+the sender holds, or two ranks running different plans) moves nothing; both of its ranks
+raise a typed error once the other pairs have moved, so no rank waits for a message that
+never comes.
 """
 
 from __future__ import annotations
@@ -178,8 +186,8 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
         (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
     kinds = {n: _dtype(n, local, dtypes) for n, plan, local, (_, in_dst) in sides
              if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
-    outgoing, incoming = _packed(sides, kinds, rank)
-    received = _exchanged(outgoing, incoming, kinds, group, device)
+    outgoing, incoming, sending = _packed(sides, kinds, rank)
+    received = _exchanged(outgoing, incoming, kinds, group, device, sending)
     return {name: _assembled(plan, rank, local, received.get(name, []), kinds[name],
                             local.device if local is not None else device)
             if in_dst else None
@@ -187,44 +195,62 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
 
 
 def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
-            ) -> tuple[dict[int, list[Any]], Incoming]:
-    """What this rank sends each peer (its boxes' bytes, tensor by tensor in name order) and
-    what it receives from each (the transfers and their sizes in bytes, in the same order)."""
+            ) -> tuple[dict[int, list[Any]], Incoming, dict[int, list[tuple[str, int]]]]:
+    """What this rank sends each peer (its boxes' bytes, tensor by tensor in name order),
+    what it receives from each (the transfers and their sizes in bytes, in the same order),
+    and what it sends each, as (tensor name, bytes)."""
     import torch
 
     outgoing: dict[int, list[Any]] = {}
     incoming: Incoming = {}
+    sending: dict[int, list[tuple[str, int]]] = {}
     for name, plan, local, _ in sides:
         if name not in kinds:
             continue  # this rank neither holds, sends nor receives any of it
         size = torch.empty((), dtype=kinds[name]).element_size()
         for t in plan.sends(rank):
             parts = [local[plan.src.local_slices(rank, box)].reshape(-1) for box in t.boxes]
-            outgoing.setdefault(t.dest, []).append(
-                torch.cat(parts).contiguous().view(torch.uint8))
+            payload = torch.cat(parts).contiguous().view(torch.uint8)
+            outgoing.setdefault(t.dest, []).append(payload)
+            sending.setdefault(t.dest, []).append((name, payload.numel()))
         for t in plan.receives(rank):
             incoming.setdefault(t.source, []).append((name, t, t.elements * size))
-    return outgoing, incoming
+    return outgoing, incoming, sending
 
 
 def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mapping[str, Any],
-               group: Any, device: Any) -> dict[str, list[tuple[Any, Any]]]:
-    """One ``batch_isend_irecv``, one message each way per peer; each tensor's received
-    pieces, as (transfer, values)."""
+               group: Any, device: Any, sending: Mapping[int, list[tuple[str, int]]]
+               ) -> dict[str, list[tuple[Any, Any]]]:
+    """Two ``batch_isend_irecv``, each one message each way per peer: the headers (what each
+    side sends the other and expects from it: a digest of the tensor names, dtypes and
+    byte counts, and the byte count), then the payloads of the pairs whose headers agree.
+    A pair that disagrees moves nothing, and both of its ranks raise
+    :class:`~backend.BackendConfigError` naming the tensors, the dtype here and the bytes
+    there, after the other pairs moved (so no rank waits on a refusal); each tensor's
+    received pieces, as (transfer, values)."""
     import torch
     import torch.distributed as dist
 
+    expecting = {peer: [(name, kinds[name], n) for name, _, n in got]
+                 for peer, got in incoming.items()}
+    bad = _headers(sending, expecting, kinds, group)
     ops, inbox = [], []
     for peer in sorted(outgoing):
-        ops.append(dist.P2POp(dist.isend, torch.cat(outgoing[peer]), peer, group))
+        if peer not in bad:
+            ops.append(dist.P2POp(dist.isend, torch.cat(outgoing[peer]), peer, group))
     for peer in sorted(incoming):
-        buf = torch.empty(sum(n for _, _, n in incoming[peer]), dtype=torch.uint8,
-                          device=device)
-        inbox.append((peer, buf))
-        ops.append(dist.P2POp(dist.irecv, buf, peer, group))
+        if peer not in bad:
+            buf = torch.empty(sum(n for _, _, n in incoming[peer]), dtype=torch.uint8,
+                              device=device)
+            inbox.append((peer, buf))
+            ops.append(dist.P2POp(dist.irecv, buf, peer, group))
     if ops:
         for work in dist.batch_isend_irecv(ops):
             work.wait()
+    if bad:
+        raise BackendConfigError("reshard_state: rank " + str(dist.get_rank()) + " and its "
+                                 "peers disagree on what moves (nothing moved between them): "
+                                 + "; ".join(bad[p] for p in sorted(bad)))
     received: dict[str, list[tuple[Any, Any]]] = {}
     for peer, buf in inbox:
         at = 0
@@ -232,3 +258,57 @@ def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mappin
             received.setdefault(name, []).append((t, buf[at:at + n].clone().view(kinds[name])))
             at += n
     return received
+
+
+_HEADER = 4
+"""int64s in a header: digest and bytes of what this side sends, then of what it expects."""
+
+
+def _digest(items: list[tuple[str, Any, int]]) -> int:
+    """A 63-bit digest of (tensor name, dtype, bytes) items, the same on every rank."""
+    import hashlib
+
+    text = "|".join(f"{name}:{kind}:{n}" for name, kind, n in items).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
+
+
+def _headers(sending: Mapping[int, list[tuple[str, int]]],
+             expecting: Mapping[int, list[tuple[str, Any, int]]], kinds: Mapping[str, Any],
+             group: Any) -> dict[int, str]:
+    """Exchange headers with every peer this rank sends to or receives from (one batch);
+    the peers whose header disagrees with this rank's, each with the disagreement in
+    words.  Both ranks of a pair compare the same two pairs of numbers, so both find it."""
+    import torch
+    import torch.distributed as dist
+
+    peers = sorted(set(sending) | set(expecting))
+    if not peers:
+        return {}
+    mine, theirs, ops = {}, {}, []
+    for peer in peers:
+        out = [(name, kinds[name], n) for name, n in sending.get(peer, [])]
+        wanted = list(expecting.get(peer, []))
+        mine[peer] = (out, wanted)
+        header = torch.tensor([_digest(out), sum(n for *_, n in out), _digest(wanted),
+                               sum(n for *_, n in wanted)], dtype=torch.int64)
+        theirs[peer] = torch.empty(_HEADER, dtype=torch.int64)
+        ops += [dist.P2POp(dist.isend, header, peer, group),
+                dist.P2POp(dist.irecv, theirs[peer], peer, group)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+    bad = {}
+    for peer in peers:
+        out, wanted = mine[peer]
+        sends, sent, expects, expected = theirs[peer].tolist()
+        if sends != _digest(wanted) or expects != _digest(out):
+            bad[peer] = (f"rank {peer} sends {sent} bytes here and expects {expected}; this "
+                         f"rank expects {_shown(wanted)} from it and sends {_shown(out)} (a "
+                         "dtype, or the plan, differs between the two)")
+    return bad
+
+
+def _shown(items: list[tuple[str, Any, int]]) -> str:
+    if not items:
+        return "nothing"
+    listed = ", ".join(f"{name!r} as {kind} ({n} bytes)" for name, kind, n in items[:4])
+    return listed + (f" and {len(items) - 4} more" if len(items) > 4 else "")
