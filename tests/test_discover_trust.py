@@ -11,6 +11,7 @@ random store contents and checks the same law.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -155,7 +156,10 @@ def test_one_malformed_run_record_is_one_typed_error_on_every_rank_at_once(line,
 
 
 @pytest.mark.parametrize(("key", "value", "words"), [
-    ("n", b"2", "counted 5 of 4 ranks"),
+    # 2 planted: the rank counting 4 builds from the lines there so far; whichever fault is
+    # first: a rank counting 5 or 6, a rank the early machine misplaces, or no line of rank 0
+    ("n", b"2", r"counted [56] of 4 ranks|count at '\S+/n' let the machine be built|no run "
+                r"starts at rank 0"),
     ("n", b"junk", "is not a counter"),
     ("checked", b"3", "counted 3 of 4 ranks"),
     ("r/2", Digest("0" * 12, "0" * 12, 0).encode(), "held b'1:000000000000"),
@@ -168,7 +172,7 @@ def test_a_stale_or_planted_key_is_one_typed_error_on_every_rank(key, value, wor
     """Planted counters, digests and verdicts: never a split, never a hang."""
     out, took = _run({key: value})
     e = _same(out, took)
-    assert isinstance(e, DiscoveryError) and words in str(e), e
+    assert isinstance(e, DiscoveryError) and re.search(words, str(e)), e
 
 
 def test_a_rank_that_never_arrives_is_named_by_all_at_the_timeout() -> None:

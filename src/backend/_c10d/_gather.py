@@ -273,7 +273,9 @@ class Gather:
                                "line (a peer writing this call's keys while it runs)", None,
                                self.key("answer")))
         return _Stop(Fault(f"the answer {what}: a line of {runs!r} that rank {self.rank} did "
-                           "not write places it (a stale or planted line)", None, runs))
+                           "not write places it (a stale or planted line; or a stale or planted "
+                           f"count at {self.key('n')!r} let the machine be built before every "
+                           "rank's line was there)", None, runs))
 
     def adopt(self) -> Topology:
         """Step 6: what the verdict says, on every rank alike.  A machine only if this rank
