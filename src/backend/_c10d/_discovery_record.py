@@ -187,8 +187,8 @@ class RunLine:
 
 def _clip(text: str, most: int) -> str:
     """``text`` as one line of at most ``most`` characters (what the reader accepts)."""
-    text = text.replace("\n", " ")
-    return text if len(text) <= most else text[:most - 25] + " ... (cut to fit a record)"
+    text, cut = text.replace("\n", " "), " ... (cut to fit a record)"
+    return text if len(text) <= most else text[:most - len(cut)] + cut
 
 
 def _clip_reason(reason: str) -> str:
