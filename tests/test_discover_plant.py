@@ -230,6 +230,29 @@ def test_a_line_planted_as_rank_99_names_the_line(clean) -> None:
     assert "rank 99's" not in str(e)
 
 
+def test_a_digest_planted_as_rank_1_claiming_device_99_is_not_blamed_on_rank_1(clean) -> None:
+    """Rank 2 read it as rank 1's ("(rank 1's): the local rank 99 is past the world"); now
+    rank 1 says its key held a value before it wrote, or rank 2 says the value only claims
+    to be rank 1's, whichever is first."""
+    kind, written = clean
+    claim = written["r/1"].rsplit(b":", 1)[0] + b":99"
+    out, took = _run(kind, {"r/1": claim})
+    e = str(_alike(out, took, T_S))
+    assert f"key '{NS}/r/1' held b'1:" in e or f"key '{NS}/r/1' (claimed as rank 1's): the " \
+        "local rank 99 is past the world" in e, e
+    assert "rank 1's local rank" not in e
+
+
+def test_a_rank_whose_device_is_past_the_world_fails_every_rank_naming_it(clean) -> None:
+    kind, _ = clean
+    records = _records()
+    records[1] = DiscoveryRecord.of("n0", local_rank=99)
+    out, took = _run(kind, {}, records=records)
+    e = str(_alike(out, took, T_S))
+    assert "rank 1's local rank 99 is past the world" in e or \
+        f"key '{NS}/r/1' (claimed as rank 1's): the local rank 99 is past the world" in e, e
+
+
 def test_a_digest_planted_for_an_absent_rank_says_how_many_counted(clean) -> None:
     """The planted digest cannot be told from one rank 3 wrote before stopping: the error
     says so and how many ranks counted themselves (it named nobody and blamed a counter)."""

@@ -22,7 +22,7 @@ known, the rank that wrote it.  The protocol that writes them is in ``_discover`
 ...     Digest.read(b"1:0123456789ab:ba9876543210:9", "ns/r/2", 8)
 ... except DiscoveryError as e:
 ...     print(e)
-key 'ns/r/2' (rank 2's): the local rank 9 is past the world (valid: 0 <= local rank < 8 or '-')
+key 'ns/r/2' (claimed as rank 2's): the local rank 9 is past the world (valid: 0 <= local rank < 8 or '-')
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def sha(raw: bytes) -> str:
 
 
 def _bad(key: str, writer: int | None, why: str) -> DiscoveryError:
-    who = f" (rank {writer}'s)" if writer is not None else ""
+    """The error of a bad value at ``key``; ``writer``: the rank it claims to be from (a
+    claim: the store is not trusted, and a value planted as that rank's reads alike)."""
+    who = f" (claimed as rank {writer}'s)" if writer is not None else ""
     return DiscoveryError(f"key {key!r}{who}: {why}")
 
 

@@ -191,7 +191,12 @@ class Gather:
         held = bytes(self.store.compare_set(own, "", mine))
         if held != mine:
             raise _Stop(Fault(f"key {own!r} held {held[:40]!r} before rank {self.rank} wrote "
-                              "its digest (a stale or planted value)", self.rank, own))
+                              "its digest (a stale or planted value)", None, own))
+        local = self.digest.local_rank
+        if local is not None and local >= self.world:  # its neighbour refuses it too
+            raise _Stop(Fault(f"rank {self.rank}'s local rank {local:,} is past the world "
+                              f"(valid: 0 <= local rank < {self.world:,}): its LOCAL_RANK or "
+                              "record is wrong", self.rank, own))
         self.early = bool(self.store.check([self.key("answer")]))
         if self.rank:
             key = self.key(f"r/{self.rank - 1}")
