@@ -22,7 +22,8 @@ known, the rank that wrote it.  The protocol that writes them is in ``_discover`
 ...     Digest.read(b"1:0123456789ab:ba9876543210:9", "ns/r/2", 8)
 ... except DiscoveryError as e:
 ...     print(e)
-key 'ns/r/2' (claimed as rank 2's): the local rank 9 is past the world (valid: 0 <= local rank < 8 or '-')
+key 'ns/r/2' (claimed as rank 2's): the local rank 9 is past the world
+(valid: 0 <= local rank < 8 or '-')
 """
 
 from __future__ import annotations
