@@ -210,6 +210,39 @@ def test_a_rank_that_stops_after_publishing_is_named_and_fails_alike_when_it_goe
     assert str(out[3]) == str(e)
 
 
+class _StallsBuilding:
+    """A rank's connection on which the last rank to arrive stops before it builds the
+    machine (its read of the runs waits until ``go`` is set)."""
+
+    def __init__(self, store: Any, go: threading.Event) -> None:
+        self._store, self._go = store, go
+
+    def get(self, key: str) -> Any:
+        if key.endswith("/runs"):
+            self._go.wait(ABSENT_T_S + SLACK_S + 30)
+        return self._store.get(key)
+
+    def __getattr__(self, op: str) -> Any:
+        return getattr(self._store, op)
+
+
+def test_the_last_rank_stopping_before_it_writes_the_answer_is_told(clean) -> None:
+    """Every digest and count is there, but no answer: the error says the last to arrive
+    stopped (it said a rank stopped or a counter was planted), and the last rank, going on,
+    fails with the others."""
+    kind, _ = clean
+    go = threading.Event()
+    with _connections(kind) as (_, stores):
+        timer = threading.Timer(ABSENT_T_S + 1.0, go.set)
+        timer.start()
+        out, took = _call([_StallsBuilding(s, go) for s in stores], ABSENT_T_S)
+        timer.join()
+    assert sorted(out) == [0, 1, 2, 3]
+    e = _alike(out, {r: t for r, t in took.items() if t < ABSENT_T_S + 1.0}, ABSENT_T_S)
+    assert "though every rank wrote its digest and counted itself" in str(e)
+    assert "the last to arrive, which writes the answer, stopped before it did" in str(e)
+
+
 # ---- item 7: the error names the culprit ----------------------------------------------------
 def test_a_line_planted_as_rank_1_is_blamed_on_the_line_not_on_rank_1(clean) -> None:
     """Rank 1 continues rank 0's run and writes no line; a line planted as rank 1 misplaces
@@ -259,7 +292,7 @@ def test_a_digest_planted_for_an_absent_rank_says_how_many_counted(clean) -> Non
     kind, written = clean
     out, took = _run(kind, {"r/3": written["r/3"]}, ABSENT_T_S, absent=(3,))
     e = _alike(out, took, ABSENT_T_S)
-    assert f"3 of 4 counted themselves in '{NS}/n'" in str(e)
+    assert f"but 3 of 4 counted themselves in '{NS}/n'" in str(e)
     assert "a digest was written before the call for a rank that never came" in str(e)
 
 

@@ -353,6 +353,7 @@ class Gather:
     def _late(self, key: str) -> Fault:
         """The fault of a wait past the deadline: the ranks that did not check the answer
         (waiting for the verdict), else those whose digest is absent."""
+        every = None
         if self.nonce is not None:
             keys = [self._checked_mark(r) for r in range(self.world)]
             did = (f"did not check the answer within {self.timeout:g} s (stopped or killed "
@@ -363,24 +364,28 @@ class Gather:
             did = (f"did not arrive within {self.timeout:g} s: every rank of the world must "
                    "call discover_topology (or bind with expect_intra_*) the same number of "
                    "times")
-            every = (f"wrote its digest, and {self._counted()} counted themselves in "
-                     f"{self.key('n')!r}: a rank stopped between the two, or a digest was "
-                     "written before the call for a rank that never came (the two cannot be "
-                     "told apart)")
         absent = _absent(self.store, keys)
         if not absent:
             return Fault(f"no value at {key!r} within {self.timeout:g} s, though every rank "
-                         f"{every}", None, key)
+                         f"{every or self._uncounted()}", None, key)
         more = " (at least; the first named)" if len(absent) >= _MOST_NAMED else ""
         return Fault(f"rank{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))}"
                      f"{more} {did}", absent[0], keys[absent[0]])
 
-    def _counted(self) -> str:
-        """How many of the world counted themselves, for a message after a timeout."""
+    def _uncounted(self) -> str:
+        """Why no answer came though every rank's digest is there, from the count at
+        ``ns/n`` (a message after a timeout)."""
+        key = self.key("n")
         try:
-            return f"{int(self.store.add(self.key('n'), 0)):,} of {self.world:,}"
+            n = int(self.store.add(key, 0))
         except Exception:  # not a counter: its own fault, named where it is read
-            return "not all"
+            return f"wrote its digest ({key!r} is not a counter)"
+        if n == self.world:
+            return (f"wrote its digest and counted itself in {key!r}: the last to arrive, "
+                    "which writes the answer, stopped before it did")
+        return (f"wrote its digest, but {n:,} of {self.world:,} counted themselves in {key!r}: "
+                "a rank stopped between the two, or a digest was written before the call for "
+                "a rank that never came (the two cannot be told apart)")
 
     def _fail(self, fault: Fault) -> None:
         """Write ``fault`` as the answer (waking the ranks that wait for one) and as the
