@@ -129,7 +129,7 @@ def test_a_clean_run_writes_the_keys_the_plants_use(clean) -> None:
     _, written = clean
     nonce = Answer.read(written["answer"], f"{NS}/answer", NS, 4).nonce
     assert NS == "meshlayout/topo/job.0/0" and set(written) == {
-        "r/0", "r/1", "r/2", "r/3", "runs", "n", "answer", "checked", "verdict",
+        "r/0", "r/1", "r/2", "r/3", "runs", "n", "answer", f"checked/{nonce}", "verdict",
         *(f"ok/{nonce}/{r}" for r in range(4))}
     assert Verdict.read(written["verdict"], "v", NS, 4).answer == sha(written["answer"])
 
@@ -141,20 +141,22 @@ def _forged_with_verdict() -> dict[str, bytes]:
     return {"answer": forged, "verdict": Verdict(NS, 4, sha(forged), None).encode()}
 
 
-def _replayed(*keys: str, **counts: int) -> Callable[[dict[str, bytes]], dict[str, bytes]]:
-    """The clean run's values of ``keys``, and counters set to ``counts``."""
-    return lambda clean: {**{k: clean[k] for k in keys},
-                          **{k: str(n).encode() for k, n in counts.items()}}
+def _replayed(*parts: str, n: int | None = None
+              ) -> Callable[[dict[str, bytes]], dict[str, bytes]]:
+    """The clean run's values of the keys whose first part is one of ``parts``, and the
+    arrival count ``n`` set to ``n``."""
+    return lambda clean: {**{k: v for k, v in clean.items() if k.split("/")[0] in parts},
+                          **({} if n is None else {"n": str(n).encode()})}
 
 
 PLANTS: dict[str, Callable[[dict[str, bytes]], dict[str, bytes]]] = {
     "a forged machine and a verdict naming it": lambda clean: _forged_with_verdict(),
     "the answer and verdict of an earlier run of this call": _replayed("answer", "verdict"),
-    "those, and counters that three ranks fill": _replayed("answer", "verdict", n=1,
-                                                           checked=1),
+    "those, and a count that three ranks fill": _replayed("answer", "verdict", n=1),
     "a count that three ranks fill, so the machine is built": _replayed(n=1),
-    "that, and a check count that three ranks fill": _replayed(n=1, checked=1),
-    "every key of an earlier run of this call": lambda clean: dict(clean),
+    "that, and the earlier run's marks and check count": _replayed("ok", "checked", n=1),
+    "every key of an earlier run of this call": _replayed(*"r runs n answer checked ok "
+                                                          "verdict".split()),
 }
 
 

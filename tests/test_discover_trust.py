@@ -161,7 +161,6 @@ def test_one_malformed_run_record_is_one_typed_error_on_every_rank_at_once(line,
     ("n", b"2", r"counted [56] of 4 ranks|count at '\S+/n' let the machine be built|no run "
                 r"starts at rank 0"),
     ("n", b"junk", "is not a counter"),
-    ("checked", b"3", "counted 3 of 4 ranks"),
     ("r/2", Digest("0" * 12, "0" * 12, 0).encode(), "held b'1:000000000000"),
     ("verdict", b"{}", "is not a version-1 record"),
     ("verdict", Verdict(NS, 4, "0" * 64, None).encode(), "names a machine that not every rank"),

@@ -21,7 +21,7 @@ and the verdict counts every rank's check, before all adopt it: the same machine
 same :class:`~backend.DiscoveryError` naming the rank or key at fault (a rank that did not
 check, the key or line that was planted).  A value planted in the store before the call can
 fail it, never pass it with a rank absent or unchecked (``_gather``'s threat model).
-Store calls per rank: 10 to 16, whatever the world; bytes read: a digest, the topology's
+Store calls per rank: 10 to 15, whatever the world; bytes read: a digest, the topology's
 compact data (a run per host only where hosts are not regular, the host names as a Slurm
 host list) and the verdict.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
 """
@@ -265,7 +265,7 @@ def gather(store: Any, rank: int, world_size: int, record: DiscoveryRecord, time
 def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = None,
                       timeout: timedelta | float | None = None) -> Topology:
     """The job's machine as a :class:`mesh.Topology`: every rank's host, device and fast
-    domain, gathered through torch's default store (see the module's docs: at most 16 store
+    domain, gathered through torch's default store (see the module's docs: at most 15 store
     calls per rank, whatever the world).  Collective: every rank of the world calls it (``bind``
     with ``expect_intra_*`` does), in the same order as its other discoveries.
 

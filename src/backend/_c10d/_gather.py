@@ -16,14 +16,15 @@ measured on this rank's monotonic clock from the call's start):
 2. (``r > 0``) ``wait`` + ``get`` of ``ns/r/<r - 1>``: rank ``r`` starts a run of ranks
    unless it continues that one; a run's first rank ``append``-s its :class:`RunLine`;
 3. ``add(ns/n, 1)``: the rank that makes it ``W`` reads ``ns/runs``, builds the machine
-   (``Topology.from_runs``), makes sure ``ns/checked`` counts nothing yet (``add`` of 0)
-   and writes ``ns/answer`` once (``compare_set``), with a fresh random nonce;
+   (``Topology.from_runs``) and writes ``ns/answer`` once (``compare_set``), with a fresh
+   random nonce;
 4. every rank ``wait`` + ``get``-s the answer and checks it against what it knows: that it
    was not early, its hostname, its device, and whether it shares a host and a domain with
    rank ``r - 1`` (their digests).  Every boundary between hosts and domains in rank order
    is so checked by the rank after it, and every rank's name and device by itself;
-5. ``set(ns/ok/<nonce>/<r>)`` (its mark: it checked that answer) and ``add(ns/checked,
-   1)``: the rank that makes it ``W`` writes ``ns/verdict`` once: the answer's SHA-256;
+5. ``set(ns/ok/<nonce>/<r>)`` (its mark: it checked that answer) and
+   ``add(ns/checked/<nonce>, 1)``: the rank that makes it ``W`` writes ``ns/verdict`` once:
+   the answer's SHA-256;
 6. every rank ``wait``-s for the verdict until ``T`` and ``get``-s it.  It adopts a machine
    only if it checked that answer itself and the verdict names it; a verdict's fault,
    otherwise.
@@ -38,29 +39,29 @@ at fault, within ``T`` plus :data:`SLACK_S` (store latency: the verdict is there
 written at the first rank's ``T`` at the latest).  A rank that stops after publishing (a
 ``SIGSTOP``, a ``SIGKILL``) is named by the others at their ``T`` as the rank that did not
 check; if it resumes, it finds their verdict and fails with the same error.  Store calls per
-rank on the success path: 10 to 16 (11 for most; 8 to 14, 9 for most, before the marks and
-the check of step 1: issue 44), the first rank of a run, the last to arrive and the last to
-check making one to three more, whatever ``W``; bytes read: a digest, the answer (the
-topology's compact data) and the verdict.
+rank on the success path: 10 to 15, whatever ``W``: 11 for most, the first rank of a run
+making one more (an ``append``), the last to arrive two (a ``get`` and a ``compare_set``),
+the last to check one (8 to 14, 9 for most, before the marks and the check of step 1: issue
+44); bytes read: a digest, the answer (the topology's compact data) and the verdict.
 
 **Threat model.**  The store is shared and unauthenticated.  A peer (an earlier job or
 attempt, a misbehaving process) may have written *any* key before the call, with any bytes.
 Such a value never makes ranks disagree and never passes the call with a rank absent or
 unchecked: every key this call writes is written once (the first value wins for every
-reader), every value is read by one strict, bounded reader (a bad one is a typed error
-naming the key), an answer there before a rank counted itself is refused by that rank (as
-every rank sees a value written before the call, all refuse it), the machine carries a
-nonce drawn after every rank counted itself, so no verdict written before the call can name
-it, and ``ns/checked`` reads 0 when the machine is written, so it reaches ``W`` only once
-every rank checked that machine; a rank adopts a machine only if it checked it and the
-verdict names it.  So a pre-planted value can make the call fail (the same error on every
-rank, naming the key, or the line of ``ns/runs`` that misplaced a rank), never pass it with
-a rank absent, nor hang it past ``T`` plus the slack.  What it cannot do either: hide a rank
-that stopped after publishing (its mark is under the nonce).  What it *can* do: fail the
-call at will, with a fault verdict of its own words (every rank then fails with them); make
-the error of a rank absent from the start unnamed (a digest planted for that rank looks like
-one it wrote before stopping: the error then says how many ranks counted themselves, not
-which did not).  And a peer that writes well-formed values of this very call while it runs,
+reader); every value is read by one strict, bounded reader (a bad one is a typed error
+naming the key); an answer there before a rank counted itself is refused by that rank (and
+every rank sees a value written before the call, so all refuse it); the machine carries a
+nonce drawn once every rank counted itself, which no value written before the call can
+name: not a verdict, not a mark, not the count of checks (``ns/checked/<nonce>``, which so
+reaches ``W`` only once every rank checked that machine); and a rank adopts a machine only
+if it checked it itself and the verdict names it.  So a pre-planted value can make the call
+fail (the same error on every rank, naming the key, or the line of ``ns/runs`` that
+misplaced a rank), never pass it with a rank absent, nor hang it past ``T`` plus the slack,
+nor hide a rank that stopped after publishing.  What it *can* do: fail the call at will,
+with a fault verdict of its own words (every rank then fails with them); and leave the
+error of a rank absent from the start unnamed (a digest planted for that rank looks like one
+it wrote before stopping: the error then says how many ranks counted themselves, not which
+did not).  And a peer that writes well-formed values of this very call while it runs,
 racing the ranks (it can then read every record and the nonce), can make the ranks adopt a
 machine that agrees with every rank's own checks but differs elsewhere (say, two far-apart
 hosts put in one domain) — an unauthenticated store cannot prevent that, as such a peer
@@ -216,7 +217,6 @@ class Gather:
         except (MeshError, DiscoveryError) as e:
             raise _Stop(Fault("the ranks' records do not make one machine: "
                               + show_error(e).split(": ", 1)[-1], None, key)) from None
-        self._count("checked", 0)  # no rank counts before the answer: a count is planted
         raw = Answer(self.ns, self.world, topo.to_dict(), None, secrets.token_hex(8)).encode()
         self.store.compare_set(self.key("answer"), "", raw)
 
@@ -236,7 +236,7 @@ class Gather:
         self._verify(topo)
         self.answer, self.nonce = answer_raw, answer.nonce
         self.store.set(self._checked_mark(self.rank), b"1")
-        if self._count("checked") == self.world:
+        if self._count(f"checked/{self.nonce}") == self.world:
             raw = Verdict(self.ns, self.world, sha(self.answer), None).encode()
             self.store.compare_set(self.key("verdict"), "", raw)
 
@@ -336,16 +336,15 @@ class Gather:
         self._raw = bytes(self.store.get(key))
         return read(self._raw)
 
-    def _count(self, name: str, amount: int = 1) -> int:
-        """``add(ns/<name>, amount)``, strictly: a count of this call's ranks (``amount`` 0:
-        the builder's look before any rank counts: it must read 0)."""
+    def _count(self, name: str) -> int:
+        """``add(ns/<name>, 1)``, strictly: a count of this call's ranks."""
         key = self.key(name)
         try:
-            n = int(self.store.add(key, amount))
+            n = int(self.store.add(key, 1))
         except Exception as e:  # a value that is no int: ValueError, IndexError, torch's
             raise _Stop(Fault(f"key {key!r} is not a counter ({str(e)[:100]}): a stale or "
                               "planted value", None, key)) from None
-        if not amount <= n <= self.world * amount:
+        if not 1 <= n <= self.world:
             raise _Stop(Fault(f"key {key!r} counted {n:,} of {self.world:,} ranks: it held a "
                               "value before this call (a stale or planted counter)", None, key))
         return n
