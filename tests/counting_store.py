@@ -7,7 +7,7 @@ a connection) is not counted.  ``calls`` counts store
 round trips by operation; ``keys`` counts the keys each call touched (store-side work), and
 ``widest`` is the most keys one call touched; ``bytes_read`` and ``bytes_written`` count the
 values a rank got (``get``, ``multi_get``) and sent (``set``, ``append``, ``compare_set``,
-``multi_set``).
+``multi_set``); ``written`` holds the keys it wrote (those and ``add``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class CountingStore:
         self.calls: Counter[str] = Counter() if of is None else of.calls
         self.keys: Counter[str] = Counter() if of is None else of.keys
         self.bytes: Counter[str] = Counter() if of is None else of.bytes
+        self.written: set[str] = set() if of is None else of.written
         self._lock = threading.Lock() if of is None else of._lock
 
     def clone(self) -> CountingStore:
@@ -67,6 +68,8 @@ class CountingStore:
             self._count(op, len(first) if isinstance(first, list) else 1)
             out = method(*args)
             with self._lock:
+                if op in ("set", "append", "compare_set", "multi_set", "add"):
+                    self.written.update(first if isinstance(first, list) else [first])
                 if op in ("set", "append", "compare_set", "multi_set"):
                     self.bytes["written"] += sum(_size(a) for a in args[1:])
                 elif op in ("get", "multi_get"):

@@ -159,9 +159,9 @@ def test_a_world_of_64_on_16_hosts_in_racks_of_4_costs_each_rank_a_few_calls() -
     assert all(t == expected for t in found.values()) and len(found) == 64
     assert found[0].host_name(15) == "node15"
     calls = sorted(s.total() for s in stores.values())
-    # 9 for most (rank 0, which reads no neighbour, 8); a run's first rank, the last to
-    # arrive and the last to check (any rank, as threads are scheduled) make up to 3 more
-    assert calls[0] >= 8 and calls[len(calls) // 2] == 9 and calls[-1] <= 14
+    # 11 for most (rank 0, which reads no neighbour, 10); a run's first rank (1), the last to
+    # arrive (2) and the last to check (1; any rank, as threads are scheduled) make up to 4 more
+    assert calls[0] >= 10 and calls[len(calls) // 2] == 11 and calls[-1] <= 15
     # bytes read: the neighbour's digest, the topology's compact data and the verdict, the
     # same for every rank but the last to arrive, which also reads the 16 runs once
     reads = sorted(s.bytes_read for r, s in stores.items() if r)

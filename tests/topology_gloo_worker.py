@@ -74,7 +74,7 @@ def _discover(out_dir: str) -> None:
     # every rank must end alike, with the same typed error
     forged = Topology.from_hosts(["node0"] * 8).to_dict()
     planted = {"forged answer": ("answer", Answer(namespace(_CALLS.upcoming), 8, forged,
-                                                  None).encode()),
+                                                  None, "0123456789abcdef").encode()),
                "junk run record": ("runs", b"junk\n"),
                "stale counter": ("n", b"3")}
     out["planted"] = {}

@@ -16,12 +16,14 @@ model; the records it writes: ``_discovery_record``).  Ranks on one host are usu
 consecutive, so the world is told as *runs*: consecutive ranks on one host, at consecutive
 devices, in one domain; a run's first rank writes its whole record, every other rank only a
 33-byte digest its neighbour compares.  The last rank to arrive builds the machine
-(``Topology.from_runs``); every rank checks it against its own record and its neighbour's
-before all adopt the one verdict: the same machine, or the same
-:class:`~backend.DiscoveryError` naming the rank or key at fault.  Store calls per rank: 8
-to 14, whatever the world; bytes read: a digest, the topology's compact data (a run per
-host only where hosts are not regular, the host names as a Slurm host list) and the
-verdict.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
+(``Topology.from_runs``); every rank checks it against its own record and its neighbour's,
+and the verdict counts every rank's check, before all adopt it: the same machine, or the
+same :class:`~backend.DiscoveryError` naming the rank or key at fault (a rank that did not
+check, the key or line that was planted).  A value planted in the store before the call can
+fail it, never pass it with a rank absent or unchecked (``_gather``'s threat model).
+Store calls per rank: 10 to 15, whatever the world; bytes read: a digest, the topology's
+compact data (a run per host only where hosts are not regular, the host names as a Slurm
+host list) and the verdict.  ``bench/discover_scale.py`` counts both at 131,072 ranks.
 """
 
 from __future__ import annotations
@@ -71,13 +73,19 @@ class _Calls:
 
 _CALLS = _Calls()
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_MOST_TEXT = 255  # a hostname (DNS allows 253), a domain or Slurm address
 _CACHE: weakref.WeakKeyDictionary[Any, Topology] = weakref.WeakKeyDictionary()
 
 
 def _text(value: object, what: str, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or (not value and not empty) or "\n" in value:
-        raise BackendConfigError(f"{what} must be a {'' if empty else 'non-empty '}str without "
-                                 f"newlines, got {show(value)}")
+    """``value``, a str of at most :data:`_MOST_TEXT` characters without newlines (what the
+    records' readers take: a longer one would fail every rank, naming nobody)."""
+    if not isinstance(value, str) or (not value and not empty) or "\n" in value or \
+            len(value) > _MOST_TEXT:
+        raise BackendConfigError(f"{what} must be a {'' if empty else 'non-empty '}str of at "
+                                 f"most {_MOST_TEXT} characters without newlines, got "
+                                 f"{show(value)}" + (f" ({len(value):,} characters)"
+                                                     if isinstance(value, str) else ""))
     return str(value)
 
 
@@ -257,7 +265,7 @@ def gather(store: Any, rank: int, world_size: int, record: DiscoveryRecord, time
 def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = None,
                       timeout: timedelta | float | None = None) -> Topology:
     """The job's machine as a :class:`mesh.Topology`: every rank's host, device and fast
-    domain, gathered through torch's default store (see the module's docs: at most 10 store
+    domain, gathered through torch's default store (see the module's docs: at most 15 store
     calls per rank, whatever the world).  Collective: every rank of the world calls it (``bind``
     with ``expect_intra_*`` does), in the same order as its other discoveries.
 

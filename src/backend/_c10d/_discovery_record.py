@@ -7,8 +7,11 @@ known, the rank that wrote it.  The protocol that writes them is in ``_discover`
   host and fast domain as two 12-hex-digit hashes, and its local rank (``-``: unknown);
 - :class:`RunLine` (one line of ``<ns>/runs`` per run of ranks): the full record of the
   rank that starts a run;
-- :class:`Answer` (``<ns>/answer``, written once): the machine's ``Topology.to_dict()`` data,
-  or the fault that stopped the call;
+- :class:`Answer` (``<ns>/answer``, written once): the machine's ``Topology.to_dict()`` data
+  with a fresh random nonce (so no value written before the call can name it), or the fault
+  that stopped the call;
+- ``<ns>/ok/<nonce>/<rank>``: a rank's mark that it checked the answer of that nonce (its
+  presence is all it says; only read to name who did not check);
 - :class:`Verdict` (``<ns>/verdict``, written once): what every rank adopts: the answer
   (by its SHA-256) or a :class:`Fault`.
 
@@ -19,7 +22,8 @@ known, the rank that wrote it.  The protocol that writes them is in ``_discover`
 ...     Digest.read(b"1:0123456789ab:ba9876543210:9", "ns/r/2", 8)
 ... except DiscoveryError as e:
 ...     print(e)
-key 'ns/r/2' (rank 2's): the local rank 9 is past the world (valid: 0 <= local rank < 8 or '-')
+key 'ns/r/2' (claimed as rank 2's): the local rank 9 is past the world
+(valid: 0 <= local rank < 8 or '-')
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ MOST_ANSWER_BYTES = 1 << 24
 """The largest answer read (as the largest topology file the command reads)."""
 
 _HEX12 = re.compile(r"[0-9a-f]{12}")
+_NONCE = re.compile(r"[0-9a-f]{16}")
 _MOST_TEXT = 256  # a hostname, a domain label, a call's namespace
 _MOST_REASON = 2000
-_MOST_LINE = 1024
+_MOST_LINE = 4096  # a line of the longest texts a DiscoveryRecord takes, each escaped
 
 
 def sha(raw: bytes) -> str:
@@ -57,7 +62,9 @@ def sha(raw: bytes) -> str:
 
 
 def _bad(key: str, writer: int | None, why: str) -> DiscoveryError:
-    who = f" (rank {writer}'s)" if writer is not None else ""
+    """The error of a bad value at ``key``; ``writer``: the rank it claims to be from (a
+    claim: the store is not trusted, and a value planted as that rank's reads alike)."""
+    who = f" (claimed as rank {writer}'s)" if writer is not None else ""
     return DiscoveryError(f"key {key!r}{who}: {why}")
 
 
@@ -160,7 +167,8 @@ class RunLine:
         return cls(rank, _text(host, where, "the host's identity", rank, most=64),
                    _text(hostname, where, "the hostname", rank),
                    None if local is None else _index(local, where, "local rank", world, rank),
-                   None if domain is None else _text(domain, where, "the domain", rank))
+                   None if domain is None else _text(domain, where, "the domain", rank,
+                                                     most=_MOST_TEXT + 16))
 
     @classmethod
     def read_all(cls, raw: bytes, key: str, world: int) -> list[RunLine]:
@@ -180,13 +188,28 @@ class RunLine:
         return lines
 
 
+def _clip(text: str, most: int) -> str:
+    """``text`` as one line of at most ``most`` characters (what the reader accepts)."""
+    text, cut = text.replace("\n", " "), " ... (cut to fit a record)"
+    return text if len(text) <= most else text[:most - len(cut)] + cut
+
+
+def _clip_reason(reason: str) -> str:
+    return _clip(reason, _MOST_REASON)
+
+
+def _clip_key(key: str | None) -> str | None:
+    return None if key is None else _clip(key, _MOST_TEXT)
+
+
 @attrs.frozen
 class Fault:
-    """Why a discovery call failed: the rank and the key at fault, where known."""
+    """Why a discovery call failed: the rank and the key at fault, where known.  The reason
+    and key are cut to what :meth:`of` reads, so a fault always fits its verdict."""
 
-    reason: str
+    reason: str = attrs.field(converter=_clip_reason)
     rank: int | None = None
-    key: str | None = None
+    key: str | None = attrs.field(default=None, converter=_clip_key)
 
     def data(self) -> dict[str, Any]:
         return {"reason": self.reason, "rank": self.rank, "key": self.key}
@@ -220,16 +243,17 @@ def _header(data: object, key: str, call: str, world: int, fields: set[str]) -> 
 
 @attrs.frozen
 class Answer:
-    """The machine the last rank to arrive built (its ``Topology.to_dict()`` data), or the
-    fault that stopped the call."""
+    """The machine the last rank to arrive built (its ``Topology.to_dict()`` data) and the
+    nonce it drew for it (16 hex digits), or the fault that stopped the call."""
 
     call: str
     world: int
     topology: dict[str, Any] | None
     fault: Fault | None
+    nonce: str | None = None
 
     def encode(self) -> bytes:
-        body = {"topology": self.topology} if self.fault is None else \
+        body = {"topology": self.topology, "nonce": self.nonce} if self.fault is None else \
             {"fault": self.fault.data()}
         return json.dumps({"v": VERSION, "call": self.call, "world": self.world, **body}
                           ).encode()
@@ -239,13 +263,15 @@ class Answer:
         """The answer at ``key``, strictly (the topology's own data is read by
         ``Topology.from_dict``, which bounds every index by the world)."""
         data = _json(raw, key, MOST_ANSWER_BYTES)
-        which = {"fault"} if type(data) is dict and "fault" in data else {"topology"}
+        which = {"fault"} if type(data) is dict and "fault" in data else {"topology", "nonce"}
         data = _header(data, key, call, world, which)
         if "fault" in data:
             return cls(call, world, None, Fault.of(data["fault"], key, world))
         if type(data["topology"]) is not dict:
             raise _bad(key, None, f"the topology must be a dict, got {show(data['topology'])}")
-        return cls(call, world, data["topology"], None)
+        if type(data["nonce"]) is not str or not _NONCE.fullmatch(data["nonce"]):
+            raise _bad(key, None, f"the nonce must be 16 hex digits, got {show(data['nonce'])}")
+        return cls(call, world, data["topology"], None, data["nonce"])
 
 
 @attrs.frozen
@@ -265,7 +291,7 @@ class Verdict:
 
     @classmethod
     def read(cls, raw: bytes, key: str, call: str, world: int) -> Verdict:
-        data = _json(raw, key, 4 * _MOST_REASON)
+        data = _json(raw, key, 16 * _MOST_REASON)  # a fault's text, each character escaped
         which = {"fault"} if type(data) is dict and "fault" in data else {"answer"}
         data = _header(data, key, call, world, which)
         if "fault" in data:

@@ -10,57 +10,75 @@ and the next call never fills an old round.
 measured on this rank's monotonic clock from the call's start):
 
 1. ``compare_set(ns/r/<r>)`` to its :class:`Digest` (host and domain hashes, local rank),
-   written once: a different value already there is a fault naming the key;
+   written once: a different value already there is a fault naming the key; ``check`` of
+   ``ns/answer``: an answer there already is *early* (no machine is written before every
+   rank has counted itself, step 3: an early machine is stale or planted);
 2. (``r > 0``) ``wait`` + ``get`` of ``ns/r/<r - 1>``: rank ``r`` starts a run of ranks
    unless it continues that one; a run's first rank ``append``-s its :class:`RunLine`;
 3. ``add(ns/n, 1)``: the rank that makes it ``W`` reads ``ns/runs``, builds the machine
-   (``Topology.from_runs``), makes sure ``ns/checked`` counts nothing yet (``add`` of 0)
-   and writes ``ns/answer`` once (``compare_set``);
-4. every rank ``wait`` + ``get``-s the answer and checks it against what it knows: its
-   hostname, its device, and whether it shares a host and a domain with rank ``r - 1``
-   (their digests).  Every boundary between hosts and domains in rank order is so checked
-   by the rank after it, and every rank's name and device by itself;
-5. ``add(ns/checked, 1)``: the rank that makes it ``W`` writes ``ns/verdict`` once: the
-   answer's SHA-256;
-6. every rank ``wait`` + ``get``-s the verdict and adopts it: the answer whose SHA-256 it
-   names, or its fault.
+   (``Topology.from_runs``) and writes ``ns/answer`` once (``compare_set``), with a fresh
+   random nonce;
+4. every rank ``wait`` + ``get``-s the answer and checks it against what it knows: that it
+   was not early, its hostname, its device, and whether it shares a host and a domain with
+   rank ``r - 1`` (their digests).  Every boundary between hosts and domains in rank order
+   is so checked by the rank after it, and every rank's name and device by itself;
+5. ``set(ns/ok/<nonce>/<r>)`` (its mark: it checked that answer) and
+   ``add(ns/checked/<nonce>, 1)``: the rank that makes it ``W`` writes ``ns/verdict`` once:
+   the answer's SHA-256;
+6. every rank ``wait``-s for the verdict until ``T`` and ``get``-s it.  It adopts a machine
+   only if it checked that answer itself and the verdict names it; a verdict's fault,
+   otherwise.
 
 A rank that finds a fault at any step (a record that does not read, a check that fails,
-a counter past ``W``, a wait past ``T``: then it names the ranks whose digest is absent)
-writes the fault as the answer (waking the ranks that wait for one) and as the verdict, each
-once, and then adopts the verdict like every rank.  So every rank ends with what the one
-verdict says: the same machine, or the same :class:`~backend.DiscoveryError` naming the rank
-or key at fault, within ``T`` plus :data:`SLACK_S` (the wait for a verdict that another rank
-writes at its own ``T``).  Store calls per rank on the
-success path: 8 to 14 (the first rank of a run, the last to arrive and the last to check
-make one to three more), whatever ``W``;
-bytes read: a digest, the answer (the topology's compact data) and the verdict.
+a counter past ``W``, a wait past ``T``: then it names the ranks that did not check the
+answer, from their marks, or before an answer the ranks whose digest is absent) writes the
+fault as the answer (waking the ranks that wait for one) and as the verdict, each once, and
+then adopts the verdict like every rank.  So every rank ends with what the one verdict
+says: the same machine, or the same :class:`~backend.DiscoveryError` naming the rank or key
+at fault, within ``T`` plus :data:`SLACK_S` (store latency: the verdict is there by then,
+written at the first rank's ``T`` at the latest).  A rank that stops after publishing (a
+``SIGSTOP``, a ``SIGKILL``) is named by the others at their ``T`` as the rank that did not
+check; if it resumes, it finds their verdict and fails with the same error.  Store calls per
+rank on the success path: 10 to 15, whatever ``W``: 11 for most, the first rank of a run
+making one more (an ``append``), the last to arrive two (a ``get`` and a ``compare_set``),
+the last to check one (8 to 14, 9 for most, before the marks and the check of step 1: issue
+44); bytes read: a digest, the answer (the topology's compact data) and the verdict.
 
 **Threat model.**  The store is shared and unauthenticated.  A peer (an earlier job or
 attempt, a misbehaving process) may have written *any* key before the call, with any bytes.
-Such a value never makes ranks disagree: every key this call writes is written once (the
-first value wins for every reader), every value is read by one strict, bounded reader (a
-bad one is a typed error naming the key), the answer is checked by every rank against its
-own record and its neighbour's before anyone adopts it, and the outcome of every rank is
-the one verdict.  A pre-planted value can make the call fail (the same error on every
-rank), never hang it past ``T`` plus the slack, nor pass with a rank absent.  What a peer
-*can* do: fail the call at will; and a peer that writes well-formed values of this very
-call while it runs, racing the ranks (it can then read every record), can make the ranks
-adopt a machine that agrees with every rank's own checks but differs elsewhere (say, two
-far-apart hosts put in one domain) — an unauthenticated store cannot prevent that, as such
-a peer could equally join the job as a rank.
+Such a value never makes ranks disagree and never passes the call with a rank absent or
+unchecked: every key this call writes is written once (the first value wins for every
+reader); every value is read by one strict, bounded reader (a bad one is a typed error
+naming the key); an answer there before a rank counted itself is refused by that rank (and
+every rank sees a value written before the call, so all refuse it); the machine carries a
+nonce drawn once every rank counted itself, which no value written before the call can
+name: not a verdict, not a mark, not the count of checks (``ns/checked/<nonce>``, which so
+reaches ``W`` only once every rank checked that machine); and a rank adopts a machine only
+if it checked it itself and the verdict names it.  So a pre-planted value can make the call
+fail (the same error on every rank, naming the key, or the line of ``ns/runs`` that
+misplaced a rank), never pass it with a rank absent, nor hang it past ``T`` plus the slack,
+nor hide a rank that stopped after publishing.  What it *can* do: fail the call at will,
+with a fault verdict of its own words (every rank then fails with them); and leave the
+error of a rank absent from the start unnamed (a digest planted for that rank looks like one
+it wrote before stopping: the error then says how many ranks counted themselves, not which
+did not).  And a peer that writes well-formed values of this very call while it runs,
+racing the ranks (it can then read every record and the nonce), can make the ranks adopt a
+machine that agrees with every rank's own checks but differs elsewhere (say, two far-apart
+hosts put in one domain) — an unauthenticated store cannot prevent that, as such a peer
+could equally join the job as a rank.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from layout import show_error
+from layout import show, show_error
 from mesh import MeshError, Topology
 
 from .._core import DiscoveryError
@@ -135,7 +153,10 @@ class Gather:
         self.clock = clock  # local and monotonic: no deadline compares two hosts' clocks
         self.deadline = clock() + timeout
         self.prev: Digest | None = None
+        self.starts = False  # this rank starts a run: it wrote a line of ns/runs
+        self.early = False  # ns/answer was there before this rank counted itself
         self.answer: bytes | None = None  # the answer's bytes, once read and checked
+        self.nonce: str | None = None  # the checked answer's
         self.failed = False  # this rank found a fault: the verdict is written
         self._raw = b""  # the last value read
 
@@ -171,11 +192,18 @@ class Gather:
         held = bytes(self.store.compare_set(own, "", mine))
         if held != mine:
             raise _Stop(Fault(f"key {own!r} held {held[:40]!r} before rank {self.rank} wrote "
-                              "its digest (a stale or planted value)", self.rank, own))
+                              "its digest (a stale or planted value)", None, own))
+        local = self.digest.local_rank
+        if local is not None and local >= self.world:  # its neighbour refuses it too
+            raise _Stop(Fault(f"rank {self.rank}'s local rank {local:,} is past the world "
+                              f"(valid: 0 <= local rank < {self.world:,}): its LOCAL_RANK or "
+                              "record is wrong", self.rank, own))
+        self.early = bool(self.store.check([self.key("answer")]))
         if self.rank:
             key = self.key(f"r/{self.rank - 1}")
             self.prev = self._read(key, lambda raw: Digest.read(raw, key, self.world))
-        if self.prev is None or not self.digest.continues(self.prev):
+        self.starts = self.prev is None or not self.digest.continues(self.prev)
+        if self.starts:
             self.store.append(self.key("runs"), self.line.encode())
         if self._count("n") == self.world:
             self._build()
@@ -189,8 +217,7 @@ class Gather:
         except (MeshError, DiscoveryError) as e:
             raise _Stop(Fault("the ranks' records do not make one machine: "
                               + show_error(e).split(": ", 1)[-1], None, key)) from None
-        self._count("checked", 0)  # no rank counts before the answer: a count is planted
-        raw = Answer(self.ns, self.world, topo.to_dict(), None).encode()
+        raw = Answer(self.ns, self.world, topo.to_dict(), None, secrets.token_hex(8)).encode()
         self.store.compare_set(self.key("answer"), "", raw)
 
     def _check(self) -> None:
@@ -203,23 +230,32 @@ class Gather:
             topo = _topology(answer_raw, key, self.ns, self.world)
         except DiscoveryError as e:
             raise _Stop(Fault(str(e), None, key)) from None
+        if self.early:  # the machine is written once every rank has counted itself
+            raise _Stop(Fault(f"key {key!r} held a value before every rank had counted itself "
+                              "(a stale or planted answer)", None, key))
         self._verify(topo)
-        self.answer = answer_raw
-        if self._count("checked") == self.world:
+        self.answer, self.nonce = answer_raw, answer.nonce
+        self.store.set(self._checked_mark(self.rank), b"1")
+        if self._count(f"checked/{self.nonce}") == self.world:
             raw = Verdict(self.ns, self.world, sha(self.answer), None).encode()
             self.store.compare_set(self.key("verdict"), "", raw)
 
+    def _checked_mark(self, rank: int) -> str:
+        """Rank ``rank``'s mark that it checked the answer (of this nonce: no value written
+        before the call can be one)."""
+        return self.key(f"ok/{self.nonce}/{rank}")
+
     def _verify(self, topo: Topology) -> None:
         """Step 4: the answer against this rank's record and its neighbour's digest."""
-        r, key = self.rank, self.key("answer")
+        r = self.rank
         name = topo.host_name(topo.host(r))
         if name not in (self.hostname, f"{self.hostname}#{self.line.host[:6]}"):
-            raise _Stop(Fault(f"the answer puts rank {r} on host {name!r}, but it runs on "
-                              f"{self.hostname!r}", r, key))
+            raise self._misplaced(f"puts rank {r} on host {show(name)}, but it runs on "
+                                  f"{show(self.hostname)}")
         local = self.digest.local_rank
         if local is not None and topo.device(r) != local:
-            raise _Stop(Fault(f"the answer puts rank {r} on device {topo.device(r)}, but it "
-                              f"runs on device {local}", r, key))
+            raise self._misplaced(f"puts rank {r} on device {topo.device(r)}, but it runs on "
+                                  f"device {local}")
         if self.prev is None:
             return
         for what, ours, same in (
@@ -227,24 +263,44 @@ class Gather:
                 ("fast domain", self.digest.domain == self.prev.domain,
                  topo.domain(r) == topo.domain(r - 1))):
             if ours != same:
-                raise _Stop(Fault(f"the answer says ranks {r - 1} and {r} are "
-                                  f"{'' if same else 'not '}on one {what}, but their records "
-                                  f"say they {'are' if ours else 'are not'}", r, key))
+                raise self._misplaced(f"says ranks {r - 1} and {r} are {'' if same else 'not '}"
+                                      f"on one {what}, but their records say they "
+                                      f"{'are' if ours else 'are not'}")
+
+    def _misplaced(self, what: str) -> _Stop:
+        """The fault of an answer this rank's check refuses.  Built from the ranks' own
+        lines, the machine places every rank where its records say; so a line this rank did
+        not write (a rank that continues its neighbour's run writes none) placed it, or the
+        answer was not built from the lines."""
+        runs = self.key("runs")
+        if self.starts:
+            return _Stop(Fault(f"the answer {what}: it was not built from rank {self.rank}'s "
+                               "line (a peer writing this call's keys while it runs)", None,
+                               self.key("answer")))
+        return _Stop(Fault(f"the answer {what}: a line of {runs!r} that rank {self.rank} did "
+                           "not write places it (a stale or planted line; or a stale or planted "
+                           f"count at {self.key('n')!r} let the machine be built before every "
+                           "rank's line was there)", None, runs))
 
     def adopt(self) -> Topology:
-        """Step 6: what the verdict says, on every rank alike."""
+        """Step 6: what the verdict says, on every rank alike.  A machine only if this rank
+        checked it and the verdict names it: the answer's nonce is fresh, so no verdict
+        written before the call can, and this call's is written once every rank checked."""
         key = self.key("verdict")
-        verdict = self._wait_get(key, SLACK_S, self._verdict)
+        try:
+            verdict = self._wait_get(key, SLACK_S if self.failed else 0.0, self._verdict)
+        except _Stop as stop:  # none within this rank's T: its fault, unless one came first
+            self.failed = True
+            self._fail(stop.fault)
+            verdict = self._wait_get(key, SLACK_S, self._verdict)
         if verdict.fault is not None:
             raise DiscoveryError(f"discovering the machine failed ({self.ns}): "
                                  f"{verdict.fault}")
-        answer_key = self.key("answer")
-        raw = self.answer if self.answer is not None else bytes(self.store.get(answer_key))
-        if sha(raw) != verdict.answer:
-            raise DiscoveryError(f"key {answer_key!r} changed after the verdict named it (a "
-                                 "peer writing this call's keys while it runs)")
-        _answer(raw, answer_key, self.ns, self.world)  # a fault answer is no machine
-        return _topology(raw, answer_key, self.ns, self.world)
+        if self.answer is None or sha(self.answer) != verdict.answer:
+            raise DiscoveryError(f"discovering the machine failed ({self.ns}): key {key!r} "
+                                 "names a machine that not every rank of this call checked (a "
+                                 "stale or planted verdict)")
+        return _topology(self.answer, self.key("answer"), self.ns, self.world)
 
     def _verdict(self, raw: bytes) -> Verdict:
         """The verdict, strictly.  An empty value (planted: ``compare_set`` from absent also
@@ -280,33 +336,55 @@ class Gather:
         self._raw = bytes(self.store.get(key))
         return read(self._raw)
 
-    def _count(self, name: str, amount: int = 1) -> int:
-        """``add(ns/<name>, amount)``, strictly: a count of this call's ranks (``amount`` 0:
-        the builder's look before any rank counts: it must read 0)."""
+    def _count(self, name: str) -> int:
+        """``add(ns/<name>, 1)``, strictly: a count of this call's ranks."""
         key = self.key(name)
         try:
-            n = int(self.store.add(key, amount))
+            n = int(self.store.add(key, 1))
         except Exception as e:  # a value that is no int: ValueError, IndexError, torch's
             raise _Stop(Fault(f"key {key!r} is not a counter ({str(e)[:100]}): a stale or "
                               "planted value", None, key)) from None
-        if not amount <= n <= self.world * amount:
+        if not 1 <= n <= self.world:
             raise _Stop(Fault(f"key {key!r} counted {n:,} of {self.world:,} ranks: it held a "
                               "value before this call (a stale or planted counter)", None, key))
         return n
 
     def _late(self, key: str) -> Fault:
-        """The fault of a wait past the deadline: the ranks whose digest is absent."""
-        keys = [self.key(f"r/{r}") for r in range(self.world)]
+        """The fault of a wait past the deadline: the ranks that did not check the answer
+        (waiting for the verdict), else those whose digest is absent."""
+        every = None
+        if self.nonce is not None:
+            keys = [self._checked_mark(r) for r in range(self.world)]
+            did = (f"did not check the answer within {self.timeout:g} s (stopped or killed "
+                   "after arriving, or slow): no rank adopts a machine that one has not checked")
+            every = "checked the answer (the last to check stopped before the verdict)"
+        else:
+            keys = [self.key(f"r/{r}") for r in range(self.world)]
+            did = (f"did not arrive within {self.timeout:g} s: every rank of the world must "
+                   "call discover_topology (or bind with expect_intra_*) the same number of "
+                   "times")
         absent = _absent(self.store, keys)
         if not absent:
             return Fault(f"no value at {key!r} within {self.timeout:g} s, though every rank "
-                         "wrote its digest (a rank stopped, or a stale or planted counter)",
-                         None, key)
-        more = "" if len(absent) < _MOST_NAMED else " (at least; the first named)"
-        return Fault(f"rank{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))} did "
-                     f"not arrive within {self.timeout:g} s{more}: every rank of the world must "
-                     "call discover_topology (or bind with expect_intra_*) the same number of "
-                     "times", absent[0], keys[absent[0]])
+                         f"{every or self._uncounted()}", None, key)
+        more = " (at least; the first named)" if len(absent) >= _MOST_NAMED else ""
+        return Fault(f"rank{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))}"
+                     f"{more} {did}", absent[0], keys[absent[0]])
+
+    def _uncounted(self) -> str:
+        """Why no answer came though every rank's digest is there, from the count at
+        ``ns/n`` (a message after a timeout)."""
+        key = self.key("n")
+        try:
+            n = int(self.store.add(key, 0))
+        except Exception:  # not a counter: its own fault, named where it is read
+            return f"wrote its digest ({key!r} is not a counter)"
+        if n == self.world:
+            return (f"wrote its digest and counted itself in {key!r}: the last to arrive, "
+                    "which writes the answer, stopped before it did")
+        return (f"wrote its digest, but {n:,} of {self.world:,} counted themselves in {key!r}: "
+                "a rank stopped between the two, or a digest was written before the call for "
+                "a rank that never came (the two cannot be told apart)")
 
     def _fail(self, fault: Fault) -> None:
         """Write ``fault`` as the answer (waking the ranks that wait for one) and as the
