@@ -256,7 +256,7 @@ VIEW = MeshView.from_shape((2, 4), ('dp', 'tp'))
 """
 _DRIVER = """
 import json, sys, io, contextlib
-from mesh._plan._cli import main
+from mesh._cli import main
 out = []
 for argv in json.loads(sys.stdin.read()):
     err = io.StringIO()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from backend import BackendConfigError, FakeBackend, init_device_mesh
 from mesh import InvalidSizeError, MeshError, MeshView, blast, explain, survive
-from mesh._plan._cli import main
+from mesh._cli import main
 
 Call = Callable[[], None]
 Case = Callable[[Path], Call]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh._plan._parser import parser
+from mesh._cli._parser import parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

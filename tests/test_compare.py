@@ -31,7 +31,7 @@ from mesh import (
     UnknownDimError,
     compare,
 )
-from mesh._plan._cli import main
+from mesh._cli import main
 from mesh._plan._compare import compare_placed
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from mesh import (
     UnknownDimError,
     explain,
 )
-from mesh._plan._cli import main
+from mesh._cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "examples" / "torchtitan_plan.py"
@@ -299,7 +299,7 @@ def test_the_command_never_imports_torch_at_2_to_the_20_ranks() -> None:
 
 def test_the_console_script_is_declared() -> None:
     text = (ROOT / "pyproject.toml").read_text()
-    assert '[project.scripts]\nmeshlayout = "mesh._plan._cli:main"' in text
+    assert '[project.scripts]\nmeshlayout = "mesh._cli:main"' in text
 
 
 def test_the_command_writes_an_svg_of_the_chosen_view(tmp_path) -> None:

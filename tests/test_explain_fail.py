@@ -311,7 +311,7 @@ def test_a_bad_world_plan_exits_2(tmp_path: Path, source: str, named: str) -> No
 
 
 def test_explain_fail_imports_no_torch() -> None:
-    code = ("from mesh._plan._cli import main\n"
+    code = ("from mesh._cli import main\n"
             "main(['explain', '--world', '32', '--dims', 'dp=4,tp=8', '--fail', '13', "
             "'--spares', '32', '--rank', '9', '--format', 'json'])\n")
     run_without(code, ("torch", "backend"))

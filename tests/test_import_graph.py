@@ -276,7 +276,7 @@ def test_the_all_check_sees_an_unlisted_name() -> None:
 
 MACHINE = "mesh._topology"
 WINGS = ("mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan", "mesh._recover",
-         "mesh._decide")
+         "mesh._decide", "mesh._cli")
 OLD_MACHINE = ("_topology", "_kinds", "_runs", "_topofile", "_blocks")  # once in mesh._plan
 
 
@@ -304,3 +304,15 @@ def test_every_wing_that_asks_a_machine_takes_the_topology_from_its_face() -> No
              if MACHINE in targets and not m.startswith(MACHINE)}
     assert users >= {"mesh._draw", "mesh._hang", "mesh._tensor", "mesh._plan"}
     assert users <= {*WINGS, "mesh"}
+
+
+def test_no_wing_imports_the_command() -> None:
+    """The command (``mesh._cli``) sits on top: only ``python -m mesh`` (``mesh.__main__``)
+    imports it, and ``import mesh`` does not load it."""
+    for module, targets in _graph("mesh").items():
+        if module.startswith("mesh._cli") or module == "mesh.__main__":
+            continue
+        assert _matching(targets, "mesh._cli") == [], f"{module} imports the command"
+    out = subprocess.run([sys.executable, "-c", "import json, sys, mesh; print(json.dumps("
+                          "sorted(sys.modules)))"], capture_output=True, text=True, check=True)
+    assert [m for m in json.loads(out.stdout) if m.startswith("mesh._cli")] == []

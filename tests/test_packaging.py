@@ -79,7 +79,7 @@ def test_the_wheel_carries_the_typed_packages_and_the_command(built: Path) -> No
         names = set(z.namelist())
         entry = z.read(f"meshlayout-{VERSION}.dist-info/entry_points.txt").decode()
     assert {"layout/py.typed", "mesh/py.typed", "backend/py.typed"} <= names
-    assert "meshlayout = mesh._plan._cli:main" in entry
+    assert "meshlayout = mesh._cli:main" in entry
 
 
 def test_the_sdist_installs_in_a_fresh_venv_and_runs_the_command(built: Path,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mesh._plan._cli import main
+from mesh._cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TRAINER, SERVER = str(EXAMPLES / "trainer.py"), str(EXAMPLES / "server.py")

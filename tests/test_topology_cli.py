@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mesh import MeshView, Topology
-from mesh._plan._cli import main
+from mesh._cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = str(ROOT / "examples" / "machine.json")

@@ -14,10 +14,12 @@ package's ``__init__``.
 | | | ``_tensor``, ``_topology`` |
 | ``_tensor`` | tensors on views: ``Sharding``, ``reshard`` (priced on a topology) | ``_topology`` |
 | ``_hang`` | a hung job's dumps read against its plan: ``read_flight_records`` | ``_topology`` |
-| ``_plan`` | ``explain``, ``compare``, ``place``, the ``meshlayout`` command | every wing |
+| ``_plan`` | ``explain``, ``compare``, ``place``, what a failure does to a plan | ``_recover``, |
+| | | ``_topology`` |
+| ``_cli`` | the ``meshlayout`` command (not loaded by ``import mesh``) | every wing |
 
-(every wing imports ``_core`` too; no wing imports ``_plan``, whose command uses the others:
-``--svg``, ``--fail``, ``reshard``, ``hang``.)
+(every wing imports ``_core`` too; no wing imports ``_cli``, the command that uses the others:
+``--svg``, ``--fail``, ``recover``, ``reshard``, ``hang``.)
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from

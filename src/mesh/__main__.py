@@ -1,5 +1,5 @@
 """``python -m mesh``: the ``meshlayout`` command (``python -m mesh explain --help``)."""
 
-from ._plan import main
+from ._cli import main
 
 raise SystemExit(main())

@@ -11,7 +11,7 @@ output left.  The flags are ``_parser``'s, plan files are read by ``_planfile``,
 machine flags (``--topology``, ``--hosts``, ``--hosts-file``) by ``_machine``.
 
 Bad input is refused before work proportional to it: a plan file is read up to
-:data:`~mesh._plan._planfile.MOST_PLAN_BYTES` (a FIFO, a socket or a device is refused before
+:data:`~mesh._cli._planfile.MOST_PLAN_BYTES` (a FIFO, a socket or a device is refused before
 it is opened), its ``VIEWS`` up to :data:`~mesh.MAX_PLAN_DIMS` entries, failed ranks are counted
 before they are listed, and ``--fail`` derives ways only for worlds it can list
 (:data:`~mesh._plan._fail.MOST_WAYS_RANKS`).
@@ -32,20 +32,29 @@ from .._core import MeshError, MeshView, show
 from .._decide import Costs, Recovery, recover
 from .._draw import MAX_SVG_CELLS, svg
 from .._hang import read_flight_records
+from .._plan import (
+    DEFAULT_DEVICES_PER_HOST,
+    MIB,
+    CommMemory,
+    DerivedFrom,
+    Explanation,
+    Links,
+    Placement,
+    compare_placed,
+    explain,
+    failed_on,
+    failure,
+    failure_report,
+    topology_report,
+)
 from .._tensor import Sharding
 from .._topology import Topology
 from . import _args
-from ._compare import compare_placed
 from ._differ import differences
-from ._explain import DEFAULT_DEVICES_PER_HOST, CommMemory, Explanation, explain
-from ._fail import DerivedFrom, failed_on, failure
 from ._machine import machine, source
 from ._moves import Moves, traffic_svg
 from ._parser import parser
-from ._place import Placement
 from ._planfile import Refused, load, load_tensors
-from ._report import MIB, failure_report, topology_report
-from ._traffic import Links
 
 __all__ = ["main"]
 

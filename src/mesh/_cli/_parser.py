@@ -12,10 +12,8 @@ from typing import Any
 
 from layout import __version__
 
+from .._plan import DEFAULT_DEVICES_PER_HOST, MIB, Links
 from . import _args
-from ._explain import DEFAULT_DEVICES_PER_HOST
-from ._report import MIB
-from ._traffic import Links
 
 __all__ = ["parser"]
 

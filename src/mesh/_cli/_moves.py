@@ -24,10 +24,10 @@ from typing import Any
 import attrs
 
 from .._core import MeshTypeError, show
+from .._plan import MIB
 from .._tensor import TIERS, Reshard, Sharding, reshard
 from .._topology import Topology
 from ._planfile import Refused
-from ._report import MIB
 
 __all__ = ["MAX_MATRIX", "RESHARD_SCHEMA", "Moves", "traffic_svg"]
 
@@ -57,7 +57,7 @@ class Moves:
     def of(cls, src: Mapping[str, Sharding], dst: Mapping[str, Sharding],
            topology: Topology | None = None, *, itemsize: int = 4) -> Moves:
         """Plans for every tensor both ``src`` and ``dst`` name (the same names, else
-        :class:`~mesh._plan._planfile.Refused` listing the odd ones)."""
+        :class:`~mesh._cli._planfile.Refused` listing the odd ones)."""
         for side, tensors in (("source", src), ("destination", dst)):
             if not isinstance(tensors, Mapping) or not tensors:
                 raise Refused(f"the {side} plan must define TENSORS, a non-empty dict of "

@@ -26,8 +26,8 @@ from .._core import (
     read_bounded,
     show,
 )
+from .._plan import DerivedFrom
 from .._topology import Topology
-from ._fail import DerivedFrom
 
 __all__ = ["MOST_PLAN_BYTES", "Refused", "load", "load_tensors"]
 

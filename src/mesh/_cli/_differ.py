@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._core import MeshError, MeshView, show
+from .._plan import explain, machine_fields
 from .._topology import Topology, first_split
-from ._explain import explain, machine_fields
 
 __all__ = ["differences"]
 
