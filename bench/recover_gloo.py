@@ -10,8 +10,9 @@ is read from the checkpoint), one sharded over dp.
 1. Calibrate (one job, no failure): link bandwidth and latency (the pairs (0,1), (2,3),
    (4,5) exchanging at once: loopback has one tier, so every tier gets these), the groups
    of one dim created (``create_s``, also ``reconfigure_s``: Gloo gets no reconfiguration,
-   every new group is created), the survivors' meeting of a rebind (``rebind_s``), and a
-   checkpoint box read by one rank (``storage_gbps``).  ``horizon_s`` = 0: a way's cost is its
+   every new group is created), a rebind leaving two healthy ranks out (the meeting and the
+   end of the broken groups: ``rebind_s``), and a checkpoint box read by one rank
+   (``storage_gbps``).  ``horizon_s`` = 0: a way's cost is its
    seconds, so the way ``recover`` ranks first is the one it predicts fastest.
 2. Trials: each failure (``--victims``) with each way that goes on without a restart (a
    spare, the failed host evicted onto the spares, drop 'dp', drop 'tp'), a fresh job each:
@@ -67,7 +68,7 @@ def calibrate(out: Path, env: dict[str, str]) -> tuple[Costs, dict[str, float]]:
     costs = Costs(host_gbps=gbps, domain_gbps=gbps, across_gbps=gbps,
                   host_latency_us=latency_us, domain_latency_us=latency_us,
                   across_latency_us=latency_us, create_s=r["create_s"],
-                  reconfigure_s=r["create_s"],
+                  reconfigure_s=r["create_s"], rebind_s=r["rebind_s"],
                   storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9, horizon_s=0.0)
     return costs, r
 
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     costs, raw = calibrate(out, env)
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
           f", {costs.host_latency_us:.0f} us; create {costs.create_s * 1e3:.0f} ms a dim; "
-          f"rebind meeting {raw['rebind_s'] * 1e3:.0f} ms; storage {costs.storage_gbps:.2f} "
+          f"rebind {costs.rebind_s * 1e3:.0f} ms; storage {costs.storage_gbps:.2f} "
           "Gb/s", flush=True)
     rows = [trial(out, env, v, w, costs) for v in victims for w in ways_of(v, costs)]
     head = (f"{'victim':>6} {'way':<28} {'predicted s':>11} {'measured s':>10} {'ratio':>6} "

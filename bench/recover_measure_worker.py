@@ -15,7 +15,8 @@ Modes:
   32 MiB and one of 4 bytes exchanged by the pairs (0, 1), (2, 3), (4, 5) at once (link
   bandwidth and latency under the contention a recovery's transfers meet); the groups of one
   dim of a fresh mesh created (``create_s``); a box of ``MIB`` MiB read from a DCP checkpoint
-  by one rank (storage bandwidth); a rebind that loses no rank (the survivors' meeting).
+  by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
+  the ranks still up and the end of the groups holding a lost rank: ``rebind_s``).
 - ``trial``: ``VICTIM`` kills itself at step 2; every process still up decides with
   ``mesh.recover`` under ``COSTS`` (JSON of ``Costs.to_dict()``), takes the way labelled
   ``WAY``, and, after a store barrier of the ranks taking part, times ``apply_recovery`` and
@@ -175,8 +176,8 @@ def calibrate(out: str) -> None:
         read = 4 * n * (n // 6)
     storage = _slowest(job, "storage", time.monotonic() - t)
     t = time.monotonic()
-    if job.inside:  # nobody lost: the survivors' meeting alone
-        job.mesh.rebind(job.view)
+    if job.inside:  # ranks 4, 5 left out (alive): the meeting, their groups ended (the last
+        job.mesh.rebind(MeshView.from_ranks(RANKS[:2], ["dp", "tp"]))  # step: they go)
     rebind = _slowest(job, "rebind", time.monotonic() - t)
     write_report(out, job.rank, {
         "bytes": EXCHANGE, "big_s": big, "small_s": small,

@@ -76,7 +76,9 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
     groups = brute_groups(way, old_views, failed)
     reconf_pairs, create_pairs, counts = groups
     fixed = {"restart": costs.restart_s, "wait": costs.repair_s}.get(way.kind.value, 0.0)
-    seconds = fixed + move + reconf_pairs * costs.reconfigure_s + create_pairs * costs.create_s
+    rebind = 0.0 if way.kind.value == "restart" else costs.rebind_s  # the survivors meet
+    seconds = fixed + rebind + move + reconf_pairs * costs.reconfigure_s \
+        + create_pairs * costs.create_s
     old_n = next(iter(old_views.values())).ranks.size
     working = next(iter(way.views.values())).ranks.size
     throughput = working / old_n

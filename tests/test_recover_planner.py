@@ -273,6 +273,7 @@ def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error:
     ("across_gbps", -1, RecoveryError), ("across_gbps", 0, RecoveryError),
     ("restart_s", float("nan"), RecoveryError), ("create_s", float("inf"), RecoveryError),
     ("horizon_s", "1h", MeshTypeError), ("repair_s", True, MeshTypeError),
+    ("rebind_s", -0.5, RecoveryError),
 ])
 def test_a_bad_cost_is_a_typed_error_naming_the_field(field: str, value: Any,
                                                       error: type[Exception]) -> None:
@@ -284,8 +285,8 @@ def test_costs_defaults_are_the_documented_ones() -> None:
     assert Costs().to_dict() == {
         "host_gbps": 3600.0, "domain_gbps": 3600.0, "across_gbps": 400.0,
         "host_latency_us": 2.0, "domain_latency_us": 3.0, "across_latency_us": 10.0,
-        "storage_gbps": 16.0, "create_s": 2.0, "reconfigure_s": 0.2, "restart_s": 600.0,
-        "repair_s": 3600.0, "horizon_s": 3600.0}
+        "storage_gbps": 16.0, "create_s": 2.0, "reconfigure_s": 0.2, "rebind_s": 1.0,
+        "restart_s": 600.0, "repair_s": 3600.0, "horizon_s": 3600.0}
 
 
 def test_a_recovery_is_json_and_values_are_not_constructed() -> None:

@@ -2,9 +2,12 @@
 
 THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
 
-    fixed + communicators + the busiest receiver's moves,
+    fixed + rebind + communicators + the busiest receiver's moves,
 
 - ``fixed``: ``restart_s`` for a restart, ``repair_s`` for waiting, else 0;
+- ``rebind``: ``rebind_s`` for every way that goes on in the live job (all but a restart):
+  the ranks still up meet once and end the groups the failure broke
+  (``DeviceMesh.rebind``);
 - ``communicators``: groups are made concurrently and a rank is in one group per view and
   dim, so it is ``create_s`` per (view, dim) where some group is created plus
   ``reconfigure_s`` per (view, dim) where some group is reconfigured (not per group);
@@ -83,7 +86,9 @@ class Costs:
     per rank; latencies in µs per message).  A checkpoint read at 16 Gb/s (2 GB/s) per
     reading rank.  2 s to create a communicator (NCCL init at scale) and 0.2 s to
     reconfigure one (Gloo's shrink or spare-in measured 33–44 ms on 4 processes; NCCL's
-    shrink is slower).  600 s to restart every worker (torchelastic: processes, imports,
+    shrink is slower).  1 s for the survivors' meeting at a rebind (a store barrier of
+    about 4 calls per rank on one store server: about a second at 10^4 ranks; 25–45 ms on
+    8 loopback processes, ``bench/recover_gloo.py``).  600 s to restart every worker (torchelastic: processes, imports,
     rendezvous; torchft users report 948 s), 3,600 s to repair a host, and lost throughput
     charged over a 3,600 s horizon.  Measure yours and pass them: a ranking is only as
     good as these figures.  Refused: a figure that is not an int or float
@@ -100,6 +105,7 @@ class Costs:
     storage_gbps: float = _field(16.0, bandwidth=True)
     create_s: float = _field(2.0)
     reconfigure_s: float = _field(0.2)
+    rebind_s: float = _field(1.0)
     restart_s: float = _field(600.0)
     repair_s: float = _field(3600.0)
     horizon_s: float = _field(3600.0)

@@ -132,6 +132,7 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
     if not c.restart:  # a restart keeps nothing
         total["kept"] -= sum(total[t] for t in ROW)
     seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
+               + (0.0 if c.restart else costs.rebind_s)
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
     kept, reconfigured, created = c.groups
