@@ -57,8 +57,8 @@ BOUND_S = 300.0
 TOLERANCE = 0.30
 
 
-def calibrate(out: Path, env: dict[str, str]) -> tuple[Costs, dict[str, float]]:
-    """The figures measured on this machine, as :class:`mesh.Costs`, and the raw numbers."""
+def calibrate(out: Path, env: dict[str, str]) -> Costs:
+    """The figures measured on this machine, as :class:`mesh.Costs`."""
     codes, reports, logs = launch(WORKER, 8, "calibrate", out / "calibrate", BOUND_S, env=env)
     if codes != [0] * 8:
         raise SystemExit(f"calibration failed: exit codes {codes}\n{logs}")
@@ -70,7 +70,7 @@ def calibrate(out: Path, env: dict[str, str]) -> tuple[Costs, dict[str, float]]:
                   across_latency_us=latency_us, create_s=r["create_s"],
                   reconfigure_s=r["create_s"], rebind_s=r["rebind_s"],
                   storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9, horizon_s=0.0)
-    return costs, r
+    return costs
 
 
 def ways_of(victim: int, costs: Costs) -> list[str]:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     victims = [3] if args.smoke else [int(v) for v in args.victims.split(",")]
     out = Path(tempfile.mkdtemp(prefix="recover-gloo-"))
     env = {"MIB": str(mib), "CKPT": str(out / "ckpt")}  # saved by the calibration
-    costs, raw = calibrate(out, env)
+    costs = calibrate(out, env)
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
           f", {costs.host_latency_us:.0f} us; create {costs.create_s * 1e3:.0f} ms a dim; "
           f"rebind {costs.rebind_s * 1e3:.0f} ms; storage {costs.storage_gbps:.2f} "

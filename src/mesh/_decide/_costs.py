@@ -88,8 +88,9 @@ class Costs:
     reconfigure one (Gloo's shrink or spare-in measured 33–44 ms on 4 processes; NCCL's
     shrink is slower).  1 s for the survivors' meeting at a rebind (a store barrier of
     about 4 calls per rank on one store server: about a second at 10^4 ranks; 25–45 ms on
-    8 loopback processes, ``bench/recover_gloo.py``).  600 s to restart every worker (torchelastic: processes, imports,
-    rendezvous; torchft users report 948 s), 3,600 s to repair a host, and lost throughput
+    8 loopback processes, ``bench/recover_gloo.py``).  600 s to restart every worker
+    (torchelastic: processes, imports, rendezvous; torchft users report 948 s), 3,600 s to
+    repair a host, and lost throughput
     charged over a 3,600 s horizon.  Measure yours and pass them: a ranking is only as
     good as these figures.  Refused: a figure that is not an int or float
     (:class:`~mesh.MeshTypeError`), negative or not finite, or a bandwidth of 0
