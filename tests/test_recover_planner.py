@@ -357,3 +357,19 @@ def test_pricing_a_few_receivers_and_finding_lost_boxes_do_not_list_the_world(n:
     # holds them; in its domain (0-15) rank 5 does: [host, domain, cross, storage]
     assert rows == {13: [0, 32, 0, 0]}
     assert lost == ()  # n / 8 - 1 other ranks hold them, counted, not listed
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tier_tallies_by_bincount_and_tier_by_tier_equal_a_plain_sum(seed: int) -> None:
+    """Each receiver's bytes per tier are its cells' sizes summed by tier code (4: kept,
+    counted nowhere), whether summed by float64 ``bincount`` (sums below 2**53) or tier by
+    tier in int64 (above): both equal the plain Python sum."""
+    from mesh._decide._bulk import _tallied
+
+    rng = np.random.default_rng(seed)
+    code = rng.integers(0, 5, size=(50, 7))
+    size = rng.integers(0, 1 << 40, size=(50, 7))
+    want = [[int(sum(int(s) for c, s in zip(cr, sr) if c == t)) for t in range(4)]
+            for cr, sr in zip(code.tolist(), size.tolist())]
+    assert _tallied(np, code, size, 1 << 52).tolist() == want
+    assert _tallied(np, code, size, 1 << 60).tolist() == want

@@ -262,18 +262,31 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
                ).reshape(key.shape[0], -1)
         tile = tile * labels.shape[0] + mine
     size = _sizes(np, members)[tile]
-    held = source.alive[key]
-    out = np.zeros((new.ranks.size, 4), dtype=np.int64)
-    out[:, 3] = np.where(held, 0, size).sum(axis=1)
-    sent = np.where(held & (key != own[:, None]), size, 0)
-    if source.near is None or places_new is None:
-        out[:, 2] = sent.sum(axis=1)
-        return out
-    host = source.near[0].found(places_new[0][:, None] * source.tiles + key)
-    domain = source.near[1].found(places_new[1][:, None] * source.tiles + key)
-    out[:, 0] = np.where(host, sent, 0).sum(axis=1)
-    out[:, 1] = np.where(domain & ~host, sent, 0).sum(axis=1)
-    out[:, 2] = np.where(domain, 0, sent).sum(axis=1)
+    code = np.full(key.shape, 2, dtype=np.int64)  # each cell's tier: 2 across, unless
+    if source.near is not None and places_new is not None:
+        code[source.near[1].found(places_new[1][:, None] * source.tiles + key)] = 1
+        code[source.near[0].found(places_new[0][:, None] * source.tiles + key)] = 0
+    code[key == own[:, None]] = _KEPT  # the receiver's own tile (alive: it is up)
+    code[~source.alive[key]] = 3  # no rank up holds it: storage
+    return _tallied(np, code, size, sum(w * math.prod(s.shape) for s, _, w, _ in members))
+
+
+_KEPT = 4
+"""The tier code of a cell the receiver keeps (counted nowhere)."""
+
+
+def _tallied(np: Any, code: Any, size: Any, bound: int) -> Any:
+    """Per row of ``code`` (tier codes 0-3, :data:`_KEPT`), the sizes summed per tier 0-3:
+    by one weighted ``bincount`` while every sum stays below 2**53 (``bound`` bounds them:
+    float64 adds such integers exactly), else tier by tier in int64."""
+    rows = code.shape[0]
+    if bound < 1 << 53:
+        at = code + (np.arange(rows, dtype=np.int64) * (_KEPT + 1))[:, None]
+        got = np.bincount(at.ravel(), weights=size.ravel(), minlength=rows * (_KEPT + 1))
+        return got.reshape(rows, _KEPT + 1)[:, :_KEPT].astype(np.int64)
+    out = np.zeros((rows, 4), dtype=np.int64)
+    for t in range(4):
+        out[:, t] = np.where(code == t, size, 0).sum(axis=1)
     return out
 
 
