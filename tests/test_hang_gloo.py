@@ -125,3 +125,17 @@ def test_the_facade_reads_the_dumps_against_its_mesh(runs: dict[str, Path]) -> N
                             backend=FakeBackend(world_size=4, rank=0))
     report = facade_read(dumps_in(runs["skip_tp"]), mesh)
     assert _named(report) == EXPECT["skip_tp"][0]
+
+
+@pytest.mark.timeout(420)
+def test_torchs_own_device_mesh_is_accepted_as_the_plan(runs: dict[str, Path]) -> None:
+    """Torch's ``DeviceMesh`` (it was refused: "must be a DeviceMesh ... got DeviceMesh(...)")
+    reads the dumps as the facade's mesh over the same ranks does, alone or in a plan."""
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh as TorchMesh
+
+    mesh = TorchMesh("cpu", torch.arange(4).reshape(2, 2), mesh_dim_names=("dp", "tp"),
+                     _init_backend=False, _rank=0)
+    assert _named(facade_read(dumps_in(runs["skip_tp"]), mesh)) == EXPECT["skip_tp"][0]
+    assert _named(facade_read(dumps_in(runs["skip_tp"]), {"mesh": mesh})) == \
+        EXPECT["skip_tp"][0]
