@@ -25,7 +25,8 @@ def read_flight_records(paths: Iterable[str],
     the coordinates of ``mesh_or_plan``: a facade :class:`DeviceMesh` or torch's own
     (``init_device_mesh``'s), a :class:`mesh.MeshView`, or a plan (view name -> any of
     those).  The facade names its groups ``mesh_<dim>`` as torch does (``group_desc``), so
-    each group in the dumps is found by its dim and members; see :func:`mesh.read_flight_records` for the report.
+    each group in the dumps is found by its dim and members; see
+    :func:`mesh.read_flight_records` for the report.
 
     >>> from backend import read_flight_records
     >>> read_flight_records([], "plan.py")  # doctest: +ELLIPSIS
