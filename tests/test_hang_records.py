@@ -165,11 +165,26 @@ def test_a_plan_that_does_not_fit_the_job_is_said_so(tmp_path: Path) -> None:
     paths = _skip_job(tmp_path)
     words = _error(paths, MeshView.from_shape(8, ("x",)))
     assert "the plan does not match the job" in words
-    assert "(group_desc 'mesh_dp') with calls from ranks (1, 5) is no group of the plan " \
-           "(its dims: mesh.x)" in words
-    small = read_flight_records(paths, MeshView.from_shape((2, 2), ("dp", "tp")))
-    assert any("the plan has 4 ranks" in m for m in small.mismatches)
-    assert "does not match the plan" in str(small)
+    assert "(group_desc 'mesh_tp') with calls from ranks (0, 1, 2, 3) is no group of the " \
+           "plan (its dims: mesh.x)" in words  # the first mismatch, before any finding
+    # a plan of fewer ranks than the dumps: refused, naming the first dump past it, before
+    # any finding (it gave findings under the wrong plan, the mismatch listed after them)
+    words = _error(paths, MeshView.from_shape((2, 2), ("dp", "tp")))
+    assert "the plan does not match the job" in words and "the plan has 4 ranks" in words
+
+
+def test_a_plan_whose_groups_are_larger_than_the_jobs_is_refused(tmp_path: Path) -> None:
+    """The dumps of a (dp=2, tp=4) job read under (dp=4, tp=2) name their groups "mesh_dp" and
+    "mesh_tp" alike: the job's tp groups (0..3) do not fit the plan's (0, 1); read under a
+    plan whose dp is the job's but whose tp is all 8 ranks, two of the job's tp groups, with
+    no rank in common, land on the plan's one.  Both are refused before any finding."""
+    paths = _skip_job(tmp_path)
+    words = _error(paths, MeshView.from_shape((4, 2), ("dp", "tp")))
+    assert "the plan does not match the job" in words and "'mesh_tp'" in words, words
+    words = _error(paths, {"job": MeshView.from_shape((2, 4), ("dp", "x")),
+                           "wide": MeshView.from_shape((8,), ("tp",))})
+    assert "both land on the 'tp' group" in words, words
+    assert "the job's groups are smaller than the plan's" in words
 
 
 def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:

@@ -17,11 +17,12 @@ import attrs
 
 from .._core import MeshView
 
-__all__ = ["WORLD", "PlanGroup", "place_group", "rank_words"]
+__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words"]
 
 WORLD = "world"  # the view name and dim of torch's default group
 
-_FACADE = "mesh_"  # the facade's group_desc prefix: mesh_<dim>
+FACADE = "mesh_"
+"""The group_desc prefix of the facade's groups (and torch's own meshes'): mesh_<dim>."""
 
 
 @attrs.frozen
@@ -57,8 +58,8 @@ def place_group(desc: str, name: str, seen: Iterable[int], views: Mapping[str, M
     if name == "0" or desc == "default_pg":
         return PlanGroup(WORLD, WORLD, tuple(range(world)), (), WORLD)
     first = min(ranks)
-    if desc.startswith(_FACADE):
-        dim = desc[len(_FACADE):]
+    if desc.startswith(FACADE):
+        dim = desc[len(FACADE):]
         for vname, view in views.items():
             if dim in view.names and _holds(view, first):
                 members = view.group(first, dim)

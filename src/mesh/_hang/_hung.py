@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from .._core import FlightRecordError, MeshView
-from ._groups import PlanGroup, place_group
+from ._groups import FACADE, PlanGroup, place_group
 from ._records import FORMATS, FlightCall, FlightDump
 
 __all__ = ["GroupState", "Hang", "analyse"]
@@ -74,22 +74,26 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
     """The groups and positions of one job's ``dumps`` under the plan ``views``."""
     world = max(v.ranks.max_rank for v in views.values()) + 1
     _check_one_job(dumps)
-    mismatches = [f"{d.path!r} is rank {d.rank}'s dump, and the plan has {world} ranks "
-                  f"(0 to {world - 1})" for d in dumps if d.rank >= world]
-    dumps = [d for d in dumps if d.rank < world]
+    for d in dumps:
+        if d.rank >= world:
+            _refuse(f"{d.path!r} is rank {d.rank}'s dump, and the plan has {world} ranks "
+                    f"(0 to {world - 1})")
     by_group, descs = _by_group(dumps)
     listed = {n: m for d in dumps for n, m in d.members.items()}
-    states = []
+    states, mismatches, placed = [], [], {}
     for name, calls in by_group.items():
         group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
-            mismatches.append(_not_the_plans(name, descs[name], calls, listed.get(name), views))
+            why = _not_the_plans(name, descs[name], calls, listed.get(name), views)
+            if descs[name].startswith(FACADE) or name in listed:  # the job says which group
+                _refuse(why)
+            mismatches.append(why)  # a group made by hand the plan does not know
             continue
+        _one_group_each(placed, name, group, set(calls))
         states.append(_state(name, group, calls, {d.rank for d in dumps}))
     if by_group and not states:
-        raise FlightRecordError("the plan does not match the job: none of the dumps' "
-                                f"{len(by_group)} groups is a group of the plan ("
-                                + "; ".join(mismatches[:3]) + ")")
+        _refuse(f"none of the dumps' {len(by_group)} groups is a group of the plan ("
+                + "; ".join(mismatches[:3]) + ")")
     dumped = tuple(sorted(d.rank for d in dumps))
     have = set(dumped)
     return Hang(world, tuple(states), _positions(dumps), dumped,
@@ -98,6 +102,25 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
                 tuple(f"the dumps' format {v} is newer than {', '.join(FORMATS)}, which this "
                       "release was checked on (torch 2.13 to 2.15): read as that, field by field"
                       for v in sorted({d.version for d in dumps} - set(FORMATS))))
+
+
+def _refuse(why: str) -> None:
+    """The plan is not the job's: refused before any finding (a finding under the wrong plan
+    would name the wrong ranks with confidence)."""
+    raise FlightRecordError(f"the plan does not match the job: {why}; give the job's plan")
+
+
+def _one_group_each(placed: dict[tuple[str, str, tuple[int, ...]], tuple[str, set[int]]],
+                    name: str, group: PlanGroup, seen: set[int]) -> None:
+    """Refuse when two of torch's groups with no rank in common land on one group of the
+    plan: the job's groups are smaller than the plan's (a plan of ``tp=4`` read on dumps of
+    ``tp=2``), and its findings would say the other half never came."""
+    key = (group.view, group.dim, group.members)
+    other = placed.setdefault(key, (name, seen))
+    if other[0] != name and not other[1] & seen:
+        _refuse(f"torch's groups {other[0]!r} (ranks {_short(sorted(other[1]))}) and {name!r} "
+                f"(ranks {_short(sorted(seen))}) both land on {group.describe()} of view "
+                f"{group.view!r}: the job's groups are smaller than the plan's")
 
 
 def _not_the_plans(name: str, desc: str, calls: Calls, members: Sequence[int] | None,
