@@ -80,7 +80,8 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
                     f"(0 to {world - 1})")
     by_group, descs = _by_group(dumps)
     listed = {n: m for d in dumps for n, m in d.members.items()}
-    states, mismatches, placed = [], [], {}
+    states, mismatches = [], []
+    placed: dict[tuple[str, str, tuple[int, ...]], tuple[str, set[int]]] = {}
     for name, calls in by_group.items():
         group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
