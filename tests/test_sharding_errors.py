@@ -11,6 +11,8 @@ satisfied by any one of its strings).  A seeded fuzz throws junk at every argume
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 import sys
 import types
@@ -19,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from work_bound import bounded
 
 import mesh
@@ -508,3 +512,73 @@ def test_without_numpy_array_operations_raise_a_typed_error_naming_the_extra(
         run()
     assert isinstance(e.value, ModuleNotFoundError) and e.value.name == "numpy"
     assert str(e.value).startswith(f"{call} needs NumPy")
+
+
+# ---- Sharding.segments(d) and Sharding.holders(fixed): in range, or refused ---------------------
+V3D = MeshView.from_shape((2, 3, 4), ("a", "b", "c"))
+SEGMENTED = Sharding(V3D, (Shard(0), StridedShard(1, 2), R), (12, 8))
+_JUNK = (st.integers(-6, 6) | st.integers(-(2**70), 2**70) | st.none() | st.booleans() |
+         st.floats(allow_nan=True) | st.text(max_size=2) | st.tuples(st.integers(0, 2)))
+
+
+def _valid_dim(d: object, size: int) -> bool:
+    return type(d) is int and 0 <= d < size
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=_JUNK)
+def test_segments_answer_each_tensor_dim_and_refuse_anything_else_by_name(d: Any) -> None:
+    """Law: ``segments(d)`` answers exactly when ``d`` is an int with ``0 <= d < ndim``
+    (a negative one is refused, not counted from the end), and then its runs partition
+    ``range(shape[d])``; anything else raises a MeshError naming ``d``."""
+    if not _valid_dim(d, len(SEGMENTED.shape)):
+        raises(lambda: SEGMENTED.segments(d), MeshError, (repr(d)[:20] if not isinstance(
+            d, float) else "",))
+        return
+    runs = SEGMENTED.segments(d)
+    assert [s for s, _, _ in runs] == list(itertools.accumulate([0] + [n for _, n, _ in runs]))[:-1]
+    assert sum(n for _, n, _ in runs) == SEGMENTED.shape[d]
+
+
+@settings(max_examples=300, deadline=None)
+@given(fixed=st.dictionaries(_JUNK.filter(lambda x: not isinstance(x, float)), _JUNK,
+                             max_size=4) | _JUNK)
+def test_holders_answer_coordinates_of_the_view_and_refuse_anything_else_at_the_call(
+        fixed: Any) -> None:
+    """Law: ``holders(fixed)`` answers exactly when ``fixed`` maps view dims (ints
+    ``0 <= i < ndim``) to coordinates on them (``0 <= k < shape[i]``; negatives refused,
+    not wrapped), and then every rank listed has those coordinates and there are as many
+    as the other dims' sizes multiply to; anything else raises a MeshError at the call,
+    before anything is listed."""
+    ok = isinstance(fixed, dict) and all(
+        _valid_dim(i, V3D.ndim) and _valid_dim(k, V3D.shape[i]) for i, k in fixed.items())
+    if not ok:
+        raises(lambda: SEGMENTED.holders(fixed), MeshError, ())
+        return
+    ranks = list(SEGMENTED.holders(fixed))
+    assert len(ranks) == math.prod(n for i, n in enumerate(V3D.shape) if i not in fixed)
+    for r in ranks:
+        c = V3D.coordinate(r)
+        assert c is not None and all(c[i] == k for i, k in fixed.items())
+
+
+@pytest.mark.parametrize(("call", "needles"), [
+    (lambda: SEGMENTED.segments(-1), ("tensor dim -1", "0 to 1", "not counted from the end")),
+    (lambda: SEGMENTED.segments(2), ("tensor dim 2", "(12, 8)")),
+    (lambda: SEGMENTED.segments("0"), ("'0'",)),
+    (lambda: SCALAR.segments(0), ("its dims: none",)),
+    (lambda: SEGMENTED.holders({0: -1}), ("coordinate -1", "'a'", "0 to 1")),
+    (lambda: SEGMENTED.holders({3: 0}), ("view dim 3", "('a', 'b', 'c')")),
+    (lambda: SEGMENTED.holders({"a": 0}), ("'a'",)),
+    (lambda: SEGMENTED.holders([0, 1]), ("mapping", "[0, 1]")),
+])
+def test_a_bad_dim_or_coordinate_is_refused_naming_it_and_the_choices(
+        call: Callable[[], Any], needles: tuple[str, ...]) -> None:
+    raises(call, MeshError, needles)
+
+
+def test_the_holders_of_one_coordinate_of_a_2_to_the_40_rank_view_list_no_dim() -> None:
+    """The fixed dim's offset is computed, not read from a list of all its offsets."""
+    s = Sharding(MeshView.from_shape((2**40,), ("x",)), (R,), (4,))
+    with bounded(20_000, 5 << 20):
+        assert list(s.holders({0: 2**40 - 1})) == [2**40 - 1]

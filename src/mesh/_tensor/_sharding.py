@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator, Mapping, Sized
 from typing import Any, cast
 
 import attrs
@@ -152,7 +152,20 @@ class Sharding:
 
     def sharders(self, d: int) -> tuple[tuple[int, Shard | StridedShard], ...]:
         """The (view dim, placement) pairs that shard tensor dim ``d``, in view order."""
+        if type(d) is not int or not 0 <= d < len(self.shape):
+            d = self._tensor_dim(d, "sharders")
         return self._sharders[d]
+
+    def _tensor_dim(self, d: object, what: str) -> int:
+        """``d`` as one of the tensor's dims (an int from 0, never wrapped from the end),
+        else a typed error naming it and the dims there are."""
+        n = as_int(d, f"{what}'s tensor dim")
+        if not 0 <= n < len(self.shape):
+            dims = f"0 to {len(self.shape) - 1}" if self.shape else "none"
+            raise ShardingError(f"{what}: tensor dim {show(d)} is not a dim of the tensor of "
+                                f"shape {self.shape} (its dims: {dims}; a negative dim is not "
+                                "counted from the end)")
+        return n
 
     @functools.cached_property
     def partial_dims(self) -> tuple[int, ...]:
@@ -249,7 +262,7 @@ class Sharding:
     def segments(self, d: int) -> tuple[tuple[int, int, Label], ...]:
         """Tensor dim ``d`` cut into runs, each with the label of the ranks holding it:
         ``(start, length, label)`` sorted by start; they partition ``range(shape[d])``."""
-        return self._segments[d]
+        return self._segments[self._tensor_dim(d, "segments")]
 
     @functools.cached_property
     def _segments(self) -> tuple[tuple[tuple[int, int, Label], ...], ...]:
@@ -268,16 +281,47 @@ class Sharding:
     def _starts(self) -> Layout:
         return complement(self.view.layout, self.view.ranks.size)
 
-    def holders(self, fixed: dict[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
-        """The ranks whose coordinates on the view dims in ``fixed`` are those values: every
-        instance, every coordinate on the other dims (in row-major order, instance first);
-        from each dim's offsets (few ranks) or by array arithmetic over the layout."""
+    def holders(self, fixed: Mapping[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
+        """The ranks whose coordinates on the view dims in ``fixed`` (view dim index ->
+        coordinate) are those values: every instance, every coordinate on the other dims (in
+        row-major order, instance first); from each dim's offsets (few ranks) or by array
+        arithmetic over the layout.  Refused before listing (typed errors): a view dim or
+        coordinate outside the view (negatives are not counted from the end), more than
+        ``limit`` ranks."""
+        fixed = self._fixed(fixed)
         view = self.view
         others = [i for i in range(view.ndim) if i not in fixed]
         count = self._starts.size * math.prod(view.shape[i] for i in others)
         check_limit(count, "the holders of a tile", limit)
+        return self._listed(fixed, others, count)
+
+    def _fixed(self, fixed: object) -> dict[int, int]:
+        """``holders``' ``fixed``, checked: view dims of the view, coordinates on them."""
+        view = self.view
+        if not isinstance(fixed, Mapping):
+            raise MeshTypeError(f"holders' fixed must be a mapping of view dim (0 to "
+                                f"{view.ndim - 1}: {view.names}) -> coordinate, got "
+                                f"{show(fixed)}")
+        if len(fixed) > view.ndim:
+            raise ShardingError(f"holders' fixed names {len(fixed):,} view dims; the view "
+                                f"{view.names} has {view.ndim}")
+        out = {}
+        for i, k in fixed.items():
+            dim, at = as_int(i, "a view dim of holders' fixed"), as_int(k, "a coordinate")
+            if not 0 <= dim < view.ndim:
+                raise ShardingError(f"holders: view dim {show(i)} is not a dim of the view "
+                                    f"{view.names} (0 to {view.ndim - 1})")
+            if not 0 <= at < view.shape[dim]:
+                raise ShardingError(f"holders: coordinate {show(k)} on view dim {dim} "
+                                    f"({view.names[dim]!r}) is outside 0 to "
+                                    f"{view.shape[dim] - 1}")
+            out[dim] = at
+        return out
+
+    def _listed(self, fixed: dict[int, int], others: list[int], count: int) -> Iterator[int]:
+        view = self.view
         offsets = self._offsets
-        base = sum(offsets[i][k] for i, k in fixed.items())
+        base = sum(view.layout[i](k) for i, k in fixed.items())
         if count <= _FEW and self._starts.size <= _FEW:
             for start in self._start_offsets:
                 for free in itertools.product(*[offsets[i] for i in others]):
@@ -289,8 +333,9 @@ class Sharding:
 
     @functools.cached_property
     def _offsets(self) -> tuple[tuple[int, ...], ...]:
-        """Per view dim, the offset of each of its coordinates."""
-        return tuple(tuple(self.view.layout[i](k) for k in range(n))
+        """Per view dim of at most :data:`_FEW` coordinates, the offset of each (a larger
+        dim's are never summed: its holders are listed by array arithmetic)."""
+        return tuple(tuple(self.view.layout[i](k) for k in range(n)) if n <= _FEW else ()
                      for i, n in enumerate(self.view.shape))
 
     @functools.cached_property
