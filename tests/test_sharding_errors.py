@@ -582,3 +582,44 @@ def test_the_holders_of_one_coordinate_of_a_2_to_the_40_rank_view_list_no_dim() 
     s = Sharding(MeshView.from_shape((2**40,), ("x",)), (R,), (4,))
     with bounded(20_000, 5 << 20):
         assert list(s.holders({0: 2**40 - 1})) == [2**40 - 1]
+
+
+def test_a_plans_totals_past_their_bound_tell_a_python_caller_to_ask_per_rank() -> None:
+    """The plan's totals take no limit=: the refusal names their bound and the per-rank
+    queries, not a limit= to pass."""
+    view = MeshView.from_shape((2**19, 8), ("dp", "tp"))
+    plan = reshard(Sharding(view, (R, Shard(0)), (64,)), Sharding(view, (Shard(0), R), (64,)))
+    with pytest.raises(TooManyRanksError) as info:
+        plan.traffic()
+    assert "at most 1,048,576, and this destination has 4,194,304" in str(info.value)
+    assert "ask Reshard.receives(rank) and Reshard.sends(rank)" in info.value.hint
+    assert "limit=" not in str(info.value)
+
+
+def test_a_tile_held_by_more_ranks_than_a_plan_lists_is_refused_without_a_limit_hint() -> None:
+    view = MeshView.from_shape((2**21, 2), ("dp", "tp"))
+    plan = reshard(Sharding(view, (R, Shard(0)), (64,)),
+                   Sharding(MeshView.from_ranks([0, 1], ("x",)), (Shard(0),), (64,)))
+    with pytest.raises(TooManyRanksError) as info, bounded(200_000, 50 << 20):
+        plan.receives(0)
+    assert "lists the source ranks holding one tile, at most 1,048,576" in str(info.value)
+    assert "2,097,152" in str(info.value) and "limit=" not in str(info.value)
+
+
+def test_holders_past_their_limit_name_their_own_default() -> None:
+    view = MeshView.from_shape((2**21, 2), ("dp", "tp"))
+    with pytest.raises(TooManyRanksError) as info:
+        Sharding(view, (R, Shard(0)), (64,)).holders({1: 0})
+    assert "the default is 1,048,576" in str(info.value) and "limit=1,048,576 here" in str(
+        info.value)
+
+
+def test_a_listing_refusal_pickles_with_its_fact_and_hint() -> None:
+    import pickle
+
+    with pytest.raises(TooManyRanksError) as info:
+        V.groups("dp", limit=1)
+    back = pickle.loads(pickle.dumps(info.value))
+    assert (back.fact, back.hint, str(back)) == (info.value.fact, info.value.hint,
+                                                str(info.value))
+    assert str(back) == f"{back.fact}; {back.hint}" and "limit=1 here" in back.hint

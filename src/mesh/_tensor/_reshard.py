@@ -50,10 +50,18 @@ from typing import Any
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, check_limit, need_numpy, ordered, show
+from .._core import (
+    MeshTypeError,
+    ShardingError,
+    TooManyRanksError,
+    as_int,
+    need_numpy,
+    ordered,
+    show,
+)
 from .._topology import Topology
 from ._placement import Partial
-from ._sharding import Label, Sharding, check_boxes
+from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
 __all__ = ["TIERS", "Reshard", "Transfer", "pieces", "reshard"]
 
@@ -264,10 +272,10 @@ class Reshard:
         fixed = dict(zip(_tile_dims(s), tile))
         down = self.down
         if not s.partial_dims:
-            return {(): _Holders.of((tile, ()), tuple(r for r in s.holders(fixed)
-                                                      if r not in down))}
+            return {(): _Holders.of((tile, ()), tuple(
+                r for r in _tile_ranks(s, fixed, "source ranks holding") if r not in down))}
         out: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for r in s.holders(fixed):
+        for r in _tile_ranks(s, fixed, "source ranks holding"):
             if r in down:
                 out.setdefault(_combo(s, r), [])
                 continue
@@ -311,7 +319,7 @@ class Reshard:
         number = 0
         for i, c in zip(dims, tile):
             number = number * self.dst.view.shape[i] + c
-        ranks = list(self.dst.holders(dict(zip(dims, tile))))
+        ranks = list(_tile_ranks(self.dst, dict(zip(dims, tile)), "destination ranks needing"))
         return {r: number * len(ranks) + k for k, r in enumerate(ranks)}
 
     def _tier(self, a: int, b: int) -> int:
@@ -408,8 +416,13 @@ class Reshard:
 
     @functools.cached_property
     def _traffic(self) -> dict[tuple[int, int], int]:
-        check_limit(self.dst.view.ranks.size, "the destination ranks of a plan's traffic",
-                    1 << 20)
+        n = self.dst.view.ranks.size
+        if n > HOLDERS_LIMIT:
+            raise TooManyRanksError(
+                f"a plan's totals (traffic, bytes moved, bytes per tier, the busiest rank, "
+                f"rounds) list every destination rank, at most {HOLDERS_LIMIT:,}, and this "
+                f"destination has {n:,}", "ask Reshard.receives(rank) and Reshard.sends(rank) "
+                "per rank: they list no other rank's part")
         out: dict[tuple[int, int], int] = defaultdict(int)
         tiles = {_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()}
         for tile in sorted(tiles):
@@ -570,6 +583,16 @@ def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
         s, d = (rank, peer) if source_side else (peer, rank)
         out.append(Transfer(s, d, n, tuple(sorted(boxes)), combo))
     return tuple(out)
+
+
+def _tile_ranks(s: Sharding, fixed: dict[int, int], who: str) -> Iterator[int]:
+    """The ranks of ``s`` with the coordinates ``fixed`` (the ``who`` one tile), refused
+    past :data:`~mesh._tensor._sharding.HOLDERS_LIMIT`: a plan takes no ``limit``."""
+    n = s.holder_count(fixed)
+    if n > HOLDERS_LIMIT:
+        raise TooManyRanksError(f"a reshard plan lists the {who} one tile, at most "
+                                f"{HOLDERS_LIMIT:,}, and {s.view!r} has {n:,} of them")
+    return s.holders(fixed)
 
 
 def _combo(s: Sharding, rank: int) -> tuple[int, ...]:

@@ -68,6 +68,10 @@ lists."""
 MAX_ELEMENTS = 1 << 62
 """The most elements a sharded tensor may have (int64 arithmetic throughout)."""
 
+HOLDERS_LIMIT = 1 << 20
+"""The most ranks :meth:`Sharding.holders` lists unless given a ``limit``; a reshard plan
+lists at most this many holders or receivers of one tile."""
+
 Label = tuple[int, ...]
 """A rank's coordinates on the view dims that shard one tensor dim, in view order."""
 
@@ -281,7 +285,7 @@ class Sharding:
     def _starts(self) -> Layout:
         return complement(self.view.layout, self.view.ranks.size)
 
-    def holders(self, fixed: Mapping[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
+    def holders(self, fixed: Mapping[int, int], *, limit: int = HOLDERS_LIMIT) -> Iterator[int]:
         """The ranks whose coordinates on the view dims in ``fixed`` (view dim index ->
         coordinate) are those values: every instance, every coordinate on the other dims (in
         row-major order, instance first); from each dim's offsets (few ranks) or by array
@@ -289,11 +293,15 @@ class Sharding:
         coordinate outside the view (negatives are not counted from the end), more than
         ``limit`` ranks."""
         fixed = self._fixed(fixed)
-        view = self.view
-        others = [i for i in range(view.ndim) if i not in fixed]
-        count = self._starts.size * math.prod(view.shape[i] for i in others)
-        check_limit(count, "the holders of a tile", limit)
-        return self._listed(fixed, others, count)
+        count = self.holder_count(fixed)
+        check_limit(count, "the holders of a tile", limit, default=f"{HOLDERS_LIMIT:,}")
+        return self._listed(fixed, [i for i in range(self.view.ndim) if i not in fixed], count)
+
+    def holder_count(self, fixed: Mapping[int, int]) -> int:
+        """How many ranks :meth:`holders` lists for ``fixed`` (counted, not listed)."""
+        fixed = self._fixed(fixed)
+        return self._starts.size * math.prod(n for i, n in enumerate(self.view.shape)
+                                             if i not in fixed)
 
     def _fixed(self, fixed: object) -> dict[int, int]:
         """``holders``' ``fixed``, checked: view dims of the view, coordinates on them."""
