@@ -26,6 +26,7 @@ from mesh import FlightRecordError, MeshView, read_flight_records
 from mesh._hang._records import MAX_DUMP_BYTES, MAX_DUMP_DEPTH, MAX_DUMP_UNITS
 from mesh._hang._unpickle import load_builtins
 
+ROOT = Path(__file__).resolve().parents[1]  # children run here: PYTHONPATH=src finds this src
 VIEW = MeshView.from_shape((2, 4), ("dp", "tp"))
 _MEMO = 0  # the first memo slot our hand-made values use (they number theirs in order)
 
@@ -173,7 +174,7 @@ def _measured(path: Path) -> tuple[float, float, str]:
     """Reading ``path`` in a fresh process: its peak memory (MiB), seconds, and "read" or
     the refusal's words."""
     run = subprocess.run([sys.executable, "-c", _READ, str(path)], capture_output=True,
-                         text=True, timeout=600, check=True)
+                         cwd=ROOT, text=True, timeout=600, check=True)
     peak, took, out = run.stdout.split("\n", 2)
     return float(peak), float(took), out.strip()
 
@@ -188,7 +189,7 @@ def test_ctrl_c_stops_the_command_while_it_reads_a_dump(tmp_path: Path) -> None:
               "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", script, "hang", str(path), "--dims",
                              "dp=2,tp=4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, cwd=ROOT)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

@@ -17,6 +17,7 @@ import random
 import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -623,3 +624,27 @@ def test_a_listing_refusal_pickles_with_its_fact_and_hint() -> None:
     assert (back.fact, back.hint, str(back)) == (info.value.fact, info.value.hint,
                                                 str(info.value))
     assert str(back) == f"{back.fact}; {back.hint}" and "limit=1 here" in back.hint
+
+
+_SEGMENTS_AT_THE_LIMIT = """
+import resource, time
+from mesh import MAX_TILES, MeshView, Shard, Sharding
+s = Sharding(MeshView.from_shape((MAX_TILES,), ("x",)), (Shard(0),), (MAX_TILES * 4,))
+before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+assert len(s.segments(0)) == MAX_TILES
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
+      time.monotonic() - start)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB")
+def test_segments_at_the_tile_limit_take_bounded_memory() -> None:
+    """A tensor dim cut into MAX_TILES pieces: its segments (about 170 MiB of tuples) are
+    listed with no second list of them beside (377 MiB at the peak before, 193 after)."""
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", _SEGMENTS_AT_THE_LIMIT], capture_output=True,
+                         text=True, timeout=600, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    grown_mib, took = map(float, run.stdout.split())
+    assert grown_mib < 300 and took < 120, (grown_mib, took)  # about 3 s on a busy machine

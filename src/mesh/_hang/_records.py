@@ -184,7 +184,7 @@ def _check_json_values(data: bytes) -> None:
     most = 2 * (data.count(b",") + data.count(b"[") + data.count(b"{")) + 1
     if most > MAX_DUMP_UNITS:
         raise FlightRecordError(f"may hold up to {most:,} JSON values, more than "
-                                f"{MAX_DUMP_UNITS:,} (mesh._hang.MAX_DUMP_UNITS)")
+                                f"{MAX_DUMP_UNITS:,}: not a dump torch writes")
 
 
 def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump:

@@ -134,22 +134,23 @@ class _Holders:
 
 
 MEMO_WEIGHT = 1 << 21
-"""The most ranks (and cells) one plan keeps from its per-rank queries (2,097,152: about 150
-MiB): the holders and receivers of the tiles asked last, the ranks of the hosts and domains
-asked last.  What a query needs past it is computed again when asked again."""
+"""The most ranks (and cells) the plans of a process keep, together, from their per-rank
+queries (2,097,152: about 150 MiB): the holders and receivers of the tiles asked last, the
+ranks of the hosts and domains asked last.  What a query needs past it is computed again
+when asked again."""
 
 
 class _Memo:
-    """A plan's memo of per-tile and per-host answers, least recently used dropped first so
-    that the weights (ranks held) stay at most :data:`MEMO_WEIGHT`; an answer heavier than
-    that alone is given and not kept."""
+    """The plans' memo of per-tile and per-host answers (keys begin with the plan's token),
+    least recently used dropped first so that the weights (ranks held) stay at most
+    :data:`MEMO_WEIGHT`; an answer heavier than that alone is given and not kept."""
 
     def __init__(self) -> None:
-        self.kept: OrderedDict[tuple[str, Any], tuple[Any, int]] = OrderedDict()  # (value, weight)
+        self.kept: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # (value, weight)
         self.weight = 0
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[str, Any], make: Callable[[], Any],
+    def get(self, key: tuple[Any, ...], make: Callable[[], Any],
             weigh: Callable[[Any], int] = len) -> Any:
         with self.lock:
             got = self.kept.get(key)
@@ -165,6 +166,10 @@ class _Memo:
                 self.kept[key] = (value, weight)
                 self.weight += weight
         return value
+
+
+_MEMO = _Memo()
+_TOKENS = itertools.count()  # one per plan, never reused: a dead plan's entries age out
 
 
 def pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
@@ -243,7 +248,7 @@ class Reshard:
     def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         """The cells of a source (``side="src"``) or destination tile: (box, elements, the
         other side's tile), memoized per tile."""
-        return self._memo.get((side + " cells", tile), lambda: self._list_cells(side, tile))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, side + " cells", tile), lambda: self._list_cells(side, tile))  # type: ignore[no-any-return]
 
     def _list_cells(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
@@ -259,12 +264,14 @@ class Reshard:
                      for combo in itertools.product(*per_dim))
 
     @functools.cached_property
-    def _memo(self) -> _Memo:
-        return _Memo()  # per tile: holders, receivers, cells; per rank: its host and domain
+    def _token(self) -> int:
+        """This plan's part of :data:`_MEMO`'s keys: per tile holders, receivers and cells;
+        per rank its host and domain; per host and domain its ranks."""
+        return next(_TOKENS)
 
     def _holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         """The source ranks holding ``tile``, by their partial dims' coordinates."""
-        return self._memo.get(("src", tile), lambda: self._list_holders(tile),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "src", tile), lambda: self._list_holders(tile),  # type: ignore[no-any-return]
                               lambda got: sum(len(h.ranks) for h in got.values()))
 
     def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
@@ -288,31 +295,31 @@ class Reshard:
         t = self.topology
         if t is None:
             return (0, 0)
-        return self._memo.get(("at", rank), lambda: (t.host(rank), t.domain(rank)),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),  # type: ignore[no-any-return]
                               lambda _: 1)
 
     def _ranks_on(self, host: int) -> tuple[int, ...]:
         t = self.topology
         assert t is not None, "asked with a topology only"
-        return self._memo.get(("host", host), lambda: t.ranks_on(host))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "host", host), lambda: t.ranks_on(host))  # type: ignore[no-any-return]
 
     def _ranks_in(self, domain: int) -> tuple[int, ...]:
         t = self.topology
         assert t is not None, "asked with a topology only"
-        return self._memo.get(("domain", domain), lambda: tuple(  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "domain", domain), lambda: tuple(  # type: ignore[no-any-return]
             r for h in t.hosts_in(domain) for r in self._ranks_on(h)))
 
     def _near(self, holders: _Holders, level: str, place: int) -> tuple[int, ...]:
         """The holders on host or in fast domain ``place`` (``level``), memoized."""
         ranks = self._ranks_on if level == "host" else self._ranks_in
-        return self._memo.get(("near", (holders.key, level, place)),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "near", (holders.key, level, place)),  # type: ignore[no-any-return]
                               lambda: holders.among(ranks(place)))
 
     def _receivers(self, tile: Label) -> dict[int, int]:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
         index among them, plus the tile's number times their count.  Holders are picked by
         this index, so one source tile's replicas serve the destination tiles in turn."""
-        return self._memo.get(("dst", tile), lambda: self._list_receivers(tile))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "dst", tile), lambda: self._list_receivers(tile))  # type: ignore[no-any-return]
 
     def _list_receivers(self, tile: Label) -> dict[int, int]:
         dims = _tile_dims(self.dst)

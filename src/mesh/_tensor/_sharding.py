@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 from collections.abc import Iterator, Mapping, Sized
 from typing import Any, cast
 
@@ -270,15 +271,26 @@ class Sharding:
 
     @functools.cached_property
     def _segments(self) -> tuple[tuple[tuple[int, int, Label], ...], ...]:
-        def of(d: int) -> tuple[tuple[int, int, Label], ...]:
-            level: list[tuple[Label, Runs]] = [((), ((0, self.shape[d]),) if self.shape[d]
-                                                else ())]
-            for i, p in self.sharders(d):  # each prefix's runs cut once, not once per label
-                n = self.view.shape[i]
-                level = [((*label, k), shard_runs(runs, p, n, k))
-                         for label, runs in level for k in range(n)]
-            return tuple(sorted((s, n, label) for label, runs in level for s, n in runs))
-        return tuple(of(d) for d in range(len(self.shape)))
+        return tuple(self._cut(d) for d in range(len(self.shape)))
+
+    def _cut(self, d: int) -> tuple[tuple[int, int, Label], ...]:
+        """Tensor dim ``d``'s segments: each prefix of the sharders' labels cuts its runs
+        once (not once per label); the last cut is made as it is sorted, never kept as a
+        list of its own (at :data:`MAX_TILES` pieces that list was half the memory)."""
+        level: list[tuple[Label, Runs]] = [((), ((0, self.shape[d]),) if self.shape[d]
+                                            else ())]
+        *first, last = self.sharders(d) or ((-1, None),)
+        for i, p in first:
+            n = self.view.shape[i]
+            level = [((*label, k), shard_runs(runs, p, n, k))
+                     for label, runs in level for k in range(n)]
+        if last[1] is None:
+            return tuple((s, n, ()) for s, n in level[0][1])
+        i, p = last
+        n = self.view.shape[i]
+        cut = ((s, m, (*label, k)) for label, runs in level for k in range(n)
+               for s, m in shard_runs(runs, p, n, k))
+        return tuple(sorted(cut, key=operator.itemgetter(0)))  # starts are distinct
 
     # ---- ranks from coordinates -------------------------------------------------------
     @functools.cached_property
