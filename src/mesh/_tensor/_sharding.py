@@ -56,7 +56,7 @@ from ._placement import (
     shard_runs,
 )
 
-__all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding", "check_boxes"]
+__all__ = ["HOLDERS_LIMIT", "MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding", "check_boxes"]
 
 MAX_TENSOR_DIMS = 8
 """The most dims a sharded tensor may have."""
