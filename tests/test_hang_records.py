@@ -88,10 +88,11 @@ class _Boom:
         return (os.system, ("touch PWNED",))
 
 
-def test_a_pickle_naming_code_is_refused_without_running_it(tmp_path: Path) -> None:
+def test_a_pickle_naming_code_is_refused_without_running_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "fr_trace_rank_0"
     path.write_bytes(pickle.dumps({"version": "2.10", "entries": [_Boom()]}))
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where the code would write; the next tests run where they were
     assert "names the object posix.system" in _error([str(path)]) or \
         "names the object os.system" in _error([str(path)])
     assert not (tmp_path / "PWNED").exists()

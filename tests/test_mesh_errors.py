@@ -230,7 +230,7 @@ CASES: list[tuple[str, Callable[[], Any], type[MeshError], type[Exception], str]
     ("instance of a huge view", lambda: MeshView.from_shape(2**60, ("w",)).instance(0),
      TooManyRanksError, ValueError, r"instance\(\).*limit="),
     ("groups above an explicit limit", lambda: MESH.groups("tp", limit=7), TooManyRanksError,
-     ValueError, r"8 ranks, more than limit=7"),
+     ValueError, r"8 ranks, more than 7; pass a larger limit= .*limit=7 here"),
     ("concatenation of a non-view", lambda: concatenate([MESH, 3]), MeshTypeError,
      TypeError, r"\b3\b"),
     # ---- layouts that are not views

@@ -127,3 +127,28 @@ def test_shapes_that_differ_are_refused(tmp_path: Path,
                                                                    "VOCAB, LAYERS = 2048"))
     assert main(["reshard", TRAINER, str(other)]) == 2
     assert "one tensor shape on both sides" in capsys.readouterr().err
+
+
+def _huge_pair(tmp_path: Path) -> tuple[str, str]:
+    """Two plan files of one weight over 2**22 ranks: more destination ranks than a plan's
+    totals list."""
+    paths = []
+    for name, placements in (("src", "(Replicate(), Shard(0))"),
+                             ("dst", "(Shard(0), Replicate())")):
+        path = tmp_path / f"{name}.py"
+        path.write_text("from mesh import MeshView, Replicate, Shard, Sharding\n"
+                        "MESH = MeshView.from_shape((2**19, 8), ('dp', 'tp'))\n"
+                        f"TENSORS = {{'w': Sharding(MESH, {placements}, (64,))}}\n")
+        paths.append(str(path))
+    return paths[0], paths[1]
+
+
+def test_a_bound_the_command_cannot_raise_is_named_without_a_python_hint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44, item 7: the refusal said "limit=1,048,576 ... the default is 16,777,216"
+    to a user who cannot pass limit=; it names the bound and that no flag raises it."""
+    assert main(["reshard", *_huge_pair(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "at most 1,048,576, and this destination has 4,194,304" in err, err
+    assert "no meshlayout flag or environment variable raises it" in err
+    assert "limit=" not in err and "16,777,216" not in err and "Reshard." not in err

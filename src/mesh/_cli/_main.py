@@ -28,7 +28,7 @@ from typing import Any
 
 from layout import show_error
 
-from .._core import MeshError, MeshView, show
+from .._core import MeshError, MeshView, TooManyRanksError, show
 from .._decide import Costs, Recovery, recover
 from .._draw import MAX_SVG_CELLS, svg
 from .._hang import read_flight_records
@@ -106,7 +106,11 @@ def _interrupted(who: str) -> int:
 
 def _text(error: BaseException) -> str:
     """The message of one of our errors (or of a plan's subclass of one, whose ``__str__``
-    may raise)."""
+    may raise); a listing refused with a hint for Python callers (``limit=``) says instead
+    that no flag raises the bound."""
+    if isinstance(error, TooManyRanksError) and error.hint and isinstance(error.fact, str):
+        return (f"{error.fact} (a bound of this release: no meshlayout flag or environment "
+                "variable raises it)")
     text = show_error(error)
     return text.split(": ", 1)[1] if ": " in text else text
 

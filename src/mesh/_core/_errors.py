@@ -124,7 +124,19 @@ class NotRepresentableError(MeshError, ValueError):
 class TooManyRanksError(MeshError, ValueError):
     """A materialization (``groups``, ``instances``, ``instance``, ``group``,
     a facade's ``.mesh``) would list more ranks than its ``limit``
-    argument allows (default :data:`mesh.MAX_LISTED_RANKS`)."""
+    argument allows (default :data:`mesh.MAX_LISTED_RANKS`), or more than a query that
+    takes no ``limit`` lists.
+
+    The message is :attr:`fact` (what would be listed, and the bound), then :attr:`hint`
+    (what a Python caller can do, such as passing a larger ``limit=``; empty when nothing),
+    so a command whose users cannot pass ``limit=`` words its own hint."""
+
+    def __init__(self, fact: str, hint: str = "") -> None:
+        super().__init__(f"{fact}; {hint}" if hint else fact)
+        self.fact, self.hint = fact, hint
+
+    def __reduce__(self) -> tuple[type[TooManyRanksError], tuple[str, str]]:
+        return (type(self), (self.fact, self.hint))
 
 
 class TopologyError(MeshError, ValueError):

@@ -33,13 +33,16 @@ _ROW_ARRAYS_FROM = 1 << 20  # one row (a group) is built from ranges: NumPy only
 _PYTHON_MOST = 1 << 28  # without NumPy, longer listings are refused up front (no slow OOM)
 
 
-def check_limit(count: int, what: str, limit: object) -> None:
-    """Refuse to list ``count`` ranks when that is more than ``limit``."""
+def check_limit(count: int, what: str, limit: object, *,
+                default: str = f"mesh.MAX_LISTED_RANKS = {MAX_LISTED_RANKS:,}") -> None:
+    """Refuse to list ``count`` ranks when that is more than ``limit`` (the caller's
+    argument, whose ``default`` the hint names)."""
     lim = as_int(limit, "limit")
     if count > lim:
         raise TooManyRanksError(
-            f"{what} would list {_n(count)} ranks, more than limit={_n(lim)}; pass a larger "
-            f"limit= to list them (the default is mesh.MAX_LISTED_RANKS = {MAX_LISTED_RANKS:,})")
+            f"{what} would list {_n(count)} ranks, more than {_n(lim)}",
+            f"pass a larger limit= to list them (limit={_n(lim)} here; the default is "
+            f"{default})")
 
 
 def _n(x: int) -> str:

@@ -1,6 +1,7 @@
 """A hung job read in mesh coordinates: torch's flight-recorder dumps against the plan.
 
-Module map: ``_records`` reads dumps safely (a pickle of builtins only, or JSON; bounded);
+Module map: ``_unpickle`` runs a pickle of builtins only, in bounded work; ``_records`` reads
+dumps safely with it (or JSON; bounded);
 ``_groups`` finds which group of the plan each of torch's process groups is; ``_hung``
 lines the members' calls up per group; ``_report`` words the result
 (:class:`HangReport`).  Imports only the core and the machine model (``mesh._topology``):
@@ -16,11 +17,11 @@ from collections.abc import Callable, Iterable, Mapping
 from .._core import FlightRecordError, MeshView, show
 from .._topology import Topology
 from ._hung import analyse
-from ._records import FORMATS, MAX_DUMP_BYTES, read_dump
+from ._records import FORMATS, MAX_DUMP_BYTES, MAX_DUMP_DEPTH, MAX_DUMP_UNITS, read_dump
 from ._report import SCHEMA, HangFinding, HangReport, report
 
-__all__ = ["FORMATS", "MAX_DUMP_BYTES", "SCHEMA", "HangFinding", "HangReport",
-           "read_flight_records"]
+__all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_DEPTH", "MAX_DUMP_UNITS", "SCHEMA",
+           "HangFinding", "HangReport", "read_flight_records"]
 
 MAX_DUMPS = 1 << 20
 """The most dump files one call reads (a million ranks)."""
@@ -42,7 +43,7 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
     :class:`~mesh.FlightRecordError` naming the file and what is wrong; groups that the plan
     does not have are listed in :attr:`HangReport.mismatches`.  The files are read with an
     unpickler that loads only builtin containers and scalars, at most :data:`MAX_DUMP_BYTES`
-    each.
+    each, in work bounded by :data:`MAX_DUMP_UNITS` and nesting by :data:`MAX_DUMP_DEPTH`.
     """
     if isinstance(views, MeshView):
         views = {"mesh": views}

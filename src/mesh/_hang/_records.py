@@ -15,19 +15,20 @@ and names ``all_to_all_single`` so), ``input_sizes``, ``input_dtypes``, ``state`
 ``nccl-legacy``, ``gloo`` or a plugin's name, a call is read by its op.
 
 Dumps come from machines that may be compromised or from another job, so a pickle is read by
-an unpickler that refuses every global: only builtin containers and scalars load (a plain
-``pickle.load`` would run any code the file names).  A file is read up to
-:data:`MAX_DUMP_BYTES`, a dump holds at most :data:`MAX_DUMP_ENTRIES` calls, and every field
-is checked for its type and size before it is used, so the work per dump is bounded by its
-size whatever it holds.
+a machine of our own (:mod:`._unpickle`) that refuses every global: only builtin containers
+and scalars load (a plain ``pickle.load`` would run any code the file names), in work and
+memory bounded by :data:`MAX_DUMP_UNITS` however the file shares its values, nested at most
+:data:`MAX_DUMP_DEPTH` deep.  A JSON dump's values are counted from its commas and
+brackets before it is decoded (at most :data:`MAX_DUMP_UNITS`; JSON shares nothing).  A
+file is read up to :data:`MAX_DUMP_BYTES`, a dump holds at most :data:`MAX_DUMP_ENTRIES`
+calls, and every field is checked for its type and size before it is used, so the work per
+dump is bounded by its size whatever it holds, and Ctrl-C stops it.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import pickle
 import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
@@ -35,9 +36,10 @@ from typing import Any, TypeGuard
 import attrs
 
 from .._core import FlightRecordError, read_bounded, show
+from ._unpickle import MAX_DUMP_DEPTH, MAX_DUMP_UNITS, load_builtins
 
-__all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_ENTRIES", "UNEVEN_OPS", "FlightCall",
-           "FlightDump", "read_dump"]
+__all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_DEPTH", "MAX_DUMP_ENTRIES", "MAX_DUMP_UNITS",
+           "UNEVEN_OPS", "FlightCall", "FlightDump", "read_dump"]
 
 MAX_DUMP_BYTES = 64 << 20
 """The largest dump read (64 MiB; torch's default ring of 2,000 calls with stack frames is
@@ -131,14 +133,6 @@ class FlightDump:
         return max((c.created_ns for c in self.calls), default=0)
 
 
-class _Builtins(pickle.Unpickler):
-    """Loads builtin containers and scalars only: every global (a class, a function) is
-    refused, so no code the file names can run."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise FlightRecordError(f"names the object {module}.{name}")
-
-
 def read_dump(path: str, seen: dict[Any, Any] | None = None) -> FlightDump:
     """The dump at ``path`` (pickle or JSON, at most :data:`MAX_DUMP_BYTES`), checked field
     by field; anything else raises :class:`~mesh.FlightRecordError` naming the file and
@@ -170,8 +164,9 @@ def _decode(data: bytes) -> object:
     """The dump's data: JSON when it starts with ``{``, else a pickle of builtins."""
     try:
         if data.lstrip()[:1] == b"{":
+            _check_json_values(data)
             return json.loads(data)
-        return _Builtins(io.BytesIO(data)).load()
+        return load_builtins(data)
     except FlightRecordError:
         raise
     except RecursionError:
@@ -179,6 +174,17 @@ def _decode(data: bytes) -> object:
     except Exception as e:  # truncated, corrupt, not a pickle or JSON at all
         raise FlightRecordError(f"cannot be decoded ({type(e).__name__}: "
                                 f"{str(e)[:200]})") from None
+
+
+def _check_json_values(data: bytes) -> None:
+    """Refuse JSON of more than :data:`MAX_DUMP_UNITS` values before decoding it: each value
+    is the whole text, the first in its container or after a comma, and a key comes with
+    each value of an object, so twice the commas and opening brackets bound them (counted
+    at C speed; a comma inside a string only counts one too many)."""
+    most = 2 * (data.count(b",") + data.count(b"[") + data.count(b"{")) + 1
+    if most > MAX_DUMP_UNITS:
+        raise FlightRecordError(f"may hold up to {most:,} JSON values, more than "
+                                f"{MAX_DUMP_UNITS:,}: not a dump torch writes")
 
 
 def _dump(path: str, rank: int, raw: object, seen: dict[Any, Any]) -> FlightDump:

@@ -43,16 +43,25 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections import defaultdict
-from collections.abc import Iterator, Mapping
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, check_limit, need_numpy, ordered, show
+from .._core import (
+    MeshTypeError,
+    ShardingError,
+    TooManyRanksError,
+    as_int,
+    need_numpy,
+    ordered,
+    show,
+)
 from .._topology import Topology
 from ._placement import Partial
-from ._sharding import Label, Sharding, check_boxes
+from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
 __all__ = ["TIERS", "Reshard", "Transfer", "pieces", "reshard"]
 
@@ -109,25 +118,58 @@ class Transfer:
 
 @attrs.frozen
 class _Holders:
-    """The ranks holding one source tile (one partial coordinate), and, per host and per
-    fast domain that a receiver asked from, the holders there (found from the few ranks of
-    that host or domain, not by locating every holder)."""
+    """The ranks holding one source tile (one partial coordinate: ``key`` is both)."""
 
+    key: tuple[Label, tuple[int, ...]]
     ranks: tuple[int, ...]
     members: frozenset[int]
-    near: dict[tuple[str, int], tuple[int, ...]] = attrs.field(factory=dict, eq=False)
 
     @classmethod
-    def of(cls, ranks: tuple[int, ...]) -> _Holders:
-        return cls(ranks, frozenset(ranks))
+    def of(cls, key: tuple[Label, tuple[int, ...]], ranks: tuple[int, ...]) -> _Holders:
+        return cls(key, ranks, frozenset(ranks))
 
-    def among(self, level: str, place: int, ranks: Any) -> tuple[int, ...]:
-        """The holders among ``ranks()`` (the ranks of host or domain ``place``), memoized."""
-        got = self.near.get((level, place))
-        if got is None:
-            got = self.near[level, place] = (() if len(self.ranks) == 1 else
-                                              tuple(r for r in ranks() if r in self.members))
-        return got
+    def among(self, ranks: tuple[int, ...]) -> tuple[int, ...]:
+        """The holders among ``ranks`` (the ranks of one host or fast domain)."""
+        return () if len(self.ranks) == 1 else tuple(r for r in ranks if r in self.members)
+
+
+MEMO_WEIGHT = 1 << 21
+"""The most ranks (and cells) the plans of a process keep, together, from their per-rank
+queries (2,097,152: about 150 MiB): the holders and receivers of the tiles asked last, the
+ranks of the hosts and domains asked last.  What a query needs past it is computed again
+when asked again."""
+
+
+class _Memo:
+    """The plans' memo of per-tile and per-host answers (keys begin with the plan's token),
+    least recently used dropped first so that the weights (ranks held) stay at most
+    :data:`MEMO_WEIGHT`; an answer heavier than that alone is given and not kept."""
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # (value, weight)
+        self.weight = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], Any],
+            weigh: Callable[[Any], int] = len) -> Any:
+        with self.lock:
+            got = self.kept.get(key)
+            if got is not None:
+                self.kept.move_to_end(key)
+                return got[0]
+        value = make()
+        weight = max(1, weigh(value))
+        with self.lock:
+            if weight <= MEMO_WEIGHT and key not in self.kept:
+                while self.weight + weight > MEMO_WEIGHT:
+                    self.weight -= self.kept.popitem(last=False)[1][1]
+                self.kept[key] = (value, weight)
+                self.weight += weight
+        return value
+
+
+_MEMO = _Memo()
+_TOKENS = itertools.count()  # one per plan, never reused: a dead plan's entries age out
 
 
 def pieces(a: tuple[tuple[int, int, Label], ...], b: tuple[tuple[int, int, Label], ...]
@@ -206,87 +248,86 @@ class Reshard:
     def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         """The cells of a source (``side="src"``) or destination tile: (box, elements, the
         other side's tile), memoized per tile."""
-        got = self._memo.get((side + " cells", tile))
-        if got is None:
-            mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
-            labels = _labels(mine, tile)
-            per_dim = [[(a, b, lo) for a, b, ls, ld in pieces
-                        if (ls if side == "src" else ld) == label
-                        for lo in ((ld if side == "src" else ls),)]
-                       for pieces, label in zip(self._pieces, labels)]
-            check_boxes(math.prod(len(p) for p in per_dim), "one rank's part of the plan")
-            order = _order(other)
-            got = tuple((tuple((a, b) for a, b, _ in combo),
-                         math.prod(b - a for a, b, _ in combo),
-                         _reordered(order, combo))
-                        for combo in itertools.product(*per_dim))
-            self._memo[side + " cells", tile] = got
-        return got
+        return _MEMO.get((self._token, side + " cells", tile), lambda: self._list_cells(side, tile))  # type: ignore[no-any-return]
+
+    def _list_cells(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
+        mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
+        labels = _labels(mine, tile)
+        per_dim = [[(a, b, lo) for a, b, ls, ld in pieces
+                    if (ls if side == "src" else ld) == label
+                    for lo in ((ld if side == "src" else ls),)]
+                   for pieces, label in zip(self._pieces, labels)]
+        check_boxes(math.prod(len(p) for p in per_dim), "one rank's part of the plan")
+        order = _order(other)
+        return tuple((tuple((a, b) for a, b, _ in combo), math.prod(b - a for a, b, _ in combo),
+                      _reordered(order, combo))
+                     for combo in itertools.product(*per_dim))
 
     @functools.cached_property
-    def _memo(self) -> dict[tuple[str, Any], Any]:
-        return {}  # per tile: holders, receivers, cells; per rank: its host and domain
+    def _token(self) -> int:
+        """This plan's part of :data:`_MEMO`'s keys: per tile holders, receivers and cells;
+        per rank its host and domain; per host and domain its ranks."""
+        return next(_TOKENS)
 
     def _holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         """The source ranks holding ``tile``, by their partial dims' coordinates."""
-        got = self._memo.get(("src", tile))
-        if got is None:
-            got = self._memo["src", tile] = self._list_holders(tile)
-        return got
+        return _MEMO.get((self._token, "src", tile), lambda: self._list_holders(tile),  # type: ignore[no-any-return]
+                              lambda got: sum(len(h.ranks) for h in got.values()))
 
     def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         s = self.src
         fixed = dict(zip(_tile_dims(s), tile))
         down = self.down
         if not s.partial_dims:
-            return {(): _Holders.of(tuple(r for r in s.holders(fixed) if r not in down))}
+            return {(): _Holders.of((tile, ()), tuple(
+                r for r in _tile_ranks(s, fixed, "source ranks holding") if r not in down))}
         out: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for r in s.holders(fixed):
+        for r in _tile_ranks(s, fixed, "source ranks holding"):
             if r in down:
                 out.setdefault(_combo(s, r), [])
                 continue
             c = s.coordinate(r)
             out[tuple(c[i] for i in s.partial_dims)].append(r)
-        return {k: _Holders.of(tuple(v)) for k, v in out.items()}
+        return {k: _Holders.of((tile, k), tuple(v)) for k, v in out.items()}
 
     def _where(self, rank: int) -> tuple[int, int]:
         """(host, fast domain) of ``rank``, memoized; (0, 0) without a topology."""
-        got = self._memo.get(("at", rank))
-        if got is None:
-            t = self.topology
-            got = self._memo["at", rank] = (0, 0) if t is None else (t.host(rank),
-                                                                      t.domain(rank))
-        return got
+        t = self.topology
+        if t is None:
+            return (0, 0)
+        return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),  # type: ignore[no-any-return]
+                              lambda _: 1)
 
     def _ranks_on(self, host: int) -> tuple[int, ...]:
-        got = self._memo.get(("host", host))
-        if got is None:
-            assert self.topology is not None, "asked with a topology only"
-            got = self._memo["host", host] = self.topology.ranks_on(host)
-        return got
+        t = self.topology
+        assert t is not None, "asked with a topology only"
+        return _MEMO.get((self._token, "host", host), lambda: t.ranks_on(host))  # type: ignore[no-any-return]
 
     def _ranks_in(self, domain: int) -> tuple[int, ...]:
-        got = self._memo.get(("domain", domain))
-        if got is None:
-            assert self.topology is not None, "asked with a topology only"
-            got = self._memo["domain", domain] = tuple(
-                r for h in self.topology.hosts_in(domain) for r in self._ranks_on(h))
-        return got
+        t = self.topology
+        assert t is not None, "asked with a topology only"
+        return _MEMO.get((self._token, "domain", domain), lambda: tuple(  # type: ignore[no-any-return]
+            r for h in t.hosts_in(domain) for r in self._ranks_on(h)))
+
+    def _near(self, holders: _Holders, level: str, place: int) -> tuple[int, ...]:
+        """The holders on host or in fast domain ``place`` (``level``), memoized."""
+        ranks = self._ranks_on if level == "host" else self._ranks_in
+        return _MEMO.get((self._token, "near", (holders.key, level, place)),  # type: ignore[no-any-return]
+                              lambda: holders.among(ranks(place)))
 
     def _receivers(self, tile: Label) -> dict[int, int]:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
         index among them, plus the tile's number times their count.  Holders are picked by
         this index, so one source tile's replicas serve the destination tiles in turn."""
-        got = self._memo.get(("dst", tile))
-        if got is None:
-            dims = _tile_dims(self.dst)
-            number = 0
-            for i, c in zip(dims, tile):
-                number = number * self.dst.view.shape[i] + c
-            ranks = list(self.dst.holders(dict(zip(dims, tile))))
-            got = self._memo["dst", tile] = {r: number * len(ranks) + k
-                                              for k, r in enumerate(ranks)}
-        return got
+        return _MEMO.get((self._token, "dst", tile), lambda: self._list_receivers(tile))  # type: ignore[no-any-return]
+
+    def _list_receivers(self, tile: Label) -> dict[int, int]:
+        dims = _tile_dims(self.dst)
+        number = 0
+        for i, c in zip(dims, tile):
+            number = number * self.dst.view.shape[i] + c
+        ranks = list(_tile_ranks(self.dst, dict(zip(dims, tile)), "destination ranks needing"))
+        return {r: number * len(ranks) + k for k, r in enumerate(ranks)}
 
     def _tier(self, a: int, b: int) -> int:
         if a == b:
@@ -307,8 +348,7 @@ class Reshard:
         if self.topology is None:
             return holders.ranks[k % len(holders.ranks)]
         host, domain = self._where(receiver)
-        near = (holders.among("host", host, lambda: self._ranks_on(host))
-                or holders.among("domain", domain, lambda: self._ranks_in(domain))
+        near = (self._near(holders, "host", host) or self._near(holders, "domain", domain)
                 or holders.ranks)
         return near[k % len(near)]
 
@@ -383,8 +423,13 @@ class Reshard:
 
     @functools.cached_property
     def _traffic(self) -> dict[tuple[int, int], int]:
-        check_limit(self.dst.view.ranks.size, "the destination ranks of a plan's traffic",
-                    1 << 20)
+        n = self.dst.view.ranks.size
+        if n > HOLDERS_LIMIT:
+            raise TooManyRanksError(
+                f"a plan's totals (traffic, bytes moved, bytes per tier, the busiest rank, "
+                f"rounds) list every destination rank, at most {HOLDERS_LIMIT:,}, and this "
+                f"destination has {n:,}", "ask Reshard.receives(rank) and Reshard.sends(rank) "
+                "per rank: they list no other rank's part")
         out: dict[tuple[int, int], int] = defaultdict(int)
         tiles = {_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()}
         for tile in sorted(tiles):
@@ -545,6 +590,16 @@ def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
         s, d = (rank, peer) if source_side else (peer, rank)
         out.append(Transfer(s, d, n, tuple(sorted(boxes)), combo))
     return tuple(out)
+
+
+def _tile_ranks(s: Sharding, fixed: dict[int, int], who: str) -> Iterator[int]:
+    """The ranks of ``s`` with the coordinates ``fixed`` (the ``who`` one tile), refused
+    past :data:`~mesh._tensor._sharding.HOLDERS_LIMIT`: a plan takes no ``limit``."""
+    n = s.holder_count(fixed)
+    if n > HOLDERS_LIMIT:
+        raise TooManyRanksError(f"a reshard plan lists the {who} one tile, at most "
+                                f"{HOLDERS_LIMIT:,}, and {s.view!r} has {n:,} of them")
+    return s.holders(fixed)
 
 
 def _combo(s: Sharding, rank: int) -> tuple[int, ...]:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Iterator, Sized
+import operator
+from collections.abc import Iterator, Mapping, Sized
 from typing import Any, cast
 
 import attrs
@@ -55,7 +56,7 @@ from ._placement import (
     shard_runs,
 )
 
-__all__ = ["MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding", "check_boxes"]
+__all__ = ["HOLDERS_LIMIT", "MAX_TENSOR_DIMS", "MAX_TILES", "Label", "Sharding", "check_boxes"]
 
 MAX_TENSOR_DIMS = 8
 """The most dims a sharded tensor may have."""
@@ -67,6 +68,10 @@ lists."""
 
 MAX_ELEMENTS = 1 << 62
 """The most elements a sharded tensor may have (int64 arithmetic throughout)."""
+
+HOLDERS_LIMIT = 1 << 20
+"""The most ranks :meth:`Sharding.holders` lists unless given a ``limit``; a reshard plan
+lists at most this many holders or receivers of one tile."""
 
 Label = tuple[int, ...]
 """A rank's coordinates on the view dims that shard one tensor dim, in view order."""
@@ -152,7 +157,20 @@ class Sharding:
 
     def sharders(self, d: int) -> tuple[tuple[int, Shard | StridedShard], ...]:
         """The (view dim, placement) pairs that shard tensor dim ``d``, in view order."""
+        if type(d) is not int or not 0 <= d < len(self.shape):
+            d = self._tensor_dim(d, "sharders")
         return self._sharders[d]
+
+    def _tensor_dim(self, d: object, what: str) -> int:
+        """``d`` as one of the tensor's dims (an int from 0, never wrapped from the end),
+        else a typed error naming it and the dims there are."""
+        n = as_int(d, f"{what}'s tensor dim")
+        if not 0 <= n < len(self.shape):
+            dims = f"0 to {len(self.shape) - 1}" if self.shape else "none"
+            raise ShardingError(f"{what}: tensor dim {show(d)} is not a dim of the tensor of "
+                                f"shape {self.shape} (its dims: {dims}; a negative dim is not "
+                                "counted from the end)")
+        return n
 
     @functools.cached_property
     def partial_dims(self) -> tuple[int, ...]:
@@ -249,35 +267,81 @@ class Sharding:
     def segments(self, d: int) -> tuple[tuple[int, int, Label], ...]:
         """Tensor dim ``d`` cut into runs, each with the label of the ranks holding it:
         ``(start, length, label)`` sorted by start; they partition ``range(shape[d])``."""
-        return self._segments[d]
+        return self._segments[self._tensor_dim(d, "segments")]
 
     @functools.cached_property
     def _segments(self) -> tuple[tuple[tuple[int, int, Label], ...], ...]:
-        def of(d: int) -> tuple[tuple[int, int, Label], ...]:
-            level: list[tuple[Label, Runs]] = [((), ((0, self.shape[d]),) if self.shape[d]
-                                                else ())]
-            for i, p in self.sharders(d):  # each prefix's runs cut once, not once per label
-                n = self.view.shape[i]
-                level = [((*label, k), shard_runs(runs, p, n, k))
-                         for label, runs in level for k in range(n)]
-            return tuple(sorted((s, n, label) for label, runs in level for s, n in runs))
-        return tuple(of(d) for d in range(len(self.shape)))
+        return tuple(self._cut(d) for d in range(len(self.shape)))
+
+    def _cut(self, d: int) -> tuple[tuple[int, int, Label], ...]:
+        """Tensor dim ``d``'s segments: each prefix of the sharders' labels cuts its runs
+        once (not once per label); the last cut is made as it is sorted, never kept as a
+        list of its own (at :data:`MAX_TILES` pieces that list was half the memory)."""
+        level: list[tuple[Label, Runs]] = [((), ((0, self.shape[d]),) if self.shape[d]
+                                            else ())]
+        *first, last = self.sharders(d) or ((-1, None),)
+        for i, p in first:
+            n = self.view.shape[i]
+            level = [((*label, k), shard_runs(runs, p, n, k))
+                     for label, runs in level for k in range(n)]
+        if last[1] is None:
+            return tuple((s, n, ()) for s, n in level[0][1])
+        i, p = last
+        n = self.view.shape[i]
+        cut = ((s, m, (*label, k)) for label, runs in level for k in range(n)
+               for s, m in shard_runs(runs, p, n, k))
+        return tuple(sorted(cut, key=operator.itemgetter(0)))  # starts are distinct
 
     # ---- ranks from coordinates -------------------------------------------------------
     @functools.cached_property
     def _starts(self) -> Layout:
         return complement(self.view.layout, self.view.ranks.size)
 
-    def holders(self, fixed: dict[int, int], *, limit: int = 1 << 20) -> Iterator[int]:
-        """The ranks whose coordinates on the view dims in ``fixed`` are those values: every
-        instance, every coordinate on the other dims (in row-major order, instance first);
-        from each dim's offsets (few ranks) or by array arithmetic over the layout."""
+    def holders(self, fixed: Mapping[int, int], *, limit: int = HOLDERS_LIMIT) -> Iterator[int]:
+        """The ranks whose coordinates on the view dims in ``fixed`` (view dim index ->
+        coordinate) are those values: every instance, every coordinate on the other dims (in
+        row-major order, instance first); from each dim's offsets (few ranks) or by array
+        arithmetic over the layout.  Refused before listing (typed errors): a view dim or
+        coordinate outside the view (negatives are not counted from the end), more than
+        ``limit`` ranks."""
+        fixed = self._fixed(fixed)
+        count = self.holder_count(fixed)
+        check_limit(count, "the holders of a tile", limit, default=f"{HOLDERS_LIMIT:,}")
+        return self._listed(fixed, [i for i in range(self.view.ndim) if i not in fixed], count)
+
+    def holder_count(self, fixed: Mapping[int, int]) -> int:
+        """How many ranks :meth:`holders` lists for ``fixed`` (counted, not listed)."""
+        fixed = self._fixed(fixed)
+        return self._starts.size * math.prod(n for i, n in enumerate(self.view.shape)
+                                             if i not in fixed)
+
+    def _fixed(self, fixed: object) -> dict[int, int]:
+        """``holders``' ``fixed``, checked: view dims of the view, coordinates on them."""
         view = self.view
-        others = [i for i in range(view.ndim) if i not in fixed]
-        count = self._starts.size * math.prod(view.shape[i] for i in others)
-        check_limit(count, "the holders of a tile", limit)
+        if not isinstance(fixed, Mapping):
+            raise MeshTypeError(f"holders' fixed must be a mapping of view dim (0 to "
+                                f"{view.ndim - 1}: {view.names}) -> coordinate, got "
+                                f"{show(fixed)}")
+        if len(fixed) > view.ndim:
+            raise ShardingError(f"holders' fixed names {len(fixed):,} view dims; the view "
+                                f"{view.names} has {view.ndim}")
+        out = {}
+        for i, k in fixed.items():
+            dim, at = as_int(i, "a view dim of holders' fixed"), as_int(k, "a coordinate")
+            if not 0 <= dim < view.ndim:
+                raise ShardingError(f"holders: view dim {show(i)} is not a dim of the view "
+                                    f"{view.names} (0 to {view.ndim - 1})")
+            if not 0 <= at < view.shape[dim]:
+                raise ShardingError(f"holders: coordinate {show(k)} on view dim {dim} "
+                                    f"({view.names[dim]!r}) is outside 0 to "
+                                    f"{view.shape[dim] - 1}")
+            out[dim] = at
+        return out
+
+    def _listed(self, fixed: dict[int, int], others: list[int], count: int) -> Iterator[int]:
+        view = self.view
         offsets = self._offsets
-        base = sum(offsets[i][k] for i, k in fixed.items())
+        base = sum(view.layout[i](k) for i, k in fixed.items())
         if count <= _FEW and self._starts.size <= _FEW:
             for start in self._start_offsets:
                 for free in itertools.product(*[offsets[i] for i in others]):
@@ -289,8 +353,9 @@ class Sharding:
 
     @functools.cached_property
     def _offsets(self) -> tuple[tuple[int, ...], ...]:
-        """Per view dim, the offset of each of its coordinates."""
-        return tuple(tuple(self.view.layout[i](k) for k in range(n))
+        """Per view dim of at most :data:`_FEW` coordinates, the offset of each (a larger
+        dim's are never summed: its holders are listed by array arithmetic)."""
+        return tuple(tuple(self.view.layout[i](k) for k in range(n)) if n <= _FEW else ()
                      for i, n in enumerate(self.view.shape))
 
     @functools.cached_property
