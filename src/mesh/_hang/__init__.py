@@ -40,8 +40,11 @@ def read_flight_records(paths: Iterable[str], views: Mapping[str, MeshView] | Me
     file, and why) and the others are read: the report is then partial
     (:attr:`HangReport.partial`) and the ranks of those files are without a dump.  Dumps
     that cannot be read as one job's, or a call where none can be read, raise
-    :class:`~mesh.FlightRecordError` naming the file and what is wrong; groups that the plan
-    does not have are listed in :attr:`HangReport.mismatches`.  The files are read with an
+    :class:`~mesh.FlightRecordError` naming the file and what is wrong; so does a plan that
+    is not the job's (a dump past its ranks, a ``mesh_<dim>`` group or one whose members the
+    dump lists that it lacks, two disjoint groups of the job on one of its groups), before
+    any finding; groups made by hand that the plan does not have are listed in
+    :attr:`HangReport.mismatches`.  The files are read with an
     unpickler that loads only builtin containers and scalars, at most :data:`MAX_DUMP_BYTES`
     each, in work bounded by :data:`MAX_DUMP_UNITS` and nesting by :data:`MAX_DUMP_DEPTH`.
     """
