@@ -344,3 +344,31 @@ def test_the_command_adds_4_to_its_exit_status_when_the_report_is_partial(tmp_pa
                              capture_output=True, text=True, timeout=120, check=False)
         assert report.partial and run.returncode == (0 if report.ok else 1) | 4, \
             run.stdout + run.stderr
+
+
+def test_a_host_whose_dumps_were_not_given_is_said_so_and_the_culprit_still_found(
+        tmp_path: Path) -> None:
+    """Issue 45: the dumps of host 1 only (ranks 4-7; a folder per host, as docs suggest) of
+    the job where rank 5 skips its 3rd tp call.  Ranks 0-3 are "no dump given", never "died";
+    rank 5 is still the one to look at (its newest call, on the dp group it shares with rank
+    1, went through unless rank 1 did not come: both possibilities said); before, the ranks
+    without a dump were blamed and rank 5 was only "waited for"."""
+    paths = [p for p in _skip_job(tmp_path) if int(p.rsplit("_", 1)[1]) >= 4]
+    report = read_flight_records(paths, VIEW, topology=Topology(8, 4))
+    assert report.suspects == (5,) and report.no_dump == (0, 1, 2, 3)
+    [finding] = report.findings
+    assert finding.group.dim == "tp" and finding.ranks == (5,)
+    assert "unless rank 1 (no dump given) did not come" in finding.text
+    text = str(report)
+    assert "no dump given for ranks (0, 1, 2, 3)" in text and "died, or" not in text
+
+
+def test_a_rank_whose_host_mates_gave_dumps_is_a_possible_cause_worded_so(
+        tmp_path: Path) -> None:
+    """Rank 5's dump alone is missing (its host-mates' are there): it may have died, so it is
+    named in the group it never entered, worded as what the dumps cannot tell."""
+    paths = [p for p in _skip_job(tmp_path) if not p.endswith("_5")]
+    report = read_flight_records(paths, VIEW, topology=Topology(8, 4))
+    assert 5 in report.suspects
+    assert any("no dump was given for it: it died, hangs elsewhere, or its dump was not "
+               "collected" in f.text for f in report.findings), str(report)

@@ -6,10 +6,15 @@ collective calls are lined up by sequence number.  The first number at which mem
 reached it recorded different calls (op, shapes, dtypes) is a ``desync``.  Otherwise the
 highest number any member reached is the pending call; members that never reached it are
 ``unmatched`` when they are the cause, and the members that did wait for them.  A member
-that never reached it is the cause when it left no dump (it died), when its own newest call
-completed (its program went on without the call), or when it went past it: it waits at a
-call that every other rank recording that call had issued after this one.  Otherwise it is
-stuck elsewhere, and the group's waiting members are *stuck behind* it (check_spmd's words).
+with a dump that never reached it is the cause when its own newest call completed (its
+program went on without the call), or when it went past it: it waits at a call that every
+other rank recording that call had issued after this one.  Otherwise it is stuck elsewhere,
+and the group's waiting members are *stuck behind* it (check_spmd's words).  A member
+without a dump may have died, hang elsewhere, or its dump was not given: it is a possible
+cause, worded so, unless its whole host gave no dump (dumps collected a folder per host):
+then a group whose dumped members all entered its pending call is *unseen* (it completed if
+the others came; a dump marking it completed settles it), and a rank whose newest call is in
+such a group went on unless they did not come.
 """
 
 from __future__ import annotations
@@ -47,10 +52,21 @@ class GroupState:
     no_dump: tuple[int, ...]
     desync: tuple[int, tuple[tuple[tuple[int, ...], FlightCall], ...]] | None
 
+    done: bool = False
+
     @property
     def hung(self) -> bool:
-        """Whether some member never entered the pending call, or members differ."""
-        return bool(self.never or self.no_dump or self.desync)
+        """Whether some member never entered the pending call, or members differ; members
+        without a dump count only while no dump says the pending call completed (a
+        collective completes only once every member entered it)."""
+        return bool(self.never or self.desync or (self.no_dump and not self.done))
+
+    @property
+    def unseen(self) -> bool:
+        """Whether every member with a dump entered the pending call and only members
+        without one may be missing: the dumps alone cannot tell whether it completed (Gloo's
+        records are never marked completed)."""
+        return self.hung and not self.never and self.desync is None
 
 
 @attrs.frozen
@@ -171,8 +187,9 @@ def _state(name: str, group: PlanGroup, calls: Calls, dumped: set[int]) -> Group
     entered = tuple(r for r in group.members if last.get(r, 0) >= top and r in dumped)
     never = tuple(r for r in group.members if r in dumped and last[r] < top)
     no_dump = tuple(r for r in group.members if r not in dumped)
+    done = any(calls[r][top].state == "completed" for r in calls if top in calls[r])
     return GroupState(name, group, top, pending, entered, never, no_dump,
-                      _first_desync(calls, group.members))
+                      _first_desync(calls, group.members), done)
 
 
 def _first_desync(calls: Calls, members: Sequence[int]

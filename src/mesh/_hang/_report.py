@@ -112,9 +112,9 @@ class HangReport:
 
     @property
     def suspects(self) -> tuple[int, ...]:
-        """The ranks to look at first: those at fault in a finding, and those without a
-        dump."""
-        return tuple(sorted({r for f in self.findings for r in f.ranks} | set(self.no_dump)))
+        """The ranks to look at first: those at fault in a finding (ranks without a dump are
+        only when nothing else explains the hang)."""
+        return tuple(sorted({r for f in self.findings for r in f.ranks}))
 
     def kinds(self) -> set[str]:
         """The kinds of the findings (``"desync"``, ``"unmatched"``)."""
@@ -143,8 +143,9 @@ class HangReport:
             lines.append(f"- and {len(self.findings) - _MOST} more")
         lines += _behind(self.blocked)
         if self.no_dump:
-            lines.append(f"- no dump from {_who(self.no_dump)}: died, or its dump was not "
-                         "collected")
+            lines.append(f"- no dump given for {_who(self.no_dump)}: each may have died, hang "
+                         "elsewhere, or its dump was not collected; its dump would say which, "
+                         "and may name another culprit")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -194,22 +195,28 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     skipped = _Skips(hang)
     findings: list[HangFinding] = []
     behind: list[GroupState] = []
+    given = _not_given(hang, host)
+    unseen = [s for s in hang.states if s.unseen and set(s.no_dump) <= given]
+    names = {s.name for s in unseen}
     for s in sorted(hang.states, key=lambda s: s.group.members):
-        if not s.hung:
+        if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
             continue
         if s.desync is not None:
             findings.append(_desync(s))
             continue
         causes = {x: why for x in s.never + s.no_dump
-                  if (why := _cause(x, s, states, positions, skipped)) is not None}
+                  if (why := _cause(x, s, states, positions, skipped, names)) is not None}
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
             behind.append(s)
-    if behind and not findings:  # every stuck rank waits behind another: a cycle
+    if behind and not findings and not unseen:  # every stuck rank waits behind another
         findings = [_unmatched(s, {x: _CYCLE for x in s.never + s.no_dump}, views, host)
                     for s in behind]
         behind = []
+    if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
+        findings = [_unmatched(s, dict.fromkeys(s.no_dump, _NO_DUMP), views, host)
+                    for s in unseen]
     blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
                if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
@@ -219,14 +226,27 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
 
 _CYCLE = ("it waits in another stuck group in turn, and no rank is free: the ranks wait on each "
           "other (calls issued in different orders)")
+_NO_DUMP = ("no dump was given for it, and nothing else explains the hang: it died, hangs "
+            "elsewhere, or its dump was not collected (its dump would tell which)")
+
+
+def _not_given(hang: Hang, host: Host) -> set[int]:
+    """The ranks without a dump whose whole host gave none: dumps collected a folder per
+    host, those hosts' not given (a rank whose host-mates' dumps are there, or whose host is
+    unknown, may have died: it counts as a possible cause)."""
+    dumped_hosts = {host(r) for r in hang.dumped}
+    return {r for r in hang.no_dump if (h := host(r)) is not None and h not in dumped_hosts}
 
 
 def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
-           positions: Mapping[int, tuple[str, FlightCall]], skipped: _Skips) -> str | None:
+           positions: Mapping[int, tuple[str, FlightCall]], skipped: _Skips,
+           unseen: set[str]) -> str | None:
     """Why ``x`` never entered ``s``'s pending call, when ``x`` is the cause (None: it is
-    stuck elsewhere, behind others)."""
+    stuck elsewhere, behind others); ``unseen``: the groups waiting only on hosts whose
+    dumps were not given."""
     if x in s.no_dump:
-        return "it left no dump: it died, or its dump was not collected"
+        return ("no dump was given for it: it died, hangs elsewhere, or its dump was not "
+                "collected (its dump would tell which)")
     if x not in positions:
         return "it recorded no call at all"
     name, call = positions[x]
@@ -235,6 +255,10 @@ def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
     there = f"{call.describe()} on {group}, seq {call.seq}"
     if where is None or not where.hung or call.seq < where.seq:
         return f"its newest call ({there}) completed: its program went on without this call"
+    if where.name in unseen:
+        return (f"its newest call ({there}) was entered by every rank there with a dump: "
+                f"unless {_who(where.no_dump)} (no dump given) did not come, it completed and "
+                "its program went on without this call")
     if skipped(s.group, s.seq, where.group, call.seq):
         return (f"it went past it: it waits at {there}, which the other ranks there issued "
                 "after this call")
