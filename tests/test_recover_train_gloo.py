@@ -12,10 +12,12 @@ spare alone); every new group lists its ranks in coordinate order; training goes
 after 3 more steps the parameters equal, bit for bit, those of a job started on the new
 mesh from the same state.
 
-Scenarios: (dp=3, tp=2) FSDP2 × TP on 6 ranks and a spare host of 2 (8 processes), rank 3
-killed; (dp_replicate=2, dp_shard=2, tp=2) HSDP × TP on 2 hosts of 4, host 1 (ranks 4..7)
-killed, with a spare host of 4 (12 processes: the spares take its coordinates) and without
-(8 processes: its dp_replicate slice is dropped, 4 go on).
+Scenarios: (dp=3, tp=2) FSDP2 × TP on 6 ranks, rank 3 killed, with a spare host of 2 (8
+processes: the first spare takes its coordinate) and without (6 processes: its dp slice is
+dropped, its healthy member sends what it holds and leaves, 4 go on); (dp_replicate=2,
+dp_shard=2, tp=2) HSDP × TP on 2 hosts of 4, host 1 (ranks 4..7) killed, with a spare host
+of 4 (12 processes: the spares take its coordinates) and without (8 processes: its
+dp_replicate slice is dropped, 4 go on).  Each test takes 1 to 1.5 min on 2 loaded cores.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ import torch
 WORKER = Path(__file__).with_name("recover_train_worker.py")
 BOUND_S = 420
 HOST_1 = [4, 5, 6, 7]
+ONLY_RANK_3 = 3 * (4 * 12 + 4 + 4 * 12)
+"""The elements only rank 3 (dp=1, tp=1) of the (dp=3, tp=2) job holds, in each parameter and
+its two moments: 0.weight's rows 16..20 (tp's half 12..24, dp's third of it), 0.bias's 4
+of them, 2.weight's rows 4..8 by columns 12..24 (2.bias is replicated over tp: rank 2 too)."""
 
 pytestmark = [
     pytest.mark.timeout(2 * BOUND_S + 60),
@@ -91,9 +97,21 @@ def test_fsdp2_tp_training_loses_a_rank_recovers_onto_a_spare_and_equals_a_fresh
     assert all(r["way"] == "spares [6]" for r in reports.values()), reports
     assert [r for r in reports if reports[r]["goes_on"]] == [0, 1, 2, 4, 5, 6]
     assert reports[0]["mesh"] == [[0, 1], [2, 6], [4, 5]]
-    assert reports[6]["storage"] > 0  # what only rank 3 held, read by the spare alone
+    assert reports[6]["storage"] == ONLY_RANK_3  # read by the spare alone
     assert all(reports[r]["storage"] == 0 for r in (0, 1, 2, 4, 5, 7))
     _equals_reference(tmp_path, "fsdp_tp", [3], (3, 2))
+
+
+def test_fsdp2_tp_training_loses_a_rank_without_a_spare_drops_its_dp_slice_and_equals_a_fresh_job(
+        tmp_path: Path) -> None:
+    reports = _train(tmp_path, "fsdp_tp", 6, [3])
+    _old_world(reports, range(6))
+    assert all(r["way"] == "drop 'dp'" for r in reports.values()), reports
+    assert [r for r in reports if reports[r]["goes_on"]] == [0, 1, 4, 5]  # 2 sends, leaves
+    assert reports[0]["mesh"] == [[0, 1], [4, 5]]
+    assert sum(r["storage"] for r in reports.values()) == ONLY_RANK_3
+    assert reports[2]["storage"] == 0
+    _equals_reference(tmp_path, "fsdp_tp", [3], (2, 2))
 
 
 def test_hsdp_tp_training_loses_a_host_recovers_onto_a_spare_host_and_equals_a_fresh_job(
