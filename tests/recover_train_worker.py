@@ -18,8 +18,8 @@ Modes (``python recover_train_worker.py MODE OUT_DIR``), ``JOB`` naming the job 
   and acts (``apply_recovery``); each rank that goes on checks each recovered block against
   torch's own ``distribute_tensor`` of the expected full tensor (the last completed step's
   values, the checkpoint's where only the victims held them), rebuilds the model on the
-  new mesh from the recovered blocks and trains :data:`MORE` more steps; rank 0 writes the
-  final full parameters to ``OUT/final.pt``.
+  new mesh from the recovered blocks and trains :data:`MORE` more steps; the new mesh's
+  lowest rank writes the final full parameters to ``OUT/final.pt``.
 - ``reference`` (``gloo_launch.launch``; ``FROM`` names the ``train`` run's folder, ``SHAPE``
   the new mesh's shape): a job started on that mesh from the same expected state, trained
   the same :data:`MORE` steps; rank 0 writes ``OUT/final.pt``.
@@ -293,7 +293,7 @@ def _mismatched(model: Any, spec: Job, state: dict[str, Any], expected: dict[str
 
 def _go_on(new: Any, spec: Job, out: str, rank: int, state: dict[str, Any]) -> dict[str, Any]:
     """On the recovered mesh: check the recovered blocks and the new groups, train
-    :data:`MORE` steps, and (rank 0) write the final parameters; what to report."""
+    :data:`MORE` steps, and write the final parameters; what to report."""
     import torch.distributed as dist
 
     model = _model(new, spec)
@@ -312,14 +312,15 @@ def _go_on(new: Any, spec: Job, out: str, rank: int, state: dict[str, Any]) -> d
 
 def _train_more(model: Any, opt: Any, device_mesh: Any, spec: Job, out: str, rank: int
                 ) -> None:
-    """Train :data:`MORE` steps from :data:`KILL_STEP`; rank 0 writes ``OUT/final.pt``."""
+    """Train :data:`MORE` steps from :data:`KILL_STEP`; the mesh's lowest rank writes
+    ``OUT/final.pt``."""
     import torch
 
     dp = _data_index(device_mesh, spec)
     for step in range(KILL_STEP, KILL_STEP + MORE):
         _step(model, opt, step, dp)
     final = {p: t.full_tensor().detach().clone() for p, t in model.named_parameters()}
-    if rank == 0:
+    if rank == int(device_mesh.mesh.min()):
         torch.save(final, os.path.join(out, "final.pt"))
 
 

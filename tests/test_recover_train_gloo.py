@@ -15,7 +15,7 @@ mesh from the same state.
 Scenarios: (dp=3, tp=2) FSDP2 × TP on 6 ranks, rank 3 killed, with a spare host of 2 (8
 processes: the first spare takes its coordinate) and without (6 processes: its dp slice is
 dropped, its healthy member sends what it holds and leaves, 4 go on); (dp_replicate=2,
-dp_shard=2, tp=2) HSDP × TP on 2 hosts of 4, host 1 (ranks 4..7) killed, with a spare host
+dp_shard=2, tp=2) HSDP × TP on 2 hosts of 4, host 0 (ranks 0..3) killed, with a spare host
 of 4 (12 processes: the spares take its coordinates) and without (8 processes: its
 dp_replicate slice is dropped, 4 go on).  Each test takes 1 to 1.5 min on 2 loaded cores.
 """
@@ -33,7 +33,7 @@ import torch
 
 WORKER = Path(__file__).with_name("recover_train_worker.py")
 BOUND_S = 420
-HOST_1 = [4, 5, 6, 7]
+HOST_0 = [0, 1, 2, 3]
 ONLY_RANK_3 = 3 * (4 * 12 + 4 + 4 * 12)
 """The elements only rank 3 (dp=1, tp=1) of the (dp=3, tp=2) job holds, in each parameter and
 its two moments: 0.weight's rows 16..20 (tp's half 12..24, dp's third of it), 0.bias's 4
@@ -116,22 +116,22 @@ def test_fsdp2_tp_training_loses_a_rank_without_a_spare_drops_its_dp_slice_and_e
 
 def test_hsdp_tp_training_loses_a_host_recovers_onto_a_spare_host_and_equals_a_fresh_job(
         tmp_path: Path) -> None:
-    reports = _train(tmp_path, "hsdp_tp", 12, HOST_1)
+    reports = _train(tmp_path, "hsdp_tp", 12, HOST_0)
     _old_world(reports, range(8))
     assert all(r["way"] == "spares [8, 9, 10, 11]" for r in reports.values()), reports
-    assert [r for r in reports if reports[r]["goes_on"]] == [0, 1, 2, 3, 8, 9, 10, 11]
-    assert reports[0]["mesh"] == [[[0, 1], [2, 3]], [[8, 9], [10, 11]]]
+    assert [r for r in reports if reports[r]["goes_on"]] == [4, 5, 6, 7, 8, 9, 10, 11]
+    assert reports[4]["mesh"] == [[[8, 9], [10, 11]], [[4, 5], [6, 7]]]
     # the lost host was a whole replica: its blocks come from the other, none from storage
     assert all(r["storage"] == 0 for r in reports.values())
-    _equals_reference(tmp_path, "hsdp_tp", HOST_1, (2, 2, 2))
+    _equals_reference(tmp_path, "hsdp_tp", HOST_0, (2, 2, 2))
 
 
 def test_hsdp_tp_training_loses_a_host_without_a_spare_drops_its_replica_and_equals_a_fresh_job(
         tmp_path: Path) -> None:
-    reports = _train(tmp_path, "hsdp_tp", 8, HOST_1)
+    reports = _train(tmp_path, "hsdp_tp", 8, HOST_0)
     _old_world(reports, range(8))
     assert all(r["way"] == "drop 'dp_replicate'" for r in reports.values()), reports
-    assert sorted(reports) == [0, 1, 2, 3] and all(r["goes_on"] for r in reports.values())
-    assert reports[0]["mesh"] == [[[0, 1], [2, 3]]]
+    assert sorted(reports) == [4, 5, 6, 7] and all(r["goes_on"] for r in reports.values())
+    assert reports[4]["mesh"] == [[[4, 5], [6, 7]]]
     assert all(r["storage"] == 0 for r in reports.values())
-    _equals_reference(tmp_path, "hsdp_tp", HOST_1, (1, 2, 2))
+    _equals_reference(tmp_path, "hsdp_tp", HOST_0, (1, 2, 2))
