@@ -14,12 +14,13 @@ Modes (``python recover_train_worker.py MODE OUT_DIR``), ``JOB`` naming the job 
   ``OUT/full<step>.pt``, and at the start every rank writes which elements it holds
   (torch's local of an ``arange``) to ``OUT/held<rank>.pt``.  The ``VICTIMS`` (one rank, or
   a host's ranks) die together at the start of :data:`KILL_STEP`: that step fails on every
-  survivor.  Every process still up then decides (``mesh.recover``, the way it ranks best)
-  and acts (``apply_recovery``); each rank that goes on checks each recovered block against
-  torch's own ``distribute_tensor`` of the expected full tensor (the last completed step's
-  values, the checkpoint's where only the victims held them), rebuilds the model on the
-  new mesh from the recovered blocks and trains :data:`MORE` more steps; the new mesh's
-  lowest rank writes the final full parameters to ``OUT/final.pt``.
+  survivor.  Every process still up then decides (``mesh.recover`` on the job's hosts, the
+  way it ranks best) and acts (``apply_recovery``); each rank that goes on checks each
+  recovered block against torch's own ``distribute_tensor`` of the expected full tensor
+  (the last completed step's values, the checkpoint's where only the victims held them),
+  rebuilds the model on the new mesh from the recovered blocks and trains :data:`MORE`
+  more steps; the new mesh's lowest rank writes the final full parameters to
+  ``OUT/final.pt``.
 - ``reference`` (``gloo_launch.launch``; ``FROM`` names the ``train`` run's folder, ``SHAPE``
   the new mesh's shape): a job started on that mesh from the same expected state, trained
   the same :data:`MORE` steps; rank 0 writes ``OUT/final.pt``.
@@ -53,24 +54,25 @@ MORE = 3
 
 @dataclass(frozen=True)
 class Job:
-    """One training job: its mesh's dims and shape (ranks 0.. in row-major order), the dims
-    ``fully_shard`` gets (two: torch's HSDP, replicated over the first, sharded over the
-    second), and what TP (Colwise "0", Rowwise "2") then FSDP2 give each parameter: its
-    shape and one placement per dim."""
+    """One training job: its mesh's dims and shape (ranks 0.. in row-major order), the ranks
+    per host (the spares' hosts too), the dims ``fully_shard`` gets (two: torch's HSDP,
+    replicated over the first, sharded over the second), and what TP (Colwise "0", Rowwise
+    "2") then FSDP2 give each parameter: its shape and one placement per dim."""
 
     names: tuple[str, ...]
     shape: tuple[int, ...]
+    host: int
     fsdp: tuple[str, ...]
     layout: dict[str, tuple[tuple[int, ...], tuple[str, ...]]]
 
 
 JOBS = {
-    "fsdp_tp": Job(("dp", "tp"), (3, 2), ("dp",), {
+    "fsdp_tp": Job(("dp", "tp"), (3, 2), 2, ("dp",), {
         "0.weight": ((2 * WIDTH, WIDTH), ("SS0/2", "S0")),
         "0.bias": ((2 * WIDTH,), ("SS0/2", "S0")),
         "2.weight": ((WIDTH, 2 * WIDTH), ("S0", "S1")),
         "2.bias": ((WIDTH,), ("S0", "R"))}),
-    "hsdp_tp": Job(("dp_replicate", "dp_shard", "tp"), (2, 2, 2), ("dp_replicate", "dp_shard"), {
+    "hsdp_tp": Job(("dp_replicate", "dp_shard", "tp"), (2, 2, 2), 4, ("dp_replicate", "dp_shard"), {
         "0.weight": ((2 * WIDTH, WIDTH), ("R", "SS0/2", "S0")),
         "0.bias": ((2 * WIDTH,), ("R", "SS0/2", "S0")),
         "2.weight": ((WIDTH, 2 * WIDTH), ("R", "S0", "S1")),
@@ -329,7 +331,7 @@ def _train(out: str) -> None:
     import torch.distributed as dist
 
     from backend import GlooBackend, Recovered, apply_recovery, bind
-    from mesh import MeshView, recover
+    from mesh import MeshView, Topology, recover
 
     spec = _job()
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -346,7 +348,7 @@ def _train(out: str) -> None:
     store.wait([AGENT_FAILED], timedelta(seconds=120))
     lost = sorted(int(r) for r in store.get(AGENT_FAILED).decode().split(","))
     decided = recover(lambda w: {"world": w}, world, lost, state=_shardings(world, spec),
-                      spares=range(world.ranks.size, size))
+                      spares=range(world.ranks.size, size), topology=Topology(size, spec.host))
     way = decided.best
     report.update(lost=lost, way=way.label, predicted_s=way.seconds)
     t0 = time.monotonic()
