@@ -44,7 +44,11 @@ from typing import Any
 from gloo_launch import AGENT_FAILED, start_together, write_report
 from reshard_gloo_worker import _torch_placement as _placement
 
-TIMEOUT = timedelta(seconds=5)
+TIMEOUT = timedelta(seconds=15)
+"""The groups' timeout.  A survivor talking to a victim sees it die at once (its sockets
+close); one waiting on survivors that already left the step waits this out (ranks 0 and 4
+when rank 3 dies).  Not shorter: a step of 12 processes on 2 loaded cores took 7 s, and a
+peer later than the timeout would fail a step before the kill."""
 START = timedelta(seconds=120)
 WIDTH = 12
 CKPT_STEP = 1
@@ -237,7 +241,7 @@ def _die_together(out: str, rank: int, victims: list[int]) -> None:
 def _train_until_killed(job: Any, spec: Job, out: str, rank: int) -> tuple[dict[str, Any],
                                                                           dict[str, Any]]:
     """Train on the job's mesh until the victims die; this rank's blocks of the state (as
-    the last step left them) and what to report (the failing step, the shardings' check)."""
+    the last step left them) and what to report (the shardings' check, the failing step)."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.tensor import distribute_tensor
@@ -251,8 +255,7 @@ def _train_until_killed(job: Any, spec: Job, out: str, rank: int) -> tuple[dict[
     state = _state(model, opt)
     shardings = _shardings(job.view, spec)
     report: dict[str, Any] = {
-        "shardings_match": all(sharding_of(t) == shardings[n] for n, t in state.items()),
-        "failed_at": -1}
+        "shardings_match": all(sharding_of(t) == shardings[n] for n, t in state.items())}
     held = {n: distribute_tensor(torch.arange(float(t.numel())).reshape(t.shape),
                                  t.device_mesh, t.placements).to_local()
             for n, t in state.items()}
@@ -269,7 +272,7 @@ def _train_until_killed(job: Any, spec: Job, out: str, rank: int) -> tuple[dict[
                 dcp.save(state, checkpoint_id=os.path.join(out, "ckpt"),
                          process_group=everyone.get_group())
         except Exception as e:  # FSDP2 and TP ran on every dim: all are out of step
-            report["failed_at"] = step
+            report.update(failed_at=step, error=f"{type(e).__name__}: {str(e)[:300]}")
             for dim in spec.names:
                 job.backend.diagnose(e, job.get_group(dim))
             break

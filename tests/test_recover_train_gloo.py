@@ -17,7 +17,7 @@ processes: the first spare takes its coordinate) and without (6 processes: its d
 dropped, its healthy member sends what it holds and leaves, 4 go on); (dp_replicate=2,
 dp_shard=2, tp=2) HSDP × TP on 2 hosts of 4, host 0 (ranks 0..3) killed, with a spare host
 of 4 (12 processes: the spares take its coordinates) and without (8 processes: its
-dp_replicate slice is dropped, 4 go on).  Each test takes 1 to 1.5 min on 2 loaded cores.
+dp_replicate slice is dropped, 4 go on).  Each test takes 1 to 2 min on 2 loaded cores.
 """
 
 from __future__ import annotations
