@@ -164,6 +164,7 @@ def calibrate(out: str) -> None:
     big = _slowest(job, "big", _exchange(job, EXCHANGE // 4))
     small = _slowest(job, "small", _exchange(job, 1))
     fresh = bind(MeshView.from_ranks([[0, 3], [1, 4], [2, 5]], ["x", "y"]), job.backend)
+    job.barrier("create", list(range(job.size)))  # each timed part starts together
     t = time.monotonic()
     if job.inside:
         fresh.get_group("x")
@@ -175,6 +176,7 @@ def calibrate(out: str) -> None:
         read_boxes(job.ckpt, {"e": [((0, n), (0, n // 6))]})
         read = 4 * n * (n // 6)
     storage = _slowest(job, "storage", time.monotonic() - t)
+    job.barrier("rebind", list(range(job.size)))
     t = time.monotonic()
     if job.inside:  # ranks 4, 5 left out (alive): the meeting, their groups ended (the last
         job.mesh.rebind(MeshView.from_ranks(RANKS[:2], ["dp", "tp"]))  # step: they go)
