@@ -83,6 +83,7 @@ from torch.distributed.distributed_c10d import _store_based_barrier as torch_fn_
 from backend import MembersMissingError
 from backend._c10d._liveness import LIVENESS_WRITES_PER_S, beat_period
 from backend._c10d._rendezvous import Rendezvous
+from backend._c10d._rounds import TICKET
 from backend._c10d._store import job_namespace
 from backend._c10d._store import key as store_key
 
@@ -427,7 +428,7 @@ def part2(worlds: Sequence[int], keyed_from: int, check_at: int) -> list[dict[st
         why = json.loads(shared.get(store_key(ns, "w", "g", 0, closer)))
         if int(why["by"]) != closer:
             raise RuntimeError(f"the reasons of round 0 are not its closer's: {why}")
-        rounds = -(-int(shared.get(store_key(ns, "t", "g"))) // w)
+        rounds = -(-int(shared.get(store_key(ns, "t", "g"))) // (w * TICKET))
         missing = {tuple(o.missing) if isinstance(o, MembersMissingError) else o
                    for o in r["outcome"]}
         if missing != {(w - 1,)}:

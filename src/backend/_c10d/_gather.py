@@ -43,12 +43,16 @@ first value wins for every reader), every value is read by one strict, bounded r
 bad one is a typed error naming the key), the answer is checked by every rank against its
 own record and its neighbour's before anyone adopts it, and the outcome of every rank is
 the one verdict.  A pre-planted value can make the call fail (the same error on every
-rank), never hang it past ``T`` plus the slack, nor pass with a rank absent.  What a peer
-*can* do: fail the call at will; and a peer that writes well-formed values of this very
-call while it runs, racing the ranks (it can then read every record), can make the ranks
-adopt a machine that agrees with every rank's own checks but differs elsewhere (say, two
-far-apart hosts put in one domain) — an unauthenticated store cannot prevent that, as such
-a peer could equally join the job as a rank.
+rank), never hang it past ``T`` plus the slack, nor pass with a rank absent, nor break a
+connection for later calls: a non-number at a counter makes the store's ``add`` fail (on
+TCPStore the server closes that connection), and the call goes on with a new connection
+(``discover_topology`` runs it on a pooled clone of the default store, dropped after a
+failure, never on the connection torch's own calls use).  What a peer *can* do: fail the
+call at will; and a peer that writes well-formed values of this very call while it runs,
+racing the ranks (it can then read every record), can make the ranks adopt a machine that
+agrees with every rank's own checks but differs elsewhere (say, two far-apart hosts put in
+one domain) — an unauthenticated store cannot prevent that, as such a peer could equally
+join the job as a rank.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from mesh import MeshError, Topology
 
 from .._core import DiscoveryError
 from ._discovery_record import Answer, Digest, Fault, RunLine, Verdict, sha
-from ._store import job_namespace
+from ._store import job_namespace, reconnected
 
 __all__ = ["PREFIX", "SLACK_S", "Gather", "machine", "namespace"]
 
@@ -282,11 +286,14 @@ class Gather:
 
     def _count(self, name: str, amount: int = 1) -> int:
         """``add(ns/<name>, amount)``, strictly: a count of this call's ranks (``amount`` 0:
-        the builder's look before any rank counts: it must read 0)."""
+        the builder's look before any rank counts: it must read 0).  On a value that is no
+        number the store's ``add`` fails (TCPStore's server closes the connection): the
+        rest of the call runs on a new connection, so the fault is still written."""
         key = self.key(name)
         try:
             n = int(self.store.add(key, amount))
         except Exception as e:  # a value that is no int: ValueError, IndexError, torch's
+            self.store = reconnected(self.store)  # DistNetworkError: the server dropped it
             raise _Stop(Fault(f"key {key!r} is not a counter ({str(e)[:100]}): a stale or "
                               "planted value", None, key)) from None
         if not amount <= n <= self.world * amount:

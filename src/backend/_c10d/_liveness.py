@@ -247,6 +247,14 @@ class Liveness:
             mine = self._local.store = held.conn if held is not None else self._root
         return mine
 
+    def _renew(self) -> None:
+        """Replace this thread's connection (:meth:`Lease.discard <._store.Lease.discard>`):
+        the next call opens another.  A store that cannot be cloned keeps its one."""
+        held = getattr(self._local, "lease", None)
+        if held is not None:
+            held.discard()
+            self._local.store = None
+
     def peek(self, key: str) -> bytes | None:
         """The value at ``key`` or None, in one call that never blocks (a compare_set that
         cannot match)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Interrupts", "Lease", "job_namespace",
-           "key", "lease", "timed_out"]
+           "key", "lease", "reconnected", "timed_out"]
 
 PREFIX = "meshlayout"
 ABSENT = "\x00meshlayout-absent"  # a value no key holds: a compare_set with it only reads
@@ -105,6 +105,12 @@ class Lease:
             if pools is not None:
                 pools.setdefault(self._kind, []).append(conn)
 
+    def discard(self) -> None:
+        """Drop the connection without giving it back: one the store's server may have
+        closed (a TCPStore server drops a client whose ``add`` meets a value that is no
+        number), so that nobody gets it again."""
+        self.conn = None
+
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.release()
@@ -121,6 +127,17 @@ def lease(root: Any, kind: str = "barrier") -> Lease | None:
     except RuntimeError:  # a store without clone (torch's FakeStore: a pure virtual call)
         return None
 
+
+
+def reconnected(conn: Any) -> Any:
+    """A new connection to ``conn``'s store (a clone), in place of one whose server may
+    have closed it (TCPStore's drops a client whose ``add`` meets a value that is no
+    number); ``conn`` itself where it cannot be cloned (then it was not closed either:
+    such a store lives in this process)."""
+    try:
+        return conn.clone() if hasattr(conn, "clone") else conn
+    except RuntimeError:  # torch's FakeStore: a pure virtual call
+        return conn
 
 
 class Closed:
