@@ -7,7 +7,8 @@ assert it).  Then four ranks, one thread and one store connection each (wrapped 
 default store is, ``PrefixStore("default_pg", ...)``), meet on a store holding the plant.
 What must hold: no value a peer plants breaks a rank's store connection for later calls (a
 TCPStore server drops a client whose ``add`` meets a non-number); the error names the key;
-and a counter that only starts with digits never lets a member pass alone.
+a counter that only starts with digits never lets a member pass alone; and a second job
+without a launcher on the store of a first one is refused before it reads any of its keys.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from torch.distributed import HashStore, PrefixStore, TCPStore
 from virtual_store import World
 
 from backend import DiscoveryError, DiscoveryRecord, StoreRecordError
+from backend._c10d import _store
 from backend._c10d._discover import gather
 from backend._c10d._gather import namespace
 from backend._c10d._rendezvous import Rendezvous
+from backend._c10d._rounds import TICKET
 from backend._c10d._store import job_namespace, key
 
 pytestmark = pytest.mark.timeout(300)
@@ -50,6 +53,7 @@ def _clean_keys() -> list[str]:
     def rank(r: int) -> None:
         rz = Rendezvous(world.store(r), r, world_size=4, heartbeat=None,
                         clock=world.clock_for(r))
+        rz.claim()
         with rz.meet("g", MEMBERS, T_S, dim="tp", desc="g", shown=MEMBERS):
             pass
         gather(world.store(r), r, 4, DiscoveryRecord.of("n0", local_rank=r), T_S, 0,
@@ -64,7 +68,7 @@ def _clean_keys() -> list[str]:
 def test_the_driver_prints_the_keys_a_clean_run_writes_and_the_plants_target_them() -> None:
     keys = _clean_keys()
     print("keys a clean run writes:", *keys, sep="\n  ")
-    assert {COUNTER, DISCOVERY_COUNTER} <= set(keys), keys
+    assert {COUNTER, DISCOVERY_COUNTER, key(NS, "p", 3)} <= set(keys), keys
     assert COUNTER.startswith("meshlayout/job.0/") or NS != "job.0"
 
 
@@ -187,11 +191,43 @@ def test_a_non_number_at_discoverys_counter_is_one_error_naming_it_on_every_rank
     with _connections(kind) as (stores, planter):
         planter.set(DISCOVERY_COUNTER, b"junk")
         out = _each(stores, discover)
+        written = planter.check([f"{namespace(0)}/verdict"])
     errors = {str(got) for got, _ in out.values()}
     assert len(errors) == 1, errors
     assert all(isinstance(got, DiscoveryError) for got, _ in out.values()), out
     assert f"{DISCOVERY_COUNTER!r} is not a counter" in errors.pop()
     assert all(took < AT_ONCE_S for _, took in out.values()), out
+    assert written  # the fault was written (before: every rank's add closed its connection,
+    # and none could write it)
+
+
+# ---- two jobs without a launcher on one store ----------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_second_job_without_a_launcher_is_refused_before_it_reads_the_firsts_keys(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 5: without a launcher every job's namespace is ``job.0``, so a second job on a
+    long-lived store met the first one's counters.  Here the first job left round 0 of "g"
+    half full (ranks 0 and 1 took tickets, then the job ended): the second job's ranks are
+    refused when they claim their rank, naming the claim, so none of them meets that round;
+    the same job with a namespace of its own (as a launcher gives) passes."""
+    with _connections(kind) as (stores, _):
+        first = _each(stores, lambda rz, _: rz.claim())
+        assert all(got is None for got, _ in first.values()), first
+        for r in (0, 1):  # a half-full round, as a job killed mid-barrier leaves it
+            stores[r].add(COUNTER, TICKET)
+        monkeypatch.setattr(_store, "_TOKEN", [_store._new_token()])  # another process
+
+        def second_job(rz: Rendezvous, store: Any) -> Any:
+            rz.claim()
+            return _meet("g")(rz, store)
+
+        refused = _each(stores, second_job)
+        for r, (got, _) in refused.items():
+            assert isinstance(got, StoreRecordError) and got.key == key(NS, "p", r), (r, got)
+            assert "TORCHELASTIC_RUN_ID" in str(got)
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "second")
+        ok = _each(stores, second_job)
+    assert all(got == ("go", 0) for got, _ in ok.values()), ok
 
 
 @pytest.mark.parametrize("kind", KINDS)

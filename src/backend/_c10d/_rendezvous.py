@@ -45,7 +45,9 @@ full → quit.  A round never reopens.
 and rounds its threads wait in, for how long and how long until its deadline, its write
 count; whether it is inside torch's creation, left a failed round, or was interrupted;
 deleted at :meth:`Rendezvous.close`); ``l/<rank>`` a peer's note that that record stopped
-changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`).  Each value
+changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`); ``p/<rank>``
+the claim of the process that runs as this rank (written when its backend is made, kept
+for the store's life: :meth:`~._liveness.Liveness.claim`).  Each value
 has one writer and one strict reader (:mod:`._records`).  A group created at the first try
 leaves three keys (``t``, ``o``, ``d``: about 150 bytes, as torch leaves its own per-group
 keys) for the store's life; a failed round adds three or four more.  Round numbers never
@@ -55,7 +57,9 @@ repeat, so nothing is deleted while a member may still read it.
 overwrite or delete any key at any time, and may be an earlier job or attempt (its keys
 left on a store that outlived it), a rank of this job that crashed, froze, was interrupted
 or runs with its wall clock stepped, or a writer of junk.  What the barrier guarantees
-whatever such a peer did: keys of another job or attempt are never read (namespaces); every
+whatever such a peer did: keys of another job or attempt are never read (namespaces; a job
+without a launcher, whose namespace is every such job's, is refused on a store that holds
+an earlier job's claim of its ranks, and a plant there can refuse it too); every
 value read is checked by its reader (bytes, types, bounds, a decision's closer and a claim's
 claimer are members, a counter never goes back below a ticket taken, a GO wake-up comes with
 a full counter), and one that fails raises :class:`~backend.StoreRecordError` naming the key
