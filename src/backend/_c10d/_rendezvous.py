@@ -461,8 +461,11 @@ class Rendezvous(Liveness):
         with contextlib.suppress(Exception):
             if not self._abandoned_round(a, error):
                 return
-            if self.peek(self.key("d", a.name, a.round)) is not None:
-                return  # decided: closed, or gone ahead (torch's creation names this rank)
+            # decided (closed, or gone ahead: torch's creation names this rank), or junk
+            # every member reads; an empty value decides nothing (the commit's compare_set
+            # from "" overwrites it, so a late member would pass alone): close that round
+            if self.peek(self.key("d", a.name, a.round)):
+                return
             if isinstance(error, StoreRecordError):
                 self._conclude(a, Reasons(self.rank, bad=(error.key, error.writer,
                                                           error.reason)))
