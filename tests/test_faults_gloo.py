@@ -185,16 +185,19 @@ def test_ranks_with_different_default_timeouts_meet_and_leave_only_counters(
     created (their names never depend on a per-process setting).  After every rank closed
     its side, the store keeps three keys per barrier (2 dp + 2 tp), in the job's namespace
     (``job.0`` without torchelastic): its ticket counter and its round's decision and
-    wake-up, and nothing else (the documented constant)."""
+    wake-up, and besides them only each rank's claim of its rank (the documented
+    constants)."""
     reports = run("timeouts", tmp_path)
     for rank, r in reports.items():
         assert all(e["ok"] for e in r["log"]), (rank, r["log"])
         assert r["works"]["tp"] == (1.0 if rank < 2 else 5.0)
     keys = reports[0]["keys"]
-    names = {k.split("/")[3] for k in keys}
+    claims = [f"meshlayout/job.0/p/{rank}" for rank in range(4)]
+    names = {k.split("/")[3] for k in keys if k not in claims}
     assert len(names) == 4 and all(n.startswith("ml-") for n in names), keys
-    assert sorted(keys) == sorted(f"meshlayout/job.0/{part}/{n}{suffix}" for n in names
-                                  for part, suffix in (("t", ""), ("d", "/0"), ("o", "/0"))), keys
+    assert sorted(keys) == sorted([*claims, *(
+        f"meshlayout/job.0/{part}/{n}{suffix}" for n in names
+        for part, suffix in (("t", ""), ("d", "/0"), ("o", "/0")))]), keys
 
 
 # ---- round 4 (issue 29): retries, re-creation, threads, Ctrl-C, deaths at every step --------

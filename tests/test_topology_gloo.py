@@ -92,6 +92,8 @@ def test_a_rank_makes_a_constant_number_of_store_calls(reports) -> None:
 
 
 @pytest.mark.parametrize(("case", "words"), [
+    # issue 44, item 3: every rank's add meets the non-number; all name the key
+    ("junk counter", r"/n' is not a counter"),
     # there before any rank counted itself: every rank refuses it (issue 44)
     ("forged answer", r"/answer' held a value before every rank had counted itself"),
     ("junk run record", r"/runs, line 1': is not JSON"),
@@ -108,6 +110,21 @@ def test_a_value_planted_before_the_call_fails_every_rank_alike(reports, case, w
     assert len(outcomes) == 1, outcomes
     (only,) = outcomes
     assert only.startswith("DiscoveryError: ") and re.search(words, only), only
+
+
+def test_a_junk_counter_leaves_the_default_store_working_for_torch_and_discovery(
+        reports) -> None:
+    """Issue 44, item 3 on real processes: one 4-byte plant at discovery's counter closed
+    every rank's default store connection (TCPStore's server drops a client whose ``add``
+    meets a non-number): the next discovery, ``new_group`` and the facade's groups failed
+    with "Broken pipe".  Discovery runs on a connection of its own, replaced when it may be
+    closed: after the plant, two more discoveries, torch's ``new_group`` and a bound mesh's
+    groups work on every rank."""
+    for rank, report in reports.items():
+        assert "is not a counter" in report["planted"]["junk counter"], rank
+        assert "Broken pipe" not in str(report["planted"]), rank
+        assert report["new_group after plants"] == 8 and report["tp sum"] == (
+            6 if rank < 4 else 22) and report["real bind"] == "ok", rank
 
 
 def test_a_plan_that_does_not_fit_fails_on_every_rank_before_any_group(reports) -> None:

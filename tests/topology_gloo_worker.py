@@ -73,8 +73,12 @@ def _discover(out_dir: str) -> None:
     # values planted under the next call's keys before it (rank 0 plants, then a barrier):
     # every rank must end alike, with the same typed error
     forged = Topology.from_hosts(["node0"] * 8).to_dict()
+    # a non-number at the counter (issue 44, item 3): on TCPStore the add that meets it
+    # closes the connection it runs on, so the later cases and the groups after them show
+    # whether the default store still works
     planted = {"forged answer": ("answer", Answer(namespace(_CALLS.upcoming), 8, forged,
                                                   None, "0123456789abcdef").encode()),
+               "junk counter": ("n", b"junk"),
                "junk run record": ("runs", b"junk\n"),
                "stale counter": ("n", b"3")}
     out["planted"] = {}
@@ -89,6 +93,10 @@ def _discover(out_dir: str) -> None:
             out["planted"][case] = found.to_dict()
         except DiscoveryError as e:
             out["planted"][case] = f"DiscoveryError: {e}"
+    everyone = dist.new_group(list(range(8)))  # torch's own use of the default store
+    t = torch.tensor([1])
+    dist.all_reduce(t, group=everyone)
+    out["new_group after plants"] = int(t.item())
     # a plan checked against the pretend machine of 2 hosts: tp = 8 cannot stay inside one
     two = Topology.from_dict(out["found"]["2 hosts of 4"])
     before = len(backend.created)

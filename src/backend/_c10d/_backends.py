@@ -103,9 +103,11 @@ class C10dBackend(CachedBackend[Any]):
         self._failed: set[str] = set()  # groups a collective failed on here (diagnose)
         self._shrunk_groups: list[Any] = []
         if self.meets and self.world_size > 1 and self._c10d != "fake":  # fake: no peers
-            self._rendezvous = Rendezvous(get_default_store(), self.rank,
-                                          world_size=self.world_size, heartbeat=heartbeat)
-            self._rendezvous.warm(2)  # the main thread's and its waiting helper's
+            rz = Rendezvous(get_default_store(), self.rank, world_size=self.world_size,
+                            heartbeat=heartbeat)
+            rz.claim()  # refuses a store that holds an earlier job's keys in this namespace
+            rz.warm(2)  # the main thread's and its waiting helper's
+            self._rendezvous = rz
         _LIVE.add(self)
         for device_type in self.device_types:
             register(device_type, self)

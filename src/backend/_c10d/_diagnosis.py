@@ -13,7 +13,7 @@ import attrs
 
 from .._core import BackendError, MembersMissingError, StoreRecordError
 from ._liveness import Liveness, Seen
-from ._records import LivenessRecord, Reasons, read_count, read_outcome
+from ._records import LivenessRecord, Reasons, read_outcome, read_tickets
 from ._rounds import GO, QUIT, SHOWN, SLACK_S, Attempt, decision
 
 __all__ = ["Peer", "PeerState", "Snapshot", "failure", "look", "next_deadline", "reasons"]
@@ -123,9 +123,9 @@ def look(rz: Liveness, a: Attempt, seen: dict[int, float], *, passed: bool
     now = rz.clock()
     snap = Snapshot(rz)
     counter = rz.key("t", a.name)
-    count = read_count(counter, rz.peek(counter))
-    if a.tickets and count < a.tickets[-1]:
-        raise StoreRecordError(counter, f"it reads {count}, below the ticket {a.tickets[-1]} "
+    count = read_tickets(counter, rz.peek(counter))
+    if a.tickets and count < a.ticket:
+        raise StoreRecordError(counter, f"it reads {count}, below the ticket {a.ticket} "
                                "this rank took from it: it was deleted or set back")
     taken = min(count - a.round * a.size, a.size)
     arrived = {rz.rank} | {m for m in a.members if m != rz.rank and
@@ -252,7 +252,7 @@ class Snapshot:
                     else QUIT
             else:
                 counter = self._rz.key("t", name)
-                taken = read_count(counter, self._rz.peek(counter))
+                taken = read_tickets(counter, self._rz.peek(counter))
                 found = GO if taken >= (k + 1) * max(rec.size, 1) else None
             self._decided[(name, k)] = found
         return self._decided[(name, k)]

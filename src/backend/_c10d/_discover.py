@@ -47,6 +47,7 @@ from mesh import MeshError, Topology
 from .._core import BackendConfigError, BackendError, DiscoveryError, process_backend
 from ._discovery_record import Digest, RunLine
 from ._gather import Gather, namespace
+from ._store import lease
 
 __all__ = ["DiscoveryRecord", "discover_topology", "gather"]
 
@@ -296,8 +297,11 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
     store = get_default_store()
     mine = DiscoveryRecord.read() if record is None else record
     call = _CALLS.take()  # counted before anything can fail: a failed call uses up its round
-    try:
-        found = gather(store, b.rank, b.world_size, mine, seconds, call).run()
+    held, done = lease(store), False  # never the default store's own connection: a planted
+    try:  # counter's add closes the one it runs on (TCPStore), and torch still needs that one
+        found = gather(store if held is None else held.conn, b.rank, b.world_size, mine,
+                       seconds, call).run()
+        done = True
     except (BackendError, MeshError):
         raise
     except RuntimeError as e:  # a store that cannot gather (torch's FakeStore), or one lost
@@ -305,6 +309,11 @@ def discover_topology(backend: Any = None, *, record: DiscoveryRecord | None = N
             f"discovering the machine needs the store the ranks share, and torch's default "
             f"store failed ({type(e).__name__}: {str(e)[:200]}); a fake world (torch's "
             "FakeStore) has none: give bind a topology= (a mesh.Topology)") from None
+    finally:
+        if held is not None and done:
+            held.release()
+        elif held is not None:  # a failed call's connection may be closed: not reused
+            held.discard()
     if record is None:
         _CACHE[b] = found
     return found

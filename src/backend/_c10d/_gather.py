@@ -57,7 +57,11 @@ reaches ``W`` only once every rank checked that machine); and a rank adopts a ma
 if it checked it itself and the verdict names it.  So a pre-planted value can make the call
 fail (the same error on every rank, naming the key, or the line of ``ns/runs`` that
 misplaced a rank), never pass it with a rank absent, nor hang it past ``T`` plus the slack,
-nor hide a rank that stopped after publishing.  What it *can* do: fail the call at will,
+nor hide a rank that stopped after publishing, nor break a connection for later calls: a
+non-number at a counter makes the store's ``add`` fail (on TCPStore the server closes that
+connection), and the call goes on with a new connection (``discover_topology`` runs it on a
+pooled clone of the default store, dropped after a failure, never on the connection torch's
+own calls use).  What it *can* do: fail the call at will,
 with a fault verdict of its own words (every rank then fails with them); and leave the
 error of a rank absent from the start unnamed (a digest planted for that rank looks like one
 it wrote before stopping: the error then says how many ranks counted themselves, not which
@@ -83,7 +87,7 @@ from mesh import MeshError, Topology
 
 from .._core import DiscoveryError
 from ._discovery_record import Answer, Digest, Fault, RunLine, Verdict, sha
-from ._store import job_namespace
+from ._store import job_namespace, reconnected
 
 __all__ = ["PREFIX", "SLACK_S", "Gather", "machine", "namespace"]
 
@@ -337,11 +341,14 @@ class Gather:
         return read(self._raw)
 
     def _count(self, name: str) -> int:
-        """``add(ns/<name>, 1)``, strictly: a count of this call's ranks."""
+        """``add(ns/<name>, 1)``, strictly: a count of this call's ranks.  On a value that is
+        no number the store's ``add`` fails (TCPStore's server closes the connection): the
+        rest of the call runs on a new connection, so the fault is still written."""
         key = self.key(name)
         try:
             n = int(self.store.add(key, 1))
         except Exception as e:  # a value that is no int: ValueError, IndexError, torch's
+            self.store = reconnected(self.store)  # DistNetworkError: the server dropped it
             raise _Stop(Fault(f"key {key!r} is not a counter ({str(e)[:100]}): a stale or "
                               "planted value", None, key)) from None
         if not 1 <= n <= self.world:

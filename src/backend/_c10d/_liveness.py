@@ -26,9 +26,10 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from .._core import StoreRecordError
 from ._records import LivenessRecord, LostMark
 from ._rounds import GRACE_S, SHOWN, Attempt
-from ._store import ABSENT, Closed, job_namespace, key, lease
+from ._store import ABSENT, Closed, job_namespace, key, lease, process_token
 
 __all__ = ["LIVENESS_WRITES_PER_S", "Doing", "Liveness", "Seen", "beat_period", "doing_of",
            "waiting_of"]
@@ -246,6 +247,32 @@ class Liveness:
             self._local.lease = held
             mine = self._local.store = held.conn if held is not None else self._root
         return mine
+
+    def claim(self) -> None:
+        """Claim this rank in this namespace on the store, for the store's life: ``p/<rank>``
+        holds the first claimer's :func:`~._store.process_token` (one ``compare_set``, when
+        the backend is made; a process claims again freely).  Another process's claim means
+        the namespace's keys are an earlier job's (without a launcher every job's namespace
+        is ``job.0``), or two processes run as this rank: refused with
+        :class:`~backend.StoreRecordError`, before any of them is read."""
+        ckey, mine = self.key("p", self.rank), process_token()
+        held = bytes(self._store().compare_set(ckey, "", mine))
+        if held != mine.encode():
+            raise StoreRecordError(ckey, (
+                f"another process claimed rank {self.rank} of namespace {self.namespace!r} on "
+                f"this store ({held[:60]!r}, not this process's {mine!r}): an earlier job ran "
+                "on this store in this namespace (without a launcher every job's is 'job.0'), "
+                "or two processes run as this rank; give each job a namespace of its own (run "
+                "it under torchrun or Slurm, or set TORCHELASTIC_RUN_ID to a name unique to "
+                "the job) or a fresh store"), writer=self.rank)
+
+    def _renew(self) -> None:
+        """Replace this thread's connection (:meth:`Lease.discard <._store.Lease.discard>`):
+        the next call opens another.  A store that cannot be cloned keeps its one."""
+        held = getattr(self._local, "lease", None)
+        if held is not None:
+            held.discard()
+            self._local.store = None
 
     def peek(self, key: str) -> bytes | None:
         """The value at ``key`` or None, in one call that never blocks (a compare_set that

@@ -9,9 +9,9 @@ members, a round below :data:`MAX_COUNT`), and raises
 :class:`~backend.StoreRecordError` naming the key, the writer the key or the value names,
 and what is wrong.  The values are:
 
-- the ticket counter ``t/G`` and the round values (decision ``d/G/k``, wake-up
-  ``o/G/k``, claim ``c/G/k``): decimal integers (:func:`read_count`, :func:`read_outcome`,
-  :func:`read_claim`);
+- the ticket counter ``t/G``: tickets x :data:`~._rounds.TICKET` (:func:`read_tickets`);
+- the round values (decision ``d/G/k``, wake-up ``o/G/k``, claim ``c/G/k``): decimal
+  integers (:func:`read_count`, :func:`read_outcome`, :func:`read_claim`);
 - the closer's reasons ``w/G/k/<closer>``: :class:`Reasons`;
 - a rank's liveness record ``r/<rank>``: :class:`LivenessRecord`, with the lost mark
   ``l/<rank>`` a peer writes when the record stops changing (:class:`LostMark`).
@@ -29,10 +29,11 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from .._core import StoreRecordError
-from ._rounds import GO, QUIT, SHOWN
+from ._rounds import GO, QUIT, SHOWN, TICKET
 
 __all__ = ["MAX_COUNT", "MAX_RECORD_BYTES", "RECORD_VERSION", "LivenessRecord", "LostMark",
-           "Reasons", "read_claim", "read_count", "read_json", "read_outcome", "read_record"]
+           "Reasons", "read_claim", "read_count", "read_json", "read_outcome", "read_record",
+           "read_tickets"]
 
 RECORD_VERSION = 1
 MAX_RECORD_BYTES = 16384  # a liveness record or a closer's reasons, at most
@@ -120,6 +121,28 @@ def read_count(key: str, raw: bytes | None, *, writer: int | None = None) -> int
     if value > MAX_COUNT:
         raise StoreRecordError(key, f"the count {value} is above {MAX_COUNT}", writer=writer)
     return value
+
+
+def read_tickets(key: str, raw: bytes | None) -> int:
+    """The tickets a ticket counter says were taken: a decimal count of
+    :data:`~._rounds.TICKET` steps, at most :data:`~._rounds.MAX_TICKETS` (absent: 0).  A
+    value that is no multiple of TICKET was not the barrier's: a plant the store's ``add``
+    read as a number ("1junk" reads as 1) or a count written by hand.
+
+    >>> read_tickets("t", str(3 * TICKET).encode()), read_tickets("t", None)
+    (3, 0)
+    >>> try:
+    ...     read_tickets("t", str(3 * TICKET + 1).encode())
+    ... except StoreRecordError as e:
+    ...     print(e.reason[:45])
+    it reads 3145729, no multiple of 1048576: the
+    """
+    value = read_count(key, raw)  # at most MAX_COUNT = MAX_TICKETS x TICKET
+    if value % TICKET:
+        raise StoreRecordError(key, f"it reads {value}, no multiple of {TICKET}: the counter "
+                               "held a value the barrier did not write (a plant the store's "
+                               "add read as a number, such as '1junk')")
+    return value // TICKET
 
 
 def read_outcome(key: str, raw: bytes, members: Sequence[int]) -> int:

@@ -7,9 +7,11 @@ meshlayout names each group from its family and members (:class:`~backend._c10d.
 and, before torch's creation, has the members meet at this barrier.
 
 **Rounds and tickets.**  A barrier named ``G`` with ``N`` members runs in rounds.  Every
-attempt of a member takes one *ticket* ``t = add(t/G, 1)``; tickets ``kN+1 .. kN+N`` make
-round ``k``.  The member holding the round's last ticket *commits* it:
-``compare_set(d/G/k, "", GO)``, then wakes the others: ``set(o/G/k, GO)``.  The others block
+attempt of a member takes one *ticket*: ``add(t/G, TICKET)`` reads ``t x TICKET``
+(:data:`~._rounds.TICKET`: counted in steps, so that no value planted at the counter can
+shift the tickets, see the threat model); tickets ``kN+1 .. kN+N`` make round ``k``.  The
+member holding the round's last ticket *commits* it: ``compare_set(d/G/k, "", GO)``, then
+wakes the others: ``set(o/G/k, GO)``.  The others block
 in the store on ``get(o/G/k)`` until their deadline (on a connection of their own, so
 nothing else of the process waits behind them; one wait, never a short one: c10d logs every
 store wait that times out); one still waiting after a grace period (:data:`GRACE_S`) has its
@@ -43,7 +45,9 @@ full → quit.  A round never reopens.
 and rounds its threads wait in, for how long and how long until its deadline, its write
 count; whether it is inside torch's creation, left a failed round, or was interrupted;
 deleted at :meth:`Rendezvous.close`); ``l/<rank>`` a peer's note that that record stopped
-changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`).  Each value
+changing; ``n/G`` the notes of a rebind's barrier (:meth:`Rendezvous.agree`); ``p/<rank>``
+the claim of the process that runs as this rank (written when its backend is made, kept
+for the store's life: :meth:`~._liveness.Liveness.claim`).  Each value
 has one writer and one strict reader (:mod:`._records`).  A group created at the first try
 leaves three keys (``t``, ``o``, ``d``: about 150 bytes, as torch leaves its own per-group
 keys) for the store's life; a failed round adds three or four more.  Round numbers never
@@ -53,17 +57,27 @@ repeat, so nothing is deleted while a member may still read it.
 overwrite or delete any key at any time, and may be an earlier job or attempt (its keys
 left on a store that outlived it), a rank of this job that crashed, froze, was interrupted
 or runs with its wall clock stepped, or a writer of junk.  What the barrier guarantees
-whatever such a peer did: keys of another job or attempt are never read (namespaces); every
+whatever such a peer did: keys of another job or attempt are never read (namespaces; a job
+without a launcher, whose namespace is every such job's, is refused on a store that holds
+an earlier job's claim of its ranks, and a plant there can refuse it too); every
 value read is checked by its reader (bytes, types, bounds, a decision's closer and a claim's
 claimer are members, a counter never goes back below a ticket taken, a GO wake-up comes with
 a full counter), and one that fails raises :class:`~backend.StoreRecordError` naming the key
 and the writer the key or value names, on the member that reads it at once, and on every
 member of the round once one closes it with that reason (at the latest at the first
 deadline); no member waits past twice its timeout plus the slack; no decision compares two
-hosts' clocks (see :mod:`._liveness`).  What it cannot guarantee: against a writer *inside
-this job's namespace* that writes well-formed protocol values (a counter moved forward, a
-forged decision with a full counter), members can disagree or pass without a member, as
-no value in TCPStore can be authenticated; detecting that would cost every member a listing.
+hosts' clocks (see :mod:`._liveness`).  The ticket counter is the one value the store itself
+parses (``add``): a value there that only starts with digits ("1junk", "1.5", " 1", which
+``add`` reads as 1 and rewrites as a clean count) or any count the barrier did not write
+leaves a count that is no multiple of ``TICKET``, which every member that takes a ticket
+refuses at once, so none passes; a value that is no number at all ("junk", "", 20 digits)
+makes ``add`` fail (TCPStore's server then closes that connection): the member names the
+key and its thread goes on with a new connection (the barrier never uses the default
+store's own connection, which torch's calls share).  What it cannot guarantee: against a
+writer *inside this job's namespace* that writes well-formed protocol values (a multiple of
+``TICKET`` at the counter, a forged decision with a full counter), members can disagree or
+pass without a member, as no value in TCPStore can be authenticated; detecting that would
+cost every member a listing.
 
 **Interrupted and retried attempts.** The ticket is taken by one C call whose result is
 stored before any Python code runs, so an interrupt (``KeyboardInterrupt``, or any exception
@@ -140,8 +154,8 @@ import attrs
 from .._core import StoreRecordError
 from ._diagnosis import Peer, PeerState, Snapshot, failure, look, next_deadline, reasons
 from ._liveness import Doing, Liveness, waiting_of
-from ._records import MAX_COUNT, Reasons, read_claim, read_count, read_outcome
-from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, Attempt, decision
+from ._records import MAX_COUNT, Reasons, read_claim, read_outcome, read_tickets
+from ._rounds import GO, GRACE_S, QUIT, SHOWN, SLACK_S, STOPPED, TICKET, Attempt, decision
 from ._store import Helper, Interrupts, timed_out
 
 __all__ = ["Rendezvous"]
@@ -241,21 +255,40 @@ class Rendezvous(Liveness):
             raise failure(self, a, why)
 
     def _take(self, a: Attempt) -> int:
-        """Take a ticket.  ``add``'s result goes straight into ``a.tickets`` by C code
-        (``list.extend`` over ``starmap``): an interrupt raised at the next bytecode still
-        finds it there (:meth:`_abandon`).  A counter that is not a count (the store's
-        ``add`` fails on it) or past :data:`~._records.MAX_COUNT` is named."""
+        """Take a ticket: add :data:`~._rounds.TICKET` to the counter.  ``add``'s result goes
+        straight into ``a.tickets`` by C code (``list.extend`` over ``starmap``): an interrupt
+        raised at the next bytecode still finds it there (:meth:`_abandon`).  A counter the
+        barrier did not write (no multiple of TICKET, past :data:`~._records.MAX_COUNT`, or
+        no number at all: :meth:`_not_counting`) is named."""
         counter = a.counter
         add = self._store().add
         try:
-            a.tickets.extend(itertools.starmap(add, ((counter, 1),)))
-        except Exception:
-            read_count(counter, self.peek(counter))  # raises if the counter is junk
-            raise
-        if not 0 < a.tickets[-1] <= MAX_COUNT:
-            raise StoreRecordError(counter, f"the ticket {a.tickets[-1]} is outside [1, "
-                                   f"{MAX_COUNT}]")
-        return int(a.tickets[-1])
+            a.tickets.extend(itertools.starmap(add, ((counter, TICKET),)))
+        except Exception as e:
+            raise self._not_counting(counter, e) from None
+        raw = a.tickets[-1]
+        if not raw % TICKET and 0 < raw <= MAX_COUNT:
+            return raw // TICKET
+        read_tickets(counter, b"%d" % raw)  # raises, saying what is wrong
+        raise StoreRecordError(counter, "it read 0 after this rank's ticket (it was set back)")
+
+    def _not_counting(self, counter: str, error: Exception) -> Exception:
+        """The error for an ``add`` on the counter that failed: where the counter holds no
+        number ("junk", "", 20 digits: TCPStore's server then drops the connection, HashStore
+        raises), this thread's connection is replaced (:meth:`~._liveness.Liveness._renew`),
+        so that no later call meets a broken one, and the value is named; a timeout, or a
+        store that fails again, is the store's own error."""
+        if timed_out(error):
+            return error
+        try:
+            self._renew()
+            read_tickets(counter, self.peek(counter))
+        except StoreRecordError as bad:
+            return bad
+        except Exception:  # the store itself is gone
+            return error
+        return StoreRecordError(counter, f"the store's add on it failed "
+                                f"({type(error).__name__}: {str(error)[:100]})")
 
     def _record_of(self, a: Attempt, **more: Any) -> Doing:
         """What this thread does in attempt ``a`` (its deadline, unless ``more`` says)."""
@@ -316,10 +349,10 @@ class Rendezvous(Liveness):
                 self._sleep(min(asked + REASK_S, until) - clock())
                 continue
             if raw == _GO and len(count) <= 20 and count.isdigit() and \
-                    a.last <= int(count) <= MAX_COUNT:
+                    a.last * TICKET <= (n := int(count)) <= MAX_COUNT and not n % TICKET:
                 return GO  # (what the strict readers below say of these values, read at once)
             value = read_outcome(wake, raw, a.members)
-            if value == GO and (got := read_count(counter, count)) < a.last:
+            if value == GO and (got := read_tickets(counter, count)) < a.last:
                 raise StoreRecordError(wake, f"it says GO, but the ticket counter reads {got}, "
                                        f"short of the round's {a.last} (the wake-up was "
                                        "planted, or the counter set back)")
@@ -392,9 +425,10 @@ class Rendezvous(Liveness):
         lands in a round being closed."""
         store = self._store()
         counter = a.counter
-        seen = read_count(counter, self.peek(counter))
+        seen = read_tickets(counter, self.peek(counter))
         while seen < a.last:
-            got = read_count(counter, store.compare_set(counter, str(seen), str(a.last)))
+            held = str(seen * TICKET) if seen else ""  # "": absent (a deleted counter)
+            got = read_tickets(counter, store.compare_set(counter, held, str(a.last * TICKET)))
             if got == a.last:
                 return
             seen = got
@@ -427,8 +461,11 @@ class Rendezvous(Liveness):
         with contextlib.suppress(Exception):
             if not self._abandoned_round(a, error):
                 return
-            if self.peek(self.key("d", a.name, a.round)) is not None:
-                return  # decided: closed, or gone ahead (torch's creation names this rank)
+            # decided (closed, or gone ahead: torch's creation names this rank), or junk
+            # every member reads; an empty value decides nothing (the commit's compare_set
+            # from "" overwrites it, so a late member would pass alone): close that round
+            if self.peek(self.key("d", a.name, a.round)):
+                return
             if isinstance(error, StoreRecordError):
                 self._conclude(a, Reasons(self.rank, bad=(error.key, error.writer,
                                                           error.reason)))
@@ -446,11 +483,11 @@ class Rendezvous(Liveness):
     def _abandoned_round(self, a: Attempt, error: BaseException) -> bool:
         """Set ``a.round`` to the round an abandoned attempt may hold a ticket of and mark
         this rank as having left it; whether that round must still be closed."""
-        if a.tickets:
-            a.round = (a.tickets[-1] - 1) // a.size
-        else:  # the ticket call raised: whether it counted is unknown
+        if a.tickets and not a.tickets[-1] % TICKET and 0 < a.tickets[-1] <= MAX_COUNT:
+            a.round = (a.ticket - 1) // a.size
+        else:  # the ticket call raised (whether it counted is unknown), or read junk
             counter = a.counter
-            taken = read_count(counter, self.peek(counter))
+            taken = read_tickets(counter, self.peek(counter))
             if taken == 0:
                 return False
             a.round = (taken - 1) // a.size

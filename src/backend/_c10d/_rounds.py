@@ -8,8 +8,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["GO", "GRACE_S", "QUIT", "SHOWN", "SLACK_S", "STOPPED", "Attempt", "decision",
-           "torch_name"]
+__all__ = ["GO", "GRACE_S", "MAX_TICKETS", "QUIT", "SHOWN", "SLACK_S", "STOPPED", "TICKET",
+           "Attempt", "decision", "torch_name"]
 
 GO = 1 << 40  # d/G/k after a commit
 QUIT = 2 << 40  # ... or QUIT + the closer's rank after a close
@@ -17,6 +17,14 @@ SLACK_S = 1.0  # how long past a busy peer's deadline it may take to arrive here
 GRACE_S = 0.05  # a member that waits longer than this writes its record
 SHOWN = 64  # ranks written into a record or a reason, at most
 STOPPED = -1  # a round committed by a member that stopped before waking the others
+TICKET = 1 << 20
+"""What one ticket adds to the ticket counter: the counter holds tickets x TICKET.  The
+store's ``add`` reads a value that only starts with digits ("1junk", "1.5", " 1") as that
+number and overwrites it with a clean count; counted in steps of TICKET, such a plant (or
+any count the barrier did not write, but a multiple of TICKET) leaves a value that is no
+multiple of TICKET, which the ticket's taker refuses (:func:`~._records.read_tickets`),
+so a plant cannot shift which tickets make a round."""
+MAX_TICKETS = 1 << 33  # tickets x TICKET stays within _records.MAX_COUNT (2**53)
 
 
 def torch_name(name: str, round_: int) -> str:
@@ -51,6 +59,11 @@ class Attempt:
     counter: str = ""  # the ticket counter's store key (Rendezvous.meet spells it once)
     # once the round went ahead: until when this rank's record says it is inside the creation
     inside: float | None = None
+
+    @property
+    def ticket(self) -> int:
+        """This attempt's ticket (``tickets`` holds what the counter read after its add)."""
+        return self.tickets[-1] // TICKET
 
     @property
     def last(self) -> int:

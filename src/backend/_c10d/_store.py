@@ -9,6 +9,7 @@ import importlib
 import os
 import queue
 import re
+import secrets
 import signal
 import socket
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["ABSENT", "PREFIX", "Closed", "Helper", "Interrupts", "Lease", "job_namespace",
-           "key", "lease", "timed_out"]
+           "key", "lease", "process_token", "reconnected", "timed_out"]
 
 PREFIX = "meshlayout"
 ABSENT = "\x00meshlayout-absent"  # a value no key holds: a compare_set with it only reads
@@ -37,9 +38,12 @@ def job_namespace(environ: Mapping[str, str] | None = None) -> str:
     launcher's job id and restart count (torchelastic's ``TORCHELASTIC_RUN_ID`` and
     ``TORCHELASTIC_RESTART_COUNT``, else Slurm's ``SLURM_JOB_ID`` and
     ``SLURM_RESTART_COUNT``), so that keys an earlier job or attempt left on a store that
-    outlived it (an agent's) are never read as this one's.  Without a launcher: ``job.0`` (a
-    store that lives as long as rank 0, as ``init_process_group``'s does, holds only this
-    job's keys).  Characters outside ``[A-Za-z0-9_.:-]`` in the job id are replaced.
+    outlived it (an agent's) are never read as this one's.  Without a launcher: ``job.0``,
+    every such job's, so a store that outlives a job (one passed to ``init_process_group``
+    by a longer-lived process) would hold the earlier job's keys: each rank claims its rank
+    in the namespace when its backend is made (:meth:`~._liveness.Liveness.claim`), and a
+    second job there is refused, naming the claim, before it reads any of them.  Characters
+    outside ``[A-Za-z0-9_.:-]`` in the job id are replaced.
 
     >>> job_namespace({"TORCHELASTIC_RUN_ID": "run 7", "TORCHELASTIC_RESTART_COUNT": "2"})
     'run_7.2'
@@ -55,6 +59,24 @@ def job_namespace(environ: Mapping[str, str] | None = None) -> str:
     job = re.sub(r"[^A-Za-z0-9_.:-]", "_", env.get(run, "") or "job")[:100]
     count = env.get(restart, "0")
     return f"{job}.{count if count.isdigit() and len(count) < 10 else 0}"
+
+
+def process_token() -> str:
+    """What this process writes as its claim of its rank in a namespace
+    (:meth:`~._liveness.Liveness.claim`): its pid and 64 random bits, drawn again in a
+    forked child, so no other process, now or earlier, writes the same.
+
+    >>> process_token() == process_token(), process_token().startswith(f"pid {os.getpid()} ")
+    (True, True)
+    """
+    return _TOKEN[0]
+
+
+def _new_token() -> str:
+    return f"pid {os.getpid()} {secrets.token_hex(8)}"
+
+
+_TOKEN = [_new_token()]
 
 
 def timed_out(error: BaseException) -> bool:
@@ -105,6 +127,12 @@ class Lease:
             if pools is not None:
                 pools.setdefault(self._kind, []).append(conn)
 
+    def discard(self) -> None:
+        """Drop the connection without giving it back: one the store's server may have
+        closed (a TCPStore server drops a client whose ``add`` meets a value that is no
+        number), so that nobody gets it again."""
+        self.conn = None
+
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.release()
@@ -121,6 +149,17 @@ def lease(root: Any, kind: str = "barrier") -> Lease | None:
     except RuntimeError:  # a store without clone (torch's FakeStore: a pure virtual call)
         return None
 
+
+
+def reconnected(conn: Any) -> Any:
+    """A new connection to ``conn``'s store (a clone), in place of one whose server may
+    have closed it (TCPStore's drops a client whose ``add`` meets a value that is no
+    number); ``conn`` itself where it cannot be cloned (then it was not closed either:
+    such a store lives in this process)."""
+    try:
+        return conn.clone() if hasattr(conn, "clone") else conn
+    except RuntimeError:  # torch's FakeStore: a pure virtual call
+        return conn
 
 
 class Closed:
@@ -271,6 +310,7 @@ class Interrupts:
 
 def _forked() -> None:
     Interrupts.main = threading.get_ident()  # the forking thread is the child's main thread
+    _TOKEN[0] = _new_token()  # a process of its own
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
