@@ -37,3 +37,15 @@ def test_the_creation_soak_runs_a_short_run() -> None:
         out.stdout, out.stdout
     assert "1 runs of 8 processes x 3 threads" in out.stdout and "0 failed" in out.stdout
     assert "all outcomes created or named" in out.stdout
+
+
+@pytest.mark.timeout(900)
+def test_the_recovery_measurement_runs_at_its_smallest_size() -> None:
+    """bench/recover_gloo.py (Costs calibrated on this machine, then one failure recovered
+    each way on 8 Gloo processes, and a restart from DCP) at its smallest size: it prints
+    the calibration, a row per way, and the restart beside the fastest way."""
+    out = subprocess.run([sys.executable, str(BENCH / "recover_gloo.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=880, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "calibrated on this machine" in out.stdout and "spares [6]" in out.stdout
+    assert "restart from the DCP checkpoint" in out.stdout, out.stdout
