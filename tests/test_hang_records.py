@@ -372,3 +372,19 @@ def test_a_rank_whose_host_mates_gave_dumps_is_a_possible_cause_worded_so(
     assert 5 in report.suspects
     assert any("no dump was given for it: it died, hangs elsewhere, or its dump was not "
                "collected" in f.text for f in report.findings), str(report)
+
+
+def test_in_a_two_member_group_the_order_swapper_is_found_by_the_other_groups(
+        tmp_path: Path) -> None:
+    """Issue 45: rank 5 swaps the order of two dp all_reduces; its dp group (1, 5) has two
+    members, one on each side of the desync.  The other dp groups all made rank 1's call
+    there, so rank 5 is the one to look at (it went to the lower rank, 1, on a tie)."""
+    normal = [("tp", "all_reduce", (4, 8)), ("dp", "all_reduce", (16,)),
+              ("dp", "all_reduce", (32,))]
+    calls = {r: list(normal) for r in range(8)}
+    calls[5] = [normal[0], normal[2], normal[1]]
+    report = read_flight_records(write(tmp_path, {r: dump(VIEW, r, c)
+                                                  for r, c in calls.items()}), VIEW)
+    [finding] = report.findings
+    assert finding.kind == "desync" and finding.group.members == (1, 5)
+    assert finding.ranks == (5,) and report.suspects == (5,)

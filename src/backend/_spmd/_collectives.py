@@ -14,7 +14,7 @@ issuing collectives on shared groups in orders that wait on each other deadlocks
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 
 from ._events import Call, TorchGroupKey, Trace, WaitWork
@@ -161,7 +161,9 @@ def _desync(wrong: Mismatch, meets: dict[Key, Meet], traces: Sequence[Trace],
         side.sort(key=lambda rc: rc[0])
     words = [f"{who(tuple(r for r, _ in side), world)} {side[0][1].describe()} "
              f"({side[0][1].line})" for side in ordered]
-    odd = tuple(sorted(r for r, _ in min(sides.values(), key=len)))
+    peers = _peer_signatures(wrong, meets)
+    odd = tuple(sorted(r for r, _ in min(sides.values(), key=lambda side: (
+        len(side), peers[side[0][1].signature()], min(r for r, _ in side)))))
     pattern = "desync " + " | ".join(sorted(
         f"{c.op} {c.shapes} {c.dtype} {c.reduce_op} {c.line}" for c in
         (side[0][1] for side in sides.values())))
@@ -173,6 +175,18 @@ def _desync(wrong: Mismatch, meets: dict[Key, Meet], traces: Sequence[Trace],
         text = (f"{first.group.describe()} desyncs at its {_nth(n)} call: " + "; ".join(words)
                 + " (each side's first differing call)")
     return Finding("desync", text, pattern, odd)
+
+
+def _peer_signatures(wrong: Mismatch, meets: dict[Key, Meet]) -> Counter[Hashable]:
+    """For a desync of two equal sides (a 2-member group), who is odd: how often each call
+    signature was offered first at the same call number on the other groups along the same
+    dim (the hang reader asks the same of the dumps)."""
+    if not isinstance(wrong.key, CallKey):
+        return Counter()
+    first = meets[wrong.key].info
+    return Counter(m.info.signature() for k, m in meets.items()
+                   if isinstance(k, CallKey) and k.n == wrong.key.n and k != wrong.key
+                   and isinstance(m.info, Call) and m.info.group.label == first.group.label)
 
 
 def _call(trace: Trace, index: int) -> Call:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -202,7 +203,7 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
             continue
         if s.desync is not None:
-            findings.append(_desync(s))
+            findings.append(_desync(s, _peers_at(hang, s)))
             continue
         causes = {x: why for x in s.never + s.no_dump
                   if (why := _cause(x, s, states, positions, skipped, names)) is not None}
@@ -293,11 +294,25 @@ class _Skips:
         return before > after - 1
 
 
-def _desync(s: GroupState) -> HangFinding:
+def _peers_at(hang: Hang, s: GroupState) -> Counter[object]:
+    """How often each call signature was recorded at ``s``'s desync number by the members
+    of the other groups along the same dim (the program every such group runs)."""
+    assert s.desync is not None, "asked for a desync's peers"
+    seq = s.desync[0]
+    others = {g.name for g in hang.states if g.name != s.name and
+              (g.group.view, g.group.dim) == (s.group.view, s.group.dim)}
+    return Counter(c.signature() for calls in hang.calls.values() for c in calls
+                   if c.group in others and c.seq == seq)
+
+
+def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
+    """The desync of ``s``; the odd side is the smaller one, and between sides of one size
+    (a 2-member group) the one whose call the other groups of the dim did not make there
+    (``peers``), then the one with the lower ranks."""
     assert s.desync is not None, "a desync finding needs the desync"
     seq, sides = s.desync
     words = [f"{_who(ranks)} {call.describe()}" for ranks, call in sides]
-    odd = min(sides, key=lambda side: len(side[0]))[0]
+    odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
     text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
     return HangFinding("desync", text, odd, s.group)
