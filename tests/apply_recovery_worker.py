@@ -85,6 +85,7 @@ def main(out: str) -> None:
     inside = job.get_coordinate() is not None
     ckpt = os.path.join(out, "ckpt")
     local: dict[str, Any] = {}
+    dist.barrier()  # together first (generous START): TIMEOUT is about the failure, not start-up
     if inside:
         job.materialize()
         local = {n: torch.from_numpy(s.local(_full(n, s.shape, 0), rank)).to(

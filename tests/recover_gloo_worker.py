@@ -142,6 +142,10 @@ def main(out: str) -> None:
     tensor, names, plan = _plans(os.environ["PLAN"])
     world_view = MeshView.from_ranks(tensor.tolist(), names)
     old = {k: bind(v, backend) for k, v in plan(world_view).items()}
+    # every process here together (the default group's timeout is the generous START): the
+    # short TIMEOUT is about the failure, not a loaded machine's start-up skew (a rank 5 s late
+    # to the first group made its creation fail in CI)
+    dist.barrier()
     if old["world"].get_coordinate() is not None:
         old["world"].materialize()
         if "dp_cp" in old:

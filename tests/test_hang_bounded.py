@@ -166,7 +166,12 @@ _READ = textwrap.dedent("""
     except FlightRecordError as e:
         out = str(e)
     took = time.monotonic() - start
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, took, out, sep="\\n")
+    try:  # this process's own peak (ru_maxrss keeps the parent's across exec: a big pytest)
+        with open("/proc/self/status") as f:
+            peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(peak, took, out, sep="\\n")
 """)
 
 
@@ -180,7 +185,7 @@ def _measured(path: Path) -> tuple[float, float, str]:
 
 
 def test_ctrl_c_stops_the_command_while_it_reads_a_dump(tmp_path: Path) -> None:
-    """Half a second into reading a dump of 4 million opcodes (seconds of work), a SIGINT:
+    """A fifth of a second into reading a dump of 4 million opcodes (seconds), a SIGINT:
     the command says it was interrupted and exits 130, where it would otherwise end in the
     units refusal (status 2)."""
     path = tmp_path / "fr_trace_rank_0"
@@ -191,7 +196,7 @@ def test_ctrl_c_stops_the_command_while_it_reads_a_dump(tmp_path: Path) -> None:
                              "dp=2,tp=4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    time.sleep(0.5)
+    time.sleep(0.2)  # the read takes seconds: the signal comes while it runs
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and err == "meshlayout hang: interrupted\n", err

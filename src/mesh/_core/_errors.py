@@ -131,8 +131,8 @@ class TooManyRanksError(MeshError, ValueError):
     (what a Python caller can do, such as passing a larger ``limit=``; empty when nothing),
     so a command whose users cannot pass ``limit=`` words its own hint."""
 
-    def __init__(self, fact: str, hint: str = "") -> None:
-        super().__init__(f"{fact}; {hint}" if hint else fact)
+    def __init__(self, fact: str = "", hint: str = "", *more: object) -> None:
+        super().__init__(f"{fact}; {hint}" if hint else fact, *more)  # any args, as any error
         self.fact, self.hint = fact, hint
 
     def __reduce__(self) -> tuple[type[TooManyRanksError], tuple[str, str]]:
