@@ -190,7 +190,9 @@ def test_ctrl_c_stops_the_command_while_it_reads_a_dump(tmp_path: Path) -> None:
     units refusal (status 2)."""
     path = tmp_path / "fr_trace_rank_0"
     path.write_bytes(b"\x80\x02(" + b"N" * (MAX_DUMP_UNITS + 10) + b"l.")
-    script = ("import sys\nfrom mesh._cli import main\nprint('ready', flush=True)\n"
+    script = ("import signal, sys\n"  # Ctrl-C as a terminal gives it (an ignored SIGINT in a
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # parent carries)
+              "from mesh._cli import main\nprint('ready', flush=True)\n"
               "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.Popen([sys.executable, "-c", script, "hang", str(path), "--dims",
                              "dp=2,tp=4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
