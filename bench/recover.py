@@ -110,34 +110,41 @@ def peak(job: Job, failed: list[int]) -> int:
     return got
 
 
+Event = tuple[float, str, float, float, dict[str, float | None]]
+"""One event's numbers: the planner's seconds, and its best way's kind, seconds and cost,
+and each anchor's cost (kept instead of the :class:`Recovery`: 10,000 of those, each with
+its plans, would hold gigabytes)."""
+
+
 def events(job: Job, count: int, seed: int) -> tuple[list[str], list[str]]:
     rng = random.Random(seed)
-    rows: dict[str, list[tuple[float, Recovery]]] = {"rank": [], "host": [], "domain": []}
+    rows: dict[str, list[Event]] = {"rank": [], "host": [], "domain": []}
     failures = []
     for _ in range(count):
         kind = rng.choice(list(rows))
         secs, r = timed(job, job.failed(kind, rng))
         if not r.ways:
             failures.append(f"a {kind} failure got no way on: {r.refused}")
-        rows[kind].append((secs, r))
+            continue
+        best = r.ways[0]
+        rows[kind].append((secs, best.kind.value, best.seconds, best.cost, anchors(r)))
+        del r
     head = (f"{'event':<7} {'n':>5} {'ms med':>8} {'ms p90':>8} {'best':<28} {'s med':>8} "
             f"{'cost med':>9} {'rebuild/ours':>13} {'dp-drop/ours':>13} {'subst/ours':>11}")
     out = [head, "-" * len(head)]
     for kind, got in rows.items():
         if not got:
             continue
-        ms = sorted(s * 1e3 for s, _ in got)
-        best = [r.ways[0] for _, r in got if r.ways]
-        kinds = statistics.mode(f"{w.kind.value}" for w in best)
+        ms = sorted(e[0] * 1e3 for e in got)
+        kinds = statistics.mode(e[1] for e in got)
         ratio = {}
         for name in ("rebuild-all", "replica-drop", "substitute"):
-            rs = [a / w.cost for (_, r), w in zip(got, best)
-                  if (a := anchors(r)[name]) is not None and w.cost > 0]
+            rs = [a / e[3] for e in got if (a := e[4][name]) is not None and e[3] > 0]
             ratio[name] = f"{statistics.median(rs):.1f}x" if rs else "n/a"
         out.append(f"{kind:<7} {len(got):>5} {statistics.median(ms):>8.1f} "
                    f"{ms[int(0.9 * (len(ms) - 1))]:>8.1f} {'mostly ' + kinds:<28} "
-                   f"{statistics.median(w.seconds for w in best):>8.2f} "
-                   f"{statistics.median(w.cost for w in best):>9.1f} "
+                   f"{statistics.median(e[2] for e in got):>8.2f} "
+                   f"{statistics.median(e[3] for e in got):>9.1f} "
                    f"{ratio['rebuild-all']:>13} {ratio['replica-drop']:>13} "
                    f"{ratio['substitute']:>11}")
     return out, failures

@@ -8,7 +8,8 @@ with a replica of every block, one whose every block only one rank holds (the fa
 is read from the checkpoint), one sharded over dp.
 
 1. Calibrate (one job, no failure): link bandwidth and latency (the pairs (0,1), (2,3),
-   (4,5) exchanging at once: loopback has one tier, so every tier gets these), the groups
+   (4,5) exchanging at once: loopback has one tier, so every tier gets these), ranks 0..5
+   writing a block anew at once (``copy_gbps``: a move's receivers rebuild theirs), the groups
    of one dim created (``create_s``, also ``reconfigure_s``: Gloo gets no reconfiguration,
    every new group is created), a rebind leaving two healthy ranks out (the meeting and the
    end of the broken groups: ``rebind_s``), and a checkpoint box read by one rank
@@ -69,7 +70,8 @@ def calibrate(out: Path, env: dict[str, str]) -> Costs:
                   host_latency_us=latency_us, domain_latency_us=latency_us,
                   across_latency_us=latency_us, create_s=r["create_s"],
                   reconfigure_s=r["create_s"], rebind_s=r["rebind_s"],
-                  storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9, horizon_s=0.0)
+                  storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9,
+                  copy_gbps=8 * r["copy_bytes"] / r["copy_s"] / 1e9, horizon_s=0.0)
     return costs
 
 
@@ -120,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {"MIB": str(mib), "CKPT": str(out / "ckpt")}  # saved by the calibration
     costs = calibrate(out, env)
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
-          f", {costs.host_latency_us:.0f} us; create {costs.create_s * 1e3:.0f} ms a dim; "
-          f"rebind {costs.rebind_s * 1e3:.0f} ms; storage {costs.storage_gbps:.2f} "
-          "Gb/s", flush=True)
+          f", {costs.host_latency_us:.0f} us; blocks rebuilt at {costs.copy_gbps:.1f} Gb/s; "
+          f"create {costs.create_s * 1e3:.0f} ms a dim; rebind {costs.rebind_s * 1e3:.0f} ms; "
+          f"storage {costs.storage_gbps:.2f} Gb/s", flush=True)
     rows = [trial(out, env, v, w, costs) for v in victims for w in ways_of(v, costs)]
     head = (f"{'victim':>6} {'way':<28} {'predicted s':>11} {'measured s':>10} {'ratio':>6} "
             f"{'rebind':>7} {'moves':>7} {'storage':>7} {'create':>7}  ranked first")

@@ -13,7 +13,8 @@ Modes:
 
 - ``calibrate``: the prices of this machine, each the slowest rank's time: a message of
   32 MiB and one of 4 bytes exchanged by the pairs (0, 1), (2, 3), (4, 5) at once (link
-  bandwidth and latency under the contention a recovery's transfers meet); the groups of one
+  bandwidth and latency under the contention a recovery's transfers meet); ranks 0..5
+  each writing a block of ``MIB`` MiB anew at once (``copy_gbps``); the groups of one
   dim of a fresh mesh created (``create_s``); a box of ``MIB`` MiB read from a DCP checkpoint
   by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
   the ranks still up and the end of the groups holding a lost rank: ``rebind_s``).
@@ -152,6 +153,27 @@ def _exchange(job: Job, elements: int) -> float:
     return best
 
 
+def _rebuild(job: Job, elements: int) -> float:
+    """Seconds for ranks 0..5 each to write a block of ``elements`` floats anew at once (a
+    fresh tensor, copied into by halves, as a rank rebuilding its block after a move does;
+    the slowest rank's, the best of three)."""
+    import torch
+    import torch.distributed as dist
+
+    best = float("inf")
+    source = torch.ones(elements)
+    for _ in range(3):
+        dist.barrier()
+        t = time.monotonic()
+        if job.rank < 6:
+            block = torch.empty(elements)
+            half = elements // 2
+            block[:half] = source[:half]
+            block[half:] = source[half:]
+        best = min(best, time.monotonic() - t)
+    return best
+
+
 def calibrate(out: str) -> None:
     from backend import bind
     from backend._tensor import read_boxes
@@ -163,6 +185,8 @@ def calibrate(out: str) -> None:
         job.save()
     big = _slowest(job, "big", _exchange(job, EXCHANGE // 4))
     small = _slowest(job, "small", _exchange(job, 1))
+    n = side()
+    copied = _slowest(job, "copy", _rebuild(job, n * n))
     fresh = bind(MeshView.from_ranks([[0, 3], [1, 4], [2, 5]], ["x", "y"]), job.backend)
     job.barrier("create", list(range(job.size)))  # each timed part starts together
     t = time.monotonic()
@@ -170,7 +194,6 @@ def calibrate(out: str) -> None:
         fresh.get_group("x")
     create = _slowest(job, "create", time.monotonic() - t)
     t = time.monotonic()
-    n = side()
     read = 0
     if job.rank == 0:
         read_boxes(job.ckpt, {"e": [((0, n), (0, n // 6))]})
@@ -183,6 +206,7 @@ def calibrate(out: str) -> None:
     rebind = _slowest(job, "rebind", time.monotonic() - t)
     write_report(out, job.rank, {
         "bytes": EXCHANGE, "big_s": big, "small_s": small,
+        "copy_bytes": 4 * n * n, "copy_s": copied,
         "create_s": create, "storage_bytes": read or 4 * n * (n // 6), "storage_s": storage,
         "rebind_s": rebind})
     job.backend.shutdown()

@@ -33,6 +33,39 @@ def ranks_of(view: MeshView) -> list[int]:
     return [view.ranks(i) for i in range(view.ranks.size)]
 
 
+def rows(s: Sharding, new: Sharding, failed: set[int], topology: Topology | None,
+         itemsize: int, restart: bool = False) -> tuple[dict[int, list[int]], int]:
+    """Per rank of ``new``'s view, the bytes it gets of the tensor ``s`` becomes ``new``
+    (host, domain, across, storage), then what it writes into its rebuilt block (the whole
+    block when it gets anything, else 0); and the bytes kept."""
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for q in ranks_of(s.view):
+        if q not in failed:
+            for e in elements(s, q):
+                holders.setdefault(e, []).append(q)
+    per: dict[int, list[int]] = {}
+    total_kept = 0
+    for r in ranks_of(new.view):
+        row = per[r] = [0, 0, 0, 0, 0]
+        mine = set(elements(s, r)) if s.view.ranks.offset_of(r) is not None \
+            and r not in failed else set()
+        block = elements(new, r)
+        kept = 0
+        for e in block:
+            if restart:
+                row[3] += itemsize
+            elif e in mine:
+                kept += 1
+            elif e in holders:
+                row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
+            else:
+                row[3] += itemsize
+        if kept < len(block):  # it gets something: the whole block is written anew
+            row[4] += len(block) * itemsize
+        total_kept += kept * itemsize
+    return per, total_kept
+
+
 def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
           failed: set[int], topology: Topology | None, costs: Costs, itemsize: int
           ) -> dict[str, Any]:
@@ -44,34 +77,23 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
     restart = way.kind.value == "restart"
     for s in state.values():
         new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
-        holders: dict[tuple[int, ...], list[int]] = {}
-        for q in ranks_of(s.view):
-            if q not in failed:
-                for e in elements(s, q):
-                    holders.setdefault(e, []).append(q)
-        for r in ranks_of(new.view):
-            row = per.setdefault(r, [0, 0, 0, 0])
-            mine = set(elements(s, r)) if s.view.ranks.offset_of(r) is not None \
-                and r not in failed else set()
-            for e in elements(new, r):
-                if restart:
-                    row[3] += itemsize
-                elif e in mine:
-                    total["kept"] += itemsize
-                elif e in holders:
-                    row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
-                else:
-                    row[3] += itemsize
+        got, kept = rows(s, new, failed, topology, itemsize, restart)
+        total["kept"] += kept
+        for r, row in got.items():
+            mine = per.setdefault(r, [0, 0, 0, 0, 0])
+            for i in range(5):
+                mine[i] += row[i]
     for row in per.values():
-        for t, b in zip(("host", "domain", "across", "storage"), row):
+        for t, b in zip(("host", "domain", "across", "storage"), row[:4]):
             total[t] += b
     if restart:  # the law: every rank reads its block; the first rank's is the largest
-        first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0])
+        first = max(per.values(), key=lambda row: row[3], default=[0, 0, 0, 0, 0])
         per = {0: first}
     gbps = {1: costs.host_gbps, 2: costs.domain_gbps, 3: costs.across_gbps}
     lat = {1: costs.host_latency_us, 2: costs.domain_latency_us, 3: costs.across_latency_us}
     move = max((sum(8 * row[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6 * (row[t - 1] > 0)
                     for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
+                + 8 * row[4] / (costs.copy_gbps * 1e9)
                 for row in per.values()), default=0.0)
     groups = brute_groups(way, old_views, failed)
     reconf_pairs, create_pairs, counts = groups

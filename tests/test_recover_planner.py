@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from recover_oracle import KINDS, brute, elements, ranked, ranks_of
+from recover_oracle import KINDS, brute, elements, ranked, ranks_of, rows
 
 from mesh import (
     Costs,
@@ -96,7 +96,8 @@ def case(request: pytest.FixtureRequest) -> tuple[Any, ...]:
     state = state_of(plan(world))
     costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6,
                   domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,
-                  reconfigure_s=0.1)  # slow links: bytes decide, not latencies
+                  reconfigure_s=0.1, copy_gbps=3e-6)  # slow links and copies: bytes
+    # decide, not latencies
     r = recover(plan, world, failed, state=state, spares=spares, topology=topology,
                 costs=costs, itemsize=2)
     return r, plan(world), state, set(failed), topology, costs
@@ -111,6 +112,29 @@ def test_every_way_priced_as_the_brute_force_prices_it(case: tuple[Any, ...]) ->
         assert dict(way.communicators) == want["communicators"], way
         assert way.throughput == want["throughput"]
         assert way.seconds == pytest.approx(want["seconds"], rel=1e-9), way
+
+
+def test_every_receivers_row_is_the_brute_force_row(case: tuple[Any, ...]) -> None:
+    """Per way and tensor, each receiver's bytes per tier and the bytes of the block it
+    rebuilds (all of it when it gets anything, none when it gets nothing), priced all at
+    once (``bulk_rows``) and one by one (``few_rows``), equal the oracle's, which lists every
+    element."""
+    from mesh._decide._bulk import Memo, bulk_rows, few_rows
+
+    r, old, state, failed, topology, _ = case
+    names = {v: n for n, v in old.items()}
+    for way in r.ways:
+        if way.kind.value == "restart":
+            continue
+        for s in state.values():
+            dst = Sharding(way.views[names[s.view]], s.placements, s.shape)
+            want, _ = rows(s, dst, failed, topology, 2)
+            memo = Memo(np, tuple(sorted(failed)), topology)
+            universe = sorted(ranks_of(dst.view))
+            assert dict(zip(universe, bulk_rows(memo, [(s, dst, 2)]).tolist())) == want
+            one = few_rows(Memo(None, tuple(sorted(failed)), topology), s, dst,
+                           tuple(universe))
+            assert {q: [2 * b for b in row] for q, row in one.items()} == want
 
 
 def test_the_ranking_is_the_brute_force_ranking(case: tuple[Any, ...]) -> None:
@@ -285,7 +309,8 @@ def test_costs_defaults_are_the_documented_ones() -> None:
     assert Costs().to_dict() == {
         "host_gbps": 3600.0, "domain_gbps": 3600.0, "across_gbps": 400.0,
         "host_latency_us": 2.0, "domain_latency_us": 3.0, "across_latency_us": 10.0,
-        "storage_gbps": 16.0, "create_s": 2.0, "reconfigure_s": 0.2, "rebind_s": 1.0,
+        "storage_gbps": 16.0, "copy_gbps": 12000.0, "create_s": 2.0, "reconfigure_s": 0.2,
+        "rebind_s": 1.0,
         "restart_s": 600.0, "repair_s": 3600.0, "horizon_s": 3600.0}
 
 
@@ -354,22 +379,23 @@ def test_pricing_a_few_receivers_and_finding_lost_boxes_do_not_list_the_world(n:
         rows = few_rows(Memo(None, (13,), topology), s, s, (13,))
         lost = lost_boxes(s, (13,))
     # rank 13 (dp 1, tp 5) lost its rows 40..48 (32 elements); on its host (8-15) only it
-    # holds them; in its domain (0-15) rank 5 does: [host, domain, cross, storage]
-    assert rows == {13: [0, 32, 0, 0]}
+    # holds them; in its domain (0-15) rank 5 does: [host, domain, cross, storage, and the
+    # block it rebuilds: all 32, as it gets something]
+    assert rows == {13: [0, 32, 0, 0, 32]}
     assert lost == ()  # n / 8 - 1 other ranks hold them, counted, not listed
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_tier_tallies_by_bincount_and_tier_by_tier_equal_a_plain_sum(seed: int) -> None:
     """Each receiver's bytes per tier are its cells' sizes summed by tier code (4: kept,
-    counted nowhere), whether summed by float64 ``bincount`` (sums below 2**53) or tier by
+    its own column), whether summed by float64 ``bincount`` (sums below 2**53) or tier by
     tier in int64 (above): both equal the plain Python sum."""
     from mesh._decide._bulk import _tallied
 
     rng = np.random.default_rng(seed)
     code = rng.integers(0, 5, size=(50, 7))
     size = rng.integers(0, 1 << 40, size=(50, 7))
-    want = [[int(sum(int(s) for c, s in zip(cr, sr) if c == t)) for t in range(4)]
+    want = [[int(sum(int(s) for c, s in zip(cr, sr) if c == t)) for t in range(5)]
             for cr, sr in zip(code.tolist(), size.tolist())]
     assert _tallied(np, code, size, 1 << 52).tolist() == want
     assert _tallied(np, code, size, 1 << 60).tolist() == want

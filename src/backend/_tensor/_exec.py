@@ -89,10 +89,14 @@ def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any,
 
     shape = plan.dst.local_shape(rank)
     blocks: dict[tuple[int, ...], Any] = {}
+    # every element arrives once (kept, received, or later read from the checkpoint as
+    # plan.lost says): zeros only where some may not (a partial source, lost boxes)
+    fresh = (torch.zeros if plan.src.partial_dims or plan.dst.partial_dims or plan.lost(rank)
+             else torch.empty)
 
     def block(contribution: tuple[int, ...]) -> Any:
         if contribution not in blocks:
-            blocks[contribution] = torch.zeros(shape, dtype=dtype, device=device)
+            blocks[contribution] = fresh(shape, dtype=dtype, device=device)
         return blocks[contribution]
 
     keep = plan.keeps(rank)
@@ -167,6 +171,9 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     any plan must call this with the same plans, in the same order with other collectives;
     transfers go over ``group`` (default: the world), which must hold every rank of every
     plan.  ``device`` is where a rank with no source of a tensor builds it (default: the CPU).
+    A rank whose block of a tensor does not change (it receives none of it and keeps it
+    where it was) gets its own tensor back, not a copy, as torch's ``redistribute`` to the
+    same placements does.
 
     >>> # new = reshard_state({"w": mesh.reshard(old_w, new_w)}, {"w": w_local})["w"]
     """
@@ -188,10 +195,26 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
              if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
     outgoing, incoming, sending = _packed(sides, kinds, rank)
     received = _exchanged(outgoing, incoming, kinds, group, device, sending)
-    return {name: _assembled(plan, rank, local, received.get(name, []), kinds[name],
-                            local.device if local is not None else device)
+    return {name: (local if _unchanged(plan, rank, local, name in received) else
+                   _assembled(plan, rank, local, received.get(name, []), kinds[name],
+                              local.device if local is not None else device))
             if in_dst else None
             for name, plan, local, (_, in_dst) in sides}
+
+
+def _unchanged(plan: mesh.Reshard, rank: int, local: Any, received: bool) -> bool:
+    """Whether ``rank``'s destination block is its source block as it is: it receives and
+    loses nothing, neither side is partial, and every box it keeps sits at the same place
+    in both blocks (the block is then returned, not copied: a recovery's survivors keep
+    their blocks of every tensor the way does not re-cut)."""
+    if received or local is None or plan.src.partial_dims or plan.dst.partial_dims:
+        return False
+    if plan.dst.local_shape(rank) != tuple(local.shape) or plan.lost(rank):
+        return False
+    keep = plan.keeps(rank)
+    return keep is not None and all(
+        plan.dst.local_slices(rank, box) == plan.src.local_slices(rank, box)
+        for box in keep.boxes)
 
 
 def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
@@ -208,11 +231,11 @@ def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
         if name not in kinds:
             continue  # this rank neither holds, sends nor receives any of it
         size = torch.empty((), dtype=kinds[name]).element_size()
-        for t in plan.sends(rank):
-            parts = [local[plan.src.local_slices(rank, box)].reshape(-1) for box in t.boxes]
-            payload = torch.cat(parts).contiguous().view(torch.uint8)
-            outgoing.setdefault(t.dest, []).append(payload)
-            sending.setdefault(t.dest, []).append((name, payload.numel()))
+        for t in plan.sends(rank):  # views (a copy only where a box is not contiguous);
+            parts = [local[plan.src.local_slices(rank, box)].reshape(-1).contiguous()
+                     .view(torch.uint8) for box in t.boxes]  # the peer's message: one cat
+            outgoing.setdefault(t.dest, []).extend(parts)
+            sending.setdefault(t.dest, []).append((name, sum(p.numel() for p in parts)))
         for t in plan.receives(rank):
             incoming.setdefault(t.source, []).append((name, t, t.elements * size))
     return outgoing, incoming, sending
@@ -255,7 +278,10 @@ def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mappin
     for peer, buf in inbox:
         at = 0
         for name, t, n in incoming[peer]:
-            received.setdefault(name, []).append((t, buf[at:at + n].clone().view(kinds[name])))
+            piece = buf[at:at + n]  # a view of the fresh buffer, copied only where its
+            size = torch.empty((), dtype=kinds[name]).element_size()  # dtype needs an
+            piece = piece if at % size == 0 else piece.clone()  # aligned start
+            received.setdefault(name, []).append((t, piece.view(kinds[name])))
             at += n
     return received
 

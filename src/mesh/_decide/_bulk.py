@@ -196,8 +196,8 @@ per element times the tensors sharing it)."""
 
 def bulk_rows(memo: Memo, asks: list[Ask]) -> Any:
     """Bytes each rank of the destination's universe (ascending) gets of every asked
-    pattern, summed with their weights: an array (ranks × 4) of host, domain, cross and
-    storage bytes.
+    pattern, summed with their weights: an array (ranks × 5) of host, domain, cross and
+    storage bytes, and the bytes of the blocks it rebuilds (those it gets anything of).
 
     A receiver's row is linear in the pieces' lengths: patterns that differ only there (the
     same views, placements and source labels of every piece, e.g. two weights whose dims
@@ -226,10 +226,15 @@ def _padded(np: Any, lists: list[list[tuple[int, int]]], at: int) -> Any:
     return out
 
 
-def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
+def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]
+           ) -> tuple[Any, list[tuple[Any, Any]]]:
     """Per destination tile (its labels, mixed radix) and cell (one piece per tensor dim,
-    mixed radix): the cell's elements summed over the members with their weights."""
+    mixed radix): the cell's elements summed over the members with their weights; and, per
+    distinct set of non-empty cells among the members, that set (tiles × cells) and the
+    members' whole blocks summed per tile (a block is rebuilt when one of its non-empty
+    cells is not kept)."""
     total: Any = None
+    blocks: dict[bytes, tuple[Any, Any]] = {}
     for _, _, weight, lists in members:
         table = np.full((1, 1), weight, dtype=np.int64)
         for per in lists:
@@ -237,7 +242,11 @@ def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]) ->
             table = (table[:, None, :, None] * lengths[None, :, None, :]).reshape(
                 table.shape[0] * lengths.shape[0], table.shape[1] * lengths.shape[1])
         total = table if total is None else total + table
-    return total
+        full = table > 0
+        key = full.tobytes()
+        mask, block = blocks.get(key, (full, 0))
+        blocks[key] = (mask, block + table.sum(axis=1))
+    return total, list(blocks.values())
 
 
 def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
@@ -261,14 +270,20 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
         key = (key[:, :, None] * source.radix[d] + labels[mine][:, None, :]
                ).reshape(key.shape[0], -1)
         tile = tile * labels.shape[0] + mine
-    size = _sizes(np, members)[tile]
+    sizes, blocks = _sizes(np, members)
+    size = sizes[tile]
     code = np.full(key.shape, 2, dtype=np.int64)  # each cell's tier: 2 across, unless
     if source.near is not None and places_new is not None:
         code[source.near[1].found(places_new[1][:, None] * source.tiles + key)] = 1
         code[source.near[0].found(places_new[0][:, None] * source.tiles + key)] = 0
     code[key == own[:, None]] = _KEPT  # the receiver's own tile (alive: it is up)
     code[~source.alive[key]] = 3  # no rank up holds it: storage
-    return _tallied(np, code, size, sum(w * math.prod(s.shape) for s, _, w, _ in members))
+    out = _tallied(np, code, size, sum(w * math.prod(s.shape) for s, _, w, _ in members))
+    moved = code != _KEPT
+    out[:, _KEPT] = 0  # the kept cells count only in the blocks rebuilt:
+    for mask, block in blocks:
+        out[:, _KEPT] += np.where((moved & mask[tile]).any(axis=1), block[tile], 0)
+    return out
 
 
 _KEPT = 4
@@ -276,16 +291,16 @@ _KEPT = 4
 
 
 def _tallied(np: Any, code: Any, size: Any, bound: int) -> Any:
-    """Per row of ``code`` (tier codes 0-3, :data:`_KEPT`), the sizes summed per tier 0-3:
-    by one weighted ``bincount`` while every sum stays below 2**53 (``bound`` bounds them:
-    float64 adds such integers exactly), else tier by tier in int64."""
+    """Per row of ``code`` (tier codes 0-3, :data:`_KEPT`), the sizes summed per code: by
+    one weighted ``bincount`` while every sum stays below 2**53 (``bound`` bounds them:
+    float64 adds such integers exactly), else code by code in int64."""
     rows = code.shape[0]
     if bound < 1 << 53:
         at = code + (np.arange(rows, dtype=np.int64) * (_KEPT + 1))[:, None]
         got = np.bincount(at.ravel(), weights=size.ravel(), minlength=rows * (_KEPT + 1))
-        return got.reshape(rows, _KEPT + 1)[:, :_KEPT].astype(np.int64)
-    out = np.zeros((rows, 4), dtype=np.int64)
-    for t in range(4):
+        return got.reshape(rows, _KEPT + 1).astype(np.int64)
+    out = np.zeros((rows, _KEPT + 1), dtype=np.int64)
+    for t in range(_KEPT + 1):
         out[:, t] = np.where(code == t, size, 0).sum(axis=1)
     return out
 
@@ -301,9 +316,10 @@ def _tile_of(s: Sharding, coordinate: tuple[int, ...]) -> int:
 def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...]
              ) -> dict[int, list[int]]:
     """:func:`bulk_rows` for a few receivers, without listing the world: per receiver its
-    host, domain, cross and storage elements.  A tile's holders number ``ranks / tiles``;
-    the failed ones are counted from the failed ranks; holders near a receiver are looked
-    for among the ranks of its host and fast domain only."""
+    host, domain, cross and storage elements, and its block's elements if it gets any.  A
+    tile's holders number ``ranks / tiles``; the failed ones are counted from the failed
+    ranks; holders near a receiver are looked for among the ranks of its host and fast
+    domain only."""
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
     dead, topology = set(memo.failed), memo.topology
@@ -331,12 +347,13 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
             domain = [q for h in topology.hosts_in(topology.domain(r))
                       for q in topology.ranks_on(h)]
             near = [{tile(q) for q in host}, {tile(q) for q in domain}]
-        row = out[r] = [0, 0, 0, 0]
+        row = out[r] = [0, 0, 0, 0, 0]
         cells = [pieces[d][_label_id(dst, d, dst.label(c, d))] for d in dims]
         for combo in itertools.product(*cells):
             key, n = 0, 1
             for d, (label, length) in zip(dims, combo):
                 key, n = key * _labels(src, d) + label, n * length
+            row[4] += n
             if key == own or not n:
                 continue
             if gone.get(key, 0) == per_tile:
@@ -347,4 +364,6 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
                 row[1] += n
             else:
                 row[2] += n
+        if not any(row[:4]):
+            row[4] = 0  # nothing gets there: the block stays as it is
     return out

@@ -14,7 +14,10 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
 - the moves: every receiving rank ``r`` receives, over all tensors at once (one batch per
   peer pair), ``B[r, t]`` bytes on each link tier ``t`` and reads ``S[r]`` bytes from the
   checkpoint; its time is ``Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t [B[r, t] > 0])
-  + 8 S[r] / (storage_gbps 10**9)``, and the way waits for the slowest receiver.  A
+  + 8 S[r] / (storage_gbps 10**9) + 8 C[r] / (copy_gbps 10**9)``, and the way waits for
+  the slowest receiver.  ``C[r]`` is what ``r`` writes into the blocks it rebuilds: a block
+  of which it receives or reads anything is rebuilt, every byte of it placed (received,
+  read, or copied from what ``r`` kept); a block it receives nothing of stays as it is.  A
   restart reads every rank's whole block from the checkpoint; its slowest reader is taken
   to be the rank at each view's first coordinate, which holds the first (largest) chunk of
   every tensor.
@@ -84,7 +87,8 @@ class Costs:
     NVLink at 3,600 Gb/s and 2 µs; inside a fast domain (NVL72-like) 3,600 Gb/s and 3 µs;
     across domains one 400 Gb/s NIC per GPU and 10 µs (bandwidths in Gb/s, one direction,
     per rank; latencies in µs per message).  A checkpoint read at 16 Gb/s (2 GB/s) per
-    reading rank.  2 s to create a communicator (NCCL init at scale) and 0.2 s to
+    reading rank.  A rank writes its rebuilt blocks at 12,000 Gb/s (1.5 TB/s: an HBM
+    copy reads and writes).  2 s to create a communicator (NCCL init at scale) and 0.2 s to
     reconfigure one (Gloo's shrink or spare-in measured 33–44 ms on 4 processes; NCCL's
     shrink is slower).  1 s for the survivors' meeting at a rebind (a store barrier of
     about 4 calls per rank on one store server: about a second at 10^4 ranks; 25–45 ms on
@@ -104,6 +108,7 @@ class Costs:
     domain_latency_us: float = _field(3.0)
     across_latency_us: float = _field(10.0)
     storage_gbps: float = _field(16.0, bandwidth=True)
+    copy_gbps: float = _field(12000.0, bandwidth=True)
     create_s: float = _field(2.0)
     reconfigure_s: float = _field(0.2)
     rebind_s: float = _field(1.0)
@@ -111,10 +116,12 @@ class Costs:
     repair_s: float = _field(3600.0)
     horizon_s: float = _field(3600.0)
 
-    def link_seconds(self, tier_bytes: Mapping[str, int], storage: int = 0) -> float:
+    def link_seconds(self, tier_bytes: Mapping[str, int], storage: int = 0,
+                     copied: int = 0) -> float:
         """One receiver's time for ``tier_bytes`` (bytes per tier of :data:`LINK_TIERS`;
-        other keys ignored) and ``storage`` bytes read from the checkpoint: the law above."""
-        out = 8 * storage / (self.storage_gbps * 1e9)
+        other keys ignored), ``storage`` bytes read from the checkpoint and ``copied`` bytes
+        written into its rebuilt blocks: the law above."""
+        out = 8 * storage / (self.storage_gbps * 1e9) + 8 * copied / (self.copy_gbps * 1e9)
         for t in LINK_TIERS:
             b = tier_bytes.get(t, 0)
             if b:

@@ -44,7 +44,8 @@ class Pattern:
 
 
 Row = list[int]
-"""Bytes one receiver gets: over host, domain and cross links, and from storage."""
+"""Bytes one receiver gets: over host, domain and cross links, and from storage; then the
+bytes of the blocks it rebuilds (those it gets anything of)."""
 
 ROW = (*LINK_TIERS, "storage")
 """What a :data:`Row`'s entries count, in order."""
@@ -72,9 +73,9 @@ once with NumPy (the same operations in the same order)."""
 
 
 def _slowest(np: Any, costs: Costs, rows: Any) -> float:
-    """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage
-    bytes), computed for all at once in the same order of operations."""
-    out = 8 * rows[:, 3] / (costs.storage_gbps * 1e9)
+    """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage,
+    rebuilt bytes), computed for all at once in the same order of operations."""
+    out = 8 * rows[:, 3] / (costs.storage_gbps * 1e9) + 8 * rows[:, 4] / (costs.copy_gbps * 1e9)
     for k, t in enumerate(LINK_TIERS):
         b = rows[:, k]
         out = out + np.where(b > 0, 8 * b / (getattr(costs, f"{t}_gbps") * 1e9)
@@ -113,20 +114,20 @@ def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
             continue
         receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
         for r, row in few_rows(memo, s, dst, receivers).items():
-            mine = rows.setdefault(r, [0, 0, 0, 0])
-            for i in range(4):
+            mine = rows.setdefault(r, [0, 0, 0, 0, 0])
+            for i in range(5):
                 mine[i] += row[i] * n * itemsize
     bulk = bulk_rows(memo, asks) if asks else None  # bytes per receiver, ascending
-    listed = [[0, 0, 0, busiest]] if c.restart else list(rows.values())
+    listed = [[0, 0, 0, busiest, busiest]] if c.restart else list(rows.values())
     if bulk is not None:
         listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
     for row in [] if c.restart else listed:
         for t, b in zip(ROW, row):
             total[t] += b
-    move_s = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st)
-                  for h, d, x, st in listed), default=0.0)
+    move_s = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
+                  for h, d, x, st, cp in listed), default=0.0)
     if bulk is not None and len(bulk) >= _FEW_ROWS:
-        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):
+        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):  # (the rebuilt bytes: no tier)
             total[t] += b
         move_s = max(move_s, _slowest(np, costs, bulk))
     if not c.restart:  # a restart keeps nothing
