@@ -106,6 +106,8 @@ class Memo:
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
         self.tiles: dict[Sharding, dict[int, int | None]] = {}
+        self.near: dict[tuple[Sharding, int, int], set[int | None]] = {}
+        self.gone: dict[Sharding, dict[int, int]] = {}
 
     def coordinates(self, view: MeshView) -> Coordinates:
         got = self.views.get(view)
@@ -332,10 +334,21 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
             tiles[q] = None if c is None or q in dead else _tile_of(src, c)
         return tiles[q]
 
-    gone: dict[int, int] = {}
-    for r in memo.failed:
-        t = _tile_of(src, src.coordinate(r))
-        gone[t] = gone.get(t, 0) + 1
+    gone = memo.gone.get(src)
+    if gone is None:
+        gone = memo.gone[src] = {}
+        for r in memo.failed:
+            t = _tile_of(src, src.coordinate(r))
+            gone[t] = gone.get(t, 0) + 1
+
+    def near_of(level: int, place: int) -> set[int | None]:  # tiles held by ranks up there
+        key = (src, level, place)
+        if key not in memo.near:
+            assert topology is not None
+            hosts = [place] if level == 0 else topology.hosts_in(place)
+            memo.near[key] = {tile(q) for h in hosts for q in topology.ranks_on(h)}
+        return memo.near[key]
+
     pieces = [_piece_lists(src, dst, d) for d in dims]
     out: dict[int, list[int]] = {}
     for r in receivers:
@@ -343,10 +356,7 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
         own = tile(r)
         near: list[set[int | None]] = []
         if topology is not None:
-            host = topology.ranks_on(topology.host(r))
-            domain = [q for h in topology.hosts_in(topology.domain(r))
-                      for q in topology.ranks_on(h)]
-            near = [{tile(q) for q in host}, {tile(q) for q in domain}]
+            near = [near_of(0, topology.host(r)), near_of(1, topology.domain(r))]
         row = out[r] = [0, 0, 0, 0, 0]
         cells = [pieces[d][_label_id(dst, d, dst.label(c, d))] for d in dims]
         for combo in itertools.product(*cells):
