@@ -273,14 +273,9 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
                ).reshape(key.shape[0], -1)
         tile = tile * labels.shape[0] + mine
     sizes, blocks = _sizes(np, members)
-    size = sizes[tile]
-    code = np.full(key.shape, 2, dtype=np.int64)  # each cell's tier: 2 across, unless
-    if source.near is not None and places_new is not None:
-        code[source.near[1].found(places_new[1][:, None] * source.tiles + key)] = 1
-        code[source.near[0].found(places_new[0][:, None] * source.tiles + key)] = 0
-    code[key == own[:, None]] = _KEPT  # the receiver's own tile (alive: it is up)
-    code[~source.alive[key]] = 3  # no rank up holds it: storage
-    out = _tallied(np, code, size, sum(w * math.prod(s.shape) for s, _, w, _ in members))
+    code = _codes(np, source, places_new, key, own)
+    out = _tallied(np, code, sizes[tile],
+                   sum(w * math.prod(s.shape) for s, _, w, _ in members))
     moved = code != _KEPT
     out[:, _KEPT] = 0  # the kept cells count only in the blocks rebuilt:
     for mask, block in blocks:
@@ -290,6 +285,20 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
 
 _KEPT = 4
 """The tier code of a cell the receiver keeps (counted nowhere)."""
+
+
+def _codes(np: Any, source: _Sources, places: tuple[Any, Any] | None, key: Any, own: Any
+           ) -> Any:
+    """Each cell's tier code (receivers × cells, ``key``: the cell's source tile): 0 when a
+    rank up on the receiver's host holds it, else 1 in its fast domain, else 2; 3 when no
+    rank up holds it (storage); :data:`_KEPT` for the receiver's own tile."""
+    code = np.full(key.shape, 2, dtype=np.int64)
+    if source.near is not None and places is not None:
+        code[source.near[1].found(places[1][:, None] * source.tiles + key)] = 1
+        code[source.near[0].found(places[0][:, None] * source.tiles + key)] = 0
+    code[key == own[:, None]] = _KEPT  # (alive: the receiver is up)
+    code[~source.alive[key]] = 3
+    return code
 
 
 def _tallied(np: Any, code: Any, size: Any, bound: int) -> Any:
@@ -315,6 +324,41 @@ def _tile_of(s: Sharding, coordinate: tuple[int, ...]) -> int:
     return out
 
 
+class _Near:
+    """Of one source sharding, for one failure: each rank's tile (None for a rank not up),
+    the tiles held on a host or in a fast domain by ranks up, and how many holders of each
+    tile failed (shared through the :class:`Memo` by the ways priced from this source)."""
+
+    def __init__(self, memo: Memo, src: Sharding) -> None:
+        self.memo, self.src, self.dead = memo, src, set(memo.failed)
+        self.tiles = memo.tiles.setdefault(src, {})
+        gone = memo.gone.get(src)
+        if gone is None:
+            gone = memo.gone[src] = {}
+            for r in memo.failed:
+                t = _tile_of(src, src.coordinate(r))
+                gone[t] = gone.get(t, 0) + 1
+        self.gone = gone
+
+    def tile(self, q: int) -> int | None:
+        if q not in self.tiles:
+            c = self.memo.coordinate(self.src.view, q)
+            self.tiles[q] = None if c is None or q in self.dead else _tile_of(self.src, c)
+        return self.tiles[q]
+
+    def near(self, topology: Topology, r: int) -> list[set[int | None]]:
+        """The tiles held by ranks up on ``r``'s host, then in its fast domain."""
+        out = []
+        for level, place in ((0, topology.host(r)), (1, topology.domain(r))):
+            key = (self.src, level, place)
+            if key not in self.memo.near:
+                hosts = [place] if level == 0 else topology.hosts_in(place)
+                self.memo.near[key] = {self.tile(q) for h in hosts
+                                       for q in topology.ranks_on(h)}
+            out.append(self.memo.near[key])
+        return out
+
+
 def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...]
              ) -> dict[int, list[int]]:
     """:func:`bulk_rows` for a few receivers, without listing the world: per receiver its
@@ -324,56 +368,25 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     domain only."""
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
-    dead, topology = set(memo.failed), memo.topology
-
-    tiles = memo.tiles.setdefault(src, {})  # shared by the ways priced from this source
-
-    def tile(q: int) -> int | None:  # q's source tile, None if q is not a rank up
-        if q not in tiles:
-            c = memo.coordinate(src.view, q)
-            tiles[q] = None if c is None or q in dead else _tile_of(src, c)
-        return tiles[q]
-
-    gone = memo.gone.get(src)
-    if gone is None:
-        gone = memo.gone[src] = {}
-        for r in memo.failed:
-            t = _tile_of(src, src.coordinate(r))
-            gone[t] = gone.get(t, 0) + 1
-
-    def near_of(level: int, place: int) -> set[int | None]:  # tiles held by ranks up there
-        key = (src, level, place)
-        if key not in memo.near:
-            assert topology is not None
-            hosts = [place] if level == 0 else topology.hosts_in(place)
-            memo.near[key] = {tile(q) for h in hosts for q in topology.ranks_on(h)}
-        return memo.near[key]
-
+    found = _Near(memo, src)
     pieces = [_piece_lists(src, dst, d) for d in dims]
     out: dict[int, list[int]] = {}
     for r in receivers:
         c = dst.coordinate(r)
-        own = tile(r)
-        near: list[set[int | None]] = []
-        if topology is not None:
-            near = [near_of(0, topology.host(r)), near_of(1, topology.domain(r))]
-        row = out[r] = [0, 0, 0, 0, 0]
-        cells = [pieces[d][_label_id(dst, d, dst.label(c, d))] for d in dims]
-        for combo in itertools.product(*cells):
+        near = [] if memo.topology is None else found.near(memo.topology, r)
+        own, row = found.tile(r), [0, 0, 0, 0, 0]
+        for combo in itertools.product(*[pieces[d][_label_id(dst, d, dst.label(c, d))]
+                                         for d in dims]):
             key, n = 0, 1
             for d, (label, length) in zip(dims, combo):
                 key, n = key * _labels(src, d) + label, n * length
             row[4] += n
             if key == own or not n:
                 continue
-            if gone.get(key, 0) == per_tile:
-                row[3] += n
-            elif near and key in near[0]:
-                row[0] += n
-            elif near and key in near[1]:
-                row[1] += n
-            else:
-                row[2] += n
+            tier = (3 if found.gone.get(key, 0) == per_tile else
+                    next((k for k, there in enumerate(near) if key in there), 2))
+            row[tier] += n
         if not any(row[:4]):
             row[4] = 0  # nothing gets there: the block stays as it is
+        out[r] = row
     return out

@@ -86,17 +86,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
     >>> [x.label for x in r.refused][:1]
     ["re-factor 'dp' 4 -> 3"]
     """
-    if not callable(plan):
-        raise MeshTypeError(f"plan must be a function of a world view returning named views, "
-                            f"got {show(plan)}")
-    if not isinstance(world, MeshView):
-        raise MeshTypeError(f"recover's world must be a MeshView, got {show(world)}")
-    old = derived(plan, world, "world")
-    dead = failed_ranks(failed, (world.ranks,))
-    if not dead:
-        raise RecoveryError("recover needs at least one failed rank, got none")
-    given = spare_ranks(spares, len(ordered(spares, "spares")), world.ranks)
-    machine = _machine(topology, world, dead, given)
+    old, dead, given, machine = _failure(plan, world, failed, spares, topology)
     prices = _costs(costs)
     size = as_int(itemsize, "itemsize")
     if size < 1:
@@ -105,12 +95,7 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
         raise MeshTypeError(f"checkpoint must be a bool, got {show(checkpoint)}")
     patterns, order = _patterns(state, old, dead)
     if not checkpoint:
-        for p in patterns:
-            if p.lost:
-                raise RecoveryError(
-                    f"tensor {p.names[0]!r}: the box {p.lost[0]} is held by failed ranks "
-                    f"only (failed: {list(dead[:16])}) and checkpoint=False: no way on "
-                    "keeps it")
+        _all_held(patterns, dead)
     most = as_int(limit, "limit")
     if most < 0:
         raise RecoveryError(f"limit must be an int >= 0 (ranks a way may list), got {most}")
@@ -127,6 +112,34 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
     return Recovery._trusted(dead, given, tuple(ways),
                              tuple(Refusal._trusted(k, lab, why) for k, lab, why in refused),
                              prices)
+
+
+def _failure(plan: object, world: object, failed: Sequence[int], spares: Sequence[int],
+             topology: object) -> tuple[dict[str, MeshView], tuple[int, ...],
+                                        tuple[int, ...], Topology | None]:
+    """The plan's old views, the failed ranks and the spares (ascending, checked against
+    the world) and the topology (checked against both)."""
+    if not callable(plan):
+        raise MeshTypeError(f"plan must be a function of a world view returning named views, "
+                            f"got {show(plan)}")
+    if not isinstance(world, MeshView):
+        raise MeshTypeError(f"recover's world must be a MeshView, got {show(world)}")
+    old = derived(plan, world, "world")
+    dead = failed_ranks(failed, (world.ranks,))
+    if not dead:
+        raise RecoveryError("recover needs at least one failed rank, got none")
+    given = spare_ranks(spares, len(ordered(spares, "spares")), world.ranks)
+    return old, dead, given, _machine(topology, world, dead, given)
+
+
+def _all_held(patterns: list[Pattern], dead: tuple[int, ...]) -> None:
+    """Without a checkpoint, every element must be held by some rank up."""
+    for p in patterns:
+        if p.lost:
+            raise RecoveryError(
+                f"tensor {p.names[0]!r}: the box {p.lost[0]} is held by failed ranks "
+                f"only (failed: {list(dead[:16])}) and checkpoint=False: no way on "
+                "keeps it")
 
 
 def _machine(topology: object, world: MeshView, dead: tuple[int, ...],

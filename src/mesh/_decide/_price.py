@@ -83,63 +83,85 @@ def _slowest(np: Any, costs: Costs, rows: Any) -> float:
     return float(out.max()) if out.size else 0.0
 
 
+@attrs.define
+class _Moved:
+    """What pricing a way gathers over the state's patterns: each tensor's plan and lost
+    boxes, the bytes per tier so far, the rows of the receivers priced one by one, the
+    patterns asked of :func:`bulk_rows`, and a restart's slowest reader's bytes."""
+
+    moves: dict[str, Reshard] = attrs.field(factory=dict)
+    gone: dict[str, tuple[Box, ...]] = attrs.field(factory=dict)
+    total: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(BYTE_TIERS, 0))
+    rows: dict[int, Row] = attrs.field(factory=dict)
+    asks: list[Ask] = attrs.field(factory=list)
+    busiest: int = 0
+
+
+def _gathered(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
+              topology: Topology | None, itemsize: int, memo: Memo) -> _Moved:
+    """Each pattern's plan under ``c`` and the bytes it moves (see :class:`_Moved`)."""
+    out = _Moved()
+    for p in patterns:
+        s, n = p.sharding, len(p.names)
+        dst = Sharding(c.views[p.view], s.placements, s.shape)
+        if c.restart:
+            out.total["storage"] += held(dst) * itemsize * n
+            out.busiest += math.prod(dst.local_shape(dst.view.ranks(0))) * itemsize * n
+            out.gone.update(dict.fromkeys(p.names, (tuple((0, k) for k in s.shape),)))
+            continue
+        out.moves.update(dict.fromkeys(
+            p.names, reshard(s, dst, topology, itemsize=itemsize, down=failed)))
+        out.gone.update(dict.fromkeys(p.names, p.lost))
+        out.total["kept"] += held(dst) * itemsize * n
+        if _quiet(c, s, p.view):
+            continue
+        if c.receivers is None and memo.np is not None:
+            out.asks.append((s, dst, itemsize * n))
+            continue
+        receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
+        for r, row in few_rows(memo, s, dst, receivers).items():
+            mine = out.rows.setdefault(r, [0, 0, 0, 0, 0])
+            for i in range(5):
+                mine[i] += row[i] * n * itemsize
+    return out
+
+
+def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float:
+    """The slowest receiver's time (the law of :class:`Costs`), the bytes per tier of
+    every receiver added to ``got.total``."""
+    bulk = bulk_rows(memo, got.asks) if got.asks else None  # per receiver, ascending
+    listed = [[0, 0, 0, got.busiest, got.busiest]] if restart else list(got.rows.values())
+    if bulk is not None:
+        listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
+    for row in [] if restart else listed:
+        for t, b in zip(ROW, row):  # (the rebuilt bytes: no tier)
+            got.total[t] += b
+    out = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
+               for h, d, x, st, cp in listed), default=0.0)
+    if bulk is not None and len(bulk) >= _FEW_ROWS:
+        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):
+            got.total[t] += b
+        out = max(out, _slowest(memo.np, costs, bulk))
+    if not restart:  # a restart keeps nothing
+        got.total["kept"] -= sum(got.total[t] for t in ROW)
+    return out
+
+
 def priced(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
            topology: Topology | None, costs: Costs, itemsize: int, old_ranks: int,
            memo: Memo, order: Sequence[str]) -> Way:
     """The way ``c`` with its moves, lost boxes, bytes and prices (tensors listed in
     ``order``)."""
-    rows: dict[int, Row] = {}
-    asks: list[Ask] = []  # the patterns priced for every receiver at once, with NumPy
-    total = dict.fromkeys(BYTE_TIERS, 0)
-    moves: dict[str, Reshard] = {}
-    gone: dict[str, tuple[Box, ...]] = {}
-    busiest = 0
-    np = memo.np
-    for p in patterns:
-        s, n = p.sharding, len(p.names)
-        dst = Sharding(c.views[p.view], s.placements, s.shape)
-        if c.restart:
-            total["storage"] += held(dst) * itemsize * n
-            busiest += math.prod(dst.local_shape(dst.view.ranks(0))) * itemsize * n
-            gone.update(dict.fromkeys(p.names, (tuple((0, k) for k in s.shape),)))
-            continue
-        plan = reshard(s, dst, topology, itemsize=itemsize, down=failed)
-        moves.update(dict.fromkeys(p.names, plan))
-        gone.update(dict.fromkeys(p.names, p.lost))
-        total["kept"] += held(dst) * itemsize * n
-        if _quiet(c, s, p.view):
-            continue
-        if c.receivers is None and np is not None:
-            asks.append((s, dst, itemsize * n))
-            continue
-        receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
-        for r, row in few_rows(memo, s, dst, receivers).items():
-            mine = rows.setdefault(r, [0, 0, 0, 0, 0])
-            for i in range(5):
-                mine[i] += row[i] * n * itemsize
-    bulk = bulk_rows(memo, asks) if asks else None  # bytes per receiver, ascending
-    listed = [[0, 0, 0, busiest, busiest]] if c.restart else list(rows.values())
-    if bulk is not None:
-        listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
-    for row in [] if c.restart else listed:
-        for t, b in zip(ROW, row):
-            total[t] += b
-    move_s = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
-                  for h, d, x, st, cp in listed), default=0.0)
-    if bulk is not None and len(bulk) >= _FEW_ROWS:
-        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):  # (the rebuilt bytes: no tier)
-            total[t] += b
-        move_s = max(move_s, _slowest(np, costs, bulk))
-    if not c.restart:  # a restart keeps nothing
-        total["kept"] -= sum(total[t] for t in ROW)
-    seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0) + move_s
+    got = _gathered(c, patterns, failed, topology, itemsize, memo)
+    seconds = ((getattr(costs, c.fixed) if c.fixed else 0.0)
+               + _move_seconds(memo, costs, got, c.restart)
                + (0.0 if c.restart else costs.rebind_s)
                + c.pairs[0] * costs.reconfigure_s + c.pairs[1] * costs.create_s)
     throughput = c.working / old_ranks
     kept, reconfigured, created = c.groups
-    moves = {name: moves[name] for name in order if name in moves}  # the state's order
-    gone = {name: gone[name] for name in order}
-    return Way._trusted(Kind(c.kind), c.label, c.views, moves, gone, total,
+    moves = {name: got.moves[name] for name in order if name in got.moves}  # state's order
+    gone = {name: got.gone[name] for name in order}
+    return Way._trusted(Kind(c.kind), c.label, c.views, moves, gone, got.total,
                         {"kept": kept, "reconfigured": reconfigured, "created": created},
                         seconds, throughput, seconds + (1 - throughput) * costs.horizon_s,
                         c.working)
