@@ -24,8 +24,10 @@ is read from the checkpoint), one sharded over dp.
    launch to the last rank ready.
 
 Targets (exit 1 on a miss; ``--smoke`` checks none): predicted seconds within ±30% of
-measured in >= 90% of trials; in every failure whose ways' measured times differ by more
-than 30%, the way ranked first is the fastest measured (>= 90% of them).
+measured in >= 90% of trials; in >= 90% of the failures whose ways' measured times differ by
+more than 30% (the slowest over 1.3x the fastest), the way ranked first is the fastest measured
+(a way within 30% of the fastest counts as it: the bench cannot tell them apart).  Also
+printed: of the pairs of ways 30% apart in measured time, how many the prediction orders.
 
 Run:  python bench/recover_gloo.py               (3 failures x 3 ways; about 3 minutes)
       python bench/recover_gloo.py --smoke       (1 failure, 4 MiB tensors)
@@ -153,15 +155,23 @@ def judge(rows: list[dict[str, Any]], victims: list[int]) -> list[str]:
         out.append(f"predicted within ±30% of measured in {sum(within)} of {len(rows)} trials "
                    "(target >= 90%)")
     clear = right = 0
+    pairs = ordered = 0
     for v in victims:
         mine = {r["way"]: r["measured"] for r in rows if r["victim"] == v}
+        said = {r["way"]: r["predicted"] for r in rows if r["victim"] == v}
         ranked = next(r["best"] for r in rows if r["victim"] == v)
-        times = sorted(mine.values())
-        if len(times) > 1 and times[1] > (1 + TOLERANCE) * times[0]:
+        fastest = min(mine.values())
+        if max(mine.values()) > (1 + TOLERANCE) * fastest:  # the ways differ
             clear += 1
-            right += mine.get(ranked, float("inf")) == times[0]
-    print(f"the way ranked first was the fastest measured in {right} of {clear} failures whose "
-          "ways differ by more than 30%")
+            right += mine.get(ranked, float("inf")) <= (1 + TOLERANCE) * fastest
+        for a in mine:
+            for b in mine:
+                if mine[b] > (1 + TOLERANCE) * mine[a]:  # a clearly faster than b
+                    pairs += 1
+                    ordered += said[a] < said[b]
+    print(f"the way ranked first was the fastest measured (within 30%) in {right} of {clear} "
+          f"failures whose ways differ by more than 30%; of {pairs} pairs of ways 30% apart, "
+          f"the prediction ordered {ordered} right")
     if clear and right < 0.9 * clear:
         out.append(f"the way ranked first was the fastest in {right} of {clear} failures "
                    "(target >= 90%)")

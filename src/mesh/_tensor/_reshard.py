@@ -46,7 +46,7 @@ import math
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -140,6 +140,9 @@ ranks of the hosts and domains asked last.  What a query needs past it is comput
 when asked again."""
 
 
+_T = TypeVar("_T")
+
+
 class _Memo:
     """The plans' memo of per-tile and per-host answers (keys begin with the plan's token),
     least recently used dropped first so that the weights (ranks held) stay at most
@@ -150,13 +153,15 @@ class _Memo:
         self.weight = 0
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[Any, ...], make: Callable[[], Any],
-            weigh: Callable[[Any], int] = len) -> Any:
+    def get(self, key: tuple[Any, ...], make: Callable[[], _T],
+            weigh: Callable[[Any], int] = len) -> _T:
+        """The answer kept at ``key`` (keys of one kind always hold values of one type:
+        the type ``make`` gives), else ``make()``'s, kept if it fits."""
         with self.lock:
             got = self.kept.get(key)
             if got is not None:
                 self.kept.move_to_end(key)
-                return got[0]
+                return cast(_T, got[0])
         value = make()
         weight = max(1, weigh(value))
         with self.lock:
@@ -248,7 +253,7 @@ class Reshard:
     def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         """The cells of a source (``side="src"``) or destination tile: (box, elements, the
         other side's tile), memoized per tile."""
-        return _MEMO.get((self._token, side + " cells", tile), lambda: self._list_cells(side, tile))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, side + " cells", tile), lambda: self._list_cells(side, tile))
 
     def _list_cells(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
@@ -271,7 +276,7 @@ class Reshard:
 
     def _holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         """The source ranks holding ``tile``, by their partial dims' coordinates."""
-        return _MEMO.get((self._token, "src", tile), lambda: self._list_holders(tile),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "src", tile), lambda: self._list_holders(tile),
                               lambda got: sum(len(h.ranks) for h in got.values()))
 
     def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
@@ -295,31 +300,31 @@ class Reshard:
         t = self.topology
         if t is None:
             return (0, 0)
-        return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),
                               lambda _: 1)
 
     def _ranks_on(self, host: int) -> tuple[int, ...]:
         t = self.topology
         assert t is not None, "asked with a topology only"
-        return _MEMO.get((self._token, "host", host), lambda: t.ranks_on(host))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "host", host), lambda: t.ranks_on(host))
 
     def _ranks_in(self, domain: int) -> tuple[int, ...]:
         t = self.topology
         assert t is not None, "asked with a topology only"
-        return _MEMO.get((self._token, "domain", domain), lambda: tuple(  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "domain", domain), lambda: tuple(
             r for h in t.hosts_in(domain) for r in self._ranks_on(h)))
 
     def _near(self, holders: _Holders, level: str, place: int) -> tuple[int, ...]:
         """The holders on host or in fast domain ``place`` (``level``), memoized."""
         ranks = self._ranks_on if level == "host" else self._ranks_in
-        return _MEMO.get((self._token, "near", (holders.key, level, place)),  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "near", (holders.key, level, place)),
                               lambda: holders.among(ranks(place)))
 
     def _receivers(self, tile: Label) -> dict[int, int]:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
         index among them, plus the tile's number times their count.  Holders are picked by
         this index, so one source tile's replicas serve the destination tiles in turn."""
-        return _MEMO.get((self._token, "dst", tile), lambda: self._list_receivers(tile))  # type: ignore[no-any-return]
+        return _MEMO.get((self._token, "dst", tile), lambda: self._list_receivers(tile))
 
     def _list_receivers(self, tile: Label) -> dict[int, int]:
         dims = _tile_dims(self.dst)
