@@ -1,35 +1,29 @@
 """Binding mesh views to communication: lazy, cached, shared process groups.
 
 Module map (for readers of the code), bottom-up; a package imports only those below it,
-and another sub-package only through its ``__init__``, whose ``__all__`` is what it offers:
+and another sub-package only through its ``__init__``, whose ``__all__`` is what it offers
+(every wing imports ``_core``, :mod:`mesh` and :mod:`layout` too):
 
-- ``_core``: torch-free.  The :class:`Backend` protocol (``_protocol``), the shared backend
-  base (``_base``), group options (``_options``), the group cache and its records
-  (``_cache``), the errors (``_errors``), :class:`FakeBackend` (``_fake``), per-universe
-  state (``_universe``), a family's groups as this rank sees them (``_members``), the
-  state after losing ranks, one value the base asks one question (``_loss``), and the
-  process's backend per device type with the plug slots the wings fill (``_registry``).
-- ``_c10d``: creating torch process groups.  One group request as a value
-  (:class:`GroupSpec`, ``_spec``), the creation barrier in the store (``_rendezvous``
-  over ``_rounds``, ``_store``, ``_liveness`` and ``_diagnosis``), torch group creation and
-  teardown (``_torch_groups``), losing ranks (``_loss``: diagnose, agree, end, shrink) and
-  the c10d backends (``_backends``, loaded with torch on first use).
-- ``_spmd``: :func:`check_spmd`, the offline check of a program: it runs the program per
-  rank on a recorder (:class:`SpmdBackend`, or torch's fake world) and models c10d
-  creation, the calls on the groups, the lifecycle after a failure and the machine's
-  limits (beside ``_c10d``, below the facade; its modules are listed in its ``__init__``).
-- ``_facade``: torch's ``DeviceMesh`` surface.  The binding value and what meshes of one
-  root share (``_binding``), :class:`DeviceMesh` (``_device_mesh``), its torch subclass
-  (``_torch_facade``) and the universe's torch-side values it reads (``_torch_state``),
-  ``to_torch`` (``_to_torch``), ``from_group``'s checks (``_adopt``), the entry points
-  :func:`init_device_mesh` and :func:`bind` (``_entry``).
-- ``_tensor``: tensors moving between meshes over torch: torch's placements as
-  :mod:`mesh`'s and back, and :func:`reshard_tensor`, executing a :class:`mesh.Reshard`
-  plan with point-to-point batches (below the facade, whose :func:`redistribute` moves a
-  DTensor to another mesh on it).
-- ``_deprecated``: names the last release moved, working for this one with a warning.
-- this ``__init__``: the public names, and the plugs: it fills the core's slots with the
-  wings (importing the c10d wing, and torch, on first use).
+| sub-package | what it holds | it imports |
+|---|---|---|
+| ``_core`` | torch-free: the :class:`Backend` protocol (``_protocol``), the shared base | no wing |
+| | (``_base``), group options, the group cache, the errors, :class:`FakeBackend`, | |
+| | per-universe state, the state after losing ranks (``_loss``), the plug slots | |
+| | the wings fill (``_registry``) | |
+| ``_c10d`` | creating torch process groups: one request as a value (:class:`GroupSpec`), | ``_core`` |
+| | the creation barrier in the store (``_rendezvous``), torch group creation and | |
+| | teardown (``_torch_groups``), losing ranks (``_loss``), the c10d backends | |
+| ``_spmd`` | :func:`check_spmd`, the offline check of a program on a recorder | ``_c10d`` |
+| ``_tensor`` | torch's placements as :mod:`mesh`'s and back; executing a | ``_core`` |
+| | :class:`mesh.Reshard` plan with point-to-point batches | |
+| ``_facade`` | torch's ``DeviceMesh`` surface: :class:`DeviceMesh`, ``to_torch``, | ``_c10d``, |
+| | :func:`init_device_mesh`, :func:`bind`, ``redistribute``, ``apply_recovery`` | ``_tensor`` |
+| ``_deprecated`` | names the last release moved, working for this one with a warning | |
+
+This ``__init__`` holds the public names and the plugs: it fills the core's slots with
+the wings (importing the c10d wing, and torch, on first use).  A newcomer reads first
+``_core/_protocol.py`` (what a backend answers), then ``_core/_base.py`` (lazy groups,
+shared per layout) and ``_facade/_device_mesh.py`` (the surface torch code calls).
 
 A :class:`Backend` hands out this process's group along one dim of a
 :class:`~mesh.MeshView`, creating it the first time it is asked for and keying

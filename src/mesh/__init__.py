@@ -19,7 +19,9 @@ package's ``__init__``.
 | ``_cli`` | the ``meshlayout`` command (not loaded by ``import mesh``) | every wing |
 
 (every wing imports ``_core`` too; no wing imports ``_cli``, the command that uses the others:
-``--svg``, ``--fail``, ``recover``, ``reshard``, ``hang``.)
+``--svg``, ``--fail``, ``recover``, ``reshard``, ``hang``.)  A newcomer reads first
+``_core/_view.py`` (the value every wing computes with), then ``_topology/__init__.py`` (the
+machine) and the one wing the change is about, starting at its ``__init__``'s map.
 
 A :class:`MeshView` is ``(layout, names, ranks)``: a :class:`~layout.Layout`
 with one top-level mode per dim, unique dim names, and a :class:`RankMap` from
