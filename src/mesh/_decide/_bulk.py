@@ -331,19 +331,29 @@ class _Near:
 
     def __init__(self, memo: Memo, src: Sharding) -> None:
         self.memo, self.src, self.dead = memo, src, set(memo.failed)
+        shape = src.view.shape  # a tile is a mixed-radix number over the sharding dims
+        self.axes = [(i, shape[i]) for d in range(len(src.shape)) for i, _ in src.sharders(d)]
+        self.radix = [_labels(src, d) for d in range(len(src.shape))]
         self.tiles = memo.tiles.setdefault(src, {})
         gone = memo.gone.get(src)
         if gone is None:
             gone = memo.gone[src] = {}
             for r in memo.failed:
-                t = _tile_of(src, src.coordinate(r))
+                t = self.tile_at(src.coordinate(r))
                 gone[t] = gone.get(t, 0) + 1
         self.gone = gone
+
+    def tile_at(self, coordinate: tuple[int, ...]) -> int:
+        """:func:`_tile_of` ``(src, coordinate)``, with the radix found once."""
+        out = 0
+        for i, size in self.axes:
+            out = out * size + coordinate[i]
+        return out
 
     def tile(self, q: int) -> int | None:
         if q not in self.tiles:
             c = self.memo.coordinate(self.src.view, q)
-            self.tiles[q] = None if c is None or q in self.dead else _tile_of(self.src, c)
+            self.tiles[q] = None if c is None or q in self.dead else self.tile_at(c)
         return self.tiles[q]
 
     def near(self, topology: Topology, r: int) -> list[set[int | None]]:
@@ -378,8 +388,8 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
         for combo in itertools.product(*[pieces[d][_label_id(dst, d, dst.label(c, d))]
                                          for d in dims]):
             key, n = 0, 1
-            for d, (label, length) in zip(dims, combo):
-                key, n = key * _labels(src, d) + label, n * length
+            for radix, (label, length) in zip(found.radix, combo):
+                key, n = key * radix + label, n * length
             row[4] += n
             if key == own or not n:
                 continue
