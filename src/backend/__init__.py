@@ -10,7 +10,7 @@ and another sub-package only through its ``__init__``, whose ``__all__`` is what
 | | (``_base``), group options, the group cache, the errors, :class:`FakeBackend`, | |
 | | per-universe state, the state after losing ranks (``_loss``), the plug slots | |
 | | the wings fill (``_registry``) | |
-| ``_c10d`` | creating torch process groups: one request as a value (:class:`GroupSpec`), | ``_core`` |
+| ``_c10d`` | creating torch process groups: one request as a value (``GroupSpec``), | ``_core`` |
 | | the creation barrier in the store (``_rendezvous``), torch group creation and | |
 | | teardown (``_torch_groups``), losing ranks (``_loss``), the c10d backends | |
 | ``_spmd`` | :func:`check_spmd`, the offline check of a program on a recorder | ``_c10d`` |
