@@ -109,13 +109,18 @@ def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any,
             at += n
     values = list(blocks.values()) or [torch.zeros(shape, dtype=dtype, device=device)]
     ops = [p.op for p in plan.src.placements if isinstance(p, mesh.Partial)]
-    if not ops:
-        return values[0]
-    if ops[0] in ("sum", "avg"):
-        total = torch.stack(values).sum(0)
-        return total / len(values) if ops[0] == "avg" else total
+    value = _reduced(values, ops[0]) if ops else values[0]
+    return value / plan.divisor if plan.divisor > 1 else value  # a Partial("sum") destination
+
+
+def _reduced(values: list[Any], op: str) -> Any:
+    import torch
+
     stacked = torch.stack(values)
-    return stacked.amax(0) if ops[0] == "max" else stacked.amin(0)
+    if op in ("sum", "avg"):
+        total = stacked.sum(0)
+        return total / len(values) if op == "avg" else total
+    return stacked.amax(0) if op == "max" else stacked.amin(0)
 
 
 def _named_plans(plans: object) -> list[tuple[str, mesh.Reshard]]:

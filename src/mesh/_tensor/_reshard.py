@@ -26,6 +26,12 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
   never moves fewer bytes in all; the plan says which it chose (:attr:`Reshard.partial`).
   (Where the partial holders share a host and the receivers are elsewhere, reducing first
   would cross hosts with ``E`` instead of ``p·E``: not planned yet.)
+- a :class:`Partial` destination (:func:`partial_destination`): on a view dim whose source
+  dim (the one with the same groups) is the same ``Partial``, each receiver takes only the
+  contributions of its own coordinate there (they stay partial, as torch's
+  ``DTensor.redistribute`` keeps them); on one whose source dim is ``Replicate()``, the
+  value is partitioned as torch's ``Partial._partition_value`` does (``"sum"``: divided by
+  the dim's size, :attr:`Reshard.divisor`; the others: the value itself), moving nothing.
 
 >>> from mesh import MeshView, Replicate, Shard, Sharding, StridedShard, reshard
 >>> train = MeshView.from_shape((2, 2), ("dp", "tp"))  # ranks 0-3
@@ -60,10 +66,10 @@ from .._core import (
     show,
 )
 from .._topology import Topology
-from ._placement import Partial
+from ._placement import Partial, Replicate
 from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
-__all__ = ["TIERS", "Reshard", "Transfer", "pieces", "reshard"]
+__all__ = ["TIERS", "Reshard", "Transfer", "partial_destination", "pieces", "reshard"]
 
 TIERS = ("kept", "host", "domain", "across")
 """Link tiers, nearest first: kept on the rank itself (0 bytes), inside a host, across hosts
@@ -236,8 +242,33 @@ class Reshard:
     @property
     def partial(self) -> str | None:
         """How a :class:`Partial` source is reduced: ``"sum at destination"`` (each receiver
-        gets one contribution per partial coordinate and reduces them), None without one."""
+        gets one contribution per partial coordinate it does not keep partial, and reduces
+        them), None without one."""
         return "sum at destination" if self.src.partial_dims else None
+
+    @functools.cached_property
+    def _kept_partial(self) -> tuple[tuple[int, int], ...]:
+        """(position in a contribution, destination view dim) of each source partial dim the
+        destination keeps partial (:func:`partial_destination`)."""
+        return tuple((self.src.partial_dims.index(j), i)
+                     for j, i in partial_destination(self.src, self.dst))
+
+    @functools.cached_property
+    def divisor(self) -> int:
+        """What each destination rank divides its value by: the product of the sizes of the
+        destination's ``Partial("sum")`` dims made from ``Replicate()`` (torch's
+        ``Partial._partition_value``: each rank holds ``v / n``); 1 without one."""
+        kept = {i for _, i in self._kept_partial}
+        return math.prod(self.dst.view.shape[i] for i in self.dst.partial_dims
+                         if i not in kept and getattr(self.dst.placements[i], "op", "") == "sum")
+
+    def _wants(self, combo: tuple[int, ...], rank: int) -> bool:
+        """Whether destination ``rank`` takes the contribution ``combo``: only those of its
+        own coordinate on the partial dims it keeps (all of them without one)."""
+        if not self._kept_partial:
+            return True
+        c = self.dst.coordinate(rank)
+        return all(combo[k] == c[i] for k, i in self._kept_partial)
 
     # ---- the symbolic plan ------------------------------------------------------------
     @functools.cached_property
@@ -364,7 +395,7 @@ class Reshard:
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 h = self._pick(holders, rank, k)
-                if h != rank and h >= 0:
+                if h != rank and h >= 0 and self._wants(combo, rank):
                     got[h, combo].append(box)
         return _transfers(got, rank, source_side=False)
 
@@ -377,8 +408,8 @@ class Reshard:
             return ()
         tile = _tile(self.dst, self.dst.coordinate(rank))
         return tuple(sorted(box for box, n, src in self._cells_of("dst", tile)
-                            for holders in self._holders(src).values()
-                            if n and not holders.ranks))
+                            for combo, holders in self._holders(src).items()
+                            if n and not holders.ranks and self._wants(combo, rank)))
 
     def keeps(self, rank: int) -> Transfer | None:
         """What ``rank`` already holds of its destination block, as a transfer from itself
@@ -413,7 +444,7 @@ class Reshard:
         out: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
         for box, _, dst in self._cells_of("src", tile):
             for r, k in self._receivers(dst).items():
-                if r != rank and self._pick(holders, r, k) == rank:
+                if r != rank and self._pick(holders, r, k) == rank and self._wants(combo, r):
                     out[r, combo].append(box)
         return _transfers(out, rank, source_side=True)
 
@@ -436,9 +467,9 @@ class Reshard:
             cells = self._cells_of("dst", tile)
             for r, k in self._receivers(tile).items():
                 for _, n, src in cells:
-                    for holders in self._holders(src).values():
+                    for combo, holders in self._holders(src).items():
                         h = self._pick(holders, r, k)
-                        if h != r and n and h >= 0:
+                        if h != r and n and h >= 0 and self._wants(combo, r):
                             out[h, r] += n
         return dict(out)
 
@@ -529,7 +560,8 @@ class Reshard:
                     block[self.dst.local_slices(r, box)] = \
                         checkpoint[tuple(slice(a, b) for a, b in box)]
             values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
-            out[r] = _reduced(values, ops[0], np) if ops else values[0]
+            value = _reduced(values, ops[0], np) if ops else values[0]
+            out[r] = value / self.divisor if self.divisor > 1 else value
         return out
 
     def _checked_shards(self, shards: object) -> Any:
@@ -615,6 +647,49 @@ def _down(value: object) -> frozenset[int]:
     return frozenset(as_int(r, "every rank in down") for r in items)
 
 
+def _twin(src: Sharding, dst: Sharding, i: int) -> int | None:
+    """The source view dim whose groups are the destination view dim ``i``'s (the same
+    universe and the same dim layout: every rank has the same coordinate on both), or
+    None."""
+    if src.view.ranks != dst.view.ranks:
+        return None
+    mode = dst.view.layout[i]
+    return next((j for j in range(src.view.ndim) if src.view.layout[j] == mode
+                 and src.view.shape[j] == dst.view.shape[i]), None)
+
+
+def partial_destination(src: Sharding, dst: Sharding) -> tuple[tuple[int, int], ...]:
+    """The destination's :class:`Partial` dims that keep the source's partial values, as
+    (source view dim, destination view dim); refused (:class:`~mesh.ShardingError`) unless
+    every destination Partial dim is, on the source dim with its groups, the same
+    ``Partial`` (kept: each rank keeps its own contribution, as torch's
+    ``DTensor.redistribute`` does) or ``Replicate()`` (partitioned, as torch's
+    ``Partial._partition_value``: ``"sum"`` holds the value divided by the dim's size,
+    ``"avg"``, ``"max"`` and ``"min"`` the value itself)."""
+    kept = []
+    for i in dst.partial_dims:
+        want = dst.placements[i]
+        j = _twin(src, dst, i)
+        name = dst.view.names[i]
+        if j is None:
+            raise ShardingError(
+                f"a reshard's destination is {want!r} on view dim {name!r}, which no source "
+                f"view dim matches (the same ranks in the same groups): a Partial destination "
+                f"dim is made from the same dim of the same mesh, as torch's "
+                f"DTensor.redistribute makes it; valid there: Replicate() or {want!r} on a "
+                "source dim with those groups, or any placement but Partial on this dim")
+        have = src.placements[j]
+        if have == want:
+            kept.append((j, i))
+        elif not isinstance(have, Replicate):
+            raise ShardingError(
+                f"reshard cannot make {want!r} on view dim {name!r} from {have!r} (source "
+                f"view dim {src.view.names[j]!r}): a Partial destination dim is made from "
+                f"Replicate() (partitioned) or {want!r} (kept), as torch's "
+                "DTensor.redistribute; reduce or gather it first")
+    return tuple(kept)
+
+
 def _checked(src: object, dst: object, topology: object, itemsize: object) -> int:
     """The checks of :func:`reshard`; the item size."""
     for name, s in (("src", src), ("dst", dst)):
@@ -624,16 +699,13 @@ def _checked(src: object, dst: object, topology: object, itemsize: object) -> in
     if src.shape != dst.shape:
         raise ShardingError(f"reshard needs one tensor shape on both sides, got {src.shape} "
                             f"-> {dst.shape}")
-    if dst.partial_dims:
-        raise ShardingError(
-            f"a reshard's destination cannot be Partial (view dim "
-            f"{dst.view.names[dst.partial_dims[0]]!r}): a plan moves values, it does not "
-            "split them into partial sums")
-    ops = sorted({p.op for p in src.placements if isinstance(p, Partial)})
-    if len(ops) > 1:
-        raise ShardingError(
-            f"a source partial over several reductions {ops} has no one order to reduce in "
-            f"(placements {list(src.placements)}); reduce all but one kind first")
+    for name, s in (("source", src), ("destination", dst)):
+        ops = sorted({p.op for p in s.placements if isinstance(p, Partial)})
+        if len(ops) > 1:
+            raise ShardingError(
+                f"a {name} partial over several reductions {ops} has no one order to reduce "
+                f"in (placements {list(s.placements)}); reduce all but one kind first")
+    partial_destination(src, dst)
     size = as_int(itemsize, "itemsize")
     if size < 1:
         raise ShardingError(f"itemsize must be a positive int, got {size}")
@@ -651,9 +723,13 @@ def reshard(src: Sharding, dst: Sharding, topology: Topology | None = None, *,
     partial coordinate of a :class:`Partial` source), from a holder of it; a rank keeps
     what it already holds; with a ``topology`` an element crosses hosts only when no holder
     shares the receiver's host; replicas share the sending.  ``itemsize`` is the bytes of
-    one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
-    different shapes, a :class:`Partial` destination, a source partial over several kinds
-    of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+    one element (4: float32).  A :class:`Partial` destination dim is made from the source
+    dim with its groups (the same mesh, as in torch): from the same ``Partial`` (kept
+    partial) or from ``Replicate()`` (partitioned: ``"sum"`` holds ``v / n``).  Refused
+    with :class:`~mesh.ShardingError`: shardings of different shapes, any other Partial
+    destination (from a ``Shard``, another reduction, another mesh), a side partial over
+    several kinds of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on
+    another).
     ``down``: source ranks that have failed: they send nothing, and what only they held is
     :meth:`Reshard.lost` (each receiver's boxes to read from a checkpoint).
 
