@@ -19,13 +19,15 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
 - a source rank that is ``down`` (failed: its memory is gone) is no holder; a cell none of
   whose holders is up is *lost*: no rank sends it, and :meth:`Reshard.lost` names the boxes
   each receiver must read from elsewhere (a checkpoint);
-- a :class:`Partial` source: every receiver gets one contribution per combination of the
-  partial dims' coordinates (its own is free) and reduces them: summed at the destination.
-  Reduce-scattering among the partial holders first moves ``(p-1)/p`` of the box per holder
-  and then the box once, ``p·E`` in all against ``p·E`` (less the receiver's own) here, so it
-  never moves fewer bytes in all; the plan says which it chose (:attr:`Reshard.partial`).
-  (Where the partial holders share a host and the receivers are elsewhere, reducing first
-  would cross hosts with ``E`` instead of ``p·E``: not planned yet.)
+- a :class:`Partial` source: reduced where it costs least (:mod:`._staged`, named by
+  :attr:`Reshard.partial`): summed at each destination (every receiver gets one
+  contribution per partial coordinate, its own free), reduce-scattered among one holder
+  per coordinate and then gathered, or reduced at one holder and then scattered; the
+  last two in two phases (:attr:`Transfer.stage`; :meth:`Reshard.reduces` says where each
+  sum happens).  The way that moves the fewest elements is taken (on torch's own meshes
+  never more bytes than torch's collectives: ``tests/test_reshard_gloo.py``).  (Where the
+  partial holders share a host and the receivers are elsewhere, the choice counts bytes,
+  not tiers: not priced per tier yet.)
 - a :class:`Partial` destination (:func:`partial_destination`): on a view dim whose source
   dim (the one with the same groups) is the same ``Partial``, each receiver takes only the
   contributions of its own coordinate there (they stay partial, as torch's
@@ -66,6 +68,7 @@ from .._core import (
     show,
 )
 from .._topology import Topology
+from . import _staged
 from ._placement import Partial, Replicate
 from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
@@ -75,8 +78,7 @@ TIERS = ("kept", "host", "domain", "across")
 """Link tiers, nearest first: kept on the rank itself (0 bytes), inside a host, across hosts
 inside a fast domain, across fast domains."""
 
-Box = tuple[tuple[int, int], ...]
-"""A box of the global tensor: ``(start, stop)`` per tensor dim."""
+Box = _staged.Box
 
 
 def _count(value: object) -> int:
@@ -103,6 +105,13 @@ def _boxes(value: object) -> tuple[Box, ...]:
     return tuple(out)
 
 
+def _stage(value: object) -> int:
+    n = as_int(value, "a transfer's stage")
+    if n not in (0, 1, 2):
+        raise ShardingError(f"a transfer's stage is 0, 1 or 2, got {n}")
+    return n
+
+
 def _coords(value: object) -> tuple[int, ...]:
     return tuple(as_int(c, "a contribution's coordinate") for c in
                  ordered(value, "a transfer's contribution"))
@@ -112,14 +121,17 @@ def _coords(value: object) -> tuple[int, ...]:
 class Transfer:
     """Elements one rank sends another: ``boxes`` of the global tensor, ``elements`` in all.
     ``contribution`` is the source's coordinates on the partial dims (a :class:`Partial`
-    source; ``()`` otherwise).  Made by a :class:`Reshard`; built by hand, its fields are
-    checked (typed errors)."""
+    source; ``()`` otherwise, and for a reduced part).  ``stage``: 0, from the source's
+    local data; 1, a contribution to the rank that reduces it; 2, a reduced part from that
+    rank, sent once the sums are done (:mod:`._staged`).  Made by a :class:`Reshard`; built
+    by hand, its fields are checked (typed errors)."""
 
     source: int = attrs.field(converter=_count)
     dest: int = attrs.field(converter=_count)
     elements: int = attrs.field(converter=_count)
     boxes: tuple[Box, ...] = attrs.field(converter=_boxes)
     contribution: tuple[int, ...] = attrs.field(default=(), converter=_coords)
+    stage: int = attrs.field(default=0, converter=_stage)
 
 
 @attrs.frozen
@@ -239,12 +251,34 @@ class Reshard:
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
 
-    @property
+    @functools.cached_property
     def partial(self) -> str | None:
-        """How a :class:`Partial` source is reduced: ``"sum at destination"`` (each receiver
-        gets one contribution per partial coordinate it does not keep partial, and reduces
-        them), None without one."""
-        return "sum at destination" if self.src.partial_dims else None
+        """How a :class:`Partial` source is reduced (:mod:`._staged`): ``"sum at
+        destination"``, ``"reduce-scatter then gather"`` or ``"reduce at one holder then
+        scatter"``, whichever moves the fewest elements (then: the less busy busiest rank,
+        the fewer rounds); None without one.  Only summed at the destination with ``down``
+        ranks, or past :data:`~._staged.STAGED_LIMIT` destination ranks."""
+        if not self.src.partial_dims:
+            return None
+        if self.down or self.dst.view.ranks.size > _staged.STAGED_LIMIT:
+            return _staged.SUM_AT_DESTINATION
+        return min(_staged.STRATEGIES, key=lambda way: _price(self._phases_of(way)))
+
+    @functools.cached_property
+    def summed(self) -> int:
+        """How many contributions each reduced value combines: the product of the sizes of
+        the source's partial dims the destination does not keep partial (1 without)."""
+        kept = {k for k, _ in self._kept_partial}
+        return math.prod(self.src.view.shape[i] for k, i in enumerate(self.src.partial_dims)
+                         if k not in kept)
+
+    def _memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, kept in the plans' memo under this plan's ``key``."""
+        return _MEMO.get((self._token, *key), make)
+
+    @property
+    def _staged(self) -> bool:
+        return self.partial not in (None, _staged.SUM_AT_DESTINATION)
 
     @functools.cached_property
     def _kept_partial(self) -> tuple[tuple[int, int], ...]:
@@ -387,16 +421,18 @@ class Reshard:
     def receives(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` receives (nothing if it is not in the destination), by source."""
         rank = as_int(rank, "a rank")
+        if self._staged:
+            return self._staged_receives(rank)
         if self.dst.view.coordinate(rank) is None:
             return ()
         tile = _tile(self.dst, self.dst.coordinate(rank))
         k = self._receivers(tile)[rank]
-        got: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        got: _staged.Table = defaultdict(list)
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 h = self._pick(holders, rank, k)
                 if h != rank and h >= 0 and self._wants(combo, rank):
-                    got[h, combo].append(box)
+                    got[h, combo, 0].append(box)
         return _transfers(got, rank, source_side=False)
 
     def lost(self, rank: int) -> tuple[Box, ...]:
@@ -419,11 +455,16 @@ class Reshard:
         if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
             return None
         tile = _tile(self.dst, self.dst.coordinate(rank))
-        own: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        if self._staged:
+            assert self.partial is not None, "a staged plan has a partial source"
+            boxes = _staged.keeps(self, self.partial, rank, tile)
+            return _transfers({(rank, (), 2): boxes}, rank, source_side=True)[0] \
+                if any(map(_staged.elements, boxes)) else None
+        own: _staged.Table = defaultdict(list)
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 if rank in holders.members:
-                    own[rank, combo].append(box)
+                    own[rank, combo, 0].append(box)
         found = _transfers(own, rank, source_side=True)
         return found[0] if found else None
 
@@ -440,13 +481,37 @@ class Reshard:
         coord = self.src.coordinate(rank)
         combo = tuple(coord[i] for i in self.src.partial_dims)
         tile = _tile(self.src, coord)
+        if self._staged:
+            assert self.partial is not None, "a staged plan has a partial source"
+            return _transfers(_staged.sends(self, self.partial, rank, tile, combo), rank,
+                              source_side=True)
         holders = self._holders(tile)[combo]
-        out: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        out: _staged.Table = defaultdict(list)
         for box, _, dst in self._cells_of("src", tile):
             for r, k in self._receivers(dst).items():
                 if r != rank and self._pick(holders, r, k) == rank and self._wants(combo, r):
-                    out[r, combo].append(box)
+                    out[r, combo, 0].append(box)
         return _transfers(out, rank, source_side=True)
+
+    def reduces(self, rank: int) -> tuple[Box, ...]:
+        """The boxes ``rank`` reduces (where the sums happen: :mod:`._staged`): its own
+        contribution and the contributions it receives at stage 1, reduced, then sent at
+        stage 2 (and kept where it needs them); empty unless the plan is staged."""
+        rank = as_int(rank, "a rank")
+        if not self._staged or self.src.view.coordinate(rank) is None:
+            return ()
+        assert self.partial is not None, "a staged plan has a partial source"
+        tile = _tile(self.src, self.src.coordinate(rank))
+        return tuple(sorted(_staged.reduces(self, self.partial, rank, tile)))
+
+    def _staged_receives(self, rank: int) -> tuple[Transfer, ...]:
+        assert self.partial is not None, "a staged plan has a partial source"
+        src = None if self.src.view.coordinate(rank) is None else \
+            _tile(self.src, self.src.coordinate(rank))
+        dst = None if self.dst.view.coordinate(rank) is None else \
+            _tile(self.dst, self.dst.coordinate(rank))
+        return _transfers(_staged.receives(self, self.partial, rank, src, dst), rank,
+                          source_side=False)
 
     # ---- the whole plan -------------------------------------------------------------------
     def _dst_ranks(self) -> Iterator[int]:
@@ -454,6 +519,23 @@ class Reshard:
 
     @functools.cached_property
     def _traffic(self) -> dict[tuple[int, int], int]:
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for phase in self._phases:
+            for pair, n in phase.items():
+                out[pair] += n
+        return dict(out)
+
+    @property
+    def _phases(self) -> tuple[dict[tuple[int, int], int], ...]:
+        """Elements per (sender, receiver), per phase (one, or two where sums happen on
+        the way)."""
+        return self._phases_of(self.partial or _staged.SUM_AT_DESTINATION)
+
+    def _phases_of(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
+        return _MEMO.get((self._token, "phases", way), lambda: self._list_phases(way),  # type: ignore[no-any-return]
+                         lambda got: sum(map(len, got)))
+
+    def _list_phases(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
         n = self.dst.view.ranks.size
         if n > HOLDERS_LIMIT:
             raise TooManyRanksError(
@@ -461,9 +543,11 @@ class Reshard:
                 f"rounds) list every destination rank, at most {HOLDERS_LIMIT:,}, and this "
                 f"destination has {n:,}", "ask Reshard.receives(rank) and Reshard.sends(rank) "
                 "per rank: they list no other rank's part")
+        tiles = sorted({_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()})
+        if way != _staged.SUM_AT_DESTINATION:
+            return tuple(p for p in _staged.pairs(self, way, tiles) if p)
         out: dict[tuple[int, int], int] = defaultdict(int)
-        tiles = {_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()}
-        for tile in sorted(tiles):
+        for tile in tiles:
             cells = self._cells_of("dst", tile)
             for r, k in self._receivers(tile).items():
                 for _, n, src in cells:
@@ -471,7 +555,7 @@ class Reshard:
                         h = self._pick(holders, r, k)
                         if h != r and n and h >= 0 and self._wants(combo, r):
                             out[h, r] += n
-        return dict(out)
+        return (dict(out),) if out else ()
 
     def traffic(self) -> dict[tuple[int, int], int]:
         """Elements per (source rank, destination rank), for the pairs that move any."""
@@ -521,13 +605,9 @@ class Reshard:
     def rounds(self) -> int:
         """Rounds in which no rank sends twice or receives twice: the most peers one rank
         sends to or receives from (a bipartite multigraph's edges colour in its largest
-        degree, König's theorem).  Computed once."""
-        out: dict[int, int] = defaultdict(int)
-        into: dict[int, int] = defaultdict(int)
-        for s, d in self._traffic:
-            out[s] += 1
-            into[d] += 1
-        return max([*out.values(), *into.values()], default=0)
+        degree, König's theorem), summed over the phases where sums happen on the way.
+        Computed once."""
+        return _rounds(self._phases)
 
     # ---- the offline executor -----------------------------------------------------------
     def apply(self, shards: Mapping[int, Any], checkpoint: Any = None) -> dict[int, Any]:
@@ -540,6 +620,8 @@ class Reshard:
         np = self._checked_shards(shards)
         ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
         dtype = next((a.dtype for a in shards.values()), None)
+        if self._staged:
+            return self._apply_staged(shards, ops[0], dtype, np)
         out = {}
         for r in self._dst_ranks():
             shape = self.dst.local_shape(r)
@@ -564,6 +646,37 @@ class Reshard:
             out[r] = value / self.divisor if self.divisor > 1 else value
         return out
 
+    def _apply_staged(self, shards: Mapping[int, Any], op: str, dtype: Any, np: Any
+                      ) -> dict[int, Any]:
+        """:meth:`apply` of a plan whose sums happen on the way: each reducer sums its
+        parts (its own contribution and those it receives at stage 1), then every
+        destination rank places the reduced parts it receives at stage 2 and keeps."""
+        def local(rank: int, box: Box) -> Any:
+            if rank not in shards:
+                raise ShardingError(f"Reshard.apply: no local array for source rank {rank}")
+            return shards[rank][self.src.local_slices(rank, box)]
+
+        pairwise = "sum" if op == "avg" else op  # an average: summed, then divided once
+        reduced: dict[tuple[int, Box], Any] = {}
+        for g in self.src.holders({}):
+            for box in self.reduces(g):
+                reduced[g, box] = np.array(local(g, box), copy=True)
+            for t in self.receives(g):
+                for box in t.boxes if t.stage == 1 else ():
+                    reduced[g, box] = _reduced([reduced[g, box], local(t.source, box)],
+                                               pairwise, np)
+        if op == "avg":
+            reduced = {k: v / self.summed for k, v in reduced.items()}
+        out = {}
+        for r in self._dst_ranks():
+            block = np.zeros(self.dst.local_shape(r), dtype=dtype)
+            keep = self.keeps(r)
+            for t in (*self.receives(r), *(() if keep is None else (keep,))):
+                for box in t.boxes if t.stage == 2 else ():
+                    block[self.dst.local_slices(r, box)] = reduced[t.source, box]
+            out[r] = block / self.divisor if self.divisor > 1 else block
+        return out
+
     def _checked_shards(self, shards: object) -> Any:
         """NumPy, once ``shards`` is checked to map source ranks to NumPy arrays of their
         local shapes (else the typed error :meth:`apply` raises)."""
@@ -581,6 +694,30 @@ class Reshard:
                 raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
                                     f"shape {a.shape}; the source gives it {want}")
         return np
+
+
+def _rounds(phases: tuple[dict[tuple[int, int], int], ...]) -> int:
+    total = 0
+    for phase in phases:
+        out: dict[int, int] = defaultdict(int)
+        into: dict[int, int] = defaultdict(int)
+        for s, d in phase:
+            out[s] += 1
+            into[d] += 1
+        total += max([*out.values(), *into.values()], default=0)
+    return total
+
+
+def _price(phases: tuple[dict[tuple[int, int], int], ...]) -> tuple[int, int, int]:
+    """(elements moved, the busiest rank's elements in its busier direction, rounds)."""
+    sent: dict[int, int] = defaultdict(int)
+    got: dict[int, int] = defaultdict(int)
+    for phase in phases:
+        for (s, d), n in phase.items():
+            sent[s] += n
+            got[d] += n
+    busiest = max([*sent.values(), *got.values()], default=0)
+    return (sum(sent.values()), busiest, _rounds(phases))
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:
@@ -612,15 +749,16 @@ def _reordered(order: list[int], combo: tuple[tuple[int, int, Label], ...]) -> L
     return tuple(out)
 
 
-def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
-               source_side: bool) -> tuple[Transfer, ...]:
+def _transfers(table: _staged.Table, rank: int, source_side: bool) -> tuple[Transfer, ...]:
+    """One transfer per (peer, contribution, stage), its non-empty boxes sorted."""
     out = []
-    for (peer, combo), boxes in sorted(table.items()):
-        n = sum(math.prod(b - a for a, b in box) for box in boxes)
+    for (peer, combo, stage), boxes in sorted(table.items()):
+        kept = sorted(box for box in boxes if _staged.elements(box))
+        n = sum(map(_staged.elements, kept))
         if n == 0:
             continue
         s, d = (rank, peer) if source_side else (peer, rank)
-        out.append(Transfer(s, d, n, tuple(sorted(boxes)), combo))
+        out.append(Transfer(s, d, n, tuple(kept), combo, stage))
     return tuple(out)
 
 
