@@ -29,6 +29,9 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   tensor sliced for this rank (a kept partial destination: whether ours equals torch's),
   and the payload bytes our executor posted (a pair torch fails with a ``RuntimeError``, as
   it does on every rank for some ``_StridedShard`` destinations, reports torch as wrong).
+- ``mismatch_partial``: a Partial source on ranks 0-3 replicated on ranks 4-7 (its sums
+  happen on the way), rank 1 holding float32 where the others hold float64; every rank
+  reports what it raised or got.
 - ``save``: a DCP checkpoint of two DTensors, ``w`` (12 x 10, ``Shard(0)`` over the 8 ranks)
   and ``m`` (8 x 8, ``(Shard(0), Shard(1))`` over (2, 4)), their values ``arange``, saved
   under ``OUT_DIR/ckpt`` (the test reads boxes of it in one process).
@@ -315,6 +318,29 @@ def _partial(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, {"rows": rows})
 
 
+def _mismatch_partial(out_dir: str, backend: Any) -> None:
+    """A Partial("sum") source on ranks 0-3 (8 x 3, float64), replicated on ranks 4-7: its
+    sums happen on the way (reduce-scatter then gather); rank 1 holds float32.  Every
+    rank reports what it raised, or what it got."""
+    import torch
+
+    from backend import reshard_tensor
+    from mesh import MeshView, Partial, Replicate, Sharding, reshard
+
+    rank = backend.rank
+    plan = reshard(Sharding(MeshView.from_ranks([0, 1, 2, 3], ["a"]), (Partial(),), (8, 3)),
+                   Sharding(MeshView.from_ranks([4, 5, 6, 7], ["b"]), (Replicate(),), (8, 3)))
+    full = torch.arange(24, dtype=torch.float64).reshape(8, 3)
+    local = None if rank >= 4 else (full / 4).to(torch.float32 if rank == 1 else torch.float64)
+    report: dict[str, Any] = {"partial": plan.partial}
+    try:
+        got = reshard_tensor(plan, local, dtype=torch.float64)
+        report["got"] = None if got is None else got.tolist()
+    except Exception as e:
+        report["raised"] = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, report)
+
+
 def _save(out_dir: str, backend: Any) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
@@ -426,6 +452,8 @@ def main() -> None:
         _save(out, backend)
     elif mode == "partial":
         _partial(out, backend)
+    elif mode == "mismatch_partial":
+        _mismatch_partial(out, backend)
     elif mode == "mismatch":
         _mismatch(out, backend)
     else:

@@ -137,3 +137,18 @@ def test_partial_sources_move_no_more_bytes_than_torch_and_arrive_right(
         assert 0 <= flags <= (8 * 8 if row[5] not in (None, "sum at destination") else 0), (k, row)
     issue = rows["S0 Psum", "R R", "7x5"]
     assert issue[0] == 2 * 1480 and issue[1] < issue[0], issue  # float64: twice the bytes
+
+
+def test_a_dtype_mismatch_before_the_sums_is_a_typed_error_on_every_rank_and_nobody_waits(
+        tmp_path: Path) -> None:
+    """Rank 1 holds its contribution as float32, the others float64: its pairs disagree, so
+    no sum has every contribution; every summing rank flags its sums as short, and every
+    rank raises a typed error (none adopts a wrong sum, none waits)."""
+    reports = _run("mismatch_partial", tmp_path)
+    assert reports[0]["partial"] == "reduce-scatter then gather"
+    for r, rep in reports.items():
+        assert "got" not in rep, (r, rep)
+        kind, text = rep["raised"]
+        assert kind == "BackendConfigError" and "disagree" in text, (r, text)
+    for r in range(4, 8):
+        assert "could not reduce what it sends here" in reports[r]["raised"][1], reports[r]
