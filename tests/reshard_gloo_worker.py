@@ -19,6 +19,19 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   source, but rank 5 is told float32 (``dtypes=``); ``y`` is right everywhere.  Every rank
   reports what it raised (its type and message) or what it got, then all meet at a barrier
   (a rank left waiting would hang here).
+- ``partial``: every same-mesh pair with a :class:`~mesh.Partial` source on torch's own
+  (2, 4) mesh (:func:`partial_pairs`: ``Shard(0)``, ``Shard(1)``, ``Replicate``,
+  ``_StridedShard(0, 2)`` and one reduction, the destination any of those or the source's
+  own ``Partial`` kept), 7 x 5 and 8 x 6 in float64, the partial contributions all
+  different: torch's ``DTensor.redistribute`` (its collectives' bytes counted by
+  ``torch_bytes.TorchBytes``) and ``backend.redistribute``; each rank reports, per pair,
+  torch's bytes sent from this rank, the plan's bytes, whether each equals the full
+  tensor sliced for this rank (a kept partial destination: whether ours equals torch's),
+  and the payload bytes our executor posted (a pair torch fails with a ``RuntimeError``, as
+  it does on every rank for some ``_StridedShard`` destinations, reports torch as wrong).
+- ``mismatch_partial``: a Partial source on ranks 0-3 replicated on ranks 4-7 (its sums
+  happen on the way), rank 1 holding float32 where the others hold float64; every rank
+  reports what it raised or got.
 - ``save``: a DCP checkpoint of two DTensors, ``w`` (12 x 10, ``Shard(0)`` over the 8 ranks)
   and ``m`` (8 x 8, ``(Shard(0), Shard(1))`` over (2, 4)), their values ``arange``, saved
   under ``OUT_DIR/ckpt`` (the test reads boxes of it in one process).
@@ -192,6 +205,142 @@ def _mismatch(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, report)
 
 
+CODES = ("S0", "S1", "R", "SS0/2")
+
+
+def partial_pairs() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(source, destination) placement codes over (2, 4): a source with a Partial ("P" +
+    op) and one reduction; a destination of ``CODES``, or the source's Partial kept."""
+    import itertools
+
+    out = []
+    for op in ("sum", "avg", "max"):
+        part = "P" + op
+        for src in itertools.product((*CODES, part), repeat=2):
+            if part not in src:
+                continue
+            for dst in itertools.product(*[(*CODES, part) if s == part else CODES
+                                           for s in src]):
+                out.append((src, dst))
+    return out
+
+
+def _code(code: str) -> Any:
+    from torch.distributed.tensor import Partial
+
+    return Partial(code[1:]) if code.startswith("P") else _torch_placement(code)
+
+
+def _contribution(s: Any, full: Any, rank: int) -> Any:
+    """Rank's local tensor of the partial source ``s`` of ``full``: contributions that all
+    differ and reduce to ``full`` (sum: weights (k + 1) / sum; avg: their p-fold; max: full
+    less k; min: full plus k; ``k`` the rank's partial coordinate, numbered)."""
+    from mesh import Partial, Replicate, Sharding
+
+    base = Sharding(s.view, [Replicate() if isinstance(p, Partial) else p
+                             for p in s.placements], s.shape).local(full, rank)
+    c = s.view.coordinate(rank)
+    k, p = 0, 1
+    for i in s.partial_dims:
+        k, p = k * s.view.shape[i] + c[i], p * s.view.shape[i]
+    op = s.placements[s.partial_dims[0]].op
+    if op == "sum":
+        return base * (2 * (k + 1) / (p * (p + 1)))
+    if op == "avg":
+        return base * (2 * (k + 1) / (p + 1))
+    return base - k if op == "max" else base + k
+
+
+def _partial(out_dir: str, backend: Any) -> None:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+    from torch_bytes import TorchBytes
+
+    from backend import init_device_mesh, redistribute
+    from mesh import MeshView, Partial, Shard, Sharding, StridedShard, reshard
+    from mesh import Replicate as OurReplicate
+
+    def ours(code: str) -> Any:
+        if code.startswith("P"):
+            return Partial(code[1:])
+        if code == "R":
+            return OurReplicate()
+        return StridedShard(0, 2) if code.startswith("SS") else Shard(int(code[1:]))
+
+    rank = backend.rank
+    grid = init_device_mesh("cpu", (2, 4), mesh_dim_names=("a", "b"), backend=backend)
+    tm = grid.to_torch()
+    view = MeshView.from_shape((2, 4), ("a", "b"))
+    posted: list[int] = []
+    real = dist.batch_isend_irecv
+
+    def counting(ops: list[Any]) -> Any:
+        posted.append(sum(op.tensor.numel() for op in ops
+                          if op.op is dist.isend and op.tensor.dtype == torch.uint8))
+        return real(ops)
+
+    rows = []
+    for shape in ((7, 5), (8, 6)):
+        full = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape)
+        for src_codes, dst_codes in partial_pairs():
+            if shape == (8, 6) and "Psum" not in src_codes:
+                continue
+            src = Sharding(view, [ours(c) for c in src_codes], shape)
+            dst = Sharding(view, [ours(c) for c in dst_codes], shape)
+            local = torch.from_numpy(np.ascontiguousarray(_contribution(src, full, rank)))
+            dt = DTensor.from_local(local, tm, [_code(c) for c in src_codes], run_check=False,
+                                    shape=torch.Size(shape), stride=torch.empty(shape).stride())
+            count = TorchBytes()
+            try:  # torch fails some (_StridedShard after an all-reduce) on every rank alike
+                with count:
+                    theirs = dt.redistribute(tm, [_code(c) for c in dst_codes]).to_local()
+            except RuntimeError:
+                theirs = None
+            posted.clear()
+            dist.batch_isend_irecv = counting
+            try:
+                got = redistribute(dt, grid, [_code(c) for c in dst_codes]).to_local()
+            finally:
+                dist.batch_isend_irecv = real
+            plan = reshard(src, dst, itemsize=8)
+            if dst.partial_dims:
+                want, torch_right = theirs, theirs is not None
+            else:
+                want = torch.from_numpy(dst.local(full, rank))
+                torch_right = theirs is not None and theirs.shape == want.shape and \
+                    torch.allclose(theirs, want)
+            right = want is not None and got.shape == want.shape and torch.allclose(got, want)
+            rows.append([" ".join(src_codes), " ".join(dst_codes), list(shape), count.sent,
+                         plan.bytes_moved, bool(right), bool(torch_right), sum(posted),
+                         plan.partial, plan.rounds])
+    write_report(out_dir, rank, {"rows": rows})
+
+
+def _mismatch_partial(out_dir: str, backend: Any) -> None:
+    """A Partial("sum") source on ranks 0-3 (8 x 3, float64), replicated on ranks 4-7: its
+    sums happen on the way (reduce-scatter then gather); rank 1 holds float32.  Every
+    rank reports what it raised, or what it got."""
+    import torch
+
+    from backend import reshard_tensor
+    from mesh import MeshView, Partial, Replicate, Sharding, reshard
+
+    rank = backend.rank
+    plan = reshard(Sharding(MeshView.from_ranks([0, 1, 2, 3], ["a"]), (Partial(),), (8, 3)),
+                   Sharding(MeshView.from_ranks([4, 5, 6, 7], ["b"]), (Replicate(),), (8, 3)))
+    full = torch.arange(24, dtype=torch.float64).reshape(8, 3)
+    local = None if rank >= 4 else (full / 4).to(torch.float32 if rank == 1 else torch.float64)
+    report: dict[str, Any] = {"partial": plan.partial}
+    try:
+        got = reshard_tensor(plan, local, dtype=torch.float64)
+        report["got"] = None if got is None else got.tolist()
+    except Exception as e:
+        report["raised"] = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, report)
+
+
 def _save(out_dir: str, backend: Any) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
@@ -301,6 +450,10 @@ def main() -> None:
         _state(out, backend)
     elif mode == "save":
         _save(out, backend)
+    elif mode == "partial":
+        _partial(out, backend)
+    elif mode == "mismatch_partial":
+        _mismatch_partial(out, backend)
     elif mode == "mismatch":
         _mismatch(out, backend)
     else:

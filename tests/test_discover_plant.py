@@ -28,7 +28,7 @@ from torch.distributed import HashStore, TCPStore
 
 from backend import BackendConfigError, DiscoveryError, DiscoveryRecord
 from backend._c10d._discover import gather
-from backend._c10d._discovery_record import Answer, Fault, Verdict, sha
+from backend._c10d._discovery_record import Answer, Fault, RollCall, Verdict, sha
 from backend._c10d._gather import SLACK_S, namespace
 from mesh import Topology
 
@@ -288,14 +288,37 @@ def test_a_rank_whose_device_is_past_the_world_fails_every_rank_naming_it(clean)
         f"key '{NS}/r/1' (claimed as rank 1's): the local rank 99 is past the world" in e, e
 
 
-def test_a_digest_planted_for_an_absent_rank_says_how_many_counted(clean) -> None:
-    """The planted digest cannot be told from one rank 3 wrote before stopping: the error
-    says so and how many ranks counted themselves (it named nobody and blamed a counter)."""
+def test_a_digest_planted_for_an_absent_rank_names_that_rank(clean) -> None:
+    """The planted digest cannot be told from one rank 3 wrote before stopping, but a roll
+    call can: every rank fails naming rank 3 as the one that did not count itself (it said
+    "3 of 4 counted", naming nobody)."""
     kind, written = clean
     out, took = _run(kind, {"r/3": written["r/3"]}, ABSENT_T_S, absent=(3,))
     e = _alike(out, took, ABSENT_T_S)
-    assert f"but 3 of 4 counted themselves in '{NS}/n'" in str(e)
-    assert "a digest was written before the call for a rank that never came" in str(e)
+    assert set(out) == {0, 1, 2}
+    assert str(e).startswith(f"discovering the machine failed ({NS}): rank 3 did not count "
+                             f"itself in '{NS}/n' within 2 s, though its digest was there "
+                             f"(at '{NS}/r/3')"), e
+
+
+def test_digests_planted_for_two_absent_ranks_name_both(clean) -> None:
+    kind, written = clean
+    out, took = _run(kind, {"r/2": written["r/2"], "r/3": written["r/3"]}, ABSENT_T_S,
+                     absent=(2, 3))
+    e = _alike(out, took, ABSENT_T_S)
+    assert f"ranks 2, 3 did not count themselves in '{NS}/n'" in str(e), e
+
+
+def test_a_planted_roll_call_answer_fails_the_call_and_never_passes_it(clean) -> None:
+    """A roll call planted as the answer before the call is early, as any answer there:
+    every rank fails alike (none adopts a machine), rank 3 absent or not."""
+    kind, written = clean
+    roll = Answer.read(Answer(NS, 4, None, None, roll=RollCall("0" * 16, 2)).encode(),
+                       "k", NS, 4)
+    for absent in [(), (3,)]:
+        out, took = _run(kind, {"answer": roll.encode(), "r/3": written["r/3"]}, ABSENT_T_S,
+                         absent=absent)
+        _alike(out, took, ABSENT_T_S)
 
 
 def test_a_hostname_of_8_mb_is_refused_before_the_call() -> None:

@@ -12,6 +12,11 @@ known, the rank that wrote it.  The protocol that writes them is in ``_discover`
   that stopped the call;
 - ``<ns>/ok/<nonce>/<rank>``: a rank's mark that it checked the answer of that nonce (its
   presence is all it says; only read to name who did not check);
+- :class:`RollCall` (an answer, written once, only after a timeout with every digest there
+  but not every rank counted): a fresh nonce and how many answers to wait for; each rank
+  that reads it sets ``<ns>/roll/<nonce>/<rank>`` (its presence is all it says) and counts
+  itself in ``<ns>/roll/<nonce>/n``; the one that reaches the number sets
+  ``<ns>/roll/<nonce>/all``;
 - :class:`Verdict` (``<ns>/verdict``, written once): what every rank adopts: the answer
   (by its SHA-256) or a :class:`Fault`.
 
@@ -40,8 +45,8 @@ from layout import show
 from .._core import DiscoveryError, StoreRecordError
 from ._records import read_json
 
-__all__ = ["MOST_ANSWER_BYTES", "VERSION", "Answer", "Digest", "Fault", "RunLine", "Verdict",
-           "sha"]
+__all__ = ["MOST_ANSWER_BYTES", "VERSION", "Answer", "Digest", "Fault", "RollCall", "RunLine",
+           "Verdict", "sha"]
 
 VERSION = 1
 """The version every discovery record carries."""
@@ -242,19 +247,47 @@ def _header(data: object, key: str, call: str, world: int, fields: set[str]) -> 
 
 
 @attrs.frozen
+class RollCall:
+    """A roll call: written as the answer by the first rank to time out when every rank's
+    digest is there but not every rank counted itself (a digest written before the call for
+    a rank that never came reads as one its rank wrote); ``nonce`` (16 hex digits, drawn
+    then: no value written before the call names its keys) and ``expect``, the answers its
+    caller waits for (the ranks counted, less itself)."""
+
+    nonce: str
+    expect: int
+
+    def data(self) -> dict[str, Any]:
+        return {"nonce": self.nonce, "expect": self.expect}
+
+    @classmethod
+    def of(cls, data: object, key: str, world: int) -> RollCall:
+        if type(data) is not dict or set(data) != {"nonce", "expect"}:
+            raise _bad(key, None, f"a roll call is {{nonce, expect}}, got {show(data)}")
+        if type(data["nonce"]) is not str or not _NONCE.fullmatch(data["nonce"]):
+            raise _bad(key, None, f"the nonce must be 16 hex digits, got {show(data['nonce'])}")
+        return cls(data["nonce"], _index(data["expect"], key, "expect", world))
+
+
+@attrs.frozen
 class Answer:
     """The machine the last rank to arrive built (its ``Topology.to_dict()`` data) and the
-    nonce it drew for it (16 hex digits), or the fault that stopped the call."""
+    nonce it drew for it (16 hex digits), or the fault that stopped the call, or a
+    :class:`RollCall`."""
 
     call: str
     world: int
     topology: dict[str, Any] | None
     fault: Fault | None
     nonce: str | None = None
+    roll: RollCall | None = None
 
     def encode(self) -> bytes:
-        body = {"topology": self.topology, "nonce": self.nonce} if self.fault is None else \
-            {"fault": self.fault.data()}
+        body: dict[str, Any] = {"topology": self.topology, "nonce": self.nonce}
+        if self.fault is not None:
+            body = {"fault": self.fault.data()}
+        elif self.roll is not None:
+            body = {"roll": self.roll.data()}
         return json.dumps({"v": VERSION, "call": self.call, "world": self.world, **body}
                           ).encode()
 
@@ -263,10 +296,14 @@ class Answer:
         """The answer at ``key``, strictly (the topology's own data is read by
         ``Topology.from_dict``, which bounds every index by the world)."""
         data = _json(raw, key, MOST_ANSWER_BYTES)
-        which = {"fault"} if type(data) is dict and "fault" in data else {"topology", "nonce"}
+        which = {"topology", "nonce"}
+        if type(data) is dict:
+            which = {"fault"} if "fault" in data else {"roll"} if "roll" in data else which
         data = _header(data, key, call, world, which)
         if "fault" in data:
             return cls(call, world, None, Fault.of(data["fault"], key, world))
+        if "roll" in data:
+            return cls(call, world, None, None, roll=RollCall.of(data["roll"], key, world))
         if type(data["topology"]) is not dict:
             raise _bad(key, None, f"the topology must be a dict, got {show(data['topology'])}")
         if type(data["nonce"]) is not str or not _NONCE.fullmatch(data["nonce"]):

@@ -29,14 +29,18 @@ measured on this rank's monotonic clock from the call's start):
    only if it checked that answer itself and the verdict names it; a verdict's fault,
    otherwise.
 
-A rank that finds a fault at any step (a record that does not read, a check that fails,
-a counter past ``W``, a wait past ``T``: then it names the ranks that did not check the
-answer, from their marks, or before an answer the ranks whose digest is absent) writes the
-fault as the answer (waking the ranks that wait for one) and as the verdict, each once, and
-then adopts the verdict like every rank.  So every rank ends with what the one verdict
-says: the same machine, or the same :class:`~backend.DiscoveryError` naming the rank or key
-at fault, within ``T`` plus :data:`SLACK_S` (store latency: the verdict is there by then,
-written at the first rank's ``T`` at the latest).  A rank that stops after publishing (a
+A rank that finds a fault at any step (a record that does not read, a check that fails, a
+counter past ``W``, a wait past ``T``: then it names the ranks that did not check the
+answer, from their marks, or before an answer the ranks whose digest is absent; or, every
+digest there but not every rank counted, the ranks that do not answer a *roll call*: it
+writes a :class:`RollCall` with a fresh nonce as the answer, every rank that reads it marks
+itself under that nonce, and after at most :data:`ROLL_S` the caller names the ranks without
+a mark) writes the fault as the answer (waking the ranks that wait for one) and as the
+verdict, each once, and then adopts the verdict like every rank. So every rank ends with
+what the one verdict says: the same machine, or the same :class:`~backend.DiscoveryError`
+naming the rank or key at fault, within ``T`` plus :data:`SLACK_S` (store latency: the
+verdict is there by then, written at the first rank's ``T`` at the latest, or
+:data:`ROLL_S` after it).  A rank that stops after publishing (a
 ``SIGSTOP``, a ``SIGKILL``) is named by the others at their ``T`` as the rank that did not
 check; if it resumes, it finds their verdict and fails with the same error.  Store calls per
 rank on the success path: 10 to 15, whatever ``W``: 11 for most, the first rank of a run
@@ -61,15 +65,15 @@ nor hide a rank that stopped after publishing, nor break a connection for later 
 non-number at a counter makes the store's ``add`` fail (on TCPStore the server closes that
 connection), and the call goes on with a new connection (``discover_topology`` runs it on a
 pooled clone of the default store, dropped after a failure, never on the connection torch's
-own calls use).  What it *can* do: fail the call at will,
-with a fault verdict of its own words (every rank then fails with them); and leave the
-error of a rank absent from the start unnamed (a digest planted for that rank looks like one
-it wrote before stopping: the error then says how many ranks counted themselves, not which
-did not).  And a peer that writes well-formed values of this very call while it runs,
-racing the ranks (it can then read every record and the nonce), can make the ranks adopt a
-machine that agrees with every rank's own checks but differs elsewhere (say, two far-apart
-hosts put in one domain) — an unauthenticated store cannot prevent that, as such a peer
-could equally join the job as a rank.
+own calls use). What it *can* do: fail the call at will, with a fault verdict of its own
+words (every rank then fails with them). A digest planted for a rank absent from the start
+reads as one it wrote before stopping: the roll call still names it (its keys carry a nonce
+drawn after the timeout, which no value written before the call can name), as the rank that
+did not count itself. And a peer that writes well-formed values of this very call while it
+runs, racing the ranks (it can then read every record and the nonce), can make the ranks
+adopt a machine that agrees with every rank's own checks but differs elsewhere (say, two
+far-apart hosts put in one domain) — an unauthenticated store cannot prevent that, as such a
+peer could equally join the job as a rank.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ from layout import show, show_error
 from mesh import MeshError, Topology
 
 from .._core import DiscoveryError
-from ._discovery_record import Answer, Digest, Fault, RunLine, Verdict, sha
+from ._discovery_record import Answer, Digest, Fault, RollCall, RunLine, Verdict, sha
 from ._store import job_namespace, reconnected
 
 __all__ = ["PREFIX", "SLACK_S", "Gather", "machine", "namespace"]
@@ -98,6 +102,10 @@ SLACK_S = 10.0
 """How long past its own timeout a rank waits for the verdict (written by the first rank to
 time out, at that rank's ``T``): store latency and start skew between ranks."""
 
+ROLL_S = SLACK_S / 2
+"""How long the caller of a roll call waits for the answers (the others wait for its
+verdict until their ``T`` plus :data:`SLACK_S`)."""
+
 _MOST_NAMED = 8  # the absent ranks a timeout names
 
 
@@ -107,6 +115,19 @@ class _Stop(Exception):
     def __init__(self, fault: Fault) -> None:
         super().__init__(fault.reason)
         self.fault = fault
+
+
+class _Uncounted(Exception):
+    """No answer within ``T``, every rank's digest there, ``counted`` ranks counted: a roll
+    call names the ranks that did not count themselves."""
+
+    def __init__(self, counted: int) -> None:
+        super().__init__(counted)
+        self.counted = counted
+
+
+class _Answered(Exception):
+    """This rank answered another's roll call: the caller writes the verdict."""
 
 
 def namespace(call: int) -> str:
@@ -189,6 +210,8 @@ class Gather:
         except _Stop as stop:
             self.failed = True
             self._fail(stop.fault)
+        except _Answered:
+            self.failed = True
 
     def _publish(self) -> None:
         own = self.key(f"r/{self.rank}")
@@ -226,23 +249,81 @@ class Gather:
 
     def _check(self) -> None:
         key = self.key("answer")
-        answer = self._read(key, lambda raw: _answer(raw, key, self.ns, self.world))
+        try:
+            answer = self._read(key, lambda raw: _answer(raw, key, self.ns, self.world))
+            mine = False
+        except _Uncounted as late:
+            answer, mine = self._call_roll(late.counted)
         answer_raw = self._raw
         if answer.fault is not None:
             raise _Stop(answer.fault)
+        if answer.roll is not None:
+            if self.early:
+                raise self._early(key)
+            self._answer_roll(answer.roll, caller=mine)
         try:
             topo = _topology(answer_raw, key, self.ns, self.world)
         except DiscoveryError as e:
             raise _Stop(Fault(str(e), None, key)) from None
         if self.early:  # the machine is written once every rank has counted itself
-            raise _Stop(Fault(f"key {key!r} held a value before every rank had counted itself "
-                              "(a stale or planted answer)", None, key))
+            raise self._early(key)
         self._verify(topo)
         self.answer, self.nonce = answer_raw, answer.nonce
         self.store.set(self._checked_mark(self.rank), b"1")
         if self._count(f"checked/{self.nonce}") == self.world:
             raw = Verdict(self.ns, self.world, sha(self.answer), None).encode()
             self.store.compare_set(self.key("verdict"), "", raw)
+
+    def _early(self, key: str) -> _Stop:
+        return _Stop(Fault(f"key {key!r} held a value before every rank had counted itself "
+                           "(a stale or planted answer)", None, key))
+
+    def _call_roll(self, counted: int) -> tuple[Answer, bool]:
+        """Write a roll call as the answer, once; the answer there, and whether it is this
+        rank's roll call."""
+        key = self.key("answer")
+        raw = Answer(self.ns, self.world, None, None,
+                     roll=RollCall(secrets.token_hex(8), counted - 1)).encode()
+        self._raw = bytes(self.store.compare_set(key, "", raw))
+        try:
+            return _answer(self._raw, key, self.ns, self.world), self._raw == raw
+        except DiscoveryError as e:
+            raise _Stop(Fault(str(e), None, key)) from None
+
+    def _answer_roll(self, roll: RollCall, *, caller: bool) -> None:
+        """Answer a roll call: set this rank's mark and count it.  Its caller then waits (at
+        most :data:`ROLL_S`) for the others' answers and names the ranks without a mark: they
+        did not come (a digest written for them before the call), or stopped between writing
+        their digest and counting themselves, or came after ``T``."""
+        def key(part: object) -> str:
+            return self.key(f"roll/{roll.nonce}/{part}")
+
+        self.store.set(key(self.rank), b"1")
+        if not caller:
+            if int(self.store.add(key("n"), 1)) == roll.expect:
+                self.store.set(key("all"), b"1")
+            raise _Answered
+        if roll.expect:
+            try:
+                self.store.wait([key("all")], timedelta(seconds=ROLL_S))
+            except Exception:  # torch's DistStoreError on a timeout: a rank did not answer
+                pass
+        absent = _absent(self.store, [key(r) for r in range(self.world)])
+        if not absent:
+            raise _Stop(Fault(f"no answer within {self.timeout:g} s, though every rank wrote "
+                              "its digest: every rank answered the roll call, the last to "
+                              "count itself after the others' timeout (slow)", None,
+                              self.key("n")))
+        more = " (at least; the first named)" if len(absent) >= _MOST_NAMED else ""
+        many = len(absent) > 1
+        digest = self.key(f"r/{absent[0]}")
+        raise _Stop(Fault(
+            f"rank{'s' if many else ''} {', '.join(map(str, absent))}{more} did not count "
+            f"{'themselves' if many else 'itself'} in {self.key('n')!r} within "
+            f"{self.timeout:g} s, though {'their digests were' if many else 'its digest was'}"
+            f" there (at {digest!r}{', ...' if many else ''}): written before the call for a "
+            "rank that never came (stale or planted), or the rank stopped between writing it "
+            "and counting itself", absent[0], digest))
 
     def _checked_mark(self, rank: int) -> str:
         """Rank ``rank``'s mark that it checked the answer (of this nonce: no value written
@@ -371,6 +452,10 @@ class Gather:
                    "call discover_topology (or bind with expect_intra_*) the same number of "
                    "times")
         absent = _absent(self.store, keys)
+        if not absent and every is None and key == self.key("answer"):
+            counted = self._counted()
+            if counted is not None and 1 <= counted < self.world:
+                raise _Uncounted(counted)
         if not absent:
             return Fault(f"no value at {key!r} within {self.timeout:g} s, though every rank "
                          f"{every or self._uncounted()}", None, key)
@@ -378,13 +463,21 @@ class Gather:
         return Fault(f"rank{'s' if len(absent) > 1 else ''} {', '.join(map(str, absent))}"
                      f"{more} {did}", absent[0], keys[absent[0]])
 
+    def _counted(self) -> int | None:
+        """The count at ``ns/n``; None if it is not a counter (its own fault, named where it
+        is read)."""
+        try:
+            return int(self.store.add(self.key("n"), 0))
+        except Exception:  # the server may have closed the connection: a new one
+            self.store = reconnected(self.store)
+            return None
+
     def _uncounted(self) -> str:
         """Why no answer came though every rank's digest is there, from the count at
         ``ns/n`` (a message after a timeout)."""
         key = self.key("n")
-        try:
-            n = int(self.store.add(key, 0))
-        except Exception:  # not a counter: its own fault, named where it is read
+        n = self._counted()
+        if n is None:
             return f"wrote its digest ({key!r} is not a counter)"
         if n == self.world:
             return (f"wrote its digest and counted itself in {key!r}: the last to arrive, "

@@ -75,8 +75,10 @@ def redistribute(dtensor: Any, device_mesh: Any, placements: Sequence[Any], *,
     other collectives; a rank outside the source mesh passes the DTensor as torch gives it
     there (its global shape and placements, an empty local tensor).  The meshes may share
     ranks, or not.  A ``Partial`` source is reduced on the way; a ``Partial`` destination
-    is refused.  ``topology`` makes the plan take each element from the nearest holder;
-    transfers go over ``group`` (default: the world).
+    is made as :func:`mesh.reshard` makes it (kept from the same ``Partial`` on the same
+    mesh dim, or partitioned from ``Replicate()``), any other refused.  ``topology`` makes
+    the plan take each element from the nearest holder; transfers go over ``group``
+    (default: the world).
     """
     from torch.distributed.tensor import DTensor
 

@@ -82,12 +82,22 @@ def reshard_tensor(plan: mesh.Reshard, local: Any, *, group: Any = None, dtype: 
 
 
 def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]],
-               dtype: Any, device: Any) -> Any:
+               dtype: Any, device: Any, reduced: dict[Any, Any]) -> Any:
     """``rank``'s destination block from what it received and what it keeps, a partial
-    source's contributions reduced."""
+    source's contributions reduced (``reduced``: the parts this rank reduced itself, where
+    the sums happen on the way)."""
     import torch
 
     shape = plan.dst.local_shape(rank)
+    if _staged(plan):
+        out = torch.zeros(shape, dtype=dtype, device=device)
+        keep = plan.keeps(rank)
+        for box in () if keep is None else keep.boxes:
+            out[plan.dst.local_slices(rank, box)] = reduced[box]
+        for t, buf in inbox:
+            if t.stage == 2:  # a reducer's stage-1 receipts are summed already
+                _place(plan, rank, out, t, buf)
+        return out / plan.divisor if plan.divisor > 1 else out
     blocks: dict[tuple[int, ...], Any] = {}
     # every element arrives once (kept, received, or later read from the checkpoint as
     # plan.lost says): zeros only where some may not (a partial source, lost boxes)
@@ -105,21 +115,55 @@ def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any,
         for box in keep.boxes:
             out[plan.dst.local_slices(rank, box)] = local[plan.src.local_slices(rank, box)]
     for t, buf in inbox:
-        out, at = block(t.contribution), 0
-        for box in t.boxes:
-            where = plan.dst.local_slices(rank, box)
-            n = out[where].numel()
-            out[where] = buf[at:at + n].reshape(out[where].shape)
-            at += n
+        _place(plan, rank, block(t.contribution), t, buf)
     values = list(blocks.values()) or [torch.zeros(shape, dtype=dtype, device=device)]
     ops = [p.op for p in plan.src.placements if isinstance(p, mesh.Partial)]
-    if not ops:
-        return values[0]
-    if ops[0] in ("sum", "avg"):
-        total = torch.stack(values).sum(0)
-        return total / len(values) if ops[0] == "avg" else total
+    value = _reduced(values, ops[0]) if ops else values[0]
+    return value / plan.divisor if plan.divisor > 1 else value  # a Partial("sum") destination
+
+
+def _place(plan: mesh.Reshard, rank: int, out: Any, t: mesh.Transfer, buf: Any) -> None:
+    """The boxes of transfer ``t``, packed in ``buf`` in order, placed in ``out``."""
+    at = 0
+    for box in t.boxes:
+        where = plan.dst.local_slices(rank, box)
+        n = out[where].numel()
+        out[where] = buf[at:at + n].reshape(out[where].shape)
+        at += n
+
+
+def _sums(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]]
+          ) -> dict[Any, Any]:
+    """The parts ``rank`` reduces (:meth:`mesh.Reshard.reduces`), by box: its own
+    contribution with those it received at stage 1."""
+    parts = {box: local[plan.src.local_slices(rank, box)].clone() for box in plan.reduces(rank)}
+    if not parts:
+        return parts
+    op = next(p.op for p in plan.src.placements if isinstance(p, mesh.Partial))
+    for t, buf in inbox:
+        at = 0
+        for box in t.boxes if t.stage == 1 else ():
+            part = parts[box]
+            piece = buf[at:at + part.numel()].reshape(part.shape)
+            at += part.numel()
+            if op in ("sum", "avg"):
+                part += piece
+            else:
+                torch_max_min = part.maximum if op == "max" else part.minimum
+                parts[box] = torch_max_min(piece)
+    if op == "avg":
+        parts = {box: part / plan.summed for box, part in parts.items()}
+    return parts
+
+
+def _reduced(values: list[Any], op: str) -> Any:
+    import torch
+
     stacked = torch.stack(values)
-    return stacked.amax(0) if ops[0] == "max" else stacked.amin(0)
+    if op in ("sum", "avg"):
+        total = stacked.sum(0)
+        return total / len(values) if op == "avg" else total
+    return stacked.amax(0) if op == "max" else stacked.amin(0)
 
 
 def _named_plans(plans: object) -> list[tuple[str, mesh.Reshard]]:
@@ -194,10 +238,31 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     kinds = {n: _dtype(n, local, dtypes) for n, plan, local, (_, in_dst) in sides
              if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
     outgoing, incoming, sending = _packed(sides, kinds, rank)
-    received = _exchanged(outgoing, incoming, kinds, group, device, sending)
+    later_in, later_out = _later(sides, kinds, rank)
+    bad = _headers(_joined(sending, later_out, kinds), _joined(incoming, later_in, kinds),
+                   group)
+    received, _ = _moved(outgoing, incoming, kinds, group, device, bad)
+    sums = {name: _sums(plan, rank, local, received.get(name, []))
+            for name, plan, local, _ in sides if local is not None and _staged(plan)}
+    wrong: list[int] = []
+    if later_in or later_out:  # the reduced parts, once the sums are done
+        outgoing, _, _ = _packed(sides, kinds, rank, sums, reduced=True)
+        ok = torch.tensor([0 if bad else 1], dtype=torch.uint8)  # sums short of a peer's part
+        outgoing = {peer: [*parts, ok] for peer, parts in outgoing.items()}
+        more, flags = _moved(outgoing, later_in, kinds, group, device, bad, flagged=True)
+        for name, pieces in more.items():
+            received.setdefault(name, []).extend(pieces)
+        wrong = sorted(peer for peer, flag in flags.items() if not flag)
+    if bad or wrong:
+        raise BackendConfigError(
+            "reshard_state: rank " + str(dist.get_rank()) + " and its peers disagree on what "
+            "moves (nothing moved between them): " + "; ".join(bad[p] for p in sorted(bad))
+            + "".join(f"; rank {peer} could not reduce what it sends here (a peer of its "
+                      "disagreed on what moves)" for peer in wrong))
     return {name: (local if _unchanged(plan, rank, local, name in received) else
                    _assembled(plan, rank, local, received.get(name, []), kinds[name],
-                              local.device if local is not None else device))
+                              local.device if local is not None else device,
+                              sums.get(name, {})))
             if in_dst else None
             for name, plan, local, (_, in_dst) in sides}
 
@@ -217,11 +282,19 @@ def _unchanged(plan: mesh.Reshard, rank: int, local: Any, received: bool) -> boo
         for box in keep.boxes)
 
 
-def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
+def _staged(plan: mesh.Reshard) -> bool:
+    """Whether the plan's sums happen on the way (two phases: :mod:`mesh._tensor._staged`)."""
+    return plan.partial not in (None, "sum at destination")
+
+
+def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int,
+            sums: Mapping[str, Mapping[Any, Any]] | None = None, *, reduced: bool = False
             ) -> tuple[dict[int, list[Any]], Incoming, dict[int, list[tuple[str, int]]]]:
     """What this rank sends each peer (its boxes' bytes, tensor by tensor in name order),
     what it receives from each (the transfers and their sizes in bytes, in the same order),
-    and what it sends each, as (tensor name, bytes)."""
+    and what it sends each, as (tensor name, bytes): in the first phase (stages 0 and 1,
+    from the local tensors), or with ``reduced`` in the second (stage 2, the reduced parts
+    ``sums`` holds; its receipts are :func:`_later`'s)."""
     import torch
 
     outgoing: dict[int, list[Any]] = {}
@@ -232,49 +305,76 @@ def _packed(sides: list[Side], kinds: Mapping[str, Any], rank: int
             continue  # this rank neither holds, sends nor receives any of it
         size = torch.empty((), dtype=kinds[name]).element_size()
         for t in plan.sends(rank):  # views (a copy only where a box is not contiguous);
-            parts = [local[plan.src.local_slices(rank, box)].reshape(-1).contiguous()
-                     .view(torch.uint8) for box in t.boxes]  # the peer's message: one cat
+            if (t.stage == 2) != reduced:  # the peer's message is then one cat
+                continue
+            parts = [(sums[name][box] if sums is not None and reduced else
+                      local[plan.src.local_slices(rank, box)]).reshape(-1).contiguous()
+                     .view(torch.uint8) for box in t.boxes]
             outgoing.setdefault(t.dest, []).extend(parts)
             sending.setdefault(t.dest, []).append((name, sum(p.numel() for p in parts)))
-        for t in plan.receives(rank):
-            incoming.setdefault(t.source, []).append((name, t, t.elements * size))
+        for t in () if reduced else plan.receives(rank):
+            if t.stage < 2:
+                incoming.setdefault(t.source, []).append((name, t, t.elements * size))
     return outgoing, incoming, sending
 
 
-def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mapping[str, Any],
-               group: Any, device: Any, sending: Mapping[int, list[tuple[str, int]]]
-               ) -> dict[str, list[tuple[Any, Any]]]:
-    """Two ``batch_isend_irecv``, each one message each way per peer: the headers (what each
-    side sends the other and expects from it: a digest of the tensor names, dtypes and
-    byte counts, and the byte count), then the payloads of the pairs whose headers agree.
-    A pair that disagrees moves nothing, and both of its ranks raise
-    :class:`~backend.BackendConfigError` naming the tensors, the dtype here and the bytes
-    there, after the other pairs moved (so no rank waits on a refusal); each tensor's
-    received pieces, as (transfer, values)."""
+def _later(sides: list[Side], kinds: Mapping[str, Any], rank: int
+           ) -> tuple[Incoming, dict[int, list[tuple[str, int]]]]:
+    """The second phase's receipts and sends (stage 2: reduced parts), by peer, known from
+    the plans before any sum is done."""
+    import torch
+
+    incoming: Incoming = {}
+    sending: dict[int, list[tuple[str, int]]] = {}
+    for name, plan, _, _ in sides:
+        if name not in kinds or not _staged(plan):
+            continue
+        size = torch.empty((), dtype=kinds[name]).element_size()
+        for t in plan.receives(rank):
+            if t.stage == 2:
+                incoming.setdefault(t.source, []).append((name, t, t.elements * size))
+        for t in plan.sends(rank):
+            if t.stage == 2:
+                sending.setdefault(t.dest, []).append((name, t.elements * size))
+    return incoming, sending
+
+
+def _joined(first: Mapping[int, list[Any]], second: Mapping[int, list[Any]],
+            kinds: Mapping[str, Any]) -> dict[int, list[tuple[str, Any, int]]]:
+    """Both phases' items per peer, as (tensor name, dtype, bytes), the second's names
+    marked: what a header's digest covers."""
+    out: dict[int, list[tuple[str, Any, int]]] = {}
+    for phase, items in (("", first), ("/reduced", second)):
+        for peer, got in items.items():
+            out.setdefault(peer, []).extend((item[0] + phase, kinds[item[0]], item[-1])
+                                            for item in got)
+    return out
+
+
+def _moved(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mapping[str, Any],
+           group: Any, device: Any, bad: Mapping[int, str], *, flagged: bool = False
+           ) -> tuple[dict[str, list[tuple[Any, Any]]], dict[int, int]]:
+    """One ``batch_isend_irecv``, one message each way per peer, for the pairs whose
+    headers agree; each tensor's received pieces, as (transfer, values); and, ``flagged``,
+    the one-byte flag that ends each message received, by peer."""
     import torch
     import torch.distributed as dist
 
-    expecting = {peer: [(name, kinds[name], n) for name, _, n in got]
-                 for peer, got in incoming.items()}
-    bad = _headers(sending, expecting, kinds, group)
     ops, inbox = [], []
     for peer in sorted(outgoing):
         if peer not in bad:
             ops.append(dist.P2POp(dist.isend, torch.cat(outgoing[peer]), peer, group))
     for peer in sorted(incoming):
         if peer not in bad:
-            buf = torch.empty(sum(n for _, _, n in incoming[peer]), dtype=torch.uint8,
-                              device=device)
+            buf = torch.empty(sum(n for _, _, n in incoming[peer]) + flagged,
+                              dtype=torch.uint8, device=device)
             inbox.append((peer, buf))
             ops.append(dist.P2POp(dist.irecv, buf, peer, group))
     if ops:
         for work in dist.batch_isend_irecv(ops):
             work.wait()
-    if bad:
-        raise BackendConfigError("reshard_state: rank " + str(dist.get_rank()) + " and its "
-                                 "peers disagree on what moves (nothing moved between them): "
-                                 + "; ".join(bad[p] for p in sorted(bad)))
     received: dict[str, list[tuple[Any, Any]]] = {}
+    flags = {}
     for peer, buf in inbox:
         at = 0
         for name, t, n in incoming[peer]:
@@ -283,7 +383,9 @@ def _exchanged(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mappin
             piece = piece if at % size == 0 else piece.clone()  # aligned start
             received.setdefault(name, []).append((t, piece.view(kinds[name])))
             at += n
-    return received
+        if flagged:
+            flags[peer] = int(buf[at])
+    return received, flags
 
 
 _HEADER = 4
@@ -298,23 +400,23 @@ def _digest(items: list[tuple[str, Any, int]]) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
 
 
-def _headers(sending: Mapping[int, list[tuple[str, int]]],
-             expecting: Mapping[int, list[tuple[str, Any, int]]], kinds: Mapping[str, Any],
-             group: Any) -> dict[int, str]:
-    """Exchange headers with every peer this rank sends to or receives from (one batch);
-    the peers whose header disagrees with this rank's, each with the disagreement in
-    words.  Both ranks of a pair compare the same two pairs of numbers, so both find it."""
+def _headers(sending: Mapping[int, list[tuple[str, Any, int]]],
+             expecting: Mapping[int, list[tuple[str, Any, int]]], group: Any
+             ) -> dict[int, str]:
+    """Exchange headers with every peer this rank sends to or receives from (one batch):
+    per peer, a digest of the (tensor, dtype, bytes) it sends and of those it expects, in
+    both phases; the peers whose header disagrees with this rank's, each with the
+    disagreement in words.  Both ranks of a pair compare the same two pairs of numbers, so
+    both find it."""
     import torch
     import torch.distributed as dist
 
     peers = sorted(set(sending) | set(expecting))
     if not peers:
         return {}
-    mine, theirs, ops = {}, {}, []
+    theirs, ops = {}, []
     for peer in peers:
-        out = [(name, kinds[name], n) for name, n in sending.get(peer, [])]
-        wanted = list(expecting.get(peer, []))
-        mine[peer] = (out, wanted)
+        out, wanted = list(sending.get(peer, [])), list(expecting.get(peer, []))
         header = torch.tensor([_digest(out), sum(n for *_, n in out), _digest(wanted),
                                sum(n for *_, n in wanted)], dtype=torch.int64)
         theirs[peer] = torch.empty(_HEADER, dtype=torch.int64)
@@ -324,7 +426,7 @@ def _headers(sending: Mapping[int, list[tuple[str, int]]],
         work.wait()
     bad = {}
     for peer in peers:
-        out, wanted = mine[peer]
+        out, wanted = list(sending.get(peer, [])), list(expecting.get(peer, []))
         sends, sent, expects, expected = theirs[peer].tolist()
         if sends != _digest(wanted) or expects != _digest(out):
             bad[peer] = (f"rank {peer} sends {sent} bytes here and expects {expected}; this "

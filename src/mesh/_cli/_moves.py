@@ -151,8 +151,9 @@ class Moves:
                   f"busiest rank: {t['busiest']['rank']} ({_size(t['busiest']['bytes'])} "
                   f"in its busier direction); {t['rounds']} rounds (no rank sends or receives "
                   "twice in a round; one message per pair of ranks)"]
-        if any(p.partial for _, p in self.plans):
-            lines.append("partial sources: contributions summed at the destination")
+        ways = sorted({p.partial for _, p in self.plans if p.partial})
+        if ways:
+            lines.append("partial sources: " + "; ".join(ways))
         if rank is not None:
             lines += ["", f"rank {rank}:", *self._rank_lines(rank)]
         return "\n".join(lines)

@@ -19,13 +19,21 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
 - a source rank that is ``down`` (failed: its memory is gone) is no holder; a cell none of
   whose holders is up is *lost*: no rank sends it, and :meth:`Reshard.lost` names the boxes
   each receiver must read from elsewhere (a checkpoint);
-- a :class:`Partial` source: every receiver gets one contribution per combination of the
-  partial dims' coordinates (its own is free) and reduces them: summed at the destination.
-  Reduce-scattering among the partial holders first moves ``(p-1)/p`` of the box per holder
-  and then the box once, ``p·E`` in all against ``p·E`` (less the receiver's own) here, so it
-  never moves fewer bytes in all; the plan says which it chose (:attr:`Reshard.partial`).
-  (Where the partial holders share a host and the receivers are elsewhere, reducing first
-  would cross hosts with ``E`` instead of ``p·E``: not planned yet.)
+- a :class:`Partial` source: reduced where it costs least (:mod:`._staged`, named by
+  :attr:`Reshard.partial`): summed at each destination (every receiver gets one
+  contribution per partial coordinate, its own free), reduce-scattered among one holder
+  per coordinate and then gathered, or reduced at one holder and then scattered; the
+  last two in two phases (:attr:`Transfer.stage`; :meth:`Reshard.reduces` says where each
+  sum happens).  The way that moves the fewest elements is taken (on torch's own meshes
+  never more bytes than torch's collectives: ``tests/test_reshard_gloo.py``).  (Where the
+  partial holders share a host and the receivers are elsewhere, the choice counts bytes,
+  not tiers: not priced per tier yet.)
+- a :class:`Partial` destination (:func:`partial_destination`): on a view dim whose source
+  dim (the one with the same groups) is the same ``Partial``, each receiver takes only the
+  contributions of its own coordinate there (they stay partial, as torch's
+  ``DTensor.redistribute`` keeps them); on one whose source dim is ``Replicate()``, the
+  value is partitioned as torch's ``Partial._partition_value`` does (``"sum"``: divided by
+  the dim's size, :attr:`Reshard.divisor`; the others: the value itself), moving nothing.
 
 >>> from mesh import MeshView, Replicate, Shard, Sharding, StridedShard, reshard
 >>> train = MeshView.from_shape((2, 2), ("dp", "tp"))  # ranks 0-3
@@ -60,17 +68,17 @@ from .._core import (
     show,
 )
 from .._topology import Topology
-from ._placement import Partial
+from . import _staged
+from ._placement import Partial, Replicate
 from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
-__all__ = ["TIERS", "Reshard", "Transfer", "pieces", "reshard"]
+__all__ = ["TIERS", "Reshard", "Transfer", "partial_destination", "pieces", "reshard"]
 
 TIERS = ("kept", "host", "domain", "across")
 """Link tiers, nearest first: kept on the rank itself (0 bytes), inside a host, across hosts
 inside a fast domain, across fast domains."""
 
-Box = tuple[tuple[int, int], ...]
-"""A box of the global tensor: ``(start, stop)`` per tensor dim."""
+Box = _staged.Box
 
 
 def _count(value: object) -> int:
@@ -97,6 +105,13 @@ def _boxes(value: object) -> tuple[Box, ...]:
     return tuple(out)
 
 
+def _stage(value: object) -> int:
+    n = as_int(value, "a transfer's stage")
+    if n not in (0, 1, 2):
+        raise ShardingError(f"a transfer's stage is 0, 1 or 2, got {n}")
+    return n
+
+
 def _coords(value: object) -> tuple[int, ...]:
     return tuple(as_int(c, "a contribution's coordinate") for c in
                  ordered(value, "a transfer's contribution"))
@@ -106,14 +121,17 @@ def _coords(value: object) -> tuple[int, ...]:
 class Transfer:
     """Elements one rank sends another: ``boxes`` of the global tensor, ``elements`` in all.
     ``contribution`` is the source's coordinates on the partial dims (a :class:`Partial`
-    source; ``()`` otherwise).  Made by a :class:`Reshard`; built by hand, its fields are
-    checked (typed errors)."""
+    source; ``()`` otherwise, and for a reduced part).  ``stage``: 0, from the source's
+    local data; 1, a contribution to the rank that reduces it; 2, a reduced part from that
+    rank, sent once the sums are done (:mod:`._staged`).  Made by a :class:`Reshard`; built
+    by hand, its fields are checked (typed errors)."""
 
     source: int = attrs.field(converter=_count)
     dest: int = attrs.field(converter=_count)
     elements: int = attrs.field(converter=_count)
     boxes: tuple[Box, ...] = attrs.field(converter=_boxes)
     contribution: tuple[int, ...] = attrs.field(default=(), converter=_coords)
+    stage: int = attrs.field(default=0, converter=_stage)
 
 
 @attrs.frozen
@@ -238,11 +256,58 @@ class Reshard:
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
 
-    @property
+    @functools.cached_property
     def partial(self) -> str | None:
-        """How a :class:`Partial` source is reduced: ``"sum at destination"`` (each receiver
-        gets one contribution per partial coordinate and reduces them), None without one."""
-        return "sum at destination" if self.src.partial_dims else None
+        """How a :class:`Partial` source is reduced (:mod:`._staged`): ``"sum at
+        destination"``, ``"reduce-scatter then gather"`` or ``"reduce at one holder then
+        scatter"``, whichever moves the fewest elements (then: the less busy busiest rank,
+        the fewer rounds); None without one.  Only summed at the destination with ``down``
+        ranks, or past :data:`~._staged.STAGED_LIMIT` destination ranks."""
+        if not self.src.partial_dims:
+            return None
+        if self.down or self.dst.view.ranks.size > _staged.STAGED_LIMIT:
+            return _staged.SUM_AT_DESTINATION
+        return min(_staged.STRATEGIES, key=lambda way: _price(self._phases_of(way)))
+
+    @functools.cached_property
+    def summed(self) -> int:
+        """How many contributions each reduced value combines: the product of the sizes of
+        the source's partial dims the destination does not keep partial (1 without)."""
+        kept = {k for k, _ in self._kept_partial}
+        return math.prod(self.src.view.shape[i] for k, i in enumerate(self.src.partial_dims)
+                         if k not in kept)
+
+    def _memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, kept in the plans' memo under this plan's ``key``."""
+        return _MEMO.get((self._token, *key), make)
+
+    @property
+    def _staged(self) -> bool:
+        return self.partial not in (None, _staged.SUM_AT_DESTINATION)
+
+    @functools.cached_property
+    def _kept_partial(self) -> tuple[tuple[int, int], ...]:
+        """(position in a contribution, destination view dim) of each source partial dim the
+        destination keeps partial (:func:`partial_destination`)."""
+        return tuple((self.src.partial_dims.index(j), i)
+                     for j, i in partial_destination(self.src, self.dst))
+
+    @functools.cached_property
+    def divisor(self) -> int:
+        """What each destination rank divides its value by: the product of the sizes of the
+        destination's ``Partial("sum")`` dims made from ``Replicate()`` (torch's
+        ``Partial._partition_value``: each rank holds ``v / n``); 1 without one."""
+        kept = {i for _, i in self._kept_partial}
+        return math.prod(self.dst.view.shape[i] for i in self.dst.partial_dims
+                         if i not in kept and getattr(self.dst.placements[i], "op", "") == "sum")
+
+    def _wants(self, combo: tuple[int, ...], rank: int) -> bool:
+        """Whether destination ``rank`` takes the contribution ``combo``: only those of its
+        own coordinate on the partial dims it keeps (all of them without one)."""
+        if not self._kept_partial:
+            return True
+        c = self.dst.coordinate(rank)
+        return all(combo[k] == c[i] for k, i in self._kept_partial)
 
     # ---- the symbolic plan ------------------------------------------------------------
     @functools.cached_property
@@ -361,16 +426,18 @@ class Reshard:
     def receives(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` receives (nothing if it is not in the destination), by source."""
         rank = as_int(rank, "a rank")
+        if self._staged:
+            return self._staged_receives(rank)
         if self.dst.view.coordinate(rank) is None:
             return ()
         tile = _tile(self.dst, self.dst.coordinate(rank))
         k = self._receivers(tile)[rank]
-        got: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        got: _staged.Table = defaultdict(list)
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 h = self._pick(holders, rank, k)
-                if h != rank and h >= 0:
-                    got[h, combo].append(box)
+                if h != rank and h >= 0 and self._wants(combo, rank):
+                    got[h, combo, 0].append(box)
         return _transfers(got, rank, source_side=False)
 
     def lost(self, rank: int) -> tuple[Box, ...]:
@@ -382,8 +449,8 @@ class Reshard:
             return ()
         tile = _tile(self.dst, self.dst.coordinate(rank))
         return tuple(sorted(box for box, n, src in self._cells_of("dst", tile)
-                            for holders in self._holders(src).values()
-                            if n and not holders.ranks))
+                            for combo, holders in self._holders(src).items()
+                            if n and not holders.ranks and self._wants(combo, rank)))
 
     def keeps(self, rank: int) -> Transfer | None:
         """What ``rank`` already holds of its destination block, as a transfer from itself
@@ -393,11 +460,16 @@ class Reshard:
         if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
             return None
         tile = _tile(self.dst, self.dst.coordinate(rank))
-        own: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        if self._staged:
+            assert self.partial is not None, "a staged plan has a partial source"
+            boxes = _staged.keeps(self, self.partial, rank, tile)
+            return _transfers({(rank, (), 2): boxes}, rank, source_side=True)[0] \
+                if any(map(_staged.elements, boxes)) else None
+        own: _staged.Table = defaultdict(list)
         for box, _, src in self._cells_of("dst", tile):
             for combo, holders in self._holders(src).items():
                 if rank in holders.members:
-                    own[rank, combo].append(box)
+                    own[rank, combo, 0].append(box)
         found = _transfers(own, rank, source_side=True)
         return found[0] if found else None
 
@@ -414,13 +486,37 @@ class Reshard:
         coord = self.src.coordinate(rank)
         combo = tuple(coord[i] for i in self.src.partial_dims)
         tile = _tile(self.src, coord)
+        if self._staged:
+            assert self.partial is not None, "a staged plan has a partial source"
+            return _transfers(_staged.sends(self, self.partial, rank, tile, combo), rank,
+                              source_side=True)
         holders = self._holders(tile)[combo]
-        out: dict[tuple[int, tuple[int, ...]], list[Box]] = defaultdict(list)
+        out: _staged.Table = defaultdict(list)
         for box, _, dst in self._cells_of("src", tile):
             for r, k in self._receivers(dst).items():
-                if r != rank and self._pick(holders, r, k) == rank:
-                    out[r, combo].append(box)
+                if r != rank and self._pick(holders, r, k) == rank and self._wants(combo, r):
+                    out[r, combo, 0].append(box)
         return _transfers(out, rank, source_side=True)
+
+    def reduces(self, rank: int) -> tuple[Box, ...]:
+        """The boxes ``rank`` reduces (where the sums happen: :mod:`._staged`): its own
+        contribution and the contributions it receives at stage 1, reduced, then sent at
+        stage 2 (and kept where it needs them); empty unless the plan is staged."""
+        rank = as_int(rank, "a rank")
+        if not self._staged or self.src.view.coordinate(rank) is None:
+            return ()
+        assert self.partial is not None, "a staged plan has a partial source"
+        tile = _tile(self.src, self.src.coordinate(rank))
+        return tuple(sorted(_staged.reduces(self, self.partial, rank, tile)))
+
+    def _staged_receives(self, rank: int) -> tuple[Transfer, ...]:
+        assert self.partial is not None, "a staged plan has a partial source"
+        src = None if self.src.view.coordinate(rank) is None else \
+            _tile(self.src, self.src.coordinate(rank))
+        dst = None if self.dst.view.coordinate(rank) is None else \
+            _tile(self.dst, self.dst.coordinate(rank))
+        return _transfers(_staged.receives(self, self.partial, rank, src, dst), rank,
+                          source_side=False)
 
     # ---- the whole plan -------------------------------------------------------------------
     def _dst_ranks(self) -> Iterator[int]:
@@ -428,6 +524,23 @@ class Reshard:
 
     @functools.cached_property
     def _traffic(self) -> dict[tuple[int, int], int]:
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for phase in self._phases:
+            for pair, n in phase.items():
+                out[pair] += n
+        return dict(out)
+
+    @property
+    def _phases(self) -> tuple[dict[tuple[int, int], int], ...]:
+        """Elements per (sender, receiver), per phase (one, or two where sums happen on
+        the way)."""
+        return self._phases_of(self.partial or _staged.SUM_AT_DESTINATION)
+
+    def _phases_of(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
+        return _MEMO.get((self._token, "phases", way), lambda: self._list_phases(way),
+                         lambda got: sum(map(len, got)))
+
+    def _list_phases(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
         n = self.dst.view.ranks.size
         if n > HOLDERS_LIMIT:
             raise TooManyRanksError(
@@ -435,17 +548,19 @@ class Reshard:
                 f"rounds) list every destination rank, at most {HOLDERS_LIMIT:,}, and this "
                 f"destination has {n:,}", "ask Reshard.receives(rank) and Reshard.sends(rank) "
                 "per rank: they list no other rank's part")
+        tiles = sorted({_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()})
+        if way != _staged.SUM_AT_DESTINATION:
+            return tuple(p for p in _staged.pairs(self, way, tiles) if p)
         out: dict[tuple[int, int], int] = defaultdict(int)
-        tiles = {_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()}
-        for tile in sorted(tiles):
+        for tile in tiles:
             cells = self._cells_of("dst", tile)
             for r, k in self._receivers(tile).items():
                 for _, n, src in cells:
-                    for holders in self._holders(src).values():
+                    for combo, holders in self._holders(src).items():
                         h = self._pick(holders, r, k)
-                        if h != r and n and h >= 0:
+                        if h != r and n and h >= 0 and self._wants(combo, r):
                             out[h, r] += n
-        return dict(out)
+        return (dict(out),) if out else ()
 
     def traffic(self) -> dict[tuple[int, int], int]:
         """Elements per (source rank, destination rank), for the pairs that move any."""
@@ -495,13 +610,9 @@ class Reshard:
     def rounds(self) -> int:
         """Rounds in which no rank sends twice or receives twice: the most peers one rank
         sends to or receives from (a bipartite multigraph's edges colour in its largest
-        degree, König's theorem).  Computed once."""
-        out: dict[int, int] = defaultdict(int)
-        into: dict[int, int] = defaultdict(int)
-        for s, d in self._traffic:
-            out[s] += 1
-            into[d] += 1
-        return max([*out.values(), *into.values()], default=0)
+        degree, König's theorem), summed over the phases where sums happen on the way.
+        Computed once."""
+        return _rounds(self._phases)
 
     # ---- the offline executor -----------------------------------------------------------
     def apply(self, shards: Mapping[int, Any], checkpoint: Any = None) -> dict[int, Any]:
@@ -514,6 +625,8 @@ class Reshard:
         np = self._checked_shards(shards)
         ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
         dtype = next((a.dtype for a in shards.values()), None)
+        if self._staged:
+            return self._apply_staged(shards, ops[0], dtype, np)
         out = {}
         for r in self._dst_ranks():
             shape = self.dst.local_shape(r)
@@ -534,7 +647,39 @@ class Reshard:
                     block[self.dst.local_slices(r, box)] = \
                         checkpoint[tuple(slice(a, b) for a, b in box)]
             values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
-            out[r] = _reduced(values, ops[0], np) if ops else values[0]
+            value = _reduced(values, ops[0], np) if ops else values[0]
+            out[r] = value / self.divisor if self.divisor > 1 else value
+        return out
+
+    def _apply_staged(self, shards: Mapping[int, Any], op: str, dtype: Any, np: Any
+                      ) -> dict[int, Any]:
+        """:meth:`apply` of a plan whose sums happen on the way: each reducer sums its
+        parts (its own contribution and those it receives at stage 1), then every
+        destination rank places the reduced parts it receives at stage 2 and keeps."""
+        def local(rank: int, box: Box) -> Any:
+            if rank not in shards:
+                raise ShardingError(f"Reshard.apply: no local array for source rank {rank}")
+            return shards[rank][self.src.local_slices(rank, box)]
+
+        pairwise = "sum" if op == "avg" else op  # an average: summed, then divided once
+        reduced: dict[tuple[int, Box], Any] = {}
+        for g in self.src.holders({}):
+            for box in self.reduces(g):
+                reduced[g, box] = np.array(local(g, box), copy=True)
+            for t in self.receives(g):
+                for box in t.boxes if t.stage == 1 else ():
+                    reduced[g, box] = _reduced([reduced[g, box], local(t.source, box)],
+                                               pairwise, np)
+        if op == "avg":
+            reduced = {k: v / self.summed for k, v in reduced.items()}
+        out = {}
+        for r in self._dst_ranks():
+            block = np.zeros(self.dst.local_shape(r), dtype=dtype)
+            keep = self.keeps(r)
+            for t in (*self.receives(r), *(() if keep is None else (keep,))):
+                for box in t.boxes if t.stage == 2 else ():
+                    block[self.dst.local_slices(r, box)] = reduced[t.source, box]
+            out[r] = block / self.divisor if self.divisor > 1 else block
         return out
 
     def _checked_shards(self, shards: object) -> Any:
@@ -554,6 +699,30 @@ class Reshard:
                 raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
                                     f"shape {a.shape}; the source gives it {want}")
         return np
+
+
+def _rounds(phases: tuple[dict[tuple[int, int], int], ...]) -> int:
+    total = 0
+    for phase in phases:
+        out: dict[int, int] = defaultdict(int)
+        into: dict[int, int] = defaultdict(int)
+        for s, d in phase:
+            out[s] += 1
+            into[d] += 1
+        total += max([*out.values(), *into.values()], default=0)
+    return total
+
+
+def _price(phases: tuple[dict[tuple[int, int], int], ...]) -> tuple[int, int, int]:
+    """(elements moved, the busiest rank's elements in its busier direction, rounds)."""
+    sent: dict[int, int] = defaultdict(int)
+    got: dict[int, int] = defaultdict(int)
+    for phase in phases:
+        for (s, d), n in phase.items():
+            sent[s] += n
+            got[d] += n
+    busiest = max([*sent.values(), *got.values()], default=0)
+    return (sum(sent.values()), busiest, _rounds(phases))
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:
@@ -585,15 +754,16 @@ def _reordered(order: list[int], combo: tuple[tuple[int, int, Label], ...]) -> L
     return tuple(out)
 
 
-def _transfers(table: dict[tuple[int, tuple[int, ...]], list[Box]], rank: int,
-               source_side: bool) -> tuple[Transfer, ...]:
+def _transfers(table: _staged.Table, rank: int, source_side: bool) -> tuple[Transfer, ...]:
+    """One transfer per (peer, contribution, stage), its non-empty boxes sorted."""
     out = []
-    for (peer, combo), boxes in sorted(table.items()):
-        n = sum(math.prod(b - a for a, b in box) for box in boxes)
+    for (peer, combo, stage), boxes in sorted(table.items()):
+        kept = sorted(box for box in boxes if _staged.elements(box))
+        n = sum(map(_staged.elements, kept))
         if n == 0:
             continue
         s, d = (rank, peer) if source_side else (peer, rank)
-        out.append(Transfer(s, d, n, tuple(sorted(boxes)), combo))
+        out.append(Transfer(s, d, n, tuple(kept), combo, stage))
     return tuple(out)
 
 
@@ -620,6 +790,49 @@ def _down(value: object) -> frozenset[int]:
     return frozenset(as_int(r, "every rank in down") for r in items)
 
 
+def _twin(src: Sharding, dst: Sharding, i: int) -> int | None:
+    """The source view dim whose groups are the destination view dim ``i``'s (the same
+    universe and the same dim layout: every rank has the same coordinate on both), or
+    None."""
+    if src.view.ranks != dst.view.ranks:
+        return None
+    mode = dst.view.layout[i]
+    return next((j for j in range(src.view.ndim) if src.view.layout[j] == mode
+                 and src.view.shape[j] == dst.view.shape[i]), None)
+
+
+def partial_destination(src: Sharding, dst: Sharding) -> tuple[tuple[int, int], ...]:
+    """The destination's :class:`Partial` dims that keep the source's partial values, as
+    (source view dim, destination view dim); refused (:class:`~mesh.ShardingError`) unless
+    every destination Partial dim is, on the source dim with its groups, the same
+    ``Partial`` (kept: each rank keeps its own contribution, as torch's
+    ``DTensor.redistribute`` does) or ``Replicate()`` (partitioned, as torch's
+    ``Partial._partition_value``: ``"sum"`` holds the value divided by the dim's size,
+    ``"avg"``, ``"max"`` and ``"min"`` the value itself)."""
+    kept = []
+    for i in dst.partial_dims:
+        want = dst.placements[i]
+        j = _twin(src, dst, i)
+        name = dst.view.names[i]
+        if j is None:
+            raise ShardingError(
+                f"a reshard's destination is {want!r} on view dim {name!r}, which no source "
+                f"view dim matches (the same ranks in the same groups): a Partial destination "
+                f"dim is made from the same dim of the same mesh, as torch's "
+                f"DTensor.redistribute makes it; valid there: Replicate() or {want!r} on a "
+                "source dim with those groups, or any placement but Partial on this dim")
+        have = src.placements[j]
+        if have == want:
+            kept.append((j, i))
+        elif not isinstance(have, Replicate):
+            raise ShardingError(
+                f"reshard cannot make {want!r} on view dim {name!r} from {have!r} (source "
+                f"view dim {src.view.names[j]!r}): a Partial destination dim is made from "
+                f"Replicate() (partitioned) or {want!r} (kept), as torch's "
+                "DTensor.redistribute; reduce or gather it first")
+    return tuple(kept)
+
+
 def _checked(src: object, dst: object, topology: object, itemsize: object) -> int:
     """The checks of :func:`reshard`; the item size."""
     for name, s in (("src", src), ("dst", dst)):
@@ -629,16 +842,13 @@ def _checked(src: object, dst: object, topology: object, itemsize: object) -> in
     if src.shape != dst.shape:
         raise ShardingError(f"reshard needs one tensor shape on both sides, got {src.shape} "
                             f"-> {dst.shape}")
-    if dst.partial_dims:
-        raise ShardingError(
-            f"a reshard's destination cannot be Partial (view dim "
-            f"{dst.view.names[dst.partial_dims[0]]!r}): a plan moves values, it does not "
-            "split them into partial sums")
-    ops = sorted({p.op for p in src.placements if isinstance(p, Partial)})
-    if len(ops) > 1:
-        raise ShardingError(
-            f"a source partial over several reductions {ops} has no one order to reduce in "
-            f"(placements {list(src.placements)}); reduce all but one kind first")
+    for name, s in (("source", src), ("destination", dst)):
+        ops = sorted({p.op for p in s.placements if isinstance(p, Partial)})
+        if len(ops) > 1:
+            raise ShardingError(
+                f"a {name} partial over several reductions {ops} has no one order to reduce "
+                f"in (placements {list(s.placements)}); reduce all but one kind first")
+    partial_destination(src, dst)
     size = as_int(itemsize, "itemsize")
     if size < 1:
         raise ShardingError(f"itemsize must be a positive int, got {size}")
@@ -656,9 +866,13 @@ def reshard(src: Sharding, dst: Sharding, topology: Topology | None = None, *,
     partial coordinate of a :class:`Partial` source), from a holder of it; a rank keeps
     what it already holds; with a ``topology`` an element crosses hosts only when no holder
     shares the receiver's host; replicas share the sending.  ``itemsize`` is the bytes of
-    one element (4: float32).  Refused with :class:`~mesh.ShardingError`: shardings of
-    different shapes, a :class:`Partial` destination, a source partial over several kinds
-    of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on another).
+    one element (4: float32).  A :class:`Partial` destination dim is made from the source
+    dim with its groups (the same mesh, as in torch): from the same ``Partial`` (kept
+    partial) or from ``Replicate()`` (partitioned: ``"sum"`` holds ``v / n``).  Refused
+    with :class:`~mesh.ShardingError`: shardings of different shapes, any other Partial
+    destination (from a ``Shard``, another reduction, another mesh), a side partial over
+    several kinds of reduction (``Partial("sum")`` on one dim and ``Partial("max")`` on
+    another).
     ``down``: source ranks that have failed: they send nothing, and what only they held is
     :meth:`Reshard.lost` (each receiver's boxes to read from a checkpoint).
 
