@@ -64,7 +64,7 @@ def test_a_spare_takes_the_failed_coordinate_and_every_element_is_right(tmp_path
     # the dp group (1, 3, 5) goes on as (1, 6, 5): the spare was never a member, so Gloo
     # cannot reconfigure it: created anew, and Recovered.groups says why
     (dp,) = [g for g in reports[1]["reformed"] if g["before"] == [1, 3, 5]]
-    assert dp["how"] == "ended" and ("spares" in dp["why"] or "no reconfigure" in dp["why"])
+    assert dp["how"] == "ended" and ("a spare" in dp["why"] or "no reconfigure" in dp["why"])
 
 
 def test_a_drop_leaves_the_failed_slice_out_and_its_healthy_rank_sends_what_it_holds(

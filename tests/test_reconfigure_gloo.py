@@ -85,7 +85,7 @@ def test_a_group_a_spare_joins_is_created_anew_and_says_why(tmp_path: Path) -> N
         assert rep["reconfigured"] == [] and "dp" not in rep["kept"], rep
         (dp,) = [r for r in rep["reformed"] if r["before"] == [1, 3, 5]]
         assert dp["how"] == "ended" and dp["after"] == [1, 5], dp
-        want = "spares" if _reconfigures() else "has no reconfigure"
+        want = "a spare" if _reconfigures() else "has no reconfigure"
         assert want in dp["why"], dp
     for rank in (0, 2, 4, 6):
         _coordinates_kept(reports[rank])

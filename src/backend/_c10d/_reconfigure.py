@@ -61,15 +61,18 @@ def why_not(record: CreationRecord, before: tuple[int, ...], lost: frozenset[int
         return "no member was lost (a collective failed on it: out of step)"
     if onward is None:
         return "retire was not told the mesh that goes on (DeviceMesh.rebind tells it)"
+    if onward.view.ranks.offset_of(rank) is None:
+        return "this rank leaves the mesh"
     wanted = onward.groups(rank, record.key.options)
     if not wanted:
-        return "this rank leaves the mesh"
+        return "no dim of the new mesh has this group's options"
     if after not in wanted:
         near = max(wanted, key=lambda g: len(set(g) & set(after)))
         extra = [r for r in near if r not in before]
         if extra:
-            return (f"its successor {near} brings ranks {extra} that were not members when it "
-                    "was created (spares): Gloo reconfigures only among a group's members")
+            return (f"its successor {near} brings ranks {extra} that were not its members (a "
+                    "spare in a failed rank's place, or ranks regrouped by a re-factor): Gloo "
+                    "reconfigures only among a group's members")
         if set(near) == set(after):
             return f"the new mesh orders its survivors differently ({near}, not {after})"
         return f"no group of the new mesh here is its survivors {after} (nearest: {near})"
