@@ -125,7 +125,8 @@ def main(out: str) -> None:
     report: dict[str, Any] = {"lost": lost, "way": way.kind.value, "label": way.label,
                               "steps": sorted(steps), "seconds": seconds,
                               "predicted": way.seconds, "storage": done.storage_elements,
-                              "in_new": done.mesh is not None, "diff": {}}
+                              "in_new": done.mesh is not None, "diff": {},
+                              "reformed": [g.to_dict() for g in done.groups]}
     (step,) = steps  # every survivor failed at the same step (the victim's)
     for name, block in done.state.items():
         dst = way.moves[name].dst
@@ -143,6 +144,8 @@ def main(out: str) -> None:
         new = done.mesh
         report["groups"] = {d: [list(dist.get_process_group_ranks(new.get_group(d))),
                                 list(new.view.group(rank, d))] for d in ("dp", "tp")}
+        report["group_rank"] = {d: [new.get_group(d).rank(), new.get_local_rank(d)]
+                                for d in ("dp", "tp")}
         t = torch.tensor([float(rank)])
         dist.all_reduce(t, group=new.get_group("tp"))
         report["tp_sum"] = int(t.item())

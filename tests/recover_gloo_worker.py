@@ -12,7 +12,9 @@ Every survivor: a collective fails or the agent's report appears, it reads the l
 computes the surviving view with the mesh layer, ``rebind``s, and all-reduces its rank on
 every dim of the new plan; the expected sums come from a NumPy rank tensor with the lost
 slices removed (or spares put in), not from the code under test.  It reports the sums,
-which groups were kept (the same communicator objects) and how many were created.
+which groups were kept (the same communicator objects, same members), reconfigured in place
+(the same objects, new members) and how many were created, each new group's ranks, group
+rank and this rank's coordinate, and what the backend says became of each broken group.
 """
 
 from __future__ import annotations
@@ -171,10 +173,20 @@ def main(out: str) -> None:
         got = {n: _all_reduce(world_mesh.get_group(n), rank) for n in names}
         if "dp_cp" in new:
             got["dp_cp"] = _all_reduce(new["dp_cp"].get_group("dp_cp"), rank)
+        groups = {n: world_mesh.get_group(n) for n in names}
+        moved = {n for n in names if dist.get_process_group_ranks(groups[n]) !=
+                 list(world_view.group(rank, n))} if world_view.ranks.offset_of(rank) is not None \
+            else set(names)
+        same = {n for n in names if id(groups[n]) == before.get(n)}
         report.update(
             in_new=True, sums=got, expected=_expected(new_tensor, names, rank),
-            kept=sorted(n for n in names if id(world_mesh.get_group(n)) == before.get(n)),
-            created=sum(id(r.group) not in made_before for r in backend.created))
+            kept=sorted(same - moved), reconfigured=sorted(same & moved),
+            created=sum(id(r.group) not in made_before for r in backend.created),
+            ranks={n: dist.get_process_group_ranks(g) for n, g in groups.items()},
+            group_rank={n: g.rank() for n, g in groups.items()},
+            coordinate={n: world_mesh.get_local_rank(n) for n in names},
+            wanted={n: list(after.world.group(rank, n)) for n in names})
+    report["reformed"] = [r.to_dict() for r in backend.reformed]
     write_report(out, rank, report)
     backend.shutdown()
 

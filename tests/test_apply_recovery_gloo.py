@@ -46,6 +46,8 @@ def _check_state(reports: dict[int, dict[str, Any]]) -> None:
         if r["in_new"]:
             for dim, (ranks, coordinate_order) in r["groups"].items():
                 assert ranks == coordinate_order, (rank, dim, ranks, coordinate_order)
+            for dim, (group_rank, coordinate) in r["group_rank"].items():
+                assert group_rank == coordinate, (rank, dim, r["group_rank"])
             assert r["tp_sum"] == r["tp_want"], (rank, r)
 
 
@@ -59,6 +61,10 @@ def test_a_spare_takes_the_failed_coordinate_and_every_element_is_right(tmp_path
     assert reports[6]["storage"] == 4 and \
         all(r["storage"] == 0 for k, r in reports.items() if k != 6)
     assert sorted(k for k, r in reports.items() if "e" in r["diff"]) == [0, 1, 2, 4, 5, 6]
+    # the dp group (1, 3, 5) goes on as (1, 6, 5): the spare was never a member, so Gloo
+    # cannot reconfigure it: created anew, and Recovered.groups says why
+    (dp,) = [g for g in reports[1]["reformed"] if g["before"] == [1, 3, 5]]
+    assert dp["how"] == "ended" and ("a spare" in dp["why"] or "no reconfigure" in dp["why"])
 
 
 def test_a_drop_leaves_the_failed_slice_out_and_its_healthy_rank_sends_what_it_holds(
@@ -68,3 +74,9 @@ def test_a_drop_leaves_the_failed_slice_out_and_its_healthy_rank_sends_what_it_h
     assert reports[0]["label"] == "drop 'dp'"
     assert not reports[2]["in_new"] and reports[2]["diff"] == {}  # left out, holds nothing
     assert sorted(k for k, r in reports.items() if r["in_new"]) == [0, 1, 4, 5]
+    from backend._c10d._torch_private import RECONFIGURES
+
+    for rank in (0, 1, 4, 5):  # dp (0, 2, 4) -> (0, 4): reconfigured in place on torch >= 2.14
+        (dp,) = [g for g in reports[rank]["reformed"] if g["dim"] == "dp"]
+        assert dp["after"] == reports[rank]["groups"]["dp"][1], (rank, dp)
+        assert dp["how"] == ("reconfigured" if RECONFIGURES else "ended"), (rank, dp)

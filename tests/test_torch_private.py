@@ -179,6 +179,7 @@ def test_each_torch_private_module_registers_every_private_name_it_reads(sub: st
     path = BACKEND / sub / PRIVATE
     registry = _module(sub).REGISTRY
     names = [name for name, _ in registry]
+    optional = [name for name, _ in getattr(_module(sub), "OPTIONAL", ())]
     assert registry and all(what for _, what in registry), sub
     assert len(set(names)) == len(names), f"backend.{sub}: a name registered twice"
     text = path.read_text(encoding="utf-8")
@@ -187,7 +188,8 @@ def test_each_torch_private_module_registers_every_private_name_it_reads(sub: st
     assert checked and set(checked) == {"2.13.0, 2.14.1 and 2.15.0"}, (sub, set(checked))
     unlisted = [f"{line}: {code} ({full})" for line, code, full in private_reads(text)
                 if full is not None and not any(n == full or n.startswith(full + ".")
-                                                or n.startswith(full + "(") for n in names)]
+                                                or n.startswith(full + "(")
+                                                for n in names + optional)]
     assert unlisted == [], f"backend.{sub}.{PRIVATE} reads names its REGISTRY lacks: {unlisted}"
 
 
@@ -256,6 +258,21 @@ def test_torch_still_has_every_registered_private_name(sub: str) -> None:
                for name, what in _module(sub).REGISTRY
                for why in [torch_lacks(name)] if why is not None]
     assert missing == [], "\n".join(missing)
+
+
+def test_the_optional_names_are_registered_exactly_where_torch_has_them() -> None:
+    """``_c10d``'s reconfigure names (torch 2.14 on) are in its REGISTRY where torch has them,
+    and torch 2.14 on has them: a release that renamed one fails here, not silently falls
+    back to creating every group anew."""
+    torch = pytest.importorskip("torch")
+    private = _module("_c10d")
+    names = {name for name, _ in private.REGISTRY}
+    optional = [name for name, _ in private.OPTIONAL]
+    has = [torch_lacks(name) is None for name in optional]
+    assert private.RECONFIGURES == all(has)
+    assert all(name in names for name in optional) == private.RECONFIGURES
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    assert private.RECONFIGURES == ((major, minor) >= (2, 14)), torch.__version__
 
 
 def test_torch_lacks_names_an_absent_name() -> None:

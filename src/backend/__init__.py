@@ -60,7 +60,9 @@ Public names:
   read in the coordinates of a mesh or a plan: :func:`mesh.read_flight_records`);
   :func:`apply_recovery` (a :class:`mesh.Way` acted on, on a live job: the mesh rebound,
   the state moved in one batch, what no rank up holds read from a checkpoint; returns
-  :class:`Recovered`);
+  :class:`Recovered`, whose ``groups`` say per broken group, as a :class:`Reformed`, whether
+  it was reconfigured in place or ended, and why: a :class:`How`); ``rebind`` tells the
+  backend the :class:`Onward` mesh, so it can re-form broken groups in place;
 - backends: the :class:`Backend` protocol, :class:`FakeBackend` (no torch at all; groups
   are :class:`FakeGroup`), :class:`TorchFakeBackend` (real groups of torch's fake c10d
   backend, one process), :class:`GlooBackend`, :class:`NcclBackend` and
@@ -121,11 +123,14 @@ from ._core import (
     GroupCreationError,
     GroupKey,
     GroupOptions,
+    How,
     MembersMissingError,
     NotAMemberError,
+    Onward,
     PeerLostError,
     RankLostError,
     ReentrantCreationError,
+    Reformed,
     StoreRecordError,
     TorchMissingError,
     UnsupportedTorchError,
@@ -229,9 +234,11 @@ __all__ = [
     "GroupKey",
     "GroupOptions",
     "GroupSpec",
+    "How",
     "MembersMissingError",
     "NcclBackend",
     "NotAMemberError",
+    "Onward",
     "PeerLostError",
     "Plan",
     "RankLostError",
@@ -251,6 +258,7 @@ __all__ = [
     "read_flight_records",
     "redistribute",
     "Recovered",
+    "Reformed",
     "apply_recovery",
     "reshard_state",
     "reshard_tensor",

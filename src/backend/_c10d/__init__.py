@@ -15,7 +15,8 @@ barrier and liveness keep in the store, each with one writer and one strict read
 bounded strict JSON read), ``_liveness`` (each rank's record and beat; who is silent) and
 ``_diagnosis`` (the closer's look at a failed round, its waiting policy and reasons);
 ``_torch_groups`` (torch's creation and teardown); ``_loss`` (losing ranks: a failed
-collective diagnosed, the survivors' agreement on failed groups, ending and shrinking);
+collective diagnosed, the survivors' agreement on failed groups, ending and shrinking)
+with ``_reconfigure`` (a broken Gloo group re-formed in place, or why not);
 ``_backends`` (the backends); ``_discover`` (each rank's record of where it runs, gathered
 into a topology); ``_torch_private`` (every private name of torch the sub-package uses).
 """

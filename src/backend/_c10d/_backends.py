@@ -22,6 +22,8 @@ from .._core import (
     CreationRecord,
     FakeBackend,
     GroupOptions,
+    Onward,
+    Reformed,
     as_options,
     register,
 )
@@ -222,13 +224,20 @@ class C10dBackend(CachedBackend[Any]):
         return agreed_failures(mine, among, lost=lost, rendezvous=self._rendezvous,
                                timeout=timeout)
 
-    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]
-                    ) -> list[tuple[tuple[tuple[int, ...], GroupOptions], Any]]:
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int],
+                    onward: Onward | None
+                    ) -> tuple[list[tuple[tuple[tuple[int, ...], GroupOptions], Any]],
+                               tuple[Reformed, ...]]:
         """End them (:func:`~._loss.end_groups`: NCCL aborts, and shrinks a group that only
-        lost ranks to its survivors, which then serves their request)."""
-        shrunk = end_groups(ended, lost, rank=self.rank, nccl=self._c10d == "nccl")
+        lost ranks to its survivors; Gloo on torch >= 2.14 reconfigures in place a group
+        whose survivors are a group of the ``onward`` mesh; either then serves their
+        request)."""
+        timeout = self._timeout or dist.distributed_c10d.default_pg_timeout
+        shrunk, reformed = end_groups(ended, lost, rank=self.rank, nccl=self._c10d == "nccl",
+                                      onward=onward, rendezvous=self._rendezvous,
+                                      timeout=timeout)
         self._shrunk_groups.extend(group for _, group in shrunk)  # ended at shutdown
-        return shrunk
+        return shrunk, reformed
 
     def _ended_later(self, group: Any) -> bool:
         return any(g is group for g in self._shrunk_groups)

@@ -8,8 +8,11 @@
    :meth:`~._rendezvous.Rendezvous.agree`), so all of them end the same groups.
 3. The groups holding a lost rank, or failed, end (:func:`end_groups`): aborted on NCCL,
    destroyed locally on Gloo; on NCCL a group that only lost ranks is first shrunk to its
-   survivors (:func:`shrink_group`), and the shrunk group serves their next request (the
-   core's :class:`~backend._core._loss.Loss` holds it).
+   survivors (:func:`shrink_group`); on Gloo (torch >= 2.14) a group whose survivors, in its
+   order, are a group of the onward mesh is reconfigured in place instead of ended
+   (:mod:`._reconfigure`); a shrunk or reconfigured group serves their next request (the
+   core's :class:`~backend._core._loss.Loss` holds it), and every broken group's fate is
+   recorded (:class:`~backend.Reformed`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from typing import Any
 
 from layout import show
 
-from .._core import BackendConfigError, CreationRecord, PeerLostError
+from .._core import (
+    BackendConfigError,
+    CreationRecord,
+    How,
+    Onward,
+    PeerLostError,
+    Reformed,
+    members,
+)
+from ._reconfigure import reconfigure_group, why_not
 from ._rendezvous import Rendezvous
 from ._torch_groups import destroy_groups
 
@@ -82,21 +94,60 @@ def agreed_failures(mine: set[str], among: Sequence[int] | None, *, lost: frozen
     return frozenset(notes)
 
 
-def end_groups(ended: list[CreationRecord], lost: frozenset[int], *, rank: int, nccl: bool
-               ) -> list[tuple[tuple[tuple[int, ...], Any], Any]]:
+def end_groups(ended: list[CreationRecord], lost: frozenset[int], *, rank: int, nccl: bool,
+               onward: Onward | None = None, rendezvous: Rendezvous | None = None,
+               timeout: timedelta | None = None
+               ) -> tuple[list[tuple[tuple[tuple[int, ...], Any], Any]], tuple[Reformed, ...]]:
     """End the groups of ``ended`` (they hold a lost rank or failed): aborted on NCCL
     (destroying would wait on dead peers, pytorch #194775), destroyed locally on Gloo; the
     default group stays (every process still shares it).  On NCCL with ``shrink_group``
     (torch 2.13, NCCL >= 2.27), a group that only lost ranks is first shrunk to its
-    survivors, in its own order.  Returns the shrunk groups, by (members, options)."""
+    survivors, in its own order.  On Gloo, a group whose survivors are this rank's group of
+    the ``onward`` mesh is reconfigured in place (:mod:`._reconfigure`; needs the
+    ``rendezvous`` to exchange handles, within ``timeout``) and not ended.  Returns the
+    shrunk or reconfigured groups, by (members, options), and what became of each group."""
     shrunk = []
-    for record in ended:
+    done: list[Reformed] = []
+    kept: set[int] = set()
+    for record in _in_name_order(ended):
+        before = _members(record, rank)
+        after = tuple(r for r in before if r not in lost)
+        why = why_not(record, before, lost, rank=rank, onward=onward)
+        if why is None and (rendezvous is None or timeout is None):
+            why = "no store to exchange the members' handles in (a world of one?)"
+        if why is None and rendezvous is not None and timeout is not None:
+            try:
+                reconfigure_group(record, after, lost, rank=rank, rendezvous=rendezvous,
+                                  timeout=timeout)
+            except Exception as e:  # every member fails alike: the group is ended
+                why = f"reconfigure failed: {type(e).__name__}: {e}"
+                log.warning("reconfiguring %s -> %s failed (%s): created anew", before,
+                            after, e)
+            else:
+                shrunk.append(((after, record.key.options), record.group))
+                kept.add(id(record.group))
+                done.append(Reformed(record.dim, before, after, How.RECONFIGURED, ""))
+                continue
         if nccl and lost:
             made = _shrunk(record, lost, rank)
             if made is not None:
                 shrunk.append(made)
-    destroy_groups([r.group for r in ended], False, abort=nccl)
-    return shrunk
+                done.append(Reformed(record.dim, before, after, How.SHRUNK, why or ""))
+                continue
+        done.append(Reformed(record.dim, before, after, How.ENDED, why or ""))
+    destroy_groups([r.group for r in ended if id(r.group) not in kept], False, abort=nccl)
+    return shrunk, tuple(done)
+
+
+def _in_name_order(ended: list[CreationRecord]) -> list[CreationRecord]:
+    """``ended`` in the order of their torch names (the same on every member: re-formings,
+    which wait on their members, never wait in opposite orders on two ranks)."""
+    return sorted(ended, key=lambda r: str(getattr(r.group, "group_name", "")))
+
+
+def _members(record: CreationRecord, rank: int) -> tuple[int, ...]:
+    """The group's members, in group order, as this rank's cache key says."""
+    return members(record.key.family, rank)
 
 
 def _shrunk(record: CreationRecord, lost: frozenset[int], rank: int

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch.distributed.distributed_c10d as c10d
 
-__all__ = ["REGISTRY", "abort_process_group", "fake_store", "get_default_group",
-           "get_default_store", "process_group_name", "set_process_group_name", "world"]
+__all__ = ["OPTIONAL", "RECONFIGURES", "REGISTRY", "abort_process_group", "fake_store",
+           "get_default_group", "get_default_store", "process_group_name", "reconfigure",
+           "reconfigure_handle", "set_group_ranks", "set_process_group_name",
+           "supports_reconfigure", "world"]
 
 # The default group's store (the creation barrier's and discovery's store);
 # checked on torch 2.13.0, 2.14.1 and 2.15.0.
@@ -60,6 +62,60 @@ def fake_store() -> Any:
     return FakeStore()
 
 
+RECONFIGURES = all(hasattr(c10d, n.rsplit(".", 1)[1]) for n in (
+    "torch.distributed.distributed_c10d._reconfigure",
+    "torch.distributed.distributed_c10d._get_reconfigure_handle",
+    "torch.distributed.distributed_c10d._supports_reconfigure"))
+"""Whether this torch can re-form a group in place from its members' ordered handles
+(``_reconfigure``, ``_get_reconfigure_handle``, ``_supports_reconfigure``; feature-detected):
+torch 2.14 on; checked on torch 2.13.0, 2.14.1 and 2.15.0 (2.13.0 lacks them).  On Gloo a
+group made by ``new_group`` supports it without ``enable_reconfigure`` (measured on 2.14.1
+and 2.15.0)."""
+
+
+def supports_reconfigure(group: Any) -> bool:
+    """Whether ``group`` can be reconfigured (``_supports_reconfigure``; False on a torch
+    without it); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
+    if not RECONFIGURES:
+        return False
+    found = c10d._supports_reconfigure(group)  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
+    return bool(found)
+
+
+def reconfigure_handle(group: Any) -> str:
+    """This process's handle for re-forming ``group`` (``_get_reconfigure_handle``: on Gloo
+    the store's address, which peers pass back in group order); checked on torch 2.13.0,
+    2.14.1 and 2.15.0 (2.13.0 lacks it: call only where :data:`RECONFIGURES`)."""
+    return str(c10d._get_reconfigure_handle(group))  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
+
+
+def reconfigure(uuid: int, handles: list[str], group: Any, timeout: Any) -> Any:
+    """Re-form ``group`` among the holders of ``handles`` (``_reconfigure``; the position in
+    the list is the new group rank; ``uuid`` the same on every member, fresh per
+    re-forming); returns torch's work.  Torch does not update its own record of the group's
+    global ranks: see :func:`set_group_ranks`.  Checked on torch 2.13.0, 2.14.1 and 2.15.0
+    (2.13.0 lacks it: call only where :data:`RECONFIGURES`)."""
+    return c10d._reconfigure(uuid, handles, group, timeout=timeout)  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
+
+
+def set_group_ranks(group: Any, ranks: tuple[int, ...]) -> None:
+    """Record ``group``'s global ranks, in group order, in torch's registry
+    (``_world.pg_group_ranks``, what ``get_process_group_ranks`` and ``get_group_rank``
+    read), after a reconfigure changed them; checked on torch 2.13.0, 2.14.1 and 2.15.0."""
+    world.pg_group_ranks[group] = {r: i for i, r in enumerate(ranks)}
+
+
+OPTIONAL: tuple[tuple[str, str], ...] = (
+    ("torch.distributed.distributed_c10d._reconfigure",
+     "torch 2.14 on: re-forming a broken Gloo group in place among its survivors"),
+    ("torch.distributed.distributed_c10d._get_reconfigure_handle",
+     "torch 2.14 on: each survivor's handle for the re-forming, passed in group order"),
+    ("torch.distributed.distributed_c10d._supports_reconfigure",
+     "torch 2.14 on: whether a group can be re-formed in place"),
+)
+"""(torch's name, what for), the names only some supported torches have (here: 2.14 on); in
+:data:`REGISTRY` where this torch has them (:data:`RECONFIGURES`)."""
+
 REGISTRY: tuple[tuple[str, str], ...] = (
     ("torch.distributed.distributed_c10d._get_default_store",
      "the default group's store: the creation barrier's and discovery's store"),
@@ -73,5 +129,6 @@ REGISTRY: tuple[tuple[str, str], ...] = (
      "ending a group without waiting for peers (NCCL's shutdown and rebind)"),
     ("torch.testing._internal.distributed.fake_pg.FakeStore",
      "the store of torch's fake world (TorchFakeBackend, the dry run)"),
+    *(OPTIONAL if RECONFIGURES else ()),
 )
 """(torch's name, what ``backend._c10d`` uses it for), one entry per name above."""

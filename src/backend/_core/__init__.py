@@ -3,8 +3,10 @@
 
 - **What a backend is:** :class:`Backend` (the protocol the facade binds to) and
   :class:`CachedBackend`, the base every backend shares (rank checks, the group cache,
-  universes, losing ranks: :meth:`~CachedBackend.retire` returns :class:`Retired`, and
-  leaves one value, ``_loss.Loss``, that ``get_group`` asks before its cache);
+  universes, losing ranks: :meth:`~CachedBackend.retire` returns :class:`Retired`, told the
+  :class:`Onward` mesh says how it re-formed each broken group (:class:`Reformed`,
+  :class:`How`), and leaves one value, ``_loss.Loss``, that ``get_group`` asks before its
+  cache);
   :class:`Universe`, a backend's state for one rank map.
 - **A group request:** :class:`GroupOptions` (and the forms torch's ``backend_override``
   takes, :data:`Override`, normalized by :func:`as_options`, :func:`dim_options` and
@@ -44,6 +46,7 @@ from ._fake import FakeBackend, FakeGroup
 from ._members import family_view, holds_any, members
 from ._options import GroupOptions, Override, as_options, dim_options, normalize_overrides
 from ._protocol import Backend
+from ._reform import How, Onward, Reformed
 from ._registry import overriding, plug, plugged, process_backend, register
 from ._universe import Universe
 from ._versions import (
@@ -72,13 +75,16 @@ __all__ = [
     "GroupCreationError",
     "GroupKey",
     "GroupOptions",
+    "How",
     "MembersMissingError",
     "NotAMemberError",
+    "Onward",
     "Override",
     "PeerLostError",
     "RankLostError",
     "ReentrantCreationError",
     "StoreRecordError",
+    "Reformed",
     "Retired",
     "TorchMissingError",
     "need_torch",

@@ -18,6 +18,7 @@ from ._errors import BackendConfigError, NotAMemberError, RankLostError
 from ._loss import Loss, Members
 from ._members import holds_any
 from ._options import GroupOptions, as_options
+from ._reform import Onward, Reformed
 from ._universe import Universe
 
 __all__ = ["CachedBackend", "Retired"]
@@ -27,10 +28,13 @@ G = TypeVar("G")
 
 @attrs.frozen
 class Retired:
-    """What :meth:`CachedBackend.retire` did: groups ended (they held a lost rank) and kept."""
+    """What :meth:`CachedBackend.retire` did: groups ended (they held a lost rank) and kept;
+    ``reformed``: what became of each broken group this rank held (reconfigured in place,
+    shrunk, or ended, with why not in place), in the order they were handled."""
 
     ended: int
     kept: int
+    reformed: tuple[Reformed, ...] = ()
 
 
 class CachedBackend(Generic[G]):
@@ -57,6 +61,7 @@ class CachedBackend(Generic[G]):
         self._universes: dict[RankMap, Universe] = {}
         self._universe_lock = threading.Lock()
         self._loss: Loss[G] = Loss()  # what the ranks lost so far ended and kept
+        self._reformed: tuple[Reformed, ...] = ()  # what the last retire did to broken groups
 
     @property
     def rank(self) -> int:
@@ -110,7 +115,14 @@ class CachedBackend(Generic[G]):
         """The ranks :meth:`retire` was told are lost, so far."""
         return self._loss.lost
 
-    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+    @property
+    def reformed(self) -> tuple[Reformed, ...]:
+        """What the last :meth:`retire` did to each broken group this rank held (empty before
+        any loss)."""
+        return self._reformed
+
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None,
+               onward: Onward | None = None) -> Retired:
         """Ranks ``lost`` are gone (failed, or left the mesh): end every group of this backend
         that holds one, and keep the others for the views that follow.
 
@@ -122,22 +134,30 @@ class CachedBackend(Generic[G]):
         groups.  Where members meet in a store (c10d), the ranks ``among`` (default: every
         rank not lost) first meet and tell each other which groups they saw fail
         (:meth:`diagnose`); those are ended too.  ``among=()``: this rank alone (it is not
-        in the mesh that continues).  Returns how many groups were ended and kept.
+        in the mesh that continues).  ``onward``: the mesh the survivors go on with
+        (:meth:`DeviceMesh.rebind <backend.DeviceMesh.rebind>` gives it); where the backend
+        can, a broken group whose survivors, in its order, are this rank's group along a dim
+        of it with the same options is re-formed in place rather than ended (Gloo's
+        reconfigure on torch >= 2.14), and serves that request.  Returns how many groups
+        were ended and kept, and what became of each broken group (:attr:`reformed`).
 
         Cost: reading ``lost`` (at most ``world_size + 1`` items), then per group this
         backend holds, O(min(its size, len(lost))) look-ups; the kept groups' members are
         listed on the next :meth:`get_group`, not here.  Never O(world).
         """
         gone = self._checked_ranks(lost)
+        if onward is not None and not isinstance(onward, Onward):
+            raise BackendConfigError(f"retire: onward must be a backend Onward (the mesh that "
+                                     f"goes on), got {show(onward)}")
         failed = self._failed_groups(gone, among)
         broken = [k for k, g in self._cache.snapshot()
                   if holds_any(k.family, self._rank, gone) or self._named_in(g, failed)]
         for universe in list(self._universes.values()):
             universe.forget()  # no mesh's memo hands out an ended group
-        shrunk = self._end_groups(self._cache.evict(broken), gone)
+        shrunk, self._reformed = self._end_groups(self._cache.evict(broken), gone, onward)
         kept = self._cache.snapshot()  # what a previous loss kept may have broken now
         self._loss = Loss(self._loss.lost | gone, carried=shrunk, kept=kept)
-        return Retired(ended=len(broken), kept=len(kept))
+        return Retired(ended=len(broken), kept=len(kept), reformed=self._reformed)
 
     def abort_groups(self, view: MeshView, options: Sequence[GroupOptions]) -> int:
         """End this rank's groups along every dim of ``view`` (dim ``k`` with ``options[k]``)
@@ -217,12 +237,13 @@ class CachedBackend(Generic[G]):
     def _named_in(group: Any, names: frozenset[str]) -> bool:
         return bool(names) and getattr(group, "group_name", None) in names
 
-    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int]
-                    ) -> list[tuple[Members, G]]:
+    def _end_groups(self, ended: list[CreationRecord], lost: frozenset[int],
+                    onward: Onward | None
+                    ) -> tuple[list[tuple[Members, G]], tuple[Reformed, ...]]:
         """End the groups of ``ended`` (they hold a lost rank or failed; value groups need
-        nothing); returns the groups made from them that serve their survivors (shrunk
-        groups, by members and options)."""
-        return []
+        nothing); returns the groups made from them that serve their survivors (shrunk or
+        reconfigured groups, by members and options), and what became of each."""
+        return [], ()
 
     def _member_key(self, view: MeshView, dim: Dim, options: GroupOptions | None, what: str
                     ) -> tuple[int, GroupOptions, GroupKey]:

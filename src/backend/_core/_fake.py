@@ -14,6 +14,7 @@ from mesh import Dim, MeshView
 from . import _registry
 from ._base import CachedBackend, Retired
 from ._options import GroupOptions
+from ._reform import Onward
 
 __all__ = ["FakeBackend", "FakeGroup"]
 
@@ -109,12 +110,13 @@ class FakeBackend(CachedBackend[FakeGroup]):
         torch = self._torch
         return torch is not None and torch.is_current and torch.owns_world
 
-    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None,
+               onward: Onward | None = None) -> Retired:
         """See :meth:`CachedBackend.retire`; the torch groups of :meth:`torch_group` too."""
         gone = self._checked_ranks(lost)  # read once
-        done = super().retire(gone, among=among)
+        done = super().retire(gone, among=among, onward=onward)
         if self._torch is not None:
-            self._torch.retire(gone, among=among)
+            self._torch.retire(gone, among=among, onward=onward)
         return done
 
     def abort_groups(self, view: MeshView, options: Sequence[GroupOptions]) -> int:

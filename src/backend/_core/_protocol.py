@@ -58,8 +58,11 @@ class Backend(Protocol[G]):
     def lost(self) -> frozenset[int]:
         """The ranks :meth:`retire` was told are lost, so far."""
 
-    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Any:
-        """Ranks ``lost`` are gone: end this backend's groups that hold one, keep the rest."""
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None,
+               onward: Any = None) -> Any:
+        """Ranks ``lost`` are gone: end this backend's groups that hold one, keep the rest
+        (``onward``: the :class:`~backend.Onward` mesh that goes on, for groups the backend
+        can re-form in place instead; a backend may ignore it)."""
 
     def abort_groups(self, view: MeshView, options: Sequence[Any]) -> int:
         """End this rank's groups along ``view``'s dims that exist, waiting on no peer, and

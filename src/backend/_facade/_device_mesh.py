@@ -18,6 +18,7 @@ from .._core import (
     BackendConfigError,
     GroupOptions,
     NotAMemberError,
+    Onward,
     Override,
     RankLostError,
     TorchMissingError,
@@ -583,7 +584,11 @@ class DeviceMesh(Generic[G]):
         waiting on a dead peer) and keeps the others, which serve any later request for a
         group with the same members and options, so intact communicators are not created
         again.  New groups are created lazily among the survivors, with the order-safe
-        creation.  Every survivor must rebind before asking for new groups.  Dims keep
+        creation; but where the backend can (Gloo on torch >= 2.14), a broken group whose
+        survivors, in its order, are a group of ``view`` with the same options (a dim shrunk
+        by dropping a member) is reconfigured in place and serves that request
+        (``backend.reformed`` says what became of each broken group, and why not in place).
+        Every survivor must rebind before asking for new groups.  Dims keep
         their options by name; ``backend_override`` sets others.  The store must outlive
         the lost ranks (torchrun's agent store, or an external one), not live on one.
 
@@ -605,10 +610,13 @@ class DeviceMesh(Generic[G]):
         _holds_no_lost(view, backend.lost)
         goes_on = view.ranks.offset_of(self.get_rank()) is not None
         among: Sequence[int] = _ascending(view.ranks) if goes_on else []
-        backend.retire(_lost(self.view.ranks, view.ranks) - {self.get_rank()}, among=among)
         kept = {n: o for n, o in self.options.items() if n in view.names}
         given = normalize_overrides(view.names, backend_override)
-        return over(view, self.backend, self.device_type, {**kept, **given}, named=True)
+        options = {**kept, **given}
+        onward = Onward(view, tuple(as_options(options.get(n)) for n in view.names))
+        backend.retire(_lost(self.view.ranks, view.ranks) - {self.get_rank()}, among=among,
+                       onward=onward)
+        return over(view, self.backend, self.device_type, options, named=True)
 
     # ---- torch interop -------------------------------------------------------------------
     def to_torch(self) -> TorchDeviceMesh:

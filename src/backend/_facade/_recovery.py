@@ -7,9 +7,13 @@ and those it leaves out (a healthy rank that a drop leaves out still sends what 
 and the spares it brings in.  In order:
 
 1. **Groups**: the job's mesh is rebound to the way's world (:meth:`DeviceMesh.rebind`): the
-   survivors meet once in the store, every group holding a lost rank is ended without
-   waiting on it, every intact group is kept, and new groups are created lazily with the
-   order-safe creation, so a group's rank is its mesh coordinate.
+   survivors meet once in the store, every intact group is kept, and every group holding a
+   lost rank is either reconfigured in place (Gloo on torch >= 2.14, where its survivors in
+   its order are a group of the new mesh: a dim shrunk by a drop) or ended without waiting
+   on it, its successor created lazily with the order-safe creation; either way a group's
+   rank is its mesh coordinate.  ``Recovered.groups`` says what became of each broken group
+   on this rank, and why it was not reconfigured in place (e.g. a spare joins it: Gloo
+   reconfigures only among a group's members).
 2. **State**: every tensor's move (``way.moves``: a :class:`mesh.Reshard` from what the ranks
    still up hold, the failed ones sending nothing) in one ``batch_isend_irecv`` with at most
    one message each way per pair of ranks (:func:`~backend.reshard_state`).
@@ -32,7 +36,7 @@ import attrs
 import mesh
 from layout import show
 
-from .._core import BackendConfigError
+from .._core import BackendConfigError, Reformed
 from .._tensor import read_boxes, reshard_state, to_torch_placements
 from ._device_mesh import DeviceMesh
 
@@ -47,13 +51,17 @@ class Recovered:
     (it sent what it held and may exit); ``state``: tensor name -> this rank's new local
     tensor (or DTensor), for the tensors whose new sharding holds this rank; ``seconds``:
     how long each step took here (``groups``, ``moves``, ``storage``, ``total``);
-    ``storage_elements``: how many elements this rank read from the checkpoint.
+    ``storage_elements``: how many elements this rank read from the checkpoint; ``groups``:
+    each group this rank held that the failure broke, and how it goes on (a
+    :class:`~backend.Reformed`: reconfigured in place, shrunk, or ended with the reason it
+    could not be reconfigured).
     """
 
     mesh: DeviceMesh[Any] | None
     state: Mapping[str, Any]
     seconds: Mapping[str, float]
     storage_elements: int
+    groups: tuple[Reformed, ...] = ()
 
 
 def _local(value: Any) -> Any:
@@ -171,6 +179,7 @@ def apply_recovery(way: mesh.Way, state: Mapping[str, Any], *, device_mesh: Devi
     new_view = way.views[world]
     goes_on = new_view.ranks.offset_of(rank) is not None
     rebound = device_mesh.rebind(new_view)
+    reformed = getattr(device_mesh.backend, "reformed", ())
     seconds["groups"] = time.monotonic() - t
     t = time.monotonic()
     moved = reshard_state(way.moves, locals_, dtypes=kinds, group=group)
@@ -182,7 +191,7 @@ def apply_recovery(way: mesh.Way, state: Mapping[str, Any], *, device_mesh: Devi
     if dtensors:
         out = {n: _dtensor(v, way.moves[n].dst, rebound) for n, v in out.items()}
     seconds["total"] = time.monotonic() - started
-    return Recovered(rebound if goes_on else None, out, seconds, read)
+    return Recovered(rebound if goes_on else None, out, seconds, read, tuple(reformed))
 
 
 def _fill_lost(way: mesh.Way, moved: dict[str, Any], lost: Mapping[str, tuple[Any, ...]],

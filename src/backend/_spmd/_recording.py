@@ -21,6 +21,7 @@ from .._core import (
     FakeGroup,
     GroupKey,
     GroupOptions,
+    Onward,
     Retired,
     as_options,
 )
@@ -231,14 +232,15 @@ class Recording(_Backend):
         self._adopted.add(id(group))
         return super().adopt(view, dim, options, group)
 
-    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None) -> Retired:
+    def retire(self, lost: Iterable[int], *, among: Sequence[int] | None = None,
+               onward: Onward | None = None) -> Retired:
         """As the backend retires; recorded with the ranks it newly lost and the groups it
         ended (as the cache's observer hears them evicted)."""
         before = self.lost
         ended: list[Any] = []
         self._ended.ended = ended
         try:
-            done = super().retire(lost, among=among)
+            done = super().retire(lost, among=among, onward=onward)
         finally:
             self._ended.ended = None
         self.note(Retire(self.lost - before, tuple(self.ref(g) for g in ended), site(2)))

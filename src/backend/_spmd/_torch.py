@@ -100,9 +100,10 @@ class TorchRecorder(Recording, TorchFakeBackend):  # type: ignore[misc]  # torch
             self._by_name[str(group.group_name)] = ref
         return group
 
-    def retire(self, lost: Any, *, among: Sequence[int] | None = None) -> Any:
+    def retire(self, lost: Any, *, among: Sequence[int] | None = None,
+               onward: Any = None) -> Any:
         with self.quietly():
-            return super().retire(lost, among=among)
+            return super().retire(lost, among=among, onward=onward)
 
     def shutdown(self) -> None:
         with self.quietly():
