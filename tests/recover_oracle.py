@@ -112,8 +112,9 @@ def brute_groups(way: Way, old_views: dict[str, MeshView], failed: set[int]
                  ) -> tuple[int, int, dict[str, int]]:
     """(pairs reconfigured, pairs created, counts): groups listed before and after, a group
     kept when it is an old one with no failed rank (a repaired rank rejoins its groups); a
-    way that keeps coordinates reconfigures its new groups, a re-factor or restart
-    creates them."""
+    way that drops ranks (a drop, an eviction with a drop) reconfigures its new groups
+    (each an old one's survivors in order); one that brings a rank into groups it was not
+    in (spares, a repair) or regroups (a re-factor, a restart) creates them."""
     kept = new = pairs = total = 0
     for name, v in way.views.items():
         for d in v.names:
@@ -126,9 +127,9 @@ def brute_groups(way: Way, old_views: dict[str, MeshView], failed: set[int]
     if kind == "restart":
         return 0, sum(v.ndim for v in way.views.values()), {
             "kept": 0, "reconfigured": 0, "created": total}
-    if kind == "refactor":
-        return 0, pairs, {"kept": kept, "reconfigured": 0, "created": new}
-    return pairs, 0, {"kept": kept, "reconfigured": new, "created": 0}
+    if kind == "drop" or (kind.startswith("evict") and "onto spares" not in way.label):
+        return pairs, 0, {"kept": kept, "reconfigured": new, "created": 0}
+    return 0, pairs, {"kept": kept, "reconfigured": 0, "created": new}
 
 
 def ranked(r: Recovery, old: dict[str, MeshView], state: dict[str, Sharding],

@@ -30,6 +30,15 @@ def test_the_table_lists_every_way_cheapest_first_and_the_refused_with_reasons()
     assert "refused refactor" in out.stdout and "keeps no more ranks" in out.stdout
 
 
+def test_docs_failure_md_shows_the_table_the_command_prints() -> None:
+    """The worked example in docs/failure.md is the command's output, byte for byte."""
+    out = _run(PLAN, "--fail", "13", "--spares", "8")
+    assert out.returncode == 0, out.stderr
+    doc = (ROOT / "docs" / "failure.md").read_text(encoding="utf-8")
+    start = doc.index("```text\nkind           seconds") + len("```text\n")
+    assert doc[start:doc.index("```", start)] == out.stdout
+
+
 def test_the_json_is_the_recovery_and_agrees_with_the_library() -> None:
     import runpy
 

@@ -22,10 +22,11 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
   to be the rank at each view's first coordinate, which holds the first (largest) chunk of
   every tensor.
 
-A way that keeps every coordinate (spares, eviction onto spares, waiting) *reconfigures*
-the groups it breaks (the spare or the repaired rank in the failed rank's place) and so
-does a drop (each new group is an old one without the dropped members, in order); a
-re-factor and a restart *create* theirs.  Ties in ``cost`` are broken by kind (in the order
+A drop *reconfigures* the groups it breaks: each new group is an old one without the
+dropped members, in order (what ``backend``'s rebind re-forms in place on Gloo with torch
+>= 2.14; elsewhere it creates it, so set ``reconfigure_s`` to ``create_s`` there).  Every
+other way *creates* its new groups: a spare or the repaired rank joins groups it was not
+a member of, a re-factor regroups the survivors, a restart starts afresh.  Ties in ``cost`` are broken by kind (in the order
 of ``mesh.Way.Kind``), then label.
 
 Its ``cost``, the ranking key, charges the throughput it gives up over ``horizon_s``:

@@ -76,13 +76,13 @@ def recover(plan: Derivation, world: MeshView, failed: Sequence[int], *,
     >>> r = recover(plan, world, [3], state={"w": w}, spares=[8])
     >>> [(way.kind.value, round(way.seconds, 1), way.throughput) for way in r.ways]
     ... # doctest: +NORMALIZE_WHITESPACE
-    [('spare', 1.4, 1.0), ('restart', 604.0, 1.0), ('drop', 1.2, 0.75),
-     ('drop', 1.2, 0.5), ('wait', 3601.4, 1.0)]
+    [('spare', 5.0, 1.0), ('restart', 604.0, 1.0), ('drop', 1.2, 0.75),
+     ('drop', 1.2, 0.5), ('wait', 3605.0, 1.0)]
     >>> best = r.best  # rank 3's half of w comes from its replica, rank 7
     >>> best.moves["w"].receives(8)[0].source, best.bytes["across"], best.lost["w"]
     (7, 128, ())
     >>> best.communicators
-    mappingproxy({'kept': 4, 'reconfigured': 2, 'created': 0})
+    mappingproxy({'kept': 4, 'reconfigured': 0, 'created': 2})
     >>> [x.label for x in r.refused][:1]
     ["re-factor 'dp' 4 -> 3"]
     """

@@ -123,14 +123,15 @@ def _onto_spares(ctx: Context, kind: Kind, gone: tuple[int, ...], label: str) ->
     use = ctx.spares[:len(gone)]
     s = survived(ctx.plan, ctx.world, ctx.old, gone, None, use, ctx.limit)
     kept, broken, pairs = _broken(ctx, gone)
-    return Candidate(kind, label, dict(s.views), ctx.world.size(), use, (kept, broken, 0),
-                     (pairs, 0))
+    return Candidate(kind, label, dict(s.views), ctx.world.size(), use, (kept, 0, broken),
+                     (0, pairs))
 
 
 def _broken(ctx: Context, gone: tuple[int, ...]) -> tuple[int, int, int]:
     """(intact groups, broken groups, (view, dim) pairs with a broken group) of the old
     plan when ``gone`` leave: a spare (or the repaired rank) takes each broken group's
-    place in order, so each is reconfigured."""
+    place in order, a member the group did not have, so each is created anew (Gloo's
+    reconfigure re-forms a group among its own members only)."""
     entries = blast_of(tuple(ctx.old.items()), gone, 0).entries
     return (sum(e.intact_groups for e in entries), sum(e.broken_groups for e in entries),
             sum(1 for e in entries if e.broken_groups))
@@ -237,4 +238,4 @@ def _restart(ctx: Context, spare: Candidate | None, drops: list[Candidate],
 def _wait(ctx: Context) -> Candidate:
     kept, broken, pairs = _broken(ctx, ctx.failed)
     return Candidate(Kind.WAIT, "repair in place", dict(ctx.old), ctx.world.size(),
-                     ctx.failed, (kept, broken, 0), (pairs, 0), fixed="repair_s")
+                     ctx.failed, (kept, 0, broken), (0, pairs), fixed="repair_s")
