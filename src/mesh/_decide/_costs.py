@@ -26,8 +26,8 @@ A drop *reconfigures* the groups it breaks: each new group is an old one without
 dropped members, in order (what ``backend``'s rebind re-forms in place on Gloo with torch
 >= 2.14; elsewhere it creates it, so set ``reconfigure_s`` to ``create_s`` there).  Every
 other way *creates* its new groups: a spare or the repaired rank joins groups it was not
-a member of, a re-factor regroups the survivors, a restart starts afresh.  Ties in ``cost`` are broken by kind (in the order
-of ``mesh.Way.Kind``), then label.
+a member of, a re-factor regroups the survivors, a restart starts afresh.  Ties in
+``cost`` are broken by kind (in the order of ``mesh.Way.Kind``), then label.
 
 Its ``cost``, the ranking key, charges the throughput it gives up over ``horizon_s``:
 ``seconds + (1 − throughput) · horizon_s``, so a quick way to a smaller world competes
