@@ -249,9 +249,8 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
         findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
                     for s in unseen]
-    fault = {r for f in findings for r in f.ranks}
     blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
-               if r in positions and positions[r][0] == s.name and r not in fault]
+               if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
                       tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
                       views, unreadable, _stalled_hosts(findings, hang.world, host))
