@@ -24,8 +24,8 @@ from ._groups import WORLD, PlanGroup, who
 from ._hung import GroupState, Hang
 from ._records import FlightCall
 
-__all__ = ["CYCLE", "NO_DUMP", "NO_DUMP_ONLY", "PIPELINE_DIMS", "TAIL", "Cause", "Order", "Why",
-           "at", "cause", "span"]
+__all__ = ["CYCLE", "NO_DUMP", "NO_DUMP_ONLY", "PIPELINE_DIMS", "TAIL", "VOTERS", "Cause", "Order",
+           "Why", "at", "cause", "span"]
 
 
 class Why(str, enum.Enum):
@@ -212,7 +212,7 @@ class Order:
         """The first of ``rank``'s newest calls (:data:`TAIL`) that it issued after a call
         on another dim which every other member of its two groups there (two at least) issued
         after it: ``(group, call, the other group, the call before it)``; None when there is
-        none.  Such a
+        none.  Each group is asked through its first :data:`VOTERS` members.  Such a
         call completed with its group's members at another point of the program (a skip or a
         swap matched by the next call of the same kind: on Gloo, scrambled data when the
         bytes agree).  The world group and a pipeline dim's are not asked about: their
@@ -222,7 +222,7 @@ class Order:
             if (g.view, g.dim) == (h.view, h.dim) or {g.dim, h.dim} & {WORLD, *PIPELINE_DIMS}:
                 continue
             against = 0
-            for other in set(g.members) | set(h.members):
+            for other in {*g.members[:VOTERS], *h.members[:VOTERS]}:
                 orders = self._orders.get(other) if other != rank else None
                 first = orders.get((g.view, g.dim, a.seq)) if orders else None
                 second = orders.get((h.view, h.dim, b.seq)) if orders else None
@@ -240,3 +240,7 @@ class Order:
 TAIL = 16
 """How many of each rank's newest calls are checked for their order (a skip that the next
 call of the same kind matched shows near the hang)."""
+
+VOTERS = 64
+"""The most members of each of a rank's groups asked about its order (a dp group of 1,250
+ranks is asked 64 times, not 1,250, for each of 16 calls of each rank)."""
