@@ -11,6 +11,7 @@ mesh of 8 ranks, 4 a host; each test plants one fault.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -179,6 +180,8 @@ def test_a_skipped_send_on_gloo_names_the_receiver_and_its_peer_as_possibilities
            "wait for rank 0 (its neighbour along the pipeline)" in text
     data = report.to_dict()
     assert [r["rank"] for r in data["findings"][0]["maybe"]] == [0]
+    finding = report.findings[0]
+    assert pickle.loads(pickle.dumps(finding)) == finding  # its causes and maybe kept
     assert data["findings"][0]["ranks"][0]["cause"] == "stopped"
 
 
