@@ -22,10 +22,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hang_programs import DIMS, DIMS_OF, SHAPE
+
 from mesh import HangReport, MeshView, read_flight_records
 
-VIEW = MeshView.from_shape((2, 2), ("dp", "tp"))
 PREFIX = "fr_trace_rank_"
+
+
+def view_of(name: str) -> MeshView:
+    """The plan of the program ``name`` (a pipeline's dims are its own)."""
+    return MeshView.from_shape(SHAPE, DIMS_OF.get(name, DIMS))
+
+
+def _name(run: Path) -> str:
+    """The program a run folder holds (``OUT/<program>/attempt<n>``)."""
+    return run.parent.name
 
 
 def dumps_in(run: Path) -> list[str]:
@@ -34,16 +45,20 @@ def dumps_in(run: Path) -> list[str]:
 
 
 def ours(run: Path) -> HangReport:
-    return read_flight_records(dumps_in(run), VIEW)
+    return read_flight_records(dumps_in(run), view_of(_name(run)))
 
 
 def ours_cell(report: HangReport) -> str:
-    """``unmatched tp (0, 1) at dp=0: rank 1; behind: 2``."""
+    """``unmatched tp (0, 1) at dp=0: rank 1 (went on); behind: 2``: per finding its kind,
+    group, ranks at fault with their causes, and the ranks that may be the cause instead."""
     words = []
     for f in report.findings:
         coord = ", ".join(f"{n}={c}" for n, c in f.group.coordinate)
-        words.append(f"{f.kind} {f.group.dim} {_tuple(f.group.members)} at {coord}: "
-                     f"rank {', '.join(map(str, f.ranks))}")
+        why = [f"{r} ({c.value})" for r, c in zip(f.ranks, f.causes)] \
+            if f.kind == "unmatched" and f.causes else [str(r) for r in f.ranks]
+        maybe = f", or maybe {', '.join(map(str, f.maybe))}" if f.maybe else ""
+        words.append(f"{f.kind} {f.group.dim} {_tuple(f.group.members)}"
+                     + (f" at {coord}" if coord else "") + f": rank {', '.join(why)}{maybe}")
     behind = sorted({r for r, _, _ in report.blocked})
     return "; ".join(words) + (f"; behind: {', '.join(map(str, behind))}" if behind else "")
 
@@ -56,7 +71,8 @@ def torch_cell(run: Path, filled: bool) -> str:
             with open(path, "rb") as f:
                 dump = pickle.load(f)  # our own test's dumps: trusted
             if filled:
-                dump["pg_config"] = _members(dump, int(path.rsplit("_", 1)[1]))
+                dump["pg_config"] = _members(dump, int(path.rsplit("_", 1)[1]),
+                                             view_of(_name(run)))
             with open(os.path.join(tmp, os.path.basename(path)), "wb") as f:
                 pickle.dump(dump, f)
         flags = ["--allow-incomplete-ranks"] if filled else []
@@ -78,14 +94,14 @@ def torch_cell(run: Path, filled: bool) -> str:
     return "; ".join(sorted(found)) or "no problem named"
 
 
-def _members(dump: dict[str, Any], rank: int) -> dict[str, Any]:
+def _members(dump: dict[str, Any], rank: int, view: MeshView) -> dict[str, Any]:
     """``pg_config`` as an NCCL dump has it, from the plan: each group's members (the facade
     names a group's dim in its desc, ``mesh_<dim>``)."""
     config = {}
     for e in dump["entries"]:
         name, desc = e["process_group"]
         dim = desc.removeprefix("mesh_")
-        ranks = list(VIEW.group(rank, dim)) if dim in VIEW.names else list(range(VIEW.size()))
+        ranks = list(view.group(rank, dim)) if dim in view.names else list(range(view.size()))
         config[name] = {"name": name, "desc": desc, "ranks": str(ranks)}
     return config
 
@@ -96,5 +112,5 @@ def _tuple(ranks: tuple[int, ...]) -> str:
 
 if __name__ == "__main__":
     for run in map(Path, sys.argv[1:]):
-        print(f"| {run.name} | {ours_cell(ours(run))} | {torch_cell(run, False)} | "
+        print(f"| `{_name(run)}` | {ours_cell(ours(run))} | {torch_cell(run, False)} | "
               f"{torch_cell(run, True)} |")

@@ -215,6 +215,42 @@ def test_a_program_that_branches_on_every_rank_falls_back_and_says_so() -> None:
     assert "desync" in report.kinds()
 
 
+def _sliced(world: int, kinds: int) -> Any:
+    """A valid program of ``kinds`` classes: each 16-rank group all-reduces a shape of its
+    own, ``(rank // 16) % kinds``, so that ranks of a class are in different groups."""
+    def sliced(backend: SpmdBackend) -> None:
+        mesh = init_device_mesh("cpu", (world // 16, 16), mesh_dim_names=("a", "b"),
+                                backend=backend)
+        backend.all_reduce((1 + (backend.rank // 16) % kinds,), group=mesh.get_group("b"))
+    return sliced
+
+
+def test_the_bound_on_classes_grows_with_the_world() -> None:
+    """Issue 45: past 4,096 ranks a world allows one class per 16 ranks (it was 256 at any
+    size, and 7 of 40 sampled programs ran every rank): 300 classes at 8,192 ranks run on
+    classes, and give the full check's report."""
+    report = check_spmd(8192, _sliced(8192, 300), classes="auto")
+    assert report.notes[0].startswith("automatic classes: 300 by what each rank's program reads")
+    assert report.ran < 8192 // 2 and report.ok
+    assert _same_report(report, check_spmd(8192, _sliced(8192, 300), classes="every"))
+
+
+def test_classes_whose_verification_costs_more_than_half_a_full_run_fall_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Law: once the runs per class so far, times the classes, pass WORTH of the world's
+    runs, the check runs every rank instead, and says so (here WORTH is lowered so that 20
+    classes of 512 ranks pass it)."""
+    import backend._spmd._classes as classes
+
+    monkeypatch.setattr(classes, "WORTH", 0.05)
+    report = check_spmd(512, _sliced(512, 20), classes="auto")
+    assert report.notes[0].startswith("ran every rank: verifying the 20 classes would take "
+                                      "about "), report.notes
+    assert "more than half of running the 512 ranks" in report.notes[0]
+    assert report.ran == 512
+    assert _same_report(report, check_spmd(512, _sliced(512, 20), classes="every"))
+
+
 def test_a_program_that_behaves_differently_on_a_sym_falls_back() -> None:
     """A type test sees through no recording: the plain re-run of the representative
     differs from its symbolic run, and the check runs every rank."""

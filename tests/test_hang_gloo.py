@@ -20,15 +20,14 @@ from pathlib import Path
 import pytest
 from doc_pages import ROOT
 from gloo_launch import launch
-from hang_programs import EXPECT, PROGRAMS
-from hang_table import dumps_in, ours, ours_cell, torch_cell
+from hang_programs import CAUSES, EXPECT, MAYBE, PROGRAMS
+from hang_table import dumps_in, ours, ours_cell, torch_cell, view_of
 
 from backend import FINDING_KINDS, check_spmd
 from backend import read_flight_records as facade_read
-from mesh import HangReport, MeshView, read_flight_records
+from mesh import HangReport, read_flight_records
 
 WORKER = Path(__file__).resolve().parent / "hang_gloo_worker.py"
-VIEW = MeshView.from_shape((2, 2), ("dp", "tp"))
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +52,23 @@ def _named(report: HangReport) -> set[tuple[str, str, tuple[int, ...], tuple[int
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_each_planted_hang_is_named_as_planted(runs: dict[str, Path], name: str) -> None:
-    report = read_flight_records(dumps_in(runs[name]), VIEW)
+    report = read_flight_records(dumps_in(runs[name]), view_of(name))
     findings, behind = EXPECT[name]
     assert _named(report) == findings, str(report)
     assert {r for r, _, _ in report.blocked} == behind, str(report)
     assert report.kinds() <= set(FINDING_KINDS)
+    if name in CAUSES:  # a stalled rank is never said to have gone on
+        assert {r: c.value for f in report.findings if f.kind == "unmatched"
+                for r, c in zip(f.ranks, f.causes)} == CAUSES[name], str(report)
+    assert tuple(sorted({m for f in report.findings for m in f.maybe})) == MAYBE.get(name, ())
 
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_the_json_dumps_say_what_the_pickles_say(runs: dict[str, Path], name: str) -> None:
-    pickles = read_flight_records(dumps_in(runs[name]), VIEW)
-    jsons = read_flight_records(sorted(map(str, runs[name].glob("fr_json_*.json"))), VIEW)
+    pickles = read_flight_records(dumps_in(runs[name]), view_of(name))
+    jsons = read_flight_records(sorted(map(str, runs[name].glob("fr_json_*.json"))),
+                                view_of(name))
     assert _named(jsons) == _named(pickles)
     assert jsons.blocked == pickles.blocked
 
@@ -74,16 +78,26 @@ CHECK_SPMD_DIFFERS = {"size_desync": "desync"}
 with the smaller buffer (no dump), so the records name a rank that never entered (unmatched)
 where check_spmd names the desync."""
 
+CHECK_SPMD_SEES_MORE = {"skips_send"}
+"""Where check_spmd names the culprit the records can only name as possible: Gloo records no
+point-to-point call, so the records name the blocked receiver and, as possible causes, its
+pipeline neighbours; check_spmd pairs the sends and names the rank that skipped its send."""
+
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_check_spmd_gives_the_matching_offline_finding(runs: dict[str, Path],
                                                        name: str) -> None:
     offline = check_spmd(4, PROGRAMS[name], torch=True)
-    records = read_flight_records(dumps_in(runs[name]), VIEW)
+    records = read_flight_records(dumps_in(runs[name]), view_of(name))
     if name in CHECK_SPMD_DIFFERS:
         assert offline.kinds() == {CHECK_SPMD_DIFFERS[name]}
         assert records.kinds() == {"unmatched"}
+        return
+    if name in CHECK_SPMD_SEES_MORE:
+        culprits = {r for f in offline.findings for r in f.ranks}
+        assert culprits and culprits <= set(records.suspects) - \
+            {r for f in records.findings for r in f.ranks}, (str(offline), str(records))
         return
     assert sorted((f.kind, f.ranks) for f in offline.findings) == \
         sorted((f.kind, f.ranks) for f in records.findings)
@@ -139,3 +153,15 @@ def test_torchs_own_device_mesh_is_accepted_as_the_plan(runs: dict[str, Path]) -
     assert _named(facade_read(dumps_in(runs["skip_tp"]), mesh)) == EXPECT["skip_tp"][0]
     assert _named(facade_read(dumps_in(runs["skip_tp"]), {"mesh": mesh})) == \
         EXPECT["skip_tp"][0]
+
+
+@pytest.mark.timeout(420)
+def test_a_stalled_host_is_named_and_a_stall_never_went_on(runs: dict[str, Path]) -> None:
+    """Ranks 2 and 3 (host1 of two hosts) stall: the report names the host, and says of
+    each rank that it stopped (a stall, or its program ended), never that it went on."""
+    from mesh import Topology
+
+    report = read_flight_records(dumps_in(runs["host_stalls"]), view_of("host_stalls"),
+                                 topology=Topology(4, 2))
+    assert report.stalled_hosts == ("host1",) and report.suspects == (2, 3)
+    assert "went on" not in str(report) and "its program ended without this call" in str(report)

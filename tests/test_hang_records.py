@@ -259,17 +259,33 @@ def test_members_an_nccl_dump_lists_place_a_hand_made_group(tmp_path: Path) -> N
     assert "members (0, 1, 5) in pg_config is no group of the plan" in words
 
 
-def test_ranks_that_wait_on_each_other_in_a_cycle_are_each_named(tmp_path: Path) -> None:
-    """Ranks 0, 1, 5, 4 each wait, at their 2nd call, for the next in the cycle (calls issued
-    in different orders); no rank is free, so every stuck group is a finding."""
+def test_two_ranks_that_swap_the_order_of_their_calls_are_named_not_their_partners(
+        tmp_path: Path) -> None:
+    """Ranks 1 and 4 issue their 2nd dp call before their 2nd tp call; the 6 others the other
+    way round.  Ranks 0, 1, 5, 4 wait in a cycle, each for the next; the others' order names
+    1 and 4 (they went past the tp call), not their partners 0 and 5, which merely wait in
+    those tp groups (all four were named, "the ranks wait on each other")."""
     tail = {0: "tp", 1: "dp", 5: "tp", 4: "dp", 2: "tp", 3: "tp", 6: "tp", 7: "tp"}
     dumps = {r: dump(VIEW, r, [*step(1), (dim, "all_reduce", (4, 8) if dim == "tp" else (16,))])
              for r, dim in tail.items()}
     report = read_flight_records(write(tmp_path, dumps), VIEW)
     assert {(f.group.dim, f.group.members, f.ranks) for f in report.findings} == {
-        ("tp", (0, 1, 2, 3), (1,)), ("dp", (1, 5), (5,)), ("tp", (4, 5, 6, 7), (4,)),
-        ("dp", (0, 4), (0,))}
+        ("tp", (0, 1, 2, 3), (1,)), ("tp", (4, 5, 6, 7), (4,))}
+    assert all(f.causes == ("went past",) for f in report.findings)
+    assert report.suspects == (1, 4)
+
+
+def test_ranks_that_wait_on_each_other_in_an_even_split_are_each_named(tmp_path: Path) -> None:
+    """Half the ranks issue tp before dp at their 2nd step, half the other way round: no order
+    is the program's, so every stuck group is a finding, worded as a cycle."""
+    tail = {0: "tp", 1: "dp", 2: "tp", 3: "dp", 4: "dp", 5: "tp", 6: "dp", 7: "tp"}
+    dumps = {r: dump(VIEW, r, [*step(1), (dim, "all_reduce", (4, 8) if dim == "tp" else (16,))])
+             for r, dim in tail.items()}
+    report = read_flight_records(write(tmp_path, dumps), VIEW)
+    assert report.findings and report.blocked == ()
+    assert all(set(f.causes) == {"cycle"} for f in report.findings)
     assert all("the ranks wait on each other" in f.text for f in report.findings)
+    assert set(report.suspects) == set(range(8))
 
 
 @pytest.mark.parametrize("backend", ["nccl2", "nccl-legacy", "nccl"])
@@ -388,3 +404,26 @@ def test_in_a_two_member_group_the_order_swapper_is_found_by_the_other_groups(
     [finding] = report.findings
     assert finding.kind == "desync" and finding.group.members == (1, 5)
     assert finding.ranks == (5,) and report.suspects == (5,)
+
+
+def test_the_stack_names_the_programs_own_frame_and_junk_frames_are_no_refusal(
+        tmp_path: Path) -> None:
+    """A call's place in the program is its innermost frame outside torch's files; frames
+    not as torch writes them leave it unsaid, and the dump is read all the same."""
+    from mesh._hang._records import read_dump
+
+    data = dump(VIEW, 0, step(1))
+    data["entries"][0]["frames"] = [
+        {"name": "all_reduce", "filename": "/venv/lib/torch/distributed/distributed_c10d.py",
+         "line": 3245},
+        {"name": "wrapper", "filename": "/venv/lib/torch/distributed/c10d_logger.py", "line": 83},
+        {"name": "forward", "filename": "/job/model.py", "line": 41},
+        {"name": "<module>", "filename": "/job/train.py", "line": 9}]
+    data["entries"][1]["frames"] = [{"name": "f", "filename": 7, "line": "x"}, None]
+    path = write(tmp_path, {0: data})[0]
+    first, second = read_dump(path).calls
+    assert first.where == "/job/model.py:41 in forward"
+    assert second.where == ""
+    for junk in ("frames", [None], [{"filename": "x" * 5000, "line": 1}], [[1, 2]]):
+        data["entries"][1]["frames"] = junk
+        assert read_dump(write(tmp_path / "j", {0: data})[0]).calls[1].where == ""

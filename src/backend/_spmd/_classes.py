@@ -16,8 +16,9 @@ Sym` values, so the recorded answers are everything it learnt of its rank.  Then
    and give the representative's run moved to their groups;
 3. a class whose representative cannot be derived (it raised, used lifecycle calls, groups
    torch code made, threads: ``_reduce.check_derivable``) runs every member itself; any
-   verification that differs, or more than :data:`MOST_CLASSES` classes (a program that
-   branches on nearly every rank), makes the check run every rank, and says so;
+   verification that differs, more classes than :func:`most_classes` allows (a program that
+   branches on nearly every rank), or verification runs that would add up to more than half
+   of running every rank (:data:`WORTH`), makes the check run every rank, and says so;
 4. the others are derived (``_reduce.derive``): the replay covers every rank.
 
 Cost: per class one run, one plain re-run and its group neighbours' runs, plus
@@ -44,12 +45,36 @@ from ._reduce import Underivable, check_derivable, derive, same, verifiers
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["MOST_CLASSES", "Deriver", "automatic"]
+__all__ = ["CLASS_SHARE", "MOST_CLASSES", "WORTH", "Deriver", "automatic", "most_classes"]
 
 MOST_CLASSES = 256
-"""The most classes automatic classes find before running every rank instead (a program
-that branches on nearly every rank gains nothing from them); after 16 classes, a pace that
-would pass it (classes found x world > MOST_CLASSES x ranks placed) stops them early."""
+"""The most classes automatic classes find before running every rank instead, at worlds up
+to ``MOST_CLASSES * CLASS_SHARE`` ranks (a program that branches on nearly every rank gains
+nothing from them); past it the bound grows with the world (:func:`most_classes`)."""
+
+CLASS_SHARE = 16
+"""A world of ``n`` ranks allows ``n / CLASS_SHARE`` classes (4,096 at 65,536 ranks).  A class
+costs its representative's run, its plain re-run and its group neighbours' runs (about 7 on a
+2-D mesh, 10 to 15 on a 5-D one) and about 1.3 ms of placement at 32,768 ranks; measured on
+a 2-core machine (bench/README.md), a program of one class per 16 ranks took 6.9 s against
+11.7 s for every rank at 16,384 ranks and 17.8 s against 32.6 s at 32,768.  Where the
+neighbours make a class dearer, :data:`WORTH` stops the verification early."""
+
+WORTH = 0.5
+"""Verification stops, and every rank runs, once the runs it projects (the runs per class
+so far, times the classes) pass this share of the world: past it the classes no longer pay
+for themselves."""
+
+
+def most_classes(world: int) -> int:
+    """The most classes automatic classes find at ``world`` ranks: :data:`MOST_CLASSES`, or
+    one per :data:`CLASS_SHARE` ranks when that is more; after 16 classes, a pace that would
+    pass it (classes found x world > bound x ranks placed) stops them early.
+
+    >>> most_classes(2048), most_classes(8192), most_classes(131072)
+    (256, 512, 8192)
+    """
+    return max(MOST_CLASSES, world // CLASS_SHARE)
 
 Run = Callable[[int, "Reads | None"], Trace]
 
@@ -80,10 +105,14 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
         notes.append(f"ran every rank: {found}")
         return 0  # the symbolic runs are dropped: every rank runs on plain ints
     try:
-        ran += _verify(found, run)
+        ran += _verify(found, run, world)
     except Underivable as e:
         _forget(traces)
         notes.append(f"ran every rank: automatic classes could not stand for them ({e})")
+        return 0
+    except _NotWorth as e:
+        _forget(traces)
+        notes.append(f"ran every rank: {e}")
         return 0
     distinct = sum(t is not None for t in traces)
     derived = _derive_all(world, found, traces)
@@ -122,11 +151,11 @@ def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
     evaluator = Evaluator(world)
     left = np.arange(world, dtype=np.int64)
     found: list[_Class] = []
+    most = most_classes(world)
     while left.size:
         placed = world - left.size  # at this pace, how many classes will there be?
-        if len(found) == MOST_CLASSES or (len(found) >= 16 and len(found) * world >
-                                          MOST_CLASSES * placed):
-            return (f"the program's reads split the ranks into more than {MOST_CLASSES} "
+        if len(found) == most or (len(found) >= 16 and len(found) * world > most * placed):
+            return (f"the program's reads split the ranks into more than {most} "
                     "classes (it branches on nearly every rank)"), len(found)
         reads = Reads(int(left[0]))
         rep = run(int(left[0]), reads)
@@ -142,11 +171,21 @@ def _place(world: int, run: Run) -> tuple[list[_Class] | str | None, int]:
     return found, len(found)
 
 
-def _verify(found: list[_Class], run: Run) -> int:
+class _NotWorth(Exception):
+    """The classes' verification would cost more runs than they save."""
+
+
+def _verify(found: list[_Class], run: Run, world: int) -> int:
     """Check each class (raises :class:`Underivable` saying where it does not stand);
-    marks the classes whose representative cannot be derived.  Returns the runs made."""
+    marks the classes whose representative cannot be derived.  Returns the runs made.
+    Raises :class:`_NotWorth` once, after 8 classes, the runs per class so far project more
+    than :data:`WORTH` of the world's runs."""
     ran = 0
-    for c in found:
+    for i, c in enumerate(found):
+        if i >= 8 and ran * len(found) > WORTH * world * i:
+            raise _NotWorth(f"verifying the {len(found)} classes would take about "
+                            f"{ran * len(found) // i:,} runs ({ran / i:.1f} a class so far), "
+                            f"more than half of running the {world:,} ranks")
         again = run(c.rep.rank, None)  # on plain ints: a Sym must not change the run
         ran += 1
         why = same(again, c.rep) or (None if again.error == c.rep.error else

@@ -17,7 +17,7 @@ import attrs
 
 from .._core import MeshView
 
-__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words"]
+__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words", "who"]
 
 WORLD = "world"  # the view name and dim of torch's default group
 
@@ -112,3 +112,12 @@ def _short(ranks: Sequence[int], most: int = 8) -> str:
     if len(ranks) <= most:
         return f"({', '.join(map(str, ranks))})" if len(ranks) != 1 else f"({ranks[0]},)"
     return f"({', '.join(map(str, ranks[:most - 1]))}, …, {ranks[-1]}; {len(ranks)} ranks)"
+
+
+def who(ranks: Sequence[int]) -> str:
+    """``rank 3``, ``ranks (1, 5)``: ranks in words (the first 8 and the count)."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    shown = ", ".join(map(str, ranks[:8]))
+    return f"ranks ({shown}{', …' if len(ranks) > 8 else ''}; {len(ranks)} ranks)" \
+        if len(ranks) > 8 else f"ranks ({shown})"

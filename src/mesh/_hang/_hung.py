@@ -41,7 +41,9 @@ class GroupState:
     """One group as the dumps leave it: torch's ``name``, the plan's ``group``, the pending
     call (``seq``, ``call``: the highest any member reached), the members that ``entered``
     it, those that ``never`` did (with a dump) and those with ``no_dump``; ``desync``: the
-    first sequence number where members differ and each side ``(ranks, call)``."""
+    first sequence number where members differ and each side ``(ranks, call)``;
+    ``entered_ns``: when the first member entered the pending call (0: the dumps do not
+    say)."""
 
     name: str
     group: PlanGroup
@@ -53,6 +55,7 @@ class GroupState:
     desync: tuple[int, tuple[tuple[tuple[int, ...], FlightCall], ...]] | None
 
     done: bool = False
+    entered_ns: int = 0
 
     @property
     def hung(self) -> bool:
@@ -188,8 +191,9 @@ def _state(name: str, group: PlanGroup, calls: Calls, dumped: set[int]) -> Group
     never = tuple(r for r in group.members if r in dumped and last[r] < top)
     no_dump = tuple(r for r in group.members if r not in dumped)
     done = any(calls[r][top].state == "completed" for r in calls if top in calls[r])
+    first = min((t for r in entered if (t := calls[r][top].created_ns)), default=0)
     return GroupState(name, group, top, pending, entered, never, no_dump,
-                      _first_desync(calls, group.members), done)
+                      _first_desync(calls, group.members), done, first)
 
 
 def _first_desync(calls: Calls, members: Sequence[int]

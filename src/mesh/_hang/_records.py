@@ -64,8 +64,10 @@ class FlightCall:
     """One recorded call of one rank: on torch's group ``group`` (``desc`` its
     ``group_desc``), its ``seq``-th collective there (or p2p call, ``p2p``), ``op``
     (``"all_reduce"``), the input ``shapes`` and ``dtypes``, torch's ``state`` and the
-    call's place in the rank's own order (``order``) and when it was made
-    (``created_ns``, 0 when the dump does not say)."""
+    call's place in the rank's own order (``order``), when it was made (``created_ns``, 0
+    when the dump does not say), the ``backend`` that recorded it (``"gloo"``, ``"nccl2"``)
+    and ``where`` the program made it (its innermost frame outside torch,
+    ``train.py:104 in step``; empty when the dump holds no stack: JSON dumps hold none)."""
 
     group: str
     desc: str
@@ -77,6 +79,8 @@ class FlightCall:
     state: str
     order: int
     created_ns: int = 0
+    backend: str = ""
+    where: str = ""
 
     def describe(self) -> str:
         """``all_reduce (4, 8) float32``: the op, the first input's shape and dtype (the
@@ -255,12 +259,39 @@ def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:
                                 f"{_kind(name)}")
     state, made = entry.get("state", ""), entry.get("time_created_ns")
     keep = seen.setdefault
+    backend, _, op = name.rpartition(":")
+    where = _where(entry.get("frames"))
     return FlightCall(keep(group[0], group[0]), keep(group[1], group[1]), seq, p2p,
-                      keep(op := name.rpartition(":")[2], op),
+                      keep(op, op),
                       keep(shapes := _shapes(entry.get("input_sizes"), i), shapes),
                       keep(dtypes := _texts(entry.get("input_dtypes"), i), dtypes),
                       keep(state, state) if _is_text(state) else "?", order,
-                      made if _is_count(made) else 0)
+                      made if _is_count(made) else 0, keep(backend, backend),
+                      keep(where, where))
+
+
+def _where(frames: object) -> str:
+    """``train.py:104 in step``: the innermost of a call's frames (torch lists the innermost
+    first, each ``{"name", "filename", "line"}``) outside torch's own files, or ``""`` when
+    there is none or they are not as torch writes them (a stack is a hint: never refused)."""
+    if type(frames) is not list:
+        return ""
+    for frame in frames[:_MOST_FRAMES]:
+        if type(frame) is not dict:
+            return ""
+        name, file, line = frame.get("name"), frame.get("filename"), frame.get("line")
+        if not (type(file) is str and len(file) <= _MOST_PATH and _is_count(line)):
+            return ""
+        if _TORCH_FILE.search(file) or file.startswith("<"):
+            continue
+        short = file if len(file) <= _MOST_TEXT else "…" + file[-_MOST_TEXT:]
+        return f"{short}:{line}" + (f" in {name}" if _is_text(name) else "")
+    return ""
+
+
+_MOST_FRAMES = 64  # frames of one call looked through for the program's own
+_MOST_PATH = 4096
+_TORCH_FILE = re.compile(r"[/\\]torch[/\\]")  # torch's files, wherever it is installed
 
 
 def _shapes(sizes: object, i: int) -> tuple[tuple[int, ...], ...]:

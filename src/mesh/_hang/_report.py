@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -14,9 +13,10 @@ import attrs
 from layout import show
 
 from .._core import FlightRecordError, MeshView
-from ._groups import PlanGroup, rank_words
+from ._groups import PlanGroup, rank_words, who
 from ._hung import GroupState, Hang
 from ._records import FlightCall
+from ._why import CYCLE, NO_DUMP_ONLY, Cause, Order, Why, at, cause
 
 __all__ = ["SCHEMA", "HangFinding", "HangReport", "report"]
 
@@ -28,16 +28,29 @@ _MOST = 8  # lines of one kind written out
 KINDS = ("desync", "unmatched")  # check_spmd's kinds that a hang's records can show
 
 
+def _whys(values: object) -> tuple[Why, ...]:
+    """The causes of a finding as :class:`Why` values (their words accepted)."""
+    try:
+        return tuple(Why(v) for v in values)  # type: ignore[attr-defined]  # checked below
+    except (TypeError, ValueError):
+        raise FlightRecordError(f"a finding's causes are words of {[w.value for w in Why]}, "
+                                f"got {show(values)}") from None
+
+
 @attrs.frozen
 class HangFinding:
     """One cause of the hang: ``kind`` (``"desync"`` or ``"unmatched"``, as in
     ``backend.FINDING_KINDS``), ``text`` (the group, the ranks, the call), ``ranks`` at fault
-    and the plan's ``group``."""
+    and the plan's ``group``; ``causes``: why each of ``ranks`` is (a :class:`Why` each, in
+    their order); ``maybe``: ranks that may be the cause instead, where the dumps cannot tell
+    (a Gloo receiver's peers, whose sends the recorder does not see)."""
 
     kind: str
     text: str
     ranks: tuple[int, ...]
     group: PlanGroup
+    causes: tuple[Why, ...] = attrs.field(default=(), converter=_whys)
+    maybe: tuple[int, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -47,16 +60,22 @@ class HangFinding:
             raise FlightRecordError(f"a finding has a str text and a PlanGroup group, got "
                                     f"{show(self.text)} and {show(self.group)}")
         _ranks(self.ranks, "a finding's ranks")
+        _ranks(self.maybe, "a finding's possible causes")
+        if self.causes and len(self.causes) != len(self.ranks):
+            raise FlightRecordError(f"a finding has one cause per rank at fault, got "
+                                    f"{len(self.causes)} for {len(self.ranks)} ranks")
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles its group by value, so a pickle names only ``mesh.HangFinding``."""
         return HangFinding._unpickled, (self.kind, self.text, self.ranks,
-                                        attrs.astuple(self.group, recurse=False))
+                                        attrs.astuple(self.group, recurse=False),
+                                        tuple(c.value for c in self.causes), self.maybe)
 
     @classmethod
     def _unpickled(cls, kind: str, text: str, ranks: tuple[int, ...],
-                   group: tuple[Any, ...]) -> HangFinding:
-        return cls(kind, text, ranks, PlanGroup(*group))
+                   group: tuple[Any, ...], causes: tuple[str, ...] = (),
+                   maybe: tuple[int, ...] = ()) -> HangFinding:
+        return cls(kind, text, ranks, PlanGroup(*group), causes, maybe)
 
 
 @attrs.frozen
@@ -67,7 +86,8 @@ class HangReport:
     what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
     ``notes``: how the dumps were read (a format newer than the one checked);
     ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the report is then
-    :attr:`partial`).
+    :attr:`partial`); ``stalled_hosts``: the hosts all of whose ranks stopped before a call the
+    others wait in (look at the host: its network, file system or a straggling process).
     ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
 
     world: int
@@ -81,6 +101,7 @@ class HangReport:
     host: Host = attrs.field(eq=False, repr=False)
     views: Mapping[str, MeshView] = attrs.field(eq=False, repr=False)
     unreadable: tuple[str, ...] = ()
+    stalled_hosts: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if type(self.world) is not int or self.world < 1:
@@ -89,7 +110,7 @@ class HangReport:
         _ranks(self.no_dump, "a report's ranks without a dump")
         for name, kind in (("groups", GroupState), ("findings", HangFinding),
                            ("blocked", tuple), ("mismatches", str), ("notes", str),
-                           ("unreadable", str)):
+                           ("unreadable", str), ("stalled_hosts", str)):
             value = getattr(self, name)
             if type(value) is not tuple or not all(isinstance(v, kind) for v in value):
                 raise FlightRecordError(f"a report's {name} is a tuple of {kind.__name__}, got "
@@ -113,9 +134,10 @@ class HangReport:
 
     @property
     def suspects(self) -> tuple[int, ...]:
-        """The ranks to look at first: those at fault in a finding (ranks without a dump are
-        only when nothing else explains the hang)."""
-        return tuple(sorted({r for f in self.findings for r in f.ranks}))
+        """The ranks to look at first: those at fault in a finding and those that may be
+        instead (:attr:`HangFinding.maybe`; ranks without a dump are only when nothing else
+        explains the hang)."""
+        return tuple(sorted({r for f in self.findings for r in f.ranks + f.maybe}))
 
     def kinds(self) -> set[str]:
         """The kinds of the findings (``"desync"``, ``"unmatched"``)."""
@@ -139,12 +161,15 @@ class HangReport:
                 f"rank {r}" + (f" ({h})" if (h := self.host(r)) is not None else "")
                 for r in self.suspects[:_MOST]) + (f" and {len(self.suspects) - _MOST} more"
                                                    if len(self.suspects) > _MOST else ""))
+        lines += [f"- all of host {h}'s ranks stopped before calls the others wait in: look at "
+                  "the host (its network, file system, a straggling process)"
+                  for h in self.stalled_hosts[:_MOST]]
         lines += [f"- {f.text}" for f in self.findings[:_MOST]]
         if len(self.findings) > _MOST:
             lines.append(f"- and {len(self.findings) - _MOST} more")
         lines += _behind(self.blocked)
         if self.no_dump:
-            lines.append(f"- no dump given for {_who(self.no_dump)}: each may have died, hang "
+            lines.append(f"- no dump given for {who(self.no_dump)}: each may have died, hang "
                          "elsewhere, or its dump was not collected; its dump would say which, "
                          "and may name another culprit")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
@@ -157,8 +182,12 @@ class HangReport:
                 "no_dump": list(self.no_dump), "ok": self.ok,
                 "suspects": [{"rank": r, "host": self.host(r)} for r in self.suspects],
                 "findings": [{"kind": f.kind, "group": _group_dict(f.group),
-                              "ranks": [self._rank(r, f.group) for r in f.ranks],
+                              "ranks": [self._rank(r, f.group) | (
+                                  {"cause": f.causes[i].value} if f.causes else {})
+                                  for i, r in enumerate(f.ranks)],
+                              "maybe": [self._rank(r, f.group) for r in f.maybe],
                               "text": f.text} for f in self.findings],
+                "stalled_hosts": list(self.stalled_hosts),
                 "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
                              "waits_for": list(w)} for r, g, w in self.blocked],
                 "groups": [self._state_dict(s) for s in self.groups if s.hung],
@@ -193,7 +222,8 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     """Word ``hang``: each stuck group's cause, or the ranks it is stuck behind."""
     positions = hang.positions
     states = {s.name: s for s in hang.states}
-    skipped = _Skips(hang)
+    order = Order(hang)
+    said: dict[int, Why] = {}
     findings: list[HangFinding] = []
     behind: list[GroupState] = []
     given = _not_given(hang, host)
@@ -203,32 +233,36 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
             continue
         if s.desync is not None:
-            findings.append(_desync(s, _peers_at(hang, s)))
+            findings.append(_desync(s, _peersat(hang, s)))
             continue
-        causes = {x: why for x in s.never + s.no_dump
-                  if (why := _cause(x, s, states, positions, skipped, names)) is not None}
+        causes = {x: _once(said, x, why) for x in s.never + s.no_dump
+                  if (why := cause(x, s, states, positions, order, names, views)) is not None}
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
             behind.append(s)
+    findings += _out_of_order(hang, order, {r for f in findings for r in f.ranks})
     if behind and not findings and not unseen:  # every stuck rank waits behind another
-        findings = [_unmatched(s, {x: _CYCLE for x in s.never + s.no_dump}, views, host)
+        findings = [_unmatched(s, dict.fromkeys(s.never + s.no_dump, CYCLE), views, host)
                     for s in behind]
         behind = []
     if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
-        findings = [_unmatched(s, dict.fromkeys(s.no_dump, _NO_DUMP), views, host)
+        findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
                     for s in unseen]
     blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
                if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
                       tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
-                      views, unreadable)
+                      views, unreadable, _stalled_hosts(findings, hang.world, host))
 
 
-_CYCLE = ("it waits in another stuck group in turn, and no rank is free: the ranks wait on each "
-          "other (calls issued in different orders)")
-_NO_DUMP = ("no dump was given for it, and nothing else explains the hang: it died, hangs "
-            "elsewhere, or its dump was not collected (its dump would tell which)")
+def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
+    """``why``, or a short "as above" when the report already said it of ``rank`` (a stalled
+    rank leaves every group it is in waiting)."""
+    if said.get(rank) is why.why:
+        return Cause(why.why, f"{why.why.value}, as said above", why.maybe)
+    said[rank] = why.why
+    return why
 
 
 def _not_given(hang: Hang, host: Host) -> set[int]:
@@ -239,62 +273,21 @@ def _not_given(hang: Hang, host: Host) -> set[int]:
     return {r for r in hang.no_dump if (h := host(r)) is not None and h not in dumped_hosts}
 
 
-def _cause(x: int, s: GroupState, states: Mapping[str, GroupState],
-           positions: Mapping[int, tuple[str, FlightCall]], skipped: _Skips,
-           unseen: set[str]) -> str | None:
-    """Why ``x`` never entered ``s``'s pending call, when ``x`` is the cause (None: it is
-    stuck elsewhere, behind others); ``unseen``: the groups waiting only on hosts whose
-    dumps were not given."""
-    if x in s.no_dump:
-        return ("no dump was given for it: it died, hangs elsewhere, or its dump was not "
-                "collected (its dump would tell which)")
-    if x not in positions:
-        return "it recorded no call at all"
-    name, call = positions[x]
-    where = states.get(name)
-    group = where.group.describe() if where else repr(name)
-    there = f"{call.describe()} on {group}, seq {call.seq}"
-    if where is None or not where.hung or call.seq < where.seq:
-        return f"its newest call ({there}) completed: its program went on without this call"
-    if where.name in unseen:
-        return (f"its newest call ({there}) was entered by every rank there with a dump: "
-                f"unless {_who(where.no_dump)} (no dump given) did not come, it completed and "
-                "its program went on without this call")
-    if skipped(s.group, s.seq, where.group, call.seq):
-        return (f"it went past it: it waits at {there}, which the other ranks there issued "
-                "after this call")
-    return None
+def _stalled_hosts(findings: Sequence[HangFinding], world: int, host: Host) -> tuple[str, ...]:
+    """The hosts all of whose ranks stopped before a call the others wait in (two ranks at
+    least: one rank is named as itself)."""
+    stopped: dict[str, set[int]] = {}
+    for f in findings:
+        for r, why in zip(f.ranks, f.causes):
+            if why is Why.STOPPED and (h := host(r)) is not None:
+                stopped.setdefault(h, set()).add(r)
+    if not stopped:
+        return ()
+    sizes = Counter(h for r in range(world) if (h := host(r)) in stopped)
+    return tuple(sorted(h for h, rs in stopped.items() if len(rs) == sizes[h] >= 2))
 
 
-class _Skips:
-    """Whether the ranks that recorded call ``t`` on a dim issued call ``s`` on another dim
-    before it (then a rank at ``t`` without ``s`` skipped ``s``); memoized per question."""
-
-    def __init__(self, hang: Hang) -> None:
-        self._orders: dict[int, dict[tuple[str, str, int], int]] = {}
-        by_name = {s.name: s.group for s in hang.states}
-        for rank, calls in hang.calls.items():
-            self._orders[rank] = {(by_name[c.group].view, by_name[c.group].dim, c.seq): c.order
-                                  for c in calls if c.group in by_name}
-
-    @functools.cache  # noqa: B019 (one per report, dropped with it)
-    def __call__(self, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
-        """Whether a rank at call ``t`` on ``h``'s dim that never issued call ``s`` on
-        ``g``'s dim skipped it: more of the other ranks at ``t`` issued ``s`` before it
-        than not (the rank asked about counts among those that did not, hence the 1)."""
-        before = after = 0
-        for orders in self._orders.values():
-            at = orders.get((h.view, h.dim, t))
-            if at is not None:
-                first = orders.get((g.view, g.dim, s))
-                if first is not None and first < at:
-                    before += 1
-                else:
-                    after += 1
-        return before > after - 1
-
-
-def _peers_at(hang: Hang, s: GroupState) -> Counter[object]:
+def _peersat(hang: Hang, s: GroupState) -> Counter[object]:
     """How often each call signature was recorded at ``s``'s desync number by the members
     of the other groups along the same dim (the program every such group runs)."""
     assert s.desync is not None, "asked for a desync's peers"
@@ -305,30 +298,55 @@ def _peers_at(hang: Hang, s: GroupState) -> Counter[object]:
                    if c.group in others and c.seq == seq)
 
 
+def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding]:
+    """A desync per rank not named yet whose calls are out of the order the other members of
+    its groups keep (only while something is stuck: a skip matched by the next call of its
+    kind leaves a hang behind it, which may hide behind another)."""
+    if not any(s.hung for s in hang.states):
+        return []
+    out = []
+    for rank in sorted(hang.calls):
+        found = order.out_of_order(rank) if rank not in named else None
+        if found is None:
+            continue
+        group, call, other, before = found
+        text = (f"{group.describe()} [{group.where()}]: rank {rank} issued its {_nth(call.seq)} "
+                f"call ({call.describe()}, seq {call.seq}{at(call)}) after its "
+                f"{_nth(before.seq)} call on {other.describe()} ({before.describe()}"
+                f"{at(before)}), and every other member of those groups the other way round: "
+                "it skipped a call or swapped two, and the call completed with its group at "
+                "another point of the program (wrong data, then a hang where the counts part)")
+        out.append(HangFinding("desync", text, (rank,), group, (Why.DESYNC,)))
+    return out
+
+
 def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     """The desync of ``s``; the odd side is the smaller one, and between sides of one size
     (a 2-member group) the one whose call the other groups of the dim did not make there
     (``peers``), then the one with the lower ranks."""
     assert s.desync is not None, "a desync finding needs the desync"
     seq, sides = s.desync
-    words = [f"{_who(ranks)} {call.describe()}" for ranks, call in sides]
+    words = [f"{who(ranks)} {call.describe()}{at(call)}" for ranks, call in sides]
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
     text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
-    return HangFinding("desync", text, odd, s.group)
+    return HangFinding("desync", text, odd, s.group, (Why.DESYNC,) * len(odd))
 
 
-def _unmatched(s: GroupState, causes: Mapping[int, str], views: Mapping[str, MeshView],
+def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, MeshView],
                host: Host) -> HangFinding:
     gone = tuple(sorted(causes))
-    shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why}"
+    shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why.words}"
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
-    text = (f"{s.group.describe()} [{s.group.where()}]: {_who(gone)} never "
+    text = (f"{s.group.describe()} [{s.group.where()}]: {who(gone)} never "
             f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
-            f"seq {s.seq}), which {_who(s.entered)} {_verb(s.entered, 'issues', 'issue')}: "
+            f"seq {s.seq}{at(s.call)}), which {who(s.entered)} "
+            f"{_verb(s.entered, 'issues', 'issue')}: "
             f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
-    return HangFinding("unmatched", text, gone, s.group)
+    maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
+    return HangFinding("unmatched", text, gone, s.group, tuple(causes[x].why for x in gone),
+                       tuple(maybe))
 
 
 def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
@@ -341,18 +359,10 @@ def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[s
         entry = by_group.setdefault(g.members, (g, [], set()))
         entry[1].append(r)
         entry[2].update(w)
-    words = [f"{_who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
+    words = [f"{who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
              for g, ranks, w in list(by_group.values())[:_MOST]]
     more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]
-
-
-def _who(ranks: Sequence[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    shown = ", ".join(map(str, ranks[:8]))
-    return f"ranks ({shown}{', …' if len(ranks) > 8 else ''}; {len(ranks)} ranks)" \
-        if len(ranks) > 8 else f"ranks ({shown})"
 
 
 def _verb(ranks: Sequence[int], one: str, many: str) -> str:
