@@ -7,11 +7,13 @@ spare host of ranks 6, 7 (hosts of 2), three float32 tensors of ``--mib`` MiB ea
 with a replica of every block, one whose every block only one rank holds (the failed rank's
 is read from the checkpoint), one sharded over dp.
 
-1. Calibrate (one job, no failure): link bandwidth and latency (the pairs (0,1), (2,3),
-   (4,5) exchanging at once: loopback has one tier, so every tier gets these), ranks 0..5
-   writing a block anew at once (``copy_gbps``: a move's receivers rebuild theirs), the groups
-   of one dim created (``create_s``, also ``reconfigure_s``: Gloo gets no reconfiguration,
-   every new group is created), a rebind leaving two healthy ranks out (the meeting and the
+1. Calibrate (one job, no failure): link bandwidth and latency (the pair (0,1) exchanging
+   alone: loopback has one tier, so every tier gets these), what all transfers share (the
+   pairs (0,1), (2,3), (4,5) exchanging at once: 8 processes on a few cores share the CPUs,
+   ``shared_gbps``), rank 0 writing a block anew (``copy_gbps``: a move's receivers rebuild
+   theirs), the groups of one dim created (``create_s``, also ``reconfigure_s``: on torch
+   2.13 a rebind creates every new group; on >= 2.14 Gloo re-forms a drop's in place), a
+   rebind leaving two healthy ranks out (the meeting and the
    end of the broken groups: ``rebind_s``), and a checkpoint box read by one rank
    (``storage_gbps``).  ``horizon_s`` = 0: a way's cost is its
    seconds, so the way ``recover`` ranks first is the one it predicts fastest.
@@ -66,14 +68,15 @@ def calibrate(out: Path, env: dict[str, str]) -> Costs:
     if codes != [0] * 8:
         raise SystemExit(f"calibration failed: exit codes {codes}\n{logs}")
     r = reports[0]
-    gbps = 8 * r["bytes"] / max(r["big_s"] - r["small_s"], 1e-9) / 1e9
+    gbps = 8 * r["bytes"] / max(r["big_s"] - r["small_s"], 1e-9) / 1e9  # a pair alone
     latency_us = 1e6 * r["small_s"]
     costs = Costs(host_gbps=gbps, domain_gbps=gbps, across_gbps=gbps,
                   host_latency_us=latency_us, domain_latency_us=latency_us,
                   across_latency_us=latency_us, create_s=r["create_s"],
                   reconfigure_s=r["create_s"], rebind_s=r["rebind_s"],
                   storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9,
-                  copy_gbps=8 * r["copy_bytes"] / r["copy_s"] / 1e9, horizon_s=0.0)
+                  copy_gbps=8 * r["copy_bytes"] / r["copy_s"] / 1e9,
+                  shared_gbps=8 * 6 * r["bytes"] / r["every_s"] / 1e9, horizon_s=0.0)
     return costs
 
 
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {"MIB": str(mib), "CKPT": str(out / "ckpt")}  # saved by the calibration
     costs = calibrate(out, env)
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
-          f", {costs.host_latency_us:.0f} us; blocks rebuilt at {costs.copy_gbps:.1f} Gb/s; "
+          f", {costs.host_latency_us:.0f} us; shared {costs.shared_gbps:.2f} Gb/s; blocks "
+          f"rebuilt at {costs.copy_gbps:.1f} Gb/s; "
           f"create {costs.create_s * 1e3:.0f} ms a dim; rebind {costs.rebind_s * 1e3:.0f} ms; "
           f"storage {costs.storage_gbps:.2f} Gb/s", flush=True)
     rows = [trial(out, env, v, w, costs) for v in victims for w in ways_of(v, costs)]

@@ -12,9 +12,10 @@ every block on one rank only, so the failed rank's block is read from the checkp
 Modes:
 
 - ``calibrate``: the prices of this machine, each the slowest rank's time: a message of
-  32 MiB and one of 4 bytes exchanged by the pairs (0, 1), (2, 3), (4, 5) at once (link
-  bandwidth and latency under the contention a recovery's transfers meet); ranks 0..5
-  each writing a block of ``MIB`` MiB anew at once (``copy_gbps``); the groups of one
+  32 MiB and one of 4 bytes exchanged by the pair (0, 1) alone (link bandwidth and
+  latency), then 32 MiB by the pairs (0, 1), (2, 3), (4, 5) at once (what all transfers
+  share: on one machine its CPUs, ``shared_gbps``); rank 0 writing a block of ``MIB`` MiB
+  anew (``copy_gbps``); the groups of one
   dim of a fresh mesh created (``create_s``); a box of ``MIB`` MiB read from a DCP checkpoint
   by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
   the ranks still up and the end of the groups holding a lost rank: ``rebind_s``).
@@ -133,9 +134,9 @@ def _slowest(job: Job, name: str, seconds: float) -> float:
     return max(float(job.store.get(f"t/{name}/{r}").decode()) for r in range(job.size))
 
 
-def _exchange(job: Job, elements: int) -> float:
-    """Seconds for the pairs (0, 1), (2, 3), (4, 5) to exchange ``elements`` floats at
-    once (the slowest rank's, the best of three)."""
+def _exchange(job: Job, elements: int, ranks: int = 6) -> float:
+    """Seconds for the pairs (0, 1), (2, 3), (4, 5) (the first ``ranks`` of them) to
+    exchange ``elements`` floats at once (the slowest rank's, the best of three)."""
     import torch
     import torch.distributed as dist
 
@@ -145,7 +146,7 @@ def _exchange(job: Job, elements: int) -> float:
         peer = job.rank ^ 1
         dist.barrier()
         t = time.monotonic()
-        if job.rank < 6:
+        if job.rank < ranks:
             for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, peer),
                                              dist.P2POp(dist.irecv, recv, peer)]):
                 w.wait()
@@ -153,10 +154,10 @@ def _exchange(job: Job, elements: int) -> float:
     return best
 
 
-def _rebuild(job: Job, elements: int) -> float:
-    """Seconds for ranks 0..5 each to write a block of ``elements`` floats anew at once (a
-    fresh tensor, copied into by halves, as a rank rebuilding its block after a move does;
-    the slowest rank's, the best of three)."""
+def _rebuild(job: Job, elements: int, ranks: int = 1) -> float:
+    """Seconds for ranks ``0 .. ranks - 1`` each to write a block of ``elements`` floats
+    anew at once (a fresh tensor, copied into by halves, as a rank rebuilding its block
+    after a move does; the slowest rank's, the best of three)."""
     import torch
     import torch.distributed as dist
 
@@ -165,7 +166,7 @@ def _rebuild(job: Job, elements: int) -> float:
     for _ in range(3):
         dist.barrier()
         t = time.monotonic()
-        if job.rank < 6:
+        if job.rank < ranks:
             block = torch.empty(elements)
             half = elements // 2
             block[:half] = source[:half]
@@ -183,8 +184,9 @@ def calibrate(out: str) -> None:
     if job.inside:
         job.mesh.materialize()
         job.save()
-    big = _slowest(job, "big", _exchange(job, EXCHANGE // 4))
-    small = _slowest(job, "small", _exchange(job, 1))
+    big = _slowest(job, "big", _exchange(job, EXCHANGE // 4, 2))  # one pair alone
+    small = _slowest(job, "small", _exchange(job, 1, 2))
+    every = _slowest(job, "every", _exchange(job, EXCHANGE // 4))  # three pairs at once
     n = side()
     copied = _slowest(job, "copy", _rebuild(job, n * n))
     fresh = bind(MeshView.from_ranks([[0, 3], [1, 4], [2, 5]], ["x", "y"]), job.backend)
@@ -205,7 +207,7 @@ def calibrate(out: str) -> None:
         job.mesh.rebind(MeshView.from_ranks(RANKS[:2], ["dp", "tp"]))  # step: they go)
     rebind = _slowest(job, "rebind", time.monotonic() - t)
     write_report(out, job.rank, {
-        "bytes": EXCHANGE, "big_s": big, "small_s": small,
+        "bytes": EXCHANGE, "big_s": big, "small_s": small, "every_s": every,
         "copy_bytes": 4 * n * n, "copy_s": copied,
         "create_s": create, "storage_bytes": read or 4 * n * (n // 6), "storage_s": storage,
         "rebind_s": rebind})

@@ -95,6 +95,9 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
                     for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
                 + 8 * row[4] / (costs.copy_gbps * 1e9)
                 for row in per.values()), default=0.0)
+    if costs.shared_gbps is not None and not restart:  # all moved bytes share one resource
+        move = max(move, 8 * (total["host"] + total["domain"] + total["across"])
+                   / (costs.shared_gbps * 1e9))
     groups = brute_groups(way, old_views, failed)
     reconf_pairs, create_pairs, counts = groups
     fixed = {"restart": costs.restart_s, "wait": costs.repair_s}.get(way.kind.value, 0.0)

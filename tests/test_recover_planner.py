@@ -96,8 +96,8 @@ def case(request: pytest.FixtureRequest) -> tuple[Any, ...]:
     state = state_of(plan(world))
     costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6,
                   domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,
-                  reconfigure_s=0.1, copy_gbps=3e-6)  # slow links and copies: bytes
-    # decide, not latencies
+                  reconfigure_s=0.1, copy_gbps=3e-6, shared_gbps=6e-6)  # slow links and
+    # copies, and a shared limit that binds where many ranks receive: bytes decide
     r = recover(plan, world, failed, state=state, spares=spares, topology=topology,
                 costs=costs, itemsize=2)
     return r, plan(world), state, set(failed), topology, costs
@@ -298,7 +298,9 @@ def test_bad_input_is_a_typed_error_naming_the_value(bad: dict[str, Any], error:
     ("across_gbps", -1, RecoveryError), ("across_gbps", 0, RecoveryError),
     ("restart_s", float("nan"), RecoveryError), ("create_s", float("inf"), RecoveryError),
     ("horizon_s", "1h", MeshTypeError), ("repair_s", True, MeshTypeError),
-    ("rebind_s", -0.5, RecoveryError),
+    ("rebind_s", -0.5, RecoveryError), ("copy_gbps", 0, RecoveryError),
+    ("shared_gbps", 0, RecoveryError), ("shared_gbps", float("inf"), RecoveryError),
+    ("shared_gbps", "fast", MeshTypeError),
 ])
 def test_a_bad_cost_is_a_typed_error_naming_the_field(field: str, value: Any,
                                                       error: type[Exception]) -> None:
@@ -310,7 +312,8 @@ def test_costs_defaults_are_the_documented_ones() -> None:
     assert Costs().to_dict() == {
         "host_gbps": 3600.0, "domain_gbps": 3600.0, "across_gbps": 400.0,
         "host_latency_us": 2.0, "domain_latency_us": 3.0, "across_latency_us": 10.0,
-        "storage_gbps": 16.0, "copy_gbps": 12000.0, "create_s": 2.0, "reconfigure_s": 0.2,
+        "storage_gbps": 16.0, "copy_gbps": 12000.0, "shared_gbps": None, "create_s": 2.0,
+        "reconfigure_s": 0.2,
         "rebind_s": 1.0,
         "restart_s": 600.0, "repair_s": 3600.0, "horizon_s": 3600.0}
 

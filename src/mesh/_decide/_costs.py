@@ -15,12 +15,14 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
   peer pair), ``B[r, t]`` bytes on each link tier ``t`` and reads ``S[r]`` bytes from the
   checkpoint; its time is ``Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t [B[r, t] > 0])
   + 8 S[r] / (storage_gbps 10**9) + 8 C[r] / (copy_gbps 10**9)``, and the way waits for
-  the slowest receiver.  ``C[r]`` is what ``r`` writes into the blocks it rebuilds: a block
-  of which it receives or reads anything is rebuilt, every byte of it placed (received,
-  read, or copied from what ``r`` kept); a block it receives nothing of stays as it is.  A
-  restart reads every rank's whole block from the checkpoint; its slowest reader is taken
-  to be the rank at each view's first coordinate, which holds the first (largest) chunk of
-  every tensor.
+  the slowest receiver, or, with ``shared_gbps``, for ``8 Σ_r,t B[r, t] / (shared_gbps
+  10**9)`` if that is longer: every byte moved passes one resource all transfers share (an
+  oversubscribed fabric; for ranks that are processes of one machine, its CPUs).
+  ``C[r]`` is what ``r`` writes into the blocks it rebuilds: a block of which it receives
+  or reads anything is rebuilt, every byte of it placed (received, read, or copied from
+  what ``r`` kept); a block it receives nothing of stays as it is.  A restart reads every
+  rank's whole block from the checkpoint; its slowest reader is taken to be the rank at
+  each view's first coordinate, which holds the first (largest) chunk of every tensor.
 
 A drop *reconfigures* the groups it breaks: each new group is an old one without the
 dropped members, in order (what ``backend``'s rebind re-forms in place on Gloo with torch
@@ -75,6 +77,17 @@ def _positive(inst: object, attribute: attrs.Attribute[float], value: float) -> 
                             f"bandwidth), got {show(value)}")
 
 
+def _optional_bandwidth(value: object) -> float | None:
+    """None (no such limit), or a finite number > 0."""
+    if value is None:
+        return None
+    got = _number(value)
+    if not math.isfinite(got) or got <= 0:
+        raise RecoveryError(f"Costs.shared_gbps must be None or a finite number > 0 (a "
+                            f"bandwidth), got {show(value)}")
+    return got
+
+
 def _field(default: float, *, bandwidth: bool = False) -> Any:
     return attrs.field(default=default, converter=_number,
                        validator=_positive if bandwidth else _non_negative)
@@ -88,12 +101,13 @@ class Costs:
     NVLink at 3,600 Gb/s and 2 µs; inside a fast domain (NVL72-like) 3,600 Gb/s and 3 µs;
     across domains one 400 Gb/s NIC per GPU and 10 µs (bandwidths in Gb/s, one direction,
     per rank; latencies in µs per message).  A checkpoint read at 16 Gb/s (2 GB/s) per
-    reading rank.  A rank writes its rebuilt blocks at 12,000 Gb/s (1.5 TB/s: an HBM
-    copy reads and writes).  2 s to create a communicator (NCCL init at scale) and 0.2 s to
-    reconfigure one (Gloo's shrink or spare-in measured 33–44 ms on 4 processes; NCCL's
-    shrink is slower).  1 s for the survivors' meeting at a rebind (a store barrier of
-    about 4 calls per rank on one store server: about a second at 10^4 ranks; 25–45 ms on
-    8 loopback processes, ``bench/recover_gloo.py``).  600 s to restart every worker
+    reading rank.  No bandwidth shared by all transfers (``shared_gbps=None``).  A rank
+    writes its rebuilt blocks at 12,000 Gb/s (1.5 TB/s: an HBM copy reads and writes).
+    2 s to create a communicator (NCCL init at scale) and 0.2 s to reconfigure one
+    (Gloo's shrink measured 33–44 ms on 4 processes; NCCL's shrink is slower).  1 s for
+    the survivors' meeting at a rebind (a store barrier of about 4 calls per rank on one
+    store server: about a second at 10^4 ranks; 25–45 ms on 8 loopback processes,
+    ``bench/recover_gloo.py``).  600 s to restart every worker
     (torchelastic: processes, imports, rendezvous; torchft users report 948 s), 3,600 s to
     repair a host, and lost throughput
     charged over a 3,600 s horizon.  Measure yours and pass them: a ranking is only as
@@ -110,6 +124,7 @@ class Costs:
     across_latency_us: float = _field(10.0)
     storage_gbps: float = _field(16.0, bandwidth=True)
     copy_gbps: float = _field(12000.0, bandwidth=True)
+    shared_gbps: float | None = attrs.field(default=None, converter=_optional_bandwidth)
     create_s: float = _field(2.0)
     reconfigure_s: float = _field(0.2)
     rebind_s: float = _field(1.0)
@@ -130,6 +145,6 @@ class Costs:
                     getattr(self, f"{t}_latency_us") * 1e-6
         return out
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | None]:
         """Every figure by name (JSON-able)."""
         return attrs.asdict(self)

@@ -144,6 +144,9 @@ def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float
         out = max(out, _slowest(memo.np, costs, bulk))
     if not restart:  # a restart keeps nothing
         got.total["kept"] -= sum(got.total[t] for t in ROW)
+        if costs.shared_gbps is not None:  # every byte moved through one shared resource
+            moved = sum(got.total[t] for t in LINK_TIERS)
+            out = max(out, 8 * moved / (costs.shared_gbps * 1e9))
     return out
 
 
