@@ -11,8 +11,9 @@ is read from the checkpoint), one sharded over dp.
    alone: loopback has one tier, so every tier gets these), what all transfers share (the
    pairs (0,1), (2,3), (4,5) exchanging at once: 8 processes on a few cores share the CPUs,
    ``shared_gbps``), rank 0 writing a block anew (``copy_gbps``: a move's receivers rebuild
-   theirs), the groups of one dim created (``create_s``, also ``reconfigure_s``: on torch
-   2.13 a rebind creates every new group; on >= 2.14 Gloo re-forms a drop's in place), a
+   theirs), the groups of one dim created among ranks that made groups before
+   (``reconfigure_s``: on torch 2.13 a drop's rebind creates its groups so; on >= 2.14 Gloo
+   re-forms them in place) and joined by the spares, which made none (``create_s``), a
    rebind leaving two healthy ranks out (the meeting and the
    end of the broken groups: ``rebind_s``), and a checkpoint box read by one rank
    (``storage_gbps``).  ``horizon_s`` = 0: a way's cost is its
@@ -72,7 +73,7 @@ def calibrate(out: Path, env: dict[str, str]) -> Costs:
     latency_us = 1e6 * r["small_s"]
     costs = Costs(host_gbps=gbps, domain_gbps=gbps, across_gbps=gbps,
                   host_latency_us=latency_us, domain_latency_us=latency_us,
-                  across_latency_us=latency_us, create_s=r["create_s"],
+                  across_latency_us=latency_us, create_s=r["join_s"],
                   reconfigure_s=r["create_s"], rebind_s=r["rebind_s"],
                   storage_gbps=8 * r["storage_bytes"] / r["storage_s"] / 1e9,
                   copy_gbps=8 * r["copy_bytes"] / r["copy_s"] / 1e9,
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
           f", {costs.host_latency_us:.0f} us; shared {costs.shared_gbps:.2f} Gb/s; blocks "
           f"rebuilt at {costs.copy_gbps:.1f} Gb/s; "
-          f"create {costs.create_s * 1e3:.0f} ms a dim; rebind {costs.rebind_s * 1e3:.0f} ms; "
+          f"create {costs.reconfigure_s * 1e3:.0f} ms a dim ({costs.create_s * 1e3:.0f} with the "
+          f"spares); rebind {costs.rebind_s * 1e3:.0f} ms; "
           f"storage {costs.storage_gbps:.2f} Gb/s", flush=True)
     rows = [trial(out, env, v, w, costs) for v in victims for w in ways_of(v, costs)]
     head = (f"{'victim':>6} {'way':<28} {'predicted s':>11} {'measured s':>10} {'ratio':>6} "

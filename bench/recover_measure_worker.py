@@ -15,9 +15,10 @@ Modes:
   32 MiB and one of 4 bytes exchanged by the pair (0, 1) alone (link bandwidth and
   latency), then 32 MiB by the pairs (0, 1), (2, 3), (4, 5) at once (what all transfers
   share: on one machine its CPUs, ``shared_gbps``); rank 0 writing a block of ``MIB`` MiB
-  anew (``copy_gbps``); the groups of one
-  dim of a fresh mesh created (``create_s``); a box of ``MIB`` MiB read from a DCP checkpoint
-  by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
+  anew (``copy_gbps``); the groups of one dim among ranks that made groups before
+  (``reconfigure_s``: what a drop's rebind costs on torch 2.13) and of one joined by ranks 6
+  and 7, which made none (``create_s``: a spare's); a box of ``MIB`` MiB read from a DCP
+  checkpoint by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
   the ranks still up and the end of the groups holding a lost rank: ``rebind_s``).
 - ``trial``: ``VICTIM`` kills itself at step 2; every process still up decides with
   ``mesh.recover`` under ``COSTS`` (JSON of ``Costs.to_dict()``), takes the way labelled
@@ -195,6 +196,13 @@ def calibrate(out: str) -> None:
     if job.inside:
         fresh.get_group("x")
     create = _slowest(job, "create", time.monotonic() - t)
+    # the groups of a dim joined by ranks 6, 7, which made none before (as a spare joins)
+    joined = bind(MeshView.from_ranks([[0, 1], [6, 7]], ["x", "y"]), job.backend)
+    job.barrier("join", list(range(job.size)))
+    t = time.monotonic()
+    if job.rank in (0, 1, 6, 7):
+        joined.get_group("x")
+    join = _slowest(job, "join", time.monotonic() - t)
     t = time.monotonic()
     read = 0
     if job.rank == 0:
@@ -203,14 +211,24 @@ def calibrate(out: str) -> None:
     storage = _slowest(job, "storage", time.monotonic() - t)
     job.barrier("rebind", list(range(job.size)))
     t = time.monotonic()
+    two = None
     if job.inside:  # ranks 4, 5 left out (alive): the meeting, their groups ended (the last
-        job.mesh.rebind(MeshView.from_ranks(RANKS[:2], ["dp", "tp"]))  # step: they go)
-    rebind = _slowest(job, "rebind", time.monotonic() - t)
+        two = job.mesh.rebind(MeshView.from_ranks(RANKS[:2], ["dp", "tp"]))  # step: they go)
+    first = _slowest(job, "rebind", time.monotonic() - t)
+    job.barrier("rebind again", list(range(job.size)))
+    t = time.monotonic()
+    if job.rank < 4 and two is not None:  # then ranks 2, 3: a job's rebind is not its first
+        two.materialize()  # use of the protocol (its groups made, as a job's are)
+        job.barrier("made", [0, 1, 2, 3])
+        t = time.monotonic()
+        two.rebind(MeshView.from_ranks(RANKS[:1], ["dp", "tp"]))
+    rebind = _slowest(job, "rebind again", time.monotonic() - t)
+    print(f"rank {job.rank}: rebind {first:.3f} s, again {rebind:.3f} s", flush=True)
     write_report(out, job.rank, {
         "bytes": EXCHANGE, "big_s": big, "small_s": small, "every_s": every,
         "copy_bytes": 4 * n * n, "copy_s": copied,
-        "create_s": create, "storage_bytes": read or 4 * n * (n // 6), "storage_s": storage,
-        "rebind_s": rebind})
+        "create_s": create, "join_s": join, "storage_bytes": read or 4 * n * (n // 6),
+        "storage_s": storage, "rebind_s": rebind})
     job.backend.shutdown()
 
 
