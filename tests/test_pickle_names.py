@@ -85,7 +85,10 @@ def _backend_values() -> list[object]:
             backend.GroupSpec(family, options, "tp", 5, 8, backend.Plan.SPLIT),
             backend.Plan.SPLIT,
             backend.DiscoveryRecord("h", "h", 0, None, None, None),
-            report, backend.Finding("desync", "text", "pattern", (1,)), *errors]
+            report, backend.Finding("desync", "text", "pattern", (1,)), *errors,
+            backend.Reformed("dp", (0, 2, 4), (0, 4), backend.How.RECONFIGURED, ""),
+            backend.How.ENDED,
+            backend.Onward(bound.view, (options, options))]
 
 
 _ERRORS_WITH_FIELDS = ("ExpectationError", "MembersMissingError", "StoreRecordError",
