@@ -196,7 +196,9 @@ def test_a_machine_built_without_rank_3_is_refused_naming_it(clean) -> None:
     out, took = _run(kind, {"n": b"1"}, ABSENT_T_S, absent=(3,))
     e = _alike(out, took, ABSENT_T_S)
     assert "rank 3 did not check the answer within 2 s" in str(e)
-    assert max(took.values()) >= ABSENT_T_S  # the first to time out wrote it
+    # the first to time out wrote it (the test's clock starts a little after the call's own:
+    # CI saw 1.9998 s for a 2 s timeout)
+    assert max(took.values()) >= ABSENT_T_S - 0.1
 
 
 def test_a_rank_that_stops_after_publishing_is_named_and_fails_alike_when_it_goes_on(
