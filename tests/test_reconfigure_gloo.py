@@ -17,9 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gloo_launch import launch_with_agent
-
-WORKER = Path(__file__).with_name("recover_gloo_worker.py")
+from test_recover_gloo import _run as launched
 
 
 def _reconfigures() -> bool:
@@ -33,15 +31,8 @@ NO_RECONFIGURE = "torch < 2.14 has no Gloo reconfigure (torch.distributed._recon
 
 def _run(tmp_path: Path, plan: str, victims: list[int], way: str
          ) -> dict[int, dict[str, Any]]:
-    env = {"PLAN": plan, "VICTIMS": ",".join(map(str, victims)), "KILL_STEP": "2",
-           "KILL_AT": "1", "WAY": way, "BACKEND": "gloo"}
-    codes, reports, logs = launch_with_agent(WORKER, 8, plan, tmp_path, bound_s=90, env=env)
-    for r in range(8):
-        if r in victims:
-            assert codes[r] == -9, f"rank {r} should have been killed\n{logs}"
-        else:
-            assert codes[r] == 0 and r in reports, f"rank {r} failed\n{logs}"
-    return reports
+    """The recovery suite's launch, the victims killed at the second kill point."""
+    return launched(tmp_path, plan, victims, way, kill_at=1)
 
 
 def _coordinates_kept(rep: dict[str, Any]) -> None:
