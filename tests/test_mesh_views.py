@@ -698,3 +698,21 @@ def test_render_fits_width_and_shows_true_ranks(
         assert [c for c in cells.values() if c[0] == "["] == [f"[{rank}]"]
         legend = text[text.index(f"\nrank {rank}:"):]
         assert all(f"{n} group (" in legend for n in view.names)
+
+
+def test_a_rank_map_built_with_its_array_answers_look_ups_as_one_built_without() -> None:
+    """A survivor world's rank map keeps the NumPy array it was gathered from: its first
+    look-ups scan the array, later ones use the inverse dict, and every answer (members
+    and non-members, before and after the switch), ``array()`` and ``max_rank`` are those
+    of the same map built from the ranks alone."""
+    np = pytest.importorskip("numpy")
+    ranks = [17, 3, 40, 8, 25, 0, 99, 12]
+    plain = RankMap.explicit(ranks)
+    kept = RankMap._trusted(tuple(ranks), np.array(ranks, dtype=np.int64))
+    assert kept == plain and hash(kept) == hash(plain)
+    assert kept.max_rank == 99 and kept.array().tolist() == ranks
+    asks = [*ranks, 1, 98, 100, 5] * 20  # past the scans, into the dict
+    assert [kept.offset_of(r) for r in asks] == [plain.offset_of(r) for r in asks]
+    assert [kept.offset_of(r) for r in ranks] == list(range(len(ranks)))
+    with pytest.raises(ValueError):
+        kept.array()[0] = 5  # the kept array is read-only, as array()'s always is

@@ -90,9 +90,27 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
 ]
 
 
-@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
-def case(request: pytest.FixtureRequest) -> tuple[Any, ...]:
-    _, plan, world, failed, spares, topology = request.param
+FORCED = {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
+                                  "_KEY_BOUND": 1, "_MIX": 0, "_ROW_SETS": False},
+          "mesh._recover._ways": {"_GATHER_FROM": 1},
+          "mesh._core._rankmap": {"_SCANS": 1 << 30}}
+"""The size thresholds that choose between a planner's exact paths, set so that the small
+cases take the paths large worlds take: coordinates by sorting, receiver classes numbered
+by sorting and renumbered at every step, every row hash colliding (so the rows are
+compared column by column), places named by their sets of tiles, survivor worlds gathered
+with NumPy, and rank look-ups by scanning."""
+
+
+@pytest.fixture(params=[(c, paths) for paths in ("default", "forced") for c in CASES],
+                ids=[f"{c[0]}, {paths} paths" for paths in ("default", "forced")
+                     for c in CASES])
+def case(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+         ) -> tuple[Any, ...]:
+    (_, plan, world, failed, spares, topology), paths = request.param
+    if paths == "forced":
+        for module, values in FORCED.items():
+            for name, value in values.items():
+                monkeypatch.setattr(f"{module}.{name}", value)
     state = state_of(plan(world))
     costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6,
                   domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,

@@ -62,6 +62,11 @@ def _repeated(rs: tuple[int, ...]) -> int | None:
 
 _DTYPES = ("int32", "int64")
 
+_SCANS = 64
+"""An explicit map whose ranks are an array answers its first this many look-ups by
+scanning the array (C speed; a survivor world is often asked a few ranks), then builds
+its inverse dict."""
+
 
 @attrs.frozen(init=False, hash=False, repr=False)
 class RankMap:
@@ -120,13 +125,17 @@ class RankMap:
         return cls._trusted(rs)
 
     @classmethod
-    def _trusted(cls, rs: tuple[int, ...]) -> RankMap:
+    def _trusted(cls, rs: tuple[int, ...], array: Any = None) -> RankMap:
         """The explicit map of ``rs``, known to be distinct ranks in ``[0, 2**63)`` (at
-        least one): what the survival ways build from a checked view, not checked again."""
+        least one): what the survival ways build from a checked view, not checked again.
+        ``array``: the same ranks as an int64 NumPy array, kept as :meth:`array`'s."""
         out = cls.__new__(cls)
         n = len(rs)
         same = rs[0] == 0 and rs[-1] == n - 1 and rs == tuple(range(n))
         out.__attrs_init__(n, None if same else rs)
+        if array is not None and not same:
+            array.flags.writeable = False
+            out._arrays["int64"] = array
         return out
 
     @property
@@ -137,7 +146,10 @@ class RankMap:
     @functools.cached_property
     def max_rank(self) -> int:
         """The largest global rank in the map."""
-        return self.size - 1 if self.ranks is None else max(self.ranks)
+        if self.ranks is None:
+            return self.size - 1
+        found = self._arrays.get("int64")
+        return max(self.ranks) if found is None else int(found.max())
 
     @functools.cached_property
     def _inverse(self) -> dict[int, int]:
@@ -188,7 +200,20 @@ class RankMap:
         r = as_int(rank, "a rank")
         if self.ranks is None:
             return r if 0 <= r < self.size else None
+        scans = self._scans
+        if scans[0] < _SCANS:
+            found = self._arrays.get("int64")  # a few look-ups: a scan, not a dict
+            if found is not None:
+                scans[0] += 1
+                at = (found == r).nonzero()[0]
+                return int(at[0]) if at.size else None
         return self._inverse.get(r)
+
+    @functools.cached_property
+    def _scans(self) -> list[int]:
+        """How many look-ups :meth:`offset_of` answered by scanning :meth:`array` (at
+        most :data:`_SCANS`; after that, the inverse dict)."""
+        return [0]
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able data: ``{"size": n}`` or ``{"ranks": [...]}``."""

@@ -17,8 +17,6 @@ from layout import (
     coalesce,
     complement,
     composition,
-    flatten,
-    idx2crd,
     left_inverse,
     make_layout,
 )
@@ -385,7 +383,12 @@ class MeshView:
         return self._coords(self._inverse(off) % self.layout.size)
 
     def _coords(self, x: int) -> tuple[int, ...]:
-        return tuple(flatten(idx2crd(x, self.shape)))
+        """The row-major coordinate of index ``x`` of an instance (the last dim fastest)."""
+        out = []
+        for size in reversed(self.shape):
+            x, c = divmod(x, size)
+            out.append(c)
+        return tuple(reversed(out))
 
     def local_rank(self, rank: int, dim: Dim) -> int:
         """The index of ``rank`` in its group along ``dim``."""

@@ -31,24 +31,55 @@ from ._machine import Topology
 __all__ = ["Ask", "Coordinates", "Memo", "bulk_rows", "few_rows"]
 
 
+_SPARSE = 4
+"""A universe whose ranks span more than this many times its size is sorted (else its
+ranks are scattered into a table over their span)."""
+
+_CLASS_TABLE, _CLASS_SPAN = 1 << 16, 4
+"""Receiver classes are numbered through a table when their keys span at most this many,
+or this many times the receivers, else by sorting."""
+
+_ROW_SETS = True
+"""Whether a regular machine's places are named by their rows of tiles (else by sets)."""
+
+_KEY_BOUND = 1 << 62
+"""A class key is renumbered densely before it would reach this bound."""
+
+_MIX = 0x9E3779B97F4A7C15
+"""The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
+
+
 class Coordinates:
     """Every rank of a view's universe, ascending (``ranks``), with its coordinate along
     each dim (``dims[k]``, aligned with ``ranks``): one rank table per dim."""
 
     def __init__(self, np: Any, view: MeshView) -> None:
         n = view.ranks.size
-        self.ranks: Any = None
-        self.dims: list[Any] = []
+        tables = []
         for k in range(view.ndim):
             mode = view.layout[k]
             table = rank_table(view.ranks, complement(mode, n), mode)
-            flat = table.ravel()
-            order = np.argsort(flat, kind="stable")
-            if self.ranks is None:
-                self.ranks = flat[order]
-            self.dims.append(np.tile(np.arange(table.shape[1]), table.shape[0])[order])
-        if self.ranks is None:  # a view of no dims: one rank per instance
-            self.ranks = np.sort(np.asarray(view.ranks.array()))
+            tables.append((table.ravel(), np.tile(np.arange(table.shape[1]), table.shape[0])))
+        if not tables:  # a view of no dims: one rank per instance
+            self.ranks: Any = np.sort(np.asarray(view.ranks.array()))
+            self.dims: list[Any] = []
+            return
+        flat = tables[0][0]  # each table lists every rank of the universe once
+        low = int(flat.min())
+        span = int(flat.max()) - low + 1
+        if span > _SPARSE * n:  # sparse ranks: sorted, each table once
+            orders = [np.argsort(f, kind="stable") for f, _ in tables]
+            self.ranks = flat[orders[0]]
+            self.dims = [c[o] for (_, c), o in zip(tables, orders)]
+            return
+        present = np.zeros(span, dtype=bool)  # dense ranks: scattered, no sort
+        present[flat - low] = True
+        self.ranks = np.flatnonzero(present) + low
+        self.dims = []
+        at = np.empty(span, dtype=np.int64)
+        for f, c in tables:
+            at[f - low] = c
+            self.dims.append(at[self.ranks - low])
 
 
 def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates) -> Any:
@@ -161,6 +192,81 @@ class _Sources:
         places = _places(np, memo.topology, old.ranks[self.up])
         self.near = None if places is None else [
             _Keys(np, p * self.tiles + tile[self.up]) for p in places]
+        self.sets = None if self.near is None else _tile_sets(memo, old.ranks, tile,
+                                                              self.up, self.near, self.tiles)
+
+
+def _tile_sets(memo: Memo, ranks: Any, tile: Any, up: Any, near: list[_Keys], radix: int
+               ) -> list[_TileSets]:
+    """Per level (host, domain), the :class:`_TileSets` of the ranks up.  On a regular
+    machine whose ranks are ``[0, N)``, a place's id names the row of its ranks' tiles in
+    order (-1: a rank not up; equal rows hold equal sets: a finer naming, as exact); else
+    the sets are read off the ``near`` keys."""
+    np, t = memo.np, memo.topology
+    per = None if t is None else t.devices_per_host
+    per_domain = None if t is None else t.hosts_per_domain
+    if (not _ROW_SETS or per is None or per_domain is None or not ranks.size
+            or int(ranks[0]) != 0
+            or int(ranks[-1]) != ranks.size - 1):
+        return [_TileSets(np, keys, radix) for keys in near]
+    held = np.where(up, tile, -1)
+    return [_TileSets.of_rows(np, held, width) for width in (per, per * per_domain)]
+
+
+class _TileSets:
+    """Of one level (host or domain), each place's set of tiles held by ranks up there,
+    named by an id (equal sets, equal ids; 0: a place with no rank of the universe)."""
+
+    @classmethod
+    def of_rows(cls, np: Any, held: Any, width: int) -> _TileSets:
+        """Places of ``width`` consecutive ranks from rank 0, each named by its row of
+        ``held`` (a rank's tile, -1 when it is not up; the last row padded with -2)."""
+        out = cls.__new__(cls)
+        rows = -(-held.size // width)
+        table = np.full(rows * width, -2, dtype=np.int64)
+        table[:held.size] = held
+        ids = _row_ids(np, table.reshape(rows, width)) + 1
+        out.np, out.count = np, int(ids.max()) + 1
+        out.table = np.append(ids, 0)  # the last entry: places beyond, none up there
+        return out
+
+    def __init__(self, np: Any, held: _Keys, radix: int) -> None:
+        keys = held.keys()
+        place, tile = keys // radix, keys % radix  # by place, then tile
+        starts = np.flatnonzero(np.concatenate(([True], place[1:] != place[:-1])))
+        counts = np.diff(np.append(starts, keys.size))
+        self.np = np
+        ids = np.zeros(starts.size, dtype=np.int64)
+        if starts.size:  # the sets as rows (padded with -1), numbered column by column
+            row = np.repeat(np.arange(starts.size), counts)
+            table = np.full((starts.size, int(counts.max())), -1, dtype=np.int64)
+            table[row, np.arange(keys.size) - starts[row]] = tile
+            ids = _row_ids(np, table) + 1
+        self.count = int(ids.max()) + 1 if starts.size else 1
+        self.table = np.zeros(int(place[-1]) + 2 if keys.size else 1, dtype=np.int64)
+        self.table[place[starts]] = ids  # the last entry: places beyond, none up there
+
+    def of(self, places: Any) -> Any:
+        """The id of each of ``places``' set."""
+        return self.table[self.np.minimum(places, self.table.size - 1)]
+
+
+def _row_ids(np: Any, table: Any) -> Any:
+    """Each row's id among the distinct rows of ``table`` (equal rows, equal ids): rows
+    hashed and numbered by their hash, each checked equal to its number's first row; on
+    a collision, numbered column by column instead."""
+    mix = np.array([(_MIX * (2 * k + 1)) % (1 << 64)
+                    for k in range(table.shape[1])], dtype=np.uint64)
+    hashed = (table.astype(np.uint64) * mix).sum(axis=1)
+    _, first, ids = np.unique(hashed, return_index=True, return_inverse=True)
+    ids = ids.reshape(-1)
+    if (table == table[first[ids]]).all():
+        return ids
+    ids = np.zeros(table.shape[0], dtype=np.int64)
+    for column in table.T:
+        ids = np.unique(ids * (int(table.max()) + 2) + column + 1, return_inverse=True)[1]
+        ids = ids.reshape(-1)
+    return ids
 
 
 _DENSE = 1 << 24
@@ -181,6 +287,13 @@ class _Keys:
             self.sorted = None
         else:
             self.sorted = np.sort(keys)
+
+    def keys(self) -> Any:
+        """The set's ints, ascending, each once."""
+        np = self.np
+        if self.sorted is None:
+            return np.flatnonzero(self.table[:-1])
+        return self.sorted[np.concatenate(([True], self.sorted[1:] != self.sorted[:-1]))]
 
     def found(self, keys: Any) -> Any:
         """Which of ``keys`` (an array of non-negative ints) are in the set."""
@@ -252,35 +365,67 @@ def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]
 
 
 def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
-    """:func:`bulk_rows` of patterns of one structure (see there)."""
+    """:func:`bulk_rows` of patterns of one structure (see there): each class of receivers
+    (the same own source tile, destination tile, and tiles held near it) priced once."""
     np = memo.np
     src, dst = members[0][0], members[0][1]
     source = memo.sources.get(src)
     if source is None:
         source = memo.sources[src] = _Sources(memo, src)
     new = memo.coordinates(dst.view)
-    places_new = memo.placed(dst.view)
-    # each receiver's own source tile (-1: not an old rank up)
+    places = memo.placed(dst.view)
+    # each receiver's own source tile (-1: not an old rank up) and destination labels
     at, there = memo.old_of(src.view, dst.view)
     own = np.where(there & source.up[at], source.tile[at], -1)
+    mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
+    cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
+                                                          range(len(src.shape))])
+    own = own[first]
+    mine = [m[first] for m in mine]
+    places = None if places is None else (places[0][first], places[1][first])
     # the cells: one piece per tensor dim, every combination; their sizes by destination tile
-    key = np.zeros((new.ranks.size, 1), dtype=np.int64)
-    tile = np.zeros(new.ranks.size, dtype=np.int64)
+    key = np.zeros((first.size, 1), dtype=np.int64)
+    tile = np.zeros(first.size, dtype=np.int64)
     for d in range(len(src.shape)):
         labels = _padded(np, members[0][3][d], 0)
-        mine = _label_ids(np, dst, d, new)
-        key = (key[:, :, None] * source.radix[d] + labels[mine][:, None, :]
+        key = (key[:, :, None] * source.radix[d] + labels[mine[d]][:, None, :]
                ).reshape(key.shape[0], -1)
-        tile = tile * labels.shape[0] + mine
+        tile = tile * labels.shape[0] + mine[d]
     sizes, blocks = _sizes(np, members)
-    code = _codes(np, source, places_new, key, own)
+    code = _codes(np, source, places, key, own)
     out = _tallied(np, code, sizes[tile],
                    sum(w * math.prod(s.shape) for s, _, w, _ in members))
     moved = code != _KEPT
     out[:, _KEPT] = 0  # the kept cells count only in the blocks rebuilt:
     for mask, block in blocks:
         out[:, _KEPT] += np.where((moved & mask[tile]).any(axis=1), block[tile], 0)
-    return out
+    return out[cls]
+
+
+def _classes(np: Any, source: _Sources, places: tuple[Any, Any] | None, own: Any,
+             mine: list[Any], radix: list[int]) -> tuple[Any, Any]:
+    """Receivers whose rows are equal by construction: the same own tile, destination
+    labels, and sets of tiles held by ranks up on their host and in their fast domain
+    (nothing else enters a row).  Each receiver's class, and each class's first receiver."""
+    parts = [(own + 1, source.tiles + 1), *zip(mine, radix)]
+    if places is not None and source.sets is not None:
+        parts += [(sets.of(p), sets.count) for sets, p in zip(source.sets, places)]
+    key, size = np.zeros(own.shape, dtype=np.int64), 1
+    for values, count in parts:
+        if size * count >= _KEY_BOUND:  # renumber the classes so far densely
+            _, first, key = np.unique(key, return_index=True, return_inverse=True)
+            key, size = key.reshape(-1), first.size
+        key, size = key * count + values, size * count
+    if size <= max(_CLASS_SPAN * key.size, _CLASS_TABLE):
+        seen = np.zeros(size, dtype=bool)
+        seen[key] = True
+        ids = np.cumsum(seen) - 1
+        cls = ids[key]
+        first = np.empty(int(ids[-1]) + 1, dtype=np.int64)
+        first[cls[::-1]] = np.arange(key.size - 1, -1, -1)
+        return cls, first
+    _, first, cls = np.unique(key, return_index=True, return_inverse=True)
+    return cls.reshape(-1), first
 
 
 _KEPT = 4
@@ -382,7 +527,7 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     pieces = [_piece_lists(src, dst, d) for d in dims]
     out: dict[int, list[int]] = {}
     for r in receivers:
-        c = dst.coordinate(r)
+        c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
         near = [] if memo.topology is None else found.near(memo.topology, r)
         own, row = found.tile(r), [0, 0, 0, 0, 0]
         for combo in itertools.product(*[pieces[d][_label_id(dst, d, dst.label(c, d))]

@@ -86,10 +86,11 @@ def refactored(v: MeshView, failed: tuple[int, ...], k: int, size: int,
     np = numpy() if v.size() >= _GATHER_FROM else None
     if np is not None:  # one NumPy mask over the instance
         flat = rank_table(v.ranks, Layout(1, 0), v.layout)[0]
-        kept = flat[~np.isin(flat, np.asarray(failed, dtype=np.int64))][:need].tolist()
-    else:
-        dead = set(failed)
-        kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
+        got = flat[~np.isin(flat, np.asarray(failed, dtype=np.int64))][:need]
+        return MeshView(Layout(shape), v.names,
+                        RankMap._trusted(tuple(got.tolist()), got.astype(np.int64)))
+    dead = set(failed)
+    kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
     return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(kept)))  # a subset
 
 
@@ -105,17 +106,17 @@ def _without(v: MeshView, k: int, gone: list[int]) -> MeshView:
     cut = set(gone)
     keep = [c for c in range(size) if c not in cut]
     np = numpy() if v.size() >= _GATHER_FROM else None
-    out: list[int] = []
-    if np is not None:  # one instance: it starts at offset 0
-        out = rank_table(v.ranks, Layout(1, 0), v.layout)[0].reshape(-1, size, inner)[
-            :, keep, :].ravel().tolist()
-    else:
-        flat = row(v.ranks, v.layout, 0)
-        for o in range(math.prod(v.shape[:k])):
-            for c in keep:
-                start = (o * size + c) * inner
-                out.extend(flat[start:start + inner])
     shape = tuple(len(keep) if i == k else s for i, s in enumerate(v.shape))
+    if np is not None:  # one instance: it starts at offset 0
+        got = rank_table(v.ranks, Layout(1, 0), v.layout)[0].reshape(-1, size, inner)[
+            :, keep, :].ravel().astype(np.int64)
+        return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(got.tolist()), got))
+    out: list[int] = []
+    flat = row(v.ranks, v.layout, 0)
+    for o in range(math.prod(v.shape[:k])):
+        for c in keep:
+            start = (o * size + c) * inner
+            out.extend(flat[start:start + inner])
     return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(out)))  # a subset
 
 
@@ -160,6 +161,12 @@ def substituted(v: MeshView, failed: tuple[int, ...], spares: tuple[int, ...],
     distinct, each in ``v``'s universe; ``spares`` one per failed rank, distinct, outside
     it; ``limit >= 0``."""
     check_limit(v.ranks.size, "substitute's new universe", limit)
+    np = numpy() if v.size() >= _GATHER_FROM else None
+    if np is not None:  # the universe as an array, kept by the new rank map
+        got = (np.arange(v.ranks.size, dtype=np.int64) if v.ranks.is_identity
+               else v.ranks.array().copy())
+        got[[offset(v.ranks, r) for r in failed]] = spares
+        return MeshView(v.layout, v.names, RankMap._trusted(tuple(got.tolist()), got))
     table = row(v.ranks, Layout(v.ranks.size), 0)  # by array arithmetic: a refusal is quick
     for r, s in zip(failed, spares):
         table[offset(v.ranks, r)] = s

@@ -97,7 +97,7 @@ def _shape(value: object) -> tuple[int, ...]:
     return out
 
 
-@attrs.frozen(eq=True, repr=False, init=False)
+@attrs.frozen(eq=True, repr=False, init=False, hash=False)
 class Sharding:
     """A tensor of ``shape`` placed over ``view``: one placement per view dim.
 
@@ -143,6 +143,13 @@ class Sharding:
                     f"tensor dim {d} is cut into {pieces:,} pieces by "
                     f"{[f'{view.names[i]!r}: {p!r}' for i, p in self.sharders(d)]}; at most "
                     f"{MAX_TILES:,} (mesh.MAX_TILES)")
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:  # computed once: plans and pricing key caches by sharding
+        return hash((self.view, self.placements, self.shape))
 
     def __repr__(self) -> str:
         return (f"Sharding({self.view.names}={self.view.shape}, {list(self.placements)}, "
