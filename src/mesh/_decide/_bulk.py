@@ -383,14 +383,7 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     own = own[first]
     mine = [m[first] for m in mine]
     places = None if places is None else (places[0][first], places[1][first])
-    # the cells: one piece per tensor dim, every combination; their sizes by destination tile
-    key = np.zeros((first.size, 1), dtype=np.int64)
-    tile = np.zeros(first.size, dtype=np.int64)
-    for d in range(len(src.shape)):
-        labels = _padded(np, members[0][3][d], 0)
-        key = (key[:, :, None] * source.radix[d] + labels[mine[d]][:, None, :]
-               ).reshape(key.shape[0], -1)
-        tile = tile * labels.shape[0] + mine[d]
+    key, tile = _cells(np, source, members[0][3], mine, first.size)
     sizes, blocks = _sizes(np, members)
     code = _codes(np, source, places, key, own)
     out = _tallied(np, code, sizes[tile],
@@ -400,6 +393,21 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     for mask, block in blocks:
         out[:, _KEPT] += np.where((moved & mask[tile]).any(axis=1), block[tile], 0)
     return out[cls]
+
+
+def _cells(np: Any, source: _Sources, lists: list[Any], mine: list[Any], n: int
+           ) -> tuple[Any, Any]:
+    """The cells of receivers with destination labels ``mine`` (per tensor dim): one piece
+    per tensor dim, every combination, each cell's source tile (receivers × cells); and
+    each receiver's destination tile (mixed radix), which the cells' sizes follow."""
+    key = np.zeros((mine[0].size if mine else 1, 1), dtype=np.int64)
+    tile = np.zeros(key.shape[0], dtype=np.int64)
+    for d, m in enumerate(mine):
+        labels = _padded(np, lists[d], 0)
+        key = (key[:, :, None] * source.radix[d] + labels[m][:, None, :]
+               ).reshape(key.shape[0], -1)
+        tile = tile * labels.shape[0] + m
+    return key, tile
 
 
 def _classes(np: Any, source: _Sources, places: tuple[Any, Any] | None, own: Any,
