@@ -78,15 +78,14 @@ def supports_reconfigure(group: Any) -> bool:
     without it); checked on torch 2.13.0, 2.14.1 and 2.15.0."""
     if not RECONFIGURES:
         return False
-    found = c10d._supports_reconfigure(group)  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
-    return bool(found)
+    return bool(_since_214("_supports_reconfigure")(group))
 
 
 def reconfigure_handle(group: Any) -> str:
     """This process's handle for re-forming ``group`` (``_get_reconfigure_handle``: on Gloo
     the store's address, which peers pass back in group order); checked on torch 2.13.0,
     2.14.1 and 2.15.0 (2.13.0 lacks it: call only where :data:`RECONFIGURES`)."""
-    return str(c10d._get_reconfigure_handle(group))  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
+    return str(_since_214("_get_reconfigure_handle")(group))
 
 
 def reconfigure(uuid: int, handles: list[str], group: Any, timeout: Any) -> Any:
@@ -95,7 +94,13 @@ def reconfigure(uuid: int, handles: list[str], group: Any, timeout: Any) -> Any:
     re-forming); returns torch's work.  Torch does not update its own record of the group's
     global ranks: see :func:`set_group_ranks`.  Checked on torch 2.13.0, 2.14.1 and 2.15.0
     (2.13.0 lacks it: call only where :data:`RECONFIGURES`)."""
-    return c10d._reconfigure(uuid, handles, group, timeout=timeout)  # type: ignore[attr-defined,unused-ignore]  # torch 2.14 on
+    return _since_214("_reconfigure")(uuid, handles, group, timeout=timeout)
+
+
+def _since_214(name: str) -> Any:
+    """c10d's function ``name``, one of the reconfigure names torch 2.14 added (read by
+    name: torch 2.13's stubs lack them, so an attribute read would not type-check there)."""
+    return getattr(c10d, name)
 
 
 def set_group_ranks(group: Any, ranks: tuple[int, ...]) -> None:
