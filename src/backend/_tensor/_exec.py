@@ -224,13 +224,7 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     import torch
     import torch.distributed as dist
 
-    named = _named_plans(plans)
-    if not isinstance(state, Mapping):
-        raise BackendConfigError(f"reshard_state: state must be a mapping tensor name -> local "
-                                 f"tensor, got {show(state)}")
-    unknown = sorted(set(state) - {n for n, _ in named}, key=str)
-    if unknown:
-        raise BackendConfigError(f"reshard_state: state names {unknown[:5]} that no plan moves")
+    named = _named_state(plans, state)
     rank = dist.get_rank()
     device = device or torch.device("cpu")
     sides: list[Side] = [
@@ -246,16 +240,11 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
             for name, plan, local, _ in sides if local is not None and _staged(plan)}
     wrong: list[int] = []
     if later_in or later_out:  # the reduced parts, once the sums are done
-        outgoing, _, _ = _packed(sides, kinds, rank, sums, reduced=True)
-        ok = torch.tensor([0 if bad else 1], dtype=torch.uint8)  # sums short of a peer's part
-        outgoing = {peer: [*parts, ok] for peer, parts in outgoing.items()}
-        more, flags = _moved(outgoing, later_in, kinds, group, device, bad, flagged=True)
-        for name, pieces in more.items():
-            received.setdefault(name, []).extend(pieces)
-        wrong = sorted(peer for peer, flag in flags.items() if not flag)
+        wrong = _reduced_phase(sides, kinds, rank, sums, later_in, group, device, bad,
+                               received)
     if bad or wrong:
         raise BackendConfigError(
-            "reshard_state: rank " + str(dist.get_rank()) + " and its peers disagree on what "
+            "reshard_state: rank " + str(rank) + " and its peers disagree on what "
             "moves (nothing moved between them): " + "; ".join(bad[p] for p in sorted(bad))
             + "".join(f"; rank {peer} could not reduce what it sends here (a peer of its "
                       "disagreed on what moves)" for peer in wrong))
@@ -265,6 +254,38 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
                               sums.get(name, {})))
             if in_dst else None
             for name, plan, local, (_, in_dst) in sides}
+
+
+def _named_state(plans: Mapping[str, mesh.Reshard], state: object
+                 ) -> list[tuple[str, mesh.Reshard]]:
+    """The plans, checked, in order; refused: a state that is not a mapping, or that names
+    a tensor no plan moves."""
+    named = _named_plans(plans)
+    if not isinstance(state, Mapping):
+        raise BackendConfigError(f"reshard_state: state must be a mapping tensor name -> local "
+                                 f"tensor, got {show(state)}")
+    unknown = sorted(set(state) - {n for n, _ in named}, key=str)
+    if unknown:
+        raise BackendConfigError(f"reshard_state: state names {unknown[:5]} that no plan moves")
+    return named
+
+
+def _reduced_phase(sides: list[Side], kinds: dict[str, Any], rank: int,
+                   sums: dict[str, Any], later_in: Any, group: Any, device: Any,
+                   bad: dict[int, str], received: dict[str, list[Any]]) -> list[int]:
+    """The second exchange: the parts reduced at this rank sent on, each message flagged
+    with whether this rank's sums are whole (its first exchange agreed with every peer);
+    what arrives is added to ``received``.  The peers whose flag says they could not
+    reduce."""
+    import torch
+
+    outgoing, _, _ = _packed(sides, kinds, rank, sums, reduced=True)
+    ok = torch.tensor([0 if bad else 1], dtype=torch.uint8)  # sums short of a peer's part
+    outgoing = {peer: [*parts, ok] for peer, parts in outgoing.items()}
+    more, flags = _moved(outgoing, later_in, kinds, group, device, bad, flagged=True)
+    for name, pieces in more.items():
+        received.setdefault(name, []).extend(pieces)
+    return sorted(peer for peer, flag in flags.items() if not flag)
 
 
 def _unchanged(plan: mesh.Reshard, rank: int, local: Any, received: bool) -> bool:
