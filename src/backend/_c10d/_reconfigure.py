@@ -59,6 +59,20 @@ def why_not(record: CreationRecord, before: tuple[int, ...], lost: frozenset[int
     after = tuple(r for r in before if r not in lost)
     if after == before:
         return "no member was lost (a collective failed on it: out of step)"
+    why = _no_successor(record, before, after, rank=rank, onward=onward)
+    if why is not None:
+        return why
+    if len(after) < 2:
+        return "a single survivor (a group of one is created locally)"
+    if not private.supports_reconfigure(group):
+        return "the group does not support reconfigure"
+    return None
+
+
+def _no_successor(record: CreationRecord, before: tuple[int, ...], after: tuple[int, ...],
+                  *, rank: int, onward: Onward | None) -> str | None:
+    """Why the new mesh has no group here that is exactly ``after`` (the survivors of
+    ``before``, in its order); None when it has."""
     if onward is None:
         return "retire was not told the mesh that goes on (DeviceMesh.rebind tells it)"
     if onward.view.ranks.offset_of(rank) is None:
@@ -66,21 +80,17 @@ def why_not(record: CreationRecord, before: tuple[int, ...], lost: frozenset[int
     wanted = onward.groups(rank, record.key.options)
     if not wanted:
         return "no dim of the new mesh has this group's options"
-    if after not in wanted:
-        near = max(wanted, key=lambda g: len(set(g) & set(after)))
-        extra = [r for r in near if r not in before]
-        if extra:
-            return (f"its successor {near} brings ranks {extra} that were not its members (a "
-                    "spare in a failed rank's place, or ranks regrouped by a re-factor): Gloo "
-                    "reconfigures only among a group's members")
-        if set(near) == set(after):
-            return f"the new mesh orders its survivors differently ({near}, not {after})"
-        return f"no group of the new mesh here is its survivors {after} (nearest: {near})"
-    if len(after) < 2:
-        return "a single survivor (a group of one is created locally)"
-    if not private.supports_reconfigure(group):
-        return "the group does not support reconfigure"
-    return None
+    if after in wanted:
+        return None
+    near = max(wanted, key=lambda g: len(set(g) & set(after)))
+    extra = [r for r in near if r not in before]
+    if extra:
+        return (f"its successor {near} brings ranks {extra} that were not its members (a "
+                "spare in a failed rank's place, or ranks regrouped by a re-factor): Gloo "
+                "reconfigures only among a group's members")
+    if set(near) == set(after):
+        return f"the new mesh orders its survivors differently ({near}, not {after})"
+    return f"no group of the new mesh here is its survivors {after} (nearest: {near})"
 
 
 def reconfigure_group(record: CreationRecord, after: tuple[int, ...], lost: frozenset[int],
