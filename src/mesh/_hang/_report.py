@@ -253,19 +253,16 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
                     for s in unseen]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
-                      _blocked(behind, positions, findings), hang.mismatches, hang.notes, host,
+                      _blocked(behind, positions), hang.mismatches, hang.notes, host,
                       views, unreadable, _stalled_hosts(findings, hang.world, host))
 
 
-def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]],
-             findings: Sequence[HangFinding]) -> tuple[tuple[int, PlanGroup, tuple[int, ...]],
-                                                      ...]:
-    """``(rank, group, waits for)`` per rank waiting in a group stuck behind the findings,
-    but those at fault in one (a skip hidden behind another hang waits too)."""
-    named = {r for f in findings for r in f.ranks}
+def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]]
+             ) -> tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]:
+    """``(rank, group, waits for)`` per rank waiting in a group stuck behind the findings
+    (a rank at fault that waits too is listed, as check_spmd lists it)."""
     return tuple(sorted(((r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
-                         if r in positions and positions[r][0] == s.name and r not in named),
-                        key=lambda b: b[0]))
+                         if r in positions and positions[r][0] == s.name), key=lambda b: b[0]))
 
 
 def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
