@@ -127,3 +127,9 @@ def _done(view: MeshView, rank: int, programs: Mapping[int, Sequence[Call]], i: 
     members = range(len(programs)) if dim == "world" else view.group(rank, dim)
     nth = sum(1 for d, _, _ in programs[rank][:i + 1] if d == dim)
     return all(count.get((name, m), 0) >= nth for m in members)
+
+
+def clockless(dumps: Mapping[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """``dumps`` without the clock: no entry holds a ``time_created_ns``."""
+    return {r: d | {"entries": [{k: v for k, v in e.items() if k != "time_created_ns"}
+                                for e in d["entries"]]} for r, d in dumps.items()}

@@ -15,7 +15,8 @@ import pickle
 from collections.abc import Sequence
 from pathlib import Path
 
-from hang_synth import Call, dump, run, step, write
+import pytest
+from hang_synth import Call, clockless, run, step, write
 
 from mesh import HangReport, MeshView, Topology, read_flight_records
 
@@ -29,9 +30,10 @@ def _skip(program: Sequence[Call], *places: int) -> list[Call | None]:
 
 
 def _read(tmp: Path, programs: dict[int, Sequence[Call | None]], view: MeshView = VIEW,
-          backend: str = "gloo") -> HangReport:
-    return read_flight_records(write(tmp, run(view, programs, frames=True, backend=backend)),
-                               view, topology=HOSTS)
+          backend: str = "gloo", clock: bool = True) -> HangReport:
+    dumps = run(view, programs, frames=True, backend=backend)
+    return read_flight_records(write(tmp, dumps if clock else clockless(dumps)), view,
+                               topology=HOSTS)
 
 
 def _plant(**faults: Sequence[Call | None]) -> dict[int, Sequence[Call | None]]:
@@ -82,19 +84,6 @@ def test_a_skip_of_the_last_call_says_both_possibilities(tmp_path: Path) -> None
         in finding.text
 
 
-def test_where_the_others_cannot_tell_the_clock_says_the_rank_went_past(tmp_path: Path) -> None:
-    """Only ranks 0 and 1's dumps (of a 2x2 job where rank 1 skipped its 2nd tp call): no
-    other rank's records place rank 1's newest call against the pending one, but rank 1 made
-    it after rank 0 entered the pending call, so it was running while rank 0 waited."""
-    view = MeshView.from_shape((2, 2), ("dp", "tp"))
-    dumps = {0: dump(view, 0, step(2)[:3], at=[0, 1, 2]),
-             1: dump(view, 1, [*step(1), ("dp", "all_reduce", (16,))], at=[0, 1, 5])}
-    report = read_flight_records(write(tmp_path, dumps), view)
-    [finding] = [f for f in report.findings if f.group.dim == "tp"]
-    assert finding.ranks == (1,) and finding.causes == ("went past",)
-    assert "3 µs after the first rank entered this call" in finding.text
-
-
 def test_a_rank_that_skips_the_world_all_reduce_is_named_alone(tmp_path: Path) -> None:
     """Rank 3 skips the 2nd all_reduce on torch's default group and waits at its next dp
     call: it was "a cycle" naming ranks 3 and 7 (7 waits in the world group with the
@@ -133,6 +122,36 @@ def test_a_skip_matched_by_the_next_call_of_its_kind_is_found_from_the_order(
     assert (desync.kind, desync.group.members) == ("desync", (2, 6))
     assert "it skipped a call or swapped two" in desync.text
     assert "at /job/train.py:105 in step" in desync.text  # where rank 6 made it
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_a_skip_hidden_behind_a_stalled_rank_is_named_beside_it(tmp_path: Path,
+                                                                  clock: bool) -> None:
+    """Rank 1 stalls before its 2nd tp call; rank 6 skips its 2nd dp call and waits at its
+    3rd tp call.  Its dp partner, rank 2, waits behind rank 1 and never reached a 2nd dp
+    call, so no group shows the skip (it was "stuck behind" its tp peers); ranks 4, 5 and 7
+    made their 2nd dp call before their 3rd tp call: rank 6 went past it."""
+    report = _read(tmp_path, _plant(r1=PROGRAM[:2], r6=_skip(PROGRAM, 3)), clock=clock)
+    assert report.suspects == (1, 6)
+    assert {(f.group.members, f.ranks, f.causes) for f in report.findings} == {
+        ((0, 1, 2, 3), (1,), ("stopped",)), ((1, 5), (1,), ("stopped",)),
+        ((2, 6), (6,), ("went past",))}
+    hidden = next(f for f in report.findings if f.ranks == (6,))
+    assert "never issued its 2nd call (all_reduce (16,) float32, seq 2, at /job/train.py:103 " \
+           "in step), which no member reached yet" in hidden.text
+    assert "it waits at all_reduce (4, 8) float32 on the 'tp' group (4, 5, 6, 7), seq 3" \
+        in hidden.text and "hidden behind the hang above" in hidden.text
+    assert {r for r, _, _ in report.blocked} == {4, 6, 7}  # as check_spmd lists them
+
+
+def test_a_skip_matched_behind_a_stalled_rank_is_found_from_the_order(tmp_path: Path) -> None:
+    """Rank 1 stalls before its 3rd tp call; rank 6 skips its 2nd dp call, and its 3rd meets
+    rank 2's 2nd (same shapes: it completes) before rank 2 waits behind rank 1."""
+    report = _read(tmp_path, _plant(r1=PROGRAM[:4], r6=_skip(PROGRAM, 3)))
+    assert report.suspects == (1, 6)
+    assert {(f.kind, f.group.members, f.ranks, f.causes) for f in report.findings} == {
+        ("unmatched", (0, 1, 2, 3), (1,), ("stopped",)),
+        ("unmatched", (1, 5), (1,), ("stopped",)), ("desync", (2, 6), (6,), ("desync",))}
 
 
 def test_two_ranks_that_skip_one_call_in_two_groups_are_both_named(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ Module map: ``_unpickle`` runs a pickle of builtins only, in bounded work; ``_re
 dumps safely with it (or JSON; bounded);
 ``_groups`` finds which group of the plan each of torch's process groups is; ``_hung``
 lines the members' calls up per group; ``_why`` says why a rank never entered a call (the
-other ranks' order, the clock, Gloo's unseen point-to-point calls); ``_report`` words the
+other ranks' order, the clock, Gloo's unseen point-to-point calls); ``_hidden`` finds a
+skip hidden behind another rank's hang (a rank past a call its group never reached);
+``_report`` words the
 result (:class:`HangReport`).  Imports only the core and the machine model (``mesh._topology``):
 no torch, no other wing.
 """

@@ -14,6 +14,7 @@ from layout import show
 
 from .._core import FlightRecordError, MeshView
 from ._groups import PlanGroup, rank_words, who
+from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
 from ._records import FlightCall
 from ._why import CYCLE, NO_DUMP_ONLY, Cause, Order, Why, at, cause
@@ -242,6 +243,8 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         else:
             behind.append(s)
     findings += _out_of_order(hang, order, {r for f in findings for r in f.ranks})
+    findings += [_hidden(h, views, host) for h in hidden_skips(
+        hang, order, {r for f in findings for r in f.ranks})]
     if behind and not findings and not unseen:  # every stuck rank waits behind another
         findings = [_unmatched(s, dict.fromkeys(s.never + s.no_dump, CYCLE), views, host)
                     for s in behind]
@@ -249,11 +252,17 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
         findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
                     for s in unseen]
-    blocked = [(r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
-               if r in positions and positions[r][0] == s.name]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
-                      tuple(sorted(blocked, key=lambda b: b[0])), hang.mismatches, hang.notes, host,
+                      _blocked(behind, positions), hang.mismatches, hang.notes, host,
                       views, unreadable, _stalled_hosts(findings, hang.world, host))
+
+
+def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]]
+             ) -> tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]:
+    """``(rank, group, waits for)`` per rank waiting in a group stuck behind the findings
+    (a rank at fault that waits too is listed, as check_spmd lists it)."""
+    return tuple(sorted(((r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
+                         if r in positions and positions[r][0] == s.name), key=lambda b: b[0]))
 
 
 def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
@@ -318,6 +327,23 @@ def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding
                 "another point of the program (wrong data, then a hang where the counts part)")
         out.append(HangFinding("desync", text, (rank,), group, (Why.DESYNC,)))
     return out
+
+
+def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding:
+    """A skip hidden behind another hang (:mod:`._hidden`): the rank went past a call its
+    group never reached."""
+    g, new = h.group.group, h.newest
+    there = f"{new.describe()} on {h.at.group.describe()}, seq {new.seq}{at(new)}"
+    waits = h.at.hung and new.seq >= h.at.seq
+    went = (f"it went past it: it waits at {there}, which" if waits else
+            f"its newest call ({there}) completed, and")
+    text = (f"{g.describe()} [{g.where()}]: {who((h.rank,))} never issued its {_nth(h.seq)} "
+            f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
+            f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
+            "issue after this call: it skipped it, hidden behind the hang above; once that "
+            "is mended, this group hangs or scrambles its data here)")
+    return HangFinding("unmatched", text, (h.rank,), g,
+                       (Why.WENT_PAST if waits else Why.WENT_ON,))
 
 
 def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:

@@ -24,8 +24,8 @@ from ._groups import WORLD, PlanGroup, who
 from ._hung import GroupState, Hang
 from ._records import FlightCall
 
-__all__ = ["CYCLE", "NO_DUMP", "NO_DUMP_ONLY", "PIPELINE_DIMS", "TAIL", "VOTERS", "Cause", "Order",
-           "Why", "at", "cause", "span"]
+__all__ = ["BEFORE", "CYCLE", "NO_DUMP", "NO_DUMP_ONLY", "PAST", "PIPELINE_DIMS", "TAIL", "VOTERS",
+           "Cause", "Order", "Why", "at", "cause", "span"]
 
 
 class Why(str, enum.Enum):
@@ -59,7 +59,7 @@ NO_DUMP_ONLY = Cause(Why.NO_DUMP, "no dump was given for it, and nothing else ex
 NO_DUMP = Cause(Why.NO_DUMP, "no dump was given for it: it died, hangs elsewhere, or its dump "
                   "was not collected (its dump would tell which)")
 
-_PAST, _BEFORE = "past", "before"
+PAST, BEFORE = "past", "before"  # the answers of an Order
 
 
 def cause(x: int, s: GroupState, states: Mapping[str, GroupState],
@@ -90,24 +90,45 @@ def cause(x: int, s: GroupState, states: Mapping[str, GroupState],
                      "come, it completed and its program went on without this call")
     side = order(s.group, s.seq, where.group, call.seq) if where is not None else None
     late = s.entered_ns and call.created_ns > s.entered_ns
-    if side is None and late:
-        side = _PAST
-    clock = (f", {span(call.created_ns - s.entered_ns)} after the first rank entered this "
-             "call" if late else "")
-    if not done:
-        if side == _PAST:
-            return Cause(Why.WENT_PAST, f"it went past it: it waits at {there}, which the "
-                         f"other ranks there issued after this call{clock}")
-        return None
-    if side == _PAST:
+    after = f"{span(call.created_ns - s.entered_ns)} after the first rank entered this call"
+    clock = f", {after}" if late else ""
+    disputed = where is not None and order.disputed(s.group, s.seq, where.group, call.seq)
+    if side is None and late and not disputed:
+        return _by_clock(there, after, done)
+    if side == PAST:
         return Cause(Why.WENT_ON, f"its newest call ({there}) completed{clock}, and the other "
-                     "ranks issue it after this one: its program went on without this call")
-    if side == _BEFORE:
+                     "ranks issue it after this one: its program went on without this call") \
+            if done else Cause(Why.WENT_PAST, f"it went past it: it waits at {there}, which "
+                               f"the other ranks there issued after this call{clock}")
+    if not done:
+        return _waits_unsure(there) if side is None and where is not None and \
+            order.one_says_past(s.group, s.seq, where.group, call.seq) else None
+    if side == BEFORE:
         return _stopped(x, s, call, there, views)
+    peers = _pipeline_peers(x, s.group, views) if call.backend == "gloo" else ()
     return Cause(Why.UNSURE, f"its newest call ({there}) completed, and the dumps cannot tell "
                  "where it lies against this one: either it stalled before this call, or its "
-                 "program went on without it", _pipeline_peers(x, s.group, views)
-                 if call.backend == "gloo" else ())
+                 f"program went on without it{_unseen_sends(peers)}", peers)
+
+
+def _waits_unsure(there: str) -> Cause:
+    """The cause of a rank that waits in another stuck group where one other rank's records
+    alone put that call after the pending one (too few to tell: two dumps of a bigger job)."""
+    return Cause(Why.UNSURE, f"it waits at {there}, which one other rank's records alone put "
+                 "after this call, too few to tell: either it went past this call, or it "
+                 "waits there in turn, stuck behind that group")
+
+
+def _by_clock(there: str, after: str, done: bool) -> Cause:
+    """The cause when no other rank's records place the rank's newest call (``there``) against
+    the pending one, and the clock says it made it ``after`` the first member entered the
+    pending one: it was running while they waited."""
+    basis = (f"made {after}, so it was running while they waited (no other rank's records "
+             "place the two calls the other way)")
+    if done:
+        return Cause(Why.WENT_ON, f"by the clock, its program went on without this call: its "
+                     f"newest call ({there}) completed, {basis}")
+    return Cause(Why.WENT_PAST, f"by the clock, it went past it: it waits at {there}, {basis}")
 
 
 def _stopped(x: int, s: GroupState, call: FlightCall, there: str,
@@ -118,15 +139,19 @@ def _stopped(x: int, s: GroupState, call: FlightCall, there: str,
     old = f" ({span(gap)} before the first rank entered this call)" if gap > 0 else ""
     gloo = call.backend == "gloo"
     peers = _pipeline_peers(x, s.group, views) if gloo else ()
-    hidden = ("; Gloo records no point-to-point call: if it receives before this call, it may "
-              f"wait for {' or '.join(f'rank {p}' for p in peers)} (its "
-              f"{'neighbours' if len(peers) > 1 else 'neighbour'} along the pipeline), "
-              "whose send is then missing" if peers else "")
     unseen = "a call the recorder does not see" + (": on Gloo, a send or recv" if gloo else "")
     return Cause(Why.STOPPED, f"it stopped before this call: its newest call ({there}) comes "
                  f"before it in the other ranks' order, and it made none since{old}: it stalls "
                  f"there (compute, I/O, a lock, {unseen}) or its program ended without this "
-                 f"call{hidden}", peers)
+                 f"call{_unseen_sends(peers)}", peers)
+
+
+def _unseen_sends(peers: tuple[int, ...]) -> str:
+    """What Gloo's unrecorded point-to-point calls may hide: a receive from ``peers``."""
+    return ("; Gloo records no point-to-point call: if it receives before this call, it may "
+            f"wait for {' or '.join(f'rank {p}' for p in peers)} (its "
+            f"{'neighbours' if len(peers) > 1 else 'neighbour'} along the pipeline), "
+            "whose send is then missing" if peers else "")
 
 
 PIPELINE_DIMS = ("pp", "pipe", "pipeline", "stage", "pp_stage")
@@ -186,10 +211,22 @@ class Order:
         """Whether a rank at call ``t`` on ``h``'s dim, which never issued call ``s`` on
         ``g``'s dim, went past ``s`` (``"past"``) or stopped before it (``"before"``), as
         most other ranks that say tell; None when they tie."""
-        return self._vote(g.view, g.dim, s, h.view, h.dim, t)
+        past, before = self._votes(g.view, g.dim, s, h.view, h.dim, t)
+        return PAST if past > before else BEFORE if before - 1 > past else None
+
+    def disputed(self, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+        """Whether a rank other than the one asked about says it stopped before ``s`` (then
+        the ranks' records disagree on the order, and the clock cannot settle it: it tells
+        a rank running from one stalled, not which rank left the program's order)."""
+        return self._votes(g.view, g.dim, s, h.view, h.dim, t)[1] > 1
+
+    def one_says_past(self, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+        """Whether exactly one rank besides the one asked about says it went past ``s``, and
+        none that it stopped before it (two dumps of a bigger job: too few to tell)."""
+        return self._votes(g.view, g.dim, s, h.view, h.dim, t) == (1, 1)
 
     @functools.cache  # noqa: B019 (one per report, dropped with it)
-    def _vote(self, gv: str, gd: str, s: int, hv: str, hd: str, t: int) -> str | None:
+    def _votes(self, gv: str, gd: str, s: int, hv: str, hd: str, t: int) -> tuple[int, int]:
         """A rank that made both calls says which came first; one that made only ``s`` (and
         whose ring reaches back to ``t``) says ``s`` comes first; one that made only ``t``,
         that ``t`` does.  The rank asked about is one of the last: "past" needs more votes
@@ -205,7 +242,7 @@ class Order:
                     before += 1
             elif first is not None and self._lowest[rank].get((hv, hd), 0) <= t:
                 past += 1
-        return _PAST if past > before else _BEFORE if before - 1 > past else None
+        return past, before
 
     def out_of_order(self, rank: int
                      ) -> tuple[PlanGroup, FlightCall, PlanGroup, FlightCall] | None:

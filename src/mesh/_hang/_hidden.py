@@ -1,0 +1,82 @@
+"""A skip hidden behind another rank's hang: a rank whose group never reached a call that
+the rank itself went past.
+
+Rank 6 skips its 2nd dp call and waits at its 3rd tp call, while rank 2, its dp partner,
+is stuck behind a stalled rank 1 and never reached its own 2nd dp call.  The dp group (2, 6)
+is not stuck (both members made one dp call), so no group shows the skip; rank 6 only
+looks stuck behind its tp peers.  The other ranks' order (:class:`~._why.Order`) tells: the
+ranks that made a 2nd dp call made it before their 3rd tp call, and rank 6 waits at its 3rd
+tp call with one dp call.  Once the first hang is mended, the skip hangs or scrambles here.
+
+A rank is asked about each of its groups where it is as far as any member (so the group's
+next call is one no member made), on the dims whose calls every rank orders alike (not the
+world group's or a pipeline's: their stages may differ by design).  The vote is memoized per
+question, so a world of ranks at a few places asks a few questions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Set
+
+import attrs
+
+from ._groups import WORLD, PlanGroup
+from ._hung import GroupState, Hang
+from ._records import FlightCall
+from ._why import BEFORE, PAST, PIPELINE_DIMS, Order
+
+__all__ = ["Hidden", "hidden_skips"]
+
+
+@attrs.frozen
+class Hidden:
+    """``rank`` went past the ``seq``-th call of ``group`` (recorded by other ranks as
+    ``call``), which no member of ``group`` made; its newest call is ``newest``, on the group
+    whose state is ``at``."""
+
+    rank: int
+    group: GroupState
+    seq: int
+    call: FlightCall
+    newest: FlightCall
+    at: GroupState
+
+
+def hidden_skips(hang: Hang, order: Order, named: Set[int]) -> list[Hidden]:
+    """The ranks not ``named`` yet that went past a call no member of their group made."""
+    states = {s.name: s for s in hang.states}
+    mine: dict[int, list[GroupState]] = defaultdict(list)
+    for s in hang.states:
+        if s.group.dim not in (WORLD, *PIPELINE_DIMS) and s.desync is None:
+            for r in s.entered:
+                mine[r].append(s)
+    found = []
+    for rank, (name, newest) in sorted(hang.positions.items()):
+        at = states.get(name)
+        if rank in named or at is None or at.group.dim in (WORLD, *PIPELINE_DIMS):
+            continue
+        for g in mine.get(rank, ()):
+            if g.name != name and _went_past(order, g.group, g.seq + 1, at.group, newest.seq):
+                call = _recorded(hang, g.group, g.seq + 1)
+                if call is not None:
+                    found.append(Hidden(rank, g, g.seq + 1, call, newest, at))
+                    break
+    return found
+
+
+def _went_past(order: Order, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+    """Whether the ranks place call ``s`` on ``g``'s dim before call ``t`` on ``h``'s, asked
+    both ways: a rank at ``t`` without ``s`` went past it, and one at ``s`` without ``t``
+    stopped before it (with three dumps of four ranks, two ranks that skipped together
+    outvote one that did not on the first question only)."""
+    return order(g, s, h, t) == PAST and order(h, t, g, s) == BEFORE
+
+
+def _recorded(hang: Hang, group: PlanGroup, seq: int) -> FlightCall | None:
+    """The ``seq``-th call on ``group``'s dim as some rank recorded it (the program's)."""
+    same = {s.name for s in hang.states if (s.group.view, s.group.dim) == (group.view,
+                                                                            group.dim)}
+    return next((c for calls in hang.calls.values() for c in calls
+                 if c.group in same and c.seq == seq), None)
+

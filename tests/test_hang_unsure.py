@@ -1,0 +1,106 @@
+"""Where the dumps cannot tell a stalled rank from one that skipped, the report says both
+possibilities in words, under the cause ``unsure``, and never a confident one (issue 45).
+
+The job: per step a tp all_reduce then a dp all_reduce on a (dp=2, tp=2) mesh of 4 ranks
+(``tests/hang_synth``: dumps written by hand, in torch 2.13's Gloo format).  In each test
+only some ranks' dumps are given, and those given disagree on the order of the program:
+rank 0 waits in its 2nd tp call, while ranks 1 and 3 made their 2nd dp call.  Either the
+program issues the 2nd tp call first (rank 1 went on without it) or the 2nd dp call first
+(rank 1 stalled before the tp call, and rank 0 skipped its dp call): one dump against one
+says nothing, and the clock cannot settle it (it tells a rank running from one stalled,
+not which rank left the program's order).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hang_synth import clockless, dump, step, write
+
+from mesh import HangReport, MeshView, read_flight_records
+
+VIEW = MeshView.from_shape((2, 2), ("dp", "tp"))
+TP1, DP1, TP2, DP2 = step(2)
+BOTH = ("either it stalled before this call, or its program went on without it")
+CONFIDENT = ("it stopped before this call", "its program went on without this call",
+             "it went past it", "by the clock")
+
+
+def _read(tmp: Path, dumps: dict[int, dict[str, Any]], view: MeshView = VIEW) -> HangReport:
+    return read_flight_records(write(tmp, dumps), view)
+
+
+def _causes(report: HangReport, rank: int) -> set[str]:
+    return {c.value for f in report.findings for r, c in zip(f.ranks, f.causes) if r == rank}
+
+
+def _disputed(view: MeshView, rank_1_at: int) -> dict[int, dict[str, Any]]:
+    """Ranks 0, 1 and 3's dumps: rank 0 at its 2nd tp call (entered at 3 µs), rank 1's
+    newest call its 2nd dp call (made at ``rank_1_at`` µs, with rank 3), rank 3 at its 2nd tp
+    call after its 2nd dp call (rank 2, its tp partner, gave no dump)."""
+    return {0: dump(view, 0, [TP1, DP1, TP2], at=[0, 1, 3]),
+            1: dump(view, 1, [TP1, DP1, DP2], at=[0, 1, rank_1_at]),
+            3: dump(view, 3, [TP1, DP1, DP2, TP2], at=[0, 1, 2, 4])}
+
+
+@pytest.mark.parametrize("clock", ["none", "older", "newer"])
+def test_ranks_that_disagree_on_the_order_leave_the_stopped_rank_unsure(
+        tmp_path: Path, clock: str) -> None:
+    """Without a clock, with rank 1's newest call older than rank 0's wait, and newer: the
+    records of ranks 0 and 3 disagree, so the cause is ``unsure`` and both are said."""
+    dumps = _disputed(VIEW, 2 if clock == "older" else 5)
+    report = _read(tmp_path, clockless(dumps) if clock == "none" else dumps)
+    [finding] = [f for f in report.findings if f.group.members == (0, 1)]
+    assert (finding.ranks, finding.causes, finding.maybe) == ((1,), ("unsure",), ())
+    assert BOTH in finding.text
+    assert not any(words in str(report) for words in CONFIDENT), str(report)
+    assert _causes(report, 1) == {"unsure"} and _causes(report, 0) == set()
+    assert report.to_dict()["findings"][0]["ranks"][0]["cause"] == "unsure"
+
+
+def test_an_unsure_gloo_rank_in_a_pipeline_names_its_neighbour(tmp_path: Path) -> None:
+    """The same in stage 0 of a (pp=2, dp=2, tp=2) job on Gloo: rank 1 may also wait in a
+    receive Gloo does not record, from rank 5, its neighbour along the pipeline."""
+    view = MeshView.from_shape((2, 2, 2), ("pp", "dp", "tp"))
+    report = _read(tmp_path, clockless(_disputed(view, 5)), view)
+    [finding] = [f for f in report.findings if f.group.members == (0, 1)]
+    assert (finding.ranks, finding.causes, finding.maybe) == ((1,), ("unsure",), (5,))
+    assert BOTH in finding.text
+    assert "Gloo records no point-to-point call: if it receives before this call, it may " \
+           "wait for rank 5 (its neighbour along the pipeline)" in finding.text
+    assert 5 in report.suspects
+
+
+def _two_dumps(clock: bool) -> dict[int, dict[str, Any]]:
+    """Ranks 0 and 1's dumps only: rank 0 waits at its 2nd tp call (entered at 2 µs), rank 1
+    at its 2nd dp call (entered at 5 µs), whose partner, rank 3, gave no dump."""
+    dumps = {0: dump(VIEW, 0, [TP1, DP1, TP2], at=[0, 1, 2]),
+             1: dump(VIEW, 1, [TP1, DP1, DP2], at=[0, 1, 5])}
+    return dumps if clock else clockless(dumps)
+
+
+def test_without_a_clock_one_dump_against_one_leaves_the_waiting_rank_unsure(
+        tmp_path: Path) -> None:
+    """Only rank 0's records put rank 1's call after the pending one: rank 1 went past the
+    tp call, or waits in its dp call for rank 3 (no dump): both are said, and rank 3 named."""
+    report = _read(tmp_path, _two_dumps(clock=False))
+    [finding] = [f for f in report.findings if f.group.members == (0, 1)]
+    assert (finding.ranks, finding.causes) == ((1,), ("unsure",))
+    assert "either it went past this call, or it waits there in turn, stuck behind that " \
+           "group" in finding.text
+    assert not any(words in str(report) for words in CONFIDENT), str(report)
+    assert _causes(report, 3) == {"no dump"}
+    assert report.suspects == (1, 2, 3)
+
+
+def test_with_a_clock_the_cause_says_it_rests_on_the_clock(tmp_path: Path) -> None:
+    """With the clock, rank 1 made its dp call 3 µs after rank 0 began waiting, and no other
+    rank disputes the order: it went past, and the words say on what evidence."""
+    report = _read(tmp_path, _two_dumps(clock=True))
+    [finding] = [f for f in report.findings if f.group.members == (0, 1)]
+    assert (finding.ranks, finding.causes) == ((1,), ("went past",))
+    assert "by the clock, it went past it" in finding.text
+    assert "made 3 µs after the first rank entered this call" in finding.text
+    assert "the other ranks there issued after this call" not in finding.text
