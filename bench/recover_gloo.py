@@ -32,8 +32,13 @@ more than 30% (the slowest over 1.3x the fastest), the way ranked first is the f
 (a way within 30% of the fastest counts as it: the bench cannot tell them apart).  Also
 printed: of the pairs of ways 30% apart in measured time, how many the prediction orders.
 
-Run:  python bench/recover_gloo.py               (3 failures x 3 ways; about 3 minutes)
-      python bench/recover_gloo.py --smoke       (1 failure, 4 MiB tensors)
+Each calibration figure is the median over ``--repeat`` calibration jobs (default 3), and
+each trial's measured seconds the median over as many fresh jobs (its range is printed):
+8 processes sharing 2 cores time one job within about ±20% of another.
+
+Run:  python bench/recover_gloo.py               (3 failures x 4 ways x 3 jobs; about 10 min)
+      python bench/recover_gloo.py --victims 0,1,2,3,4,5 --mib 64   (every failure)
+      python bench/recover_gloo.py --smoke       (1 failure, 4 MiB tensors, one job each)
 """
 
 from __future__ import annotations
@@ -63,12 +68,17 @@ BOUND_S = 300.0
 TOLERANCE = 0.30
 
 
-def calibrate(out: Path, env: dict[str, str]) -> Costs:
-    """The figures measured on this machine, as :class:`mesh.Costs`."""
-    codes, reports, logs = launch(WORKER, 8, "calibrate", out / "calibrate", BOUND_S, env=env)
-    if codes != [0] * 8:
-        raise SystemExit(f"calibration failed: exit codes {codes}\n{logs}")
-    r = reports[0]
+def calibrate(out: Path, env: dict[str, str], repeat: int) -> Costs:
+    """The figures measured on this machine, as :class:`mesh.Costs`: each the median over
+    ``repeat`` calibration jobs (the first saves the checkpoint)."""
+    runs = []
+    for k in range(repeat):
+        codes, reports, logs = launch(WORKER, 8, "calibrate", out / f"calibrate{k}", BOUND_S,
+                                      env={**env, "SAVE": "1" if k == 0 else "0"})
+        if codes != [0] * 8:
+            raise SystemExit(f"calibration failed: exit codes {codes}\n{logs}")
+        runs.append(reports[0])
+    r = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     gbps = 8 * r["bytes"] / max(r["big_s"] - r["small_s"], 1e-9) / 1e9  # a pair alone
     latency_us = 1e6 * r["small_s"]
     costs = Costs(host_gbps=gbps, domain_gbps=gbps, across_gbps=gbps,
@@ -90,21 +100,27 @@ def ways_of(victim: int, costs: Costs) -> list[str]:
     return [w.label for w in decided.ways if w.kind.value not in ("restart", "wait")]
 
 
-def trial(out: Path, env: dict[str, str], victim: int, way: str, costs: Costs
+def trial(out: Path, env: dict[str, str], victim: int, way: str, costs: Costs, repeat: int
           ) -> dict[str, Any]:
-    """One failure recovered one way: measured and predicted seconds, the way ranked first."""
-    name = f"v{victim}-" + "".join(c for c in way if c.isalnum())
-    codes, reports, logs = launch_with_agent(
-        WORKER, 8, "trial", out / name, BOUND_S,
-        env={**env, "VICTIM": str(victim), "WAY": way, "COSTS": json.dumps(costs.to_dict())})
-    if codes[victim] != -9 or any(c != 0 for r, c in enumerate(codes) if r != victim):
-        raise SystemExit(f"trial {name} failed: exit codes {codes}\n{logs}")
-    part = [r for r in reports.values() if r["took_part"]]
-    one = part[0]
-    return {"victim": victim, "way": way, "predicted": one["predicted"],
-            "measured": max(r["t1"] for r in part) - min(r["t0"] for r in part),
-            "best": one["best"], "ways": one["ways"],
-            "parts": {k: max(r["parts"][k] for r in part) for k in one["parts"]}}
+    """One failure recovered one way, in ``repeat`` fresh jobs: predicted seconds, the
+    measured seconds (the median job's) and its parts, the way ranked first."""
+    runs = []
+    for k in range(repeat):
+        name = f"v{victim}-" + "".join(c for c in way if c.isalnum()) + f"-{k}"
+        codes, reports, logs = launch_with_agent(
+            WORKER, 8, "trial", out / name, BOUND_S,
+            env={**env, "VICTIM": str(victim), "WAY": way,
+                 "COSTS": json.dumps(costs.to_dict())})
+        if codes[victim] != -9 or any(c != 0 for r, c in enumerate(codes) if r != victim):
+            raise SystemExit(f"trial {name} failed: exit codes {codes}\n{logs}")
+        part = [r for r in reports.values() if r["took_part"]]
+        one = part[0]
+        runs.append({"victim": victim, "way": way, "predicted": one["predicted"],
+                     "measured": max(r["t1"] for r in part) - min(r["t0"] for r in part),
+                     "best": one["best"], "ways": one["ways"],
+                     "parts": {k: max(r["parts"][k] for r in part) for k in one["parts"]}})
+    runs.sort(key=lambda r: r["measured"])
+    return {**runs[len(runs) // 2], "spread": (runs[0]["measured"], runs[-1]["measured"])}
 
 
 def restart(out: Path, env: dict[str, str]) -> float:
@@ -120,26 +136,32 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mib", type=float, default=16.0, help="MiB per tensor (default 16)")
     p.add_argument("--victims", default="1,3,4", help="failed ranks, one per failure")
-    p.add_argument("--smoke", action="store_true", help="one failure, 4 MiB tensors")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="jobs per calibration and per trial, the median kept (default 3)")
+    p.add_argument("--smoke", action="store_true", help="one failure, 4 MiB tensors, once")
     args = p.parse_args(argv)
     mib = 4.0 if args.smoke else args.mib
+    repeat = 1 if args.smoke else max(1, args.repeat)
     victims = [3] if args.smoke else [int(v) for v in args.victims.split(",")]
     out = Path(tempfile.mkdtemp(prefix="recover-gloo-"))
     env = {"MIB": str(mib), "CKPT": str(out / "ckpt")}  # saved by the calibration
-    costs = calibrate(out, env)
+    costs = calibrate(out, env, repeat)
     print(f"calibrated on this machine ({mib:g} MiB per tensor): link {costs.host_gbps:.2f} Gb/s"
           f", {costs.host_latency_us:.0f} us; shared {costs.shared_gbps:.2f} Gb/s; blocks "
           f"rebuilt at {costs.copy_gbps:.1f} Gb/s; "
           f"create {costs.reconfigure_s * 1e3:.0f} ms a dim ({costs.create_s * 1e3:.0f} with the "
           f"spares); rebind {costs.rebind_s * 1e3:.0f} ms; "
           f"storage {costs.storage_gbps:.2f} Gb/s", flush=True)
-    rows = [trial(out, env, v, w, costs) for v in victims for w in ways_of(v, costs)]
-    head = (f"{'victim':>6} {'way':<28} {'predicted s':>11} {'measured s':>10} {'ratio':>6} "
+    rows = [trial(out, env, v, w, costs, repeat) for v in victims
+            for w in ways_of(v, costs)]
+    head = (f"{'victim':>6} {'way':<28} {'predicted s':>11} {'measured s':>10} "
+            f"{'of ' + str(repeat) + ' jobs':>13} {'ratio':>6} "
             f"{'rebind':>7} {'moves':>7} {'storage':>7} {'create':>7}  ranked first")
     print(head + "\n" + "-" * len(head))
     for r in rows:
-        parts = r["parts"]
+        parts, (low, high) = r["parts"], r["spread"]
         print(f"{r['victim']:>6} {r['way']:<28} {r['predicted']:>11.3f} {r['measured']:>10.3f} "
+              f"{f'{low:.3f}-{high:.3f}':>13} "
               f"{r['predicted'] / r['measured']:>6.2f} {parts['groups']:>7.3f} "
               f"{parts['moves']:>7.3f} {parts['storage']:>7.3f} {parts['create']:>7.3f}  "
               f"{r['best']}", flush=True)

@@ -184,7 +184,8 @@ def calibrate(out: str) -> None:
     job = Job(out, agent=False)
     if job.inside:
         job.mesh.materialize()
-        job.save()
+        if os.environ.get("SAVE", "1") == "1":
+            job.save()
     big = _slowest(job, "big", _exchange(job, EXCHANGE // 4, 2))  # one pair alone
     small = _slowest(job, "small", _exchange(job, 1, 2))
     every = _slowest(job, "every", _exchange(job, EXCHANGE // 4))  # three pairs at once
