@@ -124,6 +124,11 @@ def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] |
             np.array([topology.domain(r) for r in listed], dtype=np.int64))
 
 
+Kind = tuple[MeshView, tuple[Any, ...]]
+"""A source's view and placements: what each rank's tile depends on (not the tensor's
+shape), so the tensors of one kind share their ranks' tiles and the tiles near them."""
+
+
 class Memo:
     """What pricing one failure computes once and reuses across ways: each view's
     :class:`Coordinates` and hosts, each source sharding's :class:`_Sources` and its ranks'
@@ -136,9 +141,20 @@ class Memo:
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
-        self.tiles: dict[Sharding, dict[int, int | None]] = {}
-        self.near: dict[tuple[Sharding, int, int], set[int | None]] = {}
-        self.gone: dict[Sharding, dict[int, int]] = {}
+        self.tiles: dict[Kind, dict[int, int | None]] = {}
+        self.near: dict[tuple[Kind, int, int], set[int | None]] = {}
+        self.gone: dict[Kind, dict[int, int]] = {}
+        self.cuts: dict[tuple[Any, ...], list[list[list[tuple[int, int]]]]] = {}
+
+    def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
+        """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
+        views' shapes, the placements and the tensor's shape: many ways and tensors share
+        them)."""
+        key = (src.view.shape, src.placements, dst.view.shape, dst.placements, src.shape)
+        got = self.cuts.get(key)
+        if got is None:
+            got = self.cuts[key] = [_piece_lists(src, dst, d) for d in range(len(src.shape))]
+        return got
 
     def coordinates(self, view: MeshView) -> Coordinates:
         got = self.views.get(view)
@@ -320,7 +336,7 @@ def bulk_rows(memo: Memo, asks: list[Ask]) -> Any:
     first over the destination labels (a table of labels × cells, not ranks × cells)."""
     groups: dict[tuple[Any, ...], list[tuple[Sharding, Sharding, int, list[Any]]]] = {}
     for src, dst, weight in asks:
-        lists = [_piece_lists(src, dst, d) for d in range(len(src.shape))]
+        lists = memo.pieces(src, dst)
         shape = tuple(tuple(tuple(label for label, _ in g) for g in per) for per in lists)
         key = (src.view, dst.view, src.placements, dst.placements, shape)
         groups.setdefault(key, []).append((src, dst, weight, lists))
@@ -487,10 +503,11 @@ class _Near:
         shape = src.view.shape  # a tile is a mixed-radix number over the sharding dims
         self.axes = [(i, shape[i]) for d in range(len(src.shape)) for i, _ in src.sharders(d)]
         self.radix = [_labels(src, d) for d in range(len(src.shape))]
-        self.tiles = memo.tiles.setdefault(src, {})
-        gone = memo.gone.get(src)
+        self.kind = (src.view, src.placements)  # what a rank's tile depends on
+        self.tiles = memo.tiles.setdefault(self.kind, {})
+        gone = memo.gone.get(self.kind)
         if gone is None:
-            gone = memo.gone[src] = {}
+            gone = memo.gone[self.kind] = {}
             for r in memo.failed:
                 t = self.tile_at(src.coordinate(r))
                 gone[t] = gone.get(t, 0) + 1
@@ -513,7 +530,7 @@ class _Near:
         """The tiles held by ranks up on ``r``'s host, then in its fast domain."""
         out = []
         for level, place in ((0, topology.host(r)), (1, topology.domain(r))):
-            key = (self.src, level, place)
+            key = (self.kind, level, place)
             if key not in self.memo.near:
                 hosts = [place] if level == 0 else topology.hosts_in(place)
                 self.memo.near[key] = {self.tile(q) for h in hosts
@@ -532,7 +549,7 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
     found = _Near(memo, src)
-    pieces = [_piece_lists(src, dst, d) for d in dims]
+    pieces = memo.pieces(src, dst)
     out: dict[int, list[int]] = {}
     for r in receivers:
         c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
