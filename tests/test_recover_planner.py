@@ -91,14 +91,14 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
 
 
 FORCED = {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
-                                  "_KEY_BOUND": 1, "_MIX": 0, "_ROW_SETS": False},
+                                  "_MIX": 0, "_ROW_SETS": False, "_DENSE_OLD": False},
           "mesh._recover._ways": {"_GATHER_FROM": 1},
           "mesh._core._rankmap": {"_SCANS": 1 << 30}}
 """The size thresholds that choose between a planner's exact paths, set so that the small
-cases take the paths large worlds take: coordinates by sorting, receiver classes numbered
-by sorting and renumbered at every step, every row hash colliding (so the rows are
-compared column by column), places named by their sets of tiles, survivor worlds gathered
-with NumPy, and rank look-ups by scanning."""
+cases take the paths large worlds take (and the others): coordinates by sorting, receiver
+classes numbered by sorting at every step, old ranks searched, every row hash colliding
+(so the rows are compared column by column), places named by their sets of tiles,
+survivor worlds gathered with NumPy, and rank look-ups by scanning."""
 
 
 @pytest.fixture(params=[(c, paths) for paths in ("default", "forced") for c in CASES],

@@ -39,11 +39,11 @@ _CLASS_TABLE, _CLASS_SPAN = 1 << 16, 4
 """Receiver classes are numbered through a table when their keys span at most this many,
 or this many times the receivers, else by sorting."""
 
+_DENSE_OLD = True
+"""Whether an old universe of consecutive ranks is indexed by subtraction (else searched)."""
+
 _ROW_SETS = True
 """Whether a regular machine's places are named by their rows of tiles (else by sets)."""
-
-_KEY_BOUND = 1 << 62
-"""A class key is renumbered densely before it would reach this bound."""
 
 _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
@@ -176,7 +176,10 @@ class Memo:
         if key not in self.olds:
             np = self.np
             a, b = self.coordinates(old).ranks, self.coordinates(new).ranks
-            at = np.searchsorted(a, b).clip(0, max(a.size - 1, 0))
+            if a.size and int(a[-1]) - int(a[0]) + 1 == a.size and _DENSE_OLD:  # [lo, hi]
+                at = (b - a[0]).clip(0, a.size - 1)
+            else:
+                at = np.searchsorted(a, b).clip(0, max(a.size - 1, 0))
             self.olds[key] = (at, a[at] == b)
         return self.olds[key]
 
@@ -430,26 +433,36 @@ def _classes(np: Any, source: _Sources, places: tuple[Any, Any] | None, own: Any
              mine: list[Any], radix: list[int]) -> tuple[Any, Any]:
     """Receivers whose rows are equal by construction: the same own tile, destination
     labels, and sets of tiles held by ranks up on their host and in their fast domain
-    (nothing else enters a row).  Each receiver's class, and each class's first receiver."""
+    (nothing else enters a row).  Each receiver's class, and each class's first receiver.
+
+    The key grows one part at a time and is renumbered densely (through a table) before
+    it would outgrow the table's bound; a part too wide even then is numbered by sorting."""
     parts = [(own + 1, source.tiles + 1), *zip(mine, radix)]
     if places is not None and source.sets is not None:
         parts += [(sets.of(p), sets.count) for sets, p in zip(source.sets, places)]
+    bound = max(_CLASS_SPAN * own.size, _CLASS_TABLE)
     key, size = np.zeros(own.shape, dtype=np.int64), 1
     for values, count in parts:
-        if size * count >= _KEY_BOUND:  # renumber the classes so far densely
-            _, first, key = np.unique(key, return_index=True, return_inverse=True)
-            key, size = key.reshape(-1), first.size
+        if size * count > bound:
+            key, size = _renumbered(np, key, size)
+        if size * count > bound:  # too many classes for a table: sorted
+            key = np.unique(key * count + values, return_inverse=True)[1].reshape(-1)
+            size = int(key.max()) + 1 if key.size else 1
+            continue
         key, size = key * count + values, size * count
-    if size <= max(_CLASS_SPAN * key.size, _CLASS_TABLE):
-        seen = np.zeros(size, dtype=bool)
-        seen[key] = True
-        ids = np.cumsum(seen) - 1
-        cls = ids[key]
-        first = np.empty(int(ids[-1]) + 1, dtype=np.int64)
-        first[cls[::-1]] = np.arange(key.size - 1, -1, -1)
-        return cls, first
-    _, first, cls = np.unique(key, return_index=True, return_inverse=True)
-    return cls.reshape(-1), first
+    cls, size = _renumbered(np, key, size)
+    first = np.empty(size, dtype=np.int64)
+    first[cls[::-1]] = np.arange(cls.size - 1, -1, -1)
+    return cls, first
+
+
+def _renumbered(np: Any, key: Any, size: int) -> tuple[Any, int]:
+    """``key`` (ints in ``[0, size)``) renumbered ``0 .. k - 1`` in the order of their
+    values, and ``k``: one scatter into a table of ``size``."""
+    seen = np.zeros(size, dtype=bool)
+    seen[key] = True
+    ids = np.cumsum(seen) - 1
+    return ids[key], int(ids[-1]) + 1
 
 
 _KEPT = 4
