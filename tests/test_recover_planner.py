@@ -90,27 +90,28 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
 ]
 
 
-FORCED = {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
-                                  "_MIX": 0, "_ROW_SETS": False, "_DENSE_OLD": False},
-          "mesh._recover._ways": {"_GATHER_FROM": 1},
-          "mesh._core._rankmap": {"_SCANS": 1 << 30}}
+PATHS = {"default": {},
+         "forced": {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
+                                           "_MIX": 0, "_MEMBERS": 0, "_DENSE_OLD": False},
+                    "mesh._recover._ways": {"_GATHER_FROM": 1},
+                    "mesh._core._rankmap": {"_SCANS": 1 << 30}},
+         "sets": {"mesh._decide._bulk": {"_ROW_SETS": False}}}
 """The size thresholds that choose between a planner's exact paths, set so that the small
-cases take the paths large worlds take (and the others): coordinates by sorting, receiver
-classes numbered by sorting at every step, old ranks searched, every row hash colliding
-(so the rows are compared column by column), places named by their sets of tiles,
-survivor worlds gathered with NumPy, and rank look-ups by scanning."""
+cases take the paths large worlds take (and the others).  Forced: coordinates by sorting,
+receiver classes numbered by sorting at every step, old ranks searched, every row hash
+colliding (so the rows are compared column by column), places' sets asked through their
+members' keys, survivor worlds gathered with NumPy, and rank look-ups by scanning.  Sets:
+places named by their sets of tiles, not by their rows (as on an irregular machine)."""
 
 
-@pytest.fixture(params=[(c, paths) for paths in ("default", "forced") for c in CASES],
-                ids=[f"{c[0]}, {paths} paths" for paths in ("default", "forced")
-                     for c in CASES])
+@pytest.fixture(params=[(c, paths) for paths in PATHS for c in CASES],
+                ids=[f"{c[0]}, {paths} paths" for paths in PATHS for c in CASES])
 def case(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
          ) -> tuple[Any, ...]:
     (_, plan, world, failed, spares, topology), paths = request.param
-    if paths == "forced":
-        for module, values in FORCED.items():
-            for name, value in values.items():
-                monkeypatch.setattr(f"{module}.{name}", value)
+    for module, values in PATHS[paths].items():
+        for name, value in values.items():
+            monkeypatch.setattr(f"{module}.{name}", value)
     state = state_of(plan(world))
     costs = Costs(horizon_s=100.0, restart_s=5.0, repair_s=50.0, across_gbps=1e-6,
                   domain_gbps=2e-6, host_gbps=4e-6, storage_gbps=1e-7, create_s=0.5,

@@ -192,8 +192,8 @@ class Memo:
 
 class _Sources:
     """Of one source sharding, every old rank's tile, which ranks are up, which tiles some
-    rank up holds, and, per level (host, domain), the sorted ``place * tiles + tile`` keys
-    of the ranks up (for a topology)."""
+    rank up holds, and, per level (host, domain), the sets of tiles held by the ranks up
+    on each place (for a topology)."""
 
     def __init__(self, memo: Memo, src: Sharding) -> None:
         np = memo.np
@@ -208,66 +208,98 @@ class _Sources:
         self.up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
         self.alive = np.zeros(self.tiles, dtype=bool)
         self.alive[tile[self.up]] = True
-        places = _places(np, memo.topology, old.ranks[self.up])
-        self.near = None if places is None else [
-            _Keys(np, p * self.tiles + tile[self.up]) for p in places]
-        self.sets = None if self.near is None else _tile_sets(memo, old.ranks, tile,
-                                                              self.up, self.near, self.tiles)
+        self.sets = _tile_sets(memo, old.ranks, tile, self.up, self.tiles)
 
 
-def _tile_sets(memo: Memo, ranks: Any, tile: Any, up: Any, near: list[_Keys], radix: int
-               ) -> list[_TileSets]:
-    """Per level (host, domain), the :class:`_TileSets` of the ranks up.  On a regular
-    machine whose ranks are ``[0, N)``, a place's id names the row of its ranks' tiles in
-    order (-1: a rank not up; equal rows hold equal sets: a finer naming, as exact); else
-    the sets are read off the ``near`` keys."""
+def _tile_sets(memo: Memo, ranks: Any, tile: Any, up: Any, radix: int
+               ) -> list[_TileSets] | None:
+    """Per level (host, domain), the :class:`_TileSets` of the ranks up (None without a
+    topology).  On a regular machine whose ranks are ``[0, N)``, a place's id names the
+    row of its ranks' tiles in order (-1: a rank not up; equal rows hold equal sets: a
+    finer naming, as exact); else the sets are read off the ``place * radix + tile`` keys
+    of the ranks up."""
     np, t = memo.np, memo.topology
-    per = None if t is None else t.devices_per_host
-    per_domain = None if t is None else t.hosts_per_domain
+    places = _places(np, t, ranks[up])
+    if places is None or t is None:
+        return None
+    per, per_domain = t.devices_per_host, t.hosts_per_domain
     if (not _ROW_SETS or per is None or per_domain is None or not ranks.size
-            or int(ranks[0]) != 0
-            or int(ranks[-1]) != ranks.size - 1):
-        return [_TileSets(np, keys, radix) for keys in near]
+            or int(ranks[0]) != 0 or int(ranks[-1]) != ranks.size - 1):
+        return [_TileSets(np, _Keys(np, p * radix + tile[up]), radix) for p in places]
     held = np.where(up, tile, -1)
-    return [_TileSets.of_rows(np, held, width) for width in (per, per * per_domain)]
+    return [_TileSets.of_rows(np, held, width, radix, places[k])
+            for k, width in enumerate((per, per * per_domain))]
+
+
+_MEMBERS = 1 << 22
+"""Sets of tiles are answered from a table (distinct sets × tiles, one byte each) up to
+this size, else from the keys of their members."""
 
 
 class _TileSets:
     """Of one level (host or domain), each place's set of tiles held by ranks up there,
-    named by an id (equal sets, equal ids; 0: a place with no rank of the universe)."""
+    named by an id (equal sets, equal ids; 0: a place with no rank of the universe), and
+    which tiles each named set holds."""
+
+    keys: _Keys | None  # the members' ``place * radix + tile`` keys, or
+    member: Any  # a table (ids × tiles) of which tiles each set holds
 
     @classmethod
-    def of_rows(cls, np: Any, held: Any, width: int) -> _TileSets:
+    def of_rows(cls, np: Any, held: Any, width: int, radix: int, places: Any) -> _TileSets:
         """Places of ``width`` consecutive ranks from rank 0, each named by its row of
-        ``held`` (a rank's tile, -1 when it is not up; the last row padded with -2)."""
+        ``held`` (a rank's tile, -1 when it is not up; the last row padded with -2);
+        ``places``: the place of each rank up, in order."""
         out = cls.__new__(cls)
         rows = -(-held.size // width)
         table = np.full(rows * width, -2, dtype=np.int64)
         table[:held.size] = held
-        ids = _row_ids(np, table.reshape(rows, width)) + 1
-        out.np, out.count = np, int(ids.max()) + 1
+        table = table.reshape(rows, width)
+        ids = _row_ids(np, table) + 1
+        out.np, out.radix, out.count = np, radix, int(ids.max()) + 1
         out.table = np.append(ids, 0)  # the last entry: places beyond, none up there
+        out.keys, out.member = None, None
+        if out.count * radix <= _MEMBERS:
+            first = np.zeros(out.count, dtype=np.int64)
+            first[ids[::-1]] = np.arange(rows - 1, -1, -1)
+            out.member = _members(np, table[first[1:]], radix)
+        else:
+            out.keys = _Keys(np, places * radix + held[held >= 0])
         return out
 
-    def __init__(self, np: Any, held: _Keys, radix: int) -> None:
-        keys = held.keys()
-        place, tile = keys // radix, keys % radix  # by place, then tile
+    def __init__(self, np: Any, keys: _Keys, radix: int) -> None:
+        got = keys.keys()
+        place, tile = got // radix, got % radix  # by place, then tile
         starts = np.flatnonzero(np.concatenate(([True], place[1:] != place[:-1])))
-        counts = np.diff(np.append(starts, keys.size))
-        self.np = np
+        counts = np.diff(np.append(starts, got.size))
+        self.np, self.radix, self.keys, self.member = np, radix, keys, None
         ids = np.zeros(starts.size, dtype=np.int64)
         if starts.size:  # the sets as rows (padded with -1), numbered column by column
             row = np.repeat(np.arange(starts.size), counts)
             table = np.full((starts.size, int(counts.max())), -1, dtype=np.int64)
-            table[row, np.arange(keys.size) - starts[row]] = tile
+            table[row, np.arange(got.size) - starts[row]] = tile
             ids = _row_ids(np, table) + 1
         self.count = int(ids.max()) + 1 if starts.size else 1
-        self.table = np.zeros(int(place[-1]) + 2 if keys.size else 1, dtype=np.int64)
+        self.table = np.zeros(int(place[-1]) + 2 if got.size else 1, dtype=np.int64)
         self.table[place[starts]] = ids  # the last entry: places beyond, none up there
 
     def of(self, places: Any) -> Any:
         """The id of each of ``places``' set."""
         return self.table[self.np.minimum(places, self.table.size - 1)]
+
+    def held(self, places: Any, tiles: Any) -> Any:
+        """Whether ``tiles[i, j]`` is in the set of place ``places[i]``."""
+        if self.keys is None:
+            return self.member[self.of(places)[:, None], tiles]
+        return self.keys.found(places[:, None] * self.radix + tiles)
+
+
+def _members(np: Any, rows: Any, radix: int) -> Any:
+    """A table (1 + rows × ``radix``): row ``i + 1`` marks the tiles (entries >= 0) of
+    ``rows[i]``; row 0, the empty set, marks none."""
+    out = np.zeros((rows.shape[0] + 1, radix), dtype=bool)
+    at = np.nonzero(rows >= 0)
+    out[at[0] + 1, rows[at]] = True
+    return out
 
 
 def _row_ids(np: Any, table: Any) -> Any:
@@ -475,9 +507,9 @@ def _codes(np: Any, source: _Sources, places: tuple[Any, Any] | None, key: Any, 
     rank up on the receiver's host holds it, else 1 in its fast domain, else 2; 3 when no
     rank up holds it (storage); :data:`_KEPT` for the receiver's own tile."""
     code = np.full(key.shape, 2, dtype=np.int64)
-    if source.near is not None and places is not None:
-        code[source.near[1].found(places[1][:, None] * source.tiles + key)] = 1
-        code[source.near[0].found(places[0][:, None] * source.tiles + key)] = 0
+    if source.sets is not None and places is not None:
+        code[source.sets[1].held(places[1], key)] = 1
+        code[source.sets[0].held(places[0], key)] = 0
     code[key == own[:, None]] = _KEPT  # (alive: the receiver is up)
     code[~source.alive[key]] = 3
     return code
