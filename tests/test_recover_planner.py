@@ -58,7 +58,8 @@ def state_of(views: dict[str, MeshView]) -> dict[str, Sharding]:
     """Tensors of one placement whose dims the meshes cut alike but of other lengths (priced
     together), and others cut unevenly (priced apart)."""
     w = views["world"]
-    out = {"norm": Sharding(w, (Replicate(),) * w.ndim, (6,))}
+    out = {"norm": Sharding(w, (Replicate(),) * w.ndim, (6,)),
+           "step": Sharding(w, (Replicate(),) * w.ndim, ())}  # a scalar
     if w.names == ("dp", "tp"):
         out["wq"] = Sharding(w, (Replicate(), Shard(0)), (8, 3))
         out["wk"] = Sharding(w, (Replicate(), Shard(0)), (8, 5))  # wq's cuts, other lengths

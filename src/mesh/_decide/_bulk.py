@@ -137,7 +137,7 @@ class Memo:
     def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
         self.np, self.failed, self.topology = np, failed, topology
         self.views: dict[MeshView, Coordinates] = {}
-        self.sources: dict[Sharding, _Sources] = {}
+        self.sources: dict[tuple[MeshView, tuple[int, ...]], _Sources] = {}
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
@@ -154,6 +154,16 @@ class Memo:
         got = self.cuts.get(key)
         if got is None:
             got = self.cuts[key] = [_piece_lists(src, dst, d) for d in range(len(src.shape))]
+        return got
+
+    def source(self, src: Sharding) -> _Sources:
+        """The :class:`_Sources` of ``src``, kept per what its tiles depend on: its view
+        and the view dims that shard, in tensor-dim order (a rank's tile is its coordinates
+        on those, in that order, whichever tensor dims they shard)."""
+        key = (src.view, tuple(i for d in range(len(src.shape)) for i, _ in src.sharders(d)))
+        got = self.sources.get(key)
+        if got is None:
+            got = self.sources[key] = _Sources(self, src)
         return got
 
     def coordinates(self, view: MeshView) -> Coordinates:
@@ -199,11 +209,10 @@ class _Sources:
         np = memo.np
         old = memo.coordinates(src.view)
         self.old = old
-        self.radix = [_labels(src, d) for d in range(len(src.shape))]
-        self.tiles = math.prod(self.radix)
+        self.tiles = math.prod(_labels(src, d) for d in range(len(src.shape)))
         tile = np.zeros(old.ranks.shape, dtype=np.int64)
         for d in range(len(src.shape)):
-            tile = tile * self.radix[d] + _label_ids(np, src, d, old)
+            tile = tile * _labels(src, d) + _label_ids(np, src, d, old)
         self.tile = tile
         self.up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
         self.alive = np.zeros(self.tiles, dtype=bool)
@@ -420,9 +429,7 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     (the same own source tile, destination tile, and tiles held near it) priced once."""
     np = memo.np
     src, dst = members[0][0], members[0][1]
-    source = memo.sources.get(src)
-    if source is None:
-        source = memo.sources[src] = _Sources(memo, src)
+    source = memo.source(src)
     new = memo.coordinates(dst.view)
     places = memo.placed(dst.view)
     # each receiver's own source tile (-1: not an old rank up) and destination labels
@@ -434,7 +441,8 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     own = own[first]
     mine = [m[first] for m in mine]
     places = None if places is None else (places[0][first], places[1][first])
-    key, tile = _cells(np, source, members[0][3], mine, first.size)
+    key, tile = _cells(np, [_labels(src, d) for d in range(len(src.shape))], members[0][3],
+                       mine, first.size)
     sizes, blocks = _sizes(np, members)
     code = _codes(np, source, places, key, own)
     out = _tallied(np, code, sizes[tile],
@@ -446,16 +454,16 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     return out[cls]
 
 
-def _cells(np: Any, source: _Sources, lists: list[Any], mine: list[Any], n: int
+def _cells(np: Any, radix: list[int], lists: list[Any], mine: list[Any], n: int
            ) -> tuple[Any, Any]:
     """The cells of receivers with destination labels ``mine`` (per tensor dim): one piece
-    per tensor dim, every combination, each cell's source tile (receivers × cells); and
-    each receiver's destination tile (mixed radix), which the cells' sizes follow."""
-    key = np.zeros((mine[0].size if mine else 1, 1), dtype=np.int64)
-    tile = np.zeros(key.shape[0], dtype=np.int64)
+    per tensor dim, every combination, each cell's source tile (``n`` receivers × cells);
+    and each receiver's destination tile (mixed radix), which the cells' sizes follow."""
+    key = np.zeros((n, 1), dtype=np.int64)
+    tile = np.zeros(n, dtype=np.int64)
     for d, m in enumerate(mine):
         labels = _padded(np, lists[d], 0)
-        key = (key[:, :, None] * source.radix[d] + labels[m][:, None, :]
+        key = (key[:, :, None] * radix[d] + labels[m][:, None, :]
                ).reshape(key.shape[0], -1)
         tile = tile * labels.shape[0] + m
     return key, tile
