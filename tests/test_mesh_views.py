@@ -716,3 +716,7 @@ def test_a_rank_map_built_with_its_array_answers_look_ups_as_one_built_without()
     assert [kept.offset_of(r) for r in ranks] == list(range(len(ranks)))
     with pytest.raises(ValueError):
         kept.array()[0] = 5  # the kept array is read-only, as array()'s always is
+    same = RankMap._trusted(tuple(range(6)), np.arange(6, dtype=np.int64))
+    assert same.is_identity and same == RankMap.identity(6)
+    swapped = RankMap._trusted((0, 2, 1, 3, 4, 5), np.array([0, 2, 1, 3, 4, 5]))
+    assert not swapped.is_identity and swapped == RankMap.explicit([0, 2, 1, 3, 4, 5])

@@ -62,6 +62,11 @@ def _repeated(rs: tuple[int, ...]) -> int | None:
 
 _DTYPES = ("int32", "int64")
 
+def _arange(array: Any, n: int) -> Any:
+    """``0 .. n - 1`` as an array of ``array``'s kind (NumPy, which built ``array``)."""
+    return need_numpy("RankMap._trusted").arange(n, dtype=array.dtype)
+
+
 _SCANS = 64
 """An explicit map whose ranks are an array answers its first this many look-ups by
 scanning the array (C speed; a survivor world is often asked a few ranks), then builds
@@ -131,7 +136,9 @@ class RankMap:
         ``array``: the same ranks as an int64 NumPy array, kept as :meth:`array`'s."""
         out = cls.__new__(cls)
         n = len(rs)
-        same = rs[0] == 0 and rs[-1] == n - 1 and rs == tuple(range(n))
+        same = rs[0] == 0 and rs[-1] == n - 1 and (
+            rs == tuple(range(n)) if array is None
+            else bool((array == _arange(array, n)).all()))
         out.__attrs_init__(n, None if same else rs)
         if array is not None and not same:
             array.flags.writeable = False
