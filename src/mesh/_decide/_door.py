@@ -211,6 +211,8 @@ def lost_boxes(s: Sharding, failed: tuple[int, ...]) -> tuple[Box, ...]:
     key_dims = sorted({i for d in range(len(s.shape)) for i, _ in s.sharders(d)}
                       | set(s.partial_dims))
     holders = s.view.ranks.size // math.prod(s.view.shape[i] for i in key_dims)
+    if len(failed) < holders:  # too few failed ranks to hold every copy of a tile
+        return ()
     tiles: Counter[tuple[int, ...]] = Counter()
     first: dict[tuple[int, ...], int] = {}
     for r in failed:
