@@ -501,8 +501,10 @@ def _renumbered(np: Any, key: Any, size: int) -> tuple[Any, int]:
     values, and ``k``: one scatter into a table of ``size``."""
     seen = np.zeros(size, dtype=bool)
     seen[key] = True
-    ids = np.cumsum(seen) - 1
-    return ids[key], int(ids[-1]) + 1
+    distinct = np.flatnonzero(seen)
+    ids = np.empty(size, dtype=np.int64)  # read only where seen
+    ids[distinct] = np.arange(distinct.size)
+    return ids[key], distinct.size
 
 
 _KEPT = 4
