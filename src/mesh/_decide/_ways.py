@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from .._core import MeshView, SurvivalError
-from .._recover import Derivation, Survival, blast_of, survived
+from .._recover import Derivation, Survival, Tables, blast_of, counted_groups, survived
 from ._machine import Topology
 from ._values import Kind
 
@@ -37,6 +37,7 @@ class Context:
     spares: tuple[int, ...]
     topology: Topology | None
     limit: int
+    tables: Tables = attrs.field(factory=dict)  # the old views' group tables, once each
 
 
 @attrs.frozen
@@ -143,21 +144,23 @@ def _shrunk(ctx: Context, kind: Kind, label: str, gone: tuple[int, ...], k: int,
     a drop keeps each new group's members in their old order, so its new groups are
     reconfigured; a re-factor packs the survivors, so its new groups are created."""
     s = survived(ctx.plan, ctx.world, ctx.old, gone, k, (), ctx.limit, size=size)
-    kept, new, changed = _counted(s)
+    kept, new, changed = _counted(s, ctx)
     pairs = sum(len(dims) for dims in changed.values())
     made = (kept, new, 0) if size is None else (kept, 0, new)
     return Candidate(kind, label, dict(s.views), s.world.size(), None, made,
                      (pairs, 0) if size is None else (0, pairs), changed=changed)
 
 
-def _counted(s: Survival) -> tuple[int, int, dict[str, frozenset[str]]]:
-    """(intact groups, new groups, per view the dims with a new group) of a survival."""
+def _counted(s: Survival, ctx: Context) -> tuple[int, int, dict[str, frozenset[str]]]:
+    """(intact groups, new groups, per view the dims with a new group) of a survival (the
+    old views' tables listed once for every way, in ``ctx.tables``)."""
     kept = new = 0
     changed: dict[str, frozenset[str]] = {}
     for name, v in s.views.items():
         dims = []
-        for d in v.names:
-            a, b = s.group_counts(name, d)
+        for k, d in enumerate(v.names):
+            a, b = counted_groups(s.old_views[name], v, k, ctx.limit,
+                                  f"the group counts of {name!r}, {d!r}", ctx.tables)
             kept, new = kept + a, new + b
             if b:
                 dims.append(d)

@@ -20,9 +20,9 @@ intact).
 from ._blast import SHOWN, Blast, DimBlast, ViewBlast, blast, blast_of
 from ._door import failed_ranks, spare_ranks
 from ._made import Made
-from ._survive import Derivation, Survival, derived, survive, survived
+from ._survive import Derivation, Survival, Tables, counted_groups, derived, survive, survived
 from ._ways import drop, substitute
 
-__all__ = ["SHOWN", "Blast", "Derivation", "DimBlast", "Made", "Survival", "ViewBlast", "blast",
-           "blast_of", "derived", "drop", "failed_ranks", "spare_ranks", "substitute",
-           "survive", "survived"]
+__all__ = ["SHOWN", "Blast", "Derivation", "DimBlast", "Made", "Survival", "Tables", "ViewBlast",
+           "blast", "blast_of", "counted_groups", "derived", "drop", "failed_ranks",
+           "spare_ranks", "substitute", "survive", "survived"]

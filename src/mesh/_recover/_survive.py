@@ -123,18 +123,7 @@ class Survival(Made):
         are, without building them (a dim whose size changed has no intact group; else one
         array comparison over both universes, at most ``limit`` ranks each, with NumPy)."""
         old, new, k = self._pair(view, dim)
-        total = new.ranks.size // new.shape[k]
-        np = numpy()
-        if old.shape[k] != new.shape[k]:
-            return 0, total
-        if np is None:
-            listed = self._split(view, dim, limit)
-            return len(listed[0]), len(listed[1])
-        lim = as_limit(limit)
-        for v in (old, new):
-            check_limit(v.ranks.size, f"group_counts({view!r}, {dim!r})", lim)
-        same = _same_rows(np, _table(old, k), _table(new, k), dense=old.ranks.is_identity)
-        return same, total - same
+        return counted_groups(old, new, k, as_limit(limit), f"group_counts({view!r}, {dim!r})")
 
     @functools.cached_property
     def blast(self) -> Blast:
@@ -162,24 +151,63 @@ def _table(view: MeshView, k: int) -> Any:
     return rank_table(view.ranks, complement(mode, view.ranks.size), mode)
 
 
-def _same_rows(np: Any, before: Any, after: Any, *, dense: bool) -> int:
-    """How many rows of ``after`` are rows of ``before`` (both of one width, rows of
-    distinct ranks, no rank in two rows): each row is compared with the row of ``before``
-    holding its first rank.  ``before = [[0, 1], [2, 3]]``, ``after = [[2, 3], [1, 4]]``:
-    rank 2 is in row 1, equal to ``[2, 3]``; rank 1 in row 0, ``[0, 1] != [1, 4]``: 1.
-    ``dense``: ``before`` holds exactly the ranks ``[0, N)`` (found by one scatter, not a
-    sort)."""
-    flat, first = before.ravel(), after[:, 0]
+Tables = dict[tuple[MeshView, int], tuple[Any, Any]]
+"""Old views' group tables and their indexes, by (view, dim index), shared by the counts
+of several survivals of one old plan."""
+
+
+def counted_groups(old: MeshView, new: MeshView, k: int, limit: int, what: str,
+                   tables: Tables | None = None) -> tuple[int, int]:
+    """:meth:`Survival.group_counts` of dim ``k`` of ``old`` and ``new`` (``limit`` checked
+    against both universes, ``what`` naming the call in a refusal); ``tables`` keeps the
+    old side's table and index for the next count of the same old view."""
+    total = new.ranks.size // new.shape[k]
+    np = numpy()
+    if old.shape[k] != new.shape[k]:
+        return 0, total
+    if np is None:
+        before = set(old.groups(k, limit=limit))
+        same = sum(1 for g in new.groups(k, limit=limit) if g in before)
+        return same, total - same
+    for v in (old, new):
+        check_limit(v.ranks.size, what, limit)
+    got = None if tables is None else tables.get((old, k))
+    if got is None:
+        table = _table(old, k)
+        got = (table, _index(np, table, dense=old.ranks.is_identity))
+        if tables is not None:
+            tables[(old, k)] = got
+    same = _same_rows(np, got[0], got[1], _table(new, k))
+    return same, total - same
+
+
+def _index(np: Any, before: Any, *, dense: bool) -> Any:
+    """Where each rank of ``before`` (a table of distinct ranks) sits in it, flattened: a
+    table over ``[0, N)`` when ``dense`` (it holds exactly those ranks), else the sorted
+    ranks and their places."""
+    flat = before.ravel()
     if dense:
         where = np.empty(flat.size, dtype=np.intp)
         where[flat] = np.arange(flat.size)
-        held = first < flat.size
-        at = where[np.where(held, first, 0)]
-    else:
-        order = np.argsort(flat, kind="stable")
-        keys = flat[order]
+        return where
+    order = np.argsort(flat, kind="stable")
+    return flat[order], order
+
+
+def _same_rows(np: Any, before: Any, index: Any, after: Any) -> int:
+    """How many rows of ``after`` are rows of ``before`` (both of one width, rows of
+    distinct ranks, no rank in two rows; ``index`` is :func:`_index` of ``before``): each
+    row is compared with the row of ``before`` holding its first rank.  ``before = [[0, 1],
+    [2, 3]]``, ``after = [[2, 3], [1, 4]]``: rank 2 is in row 1, equal to ``[2, 3]``; rank
+    1 in row 0, ``[0, 1] != [1, 4]``: 1."""
+    first = after[:, 0]
+    if isinstance(index, tuple):
+        keys, order = index
         pos = np.searchsorted(keys, first).clip(0, keys.size - 1)
         held, at = keys[pos] == first, order[pos]
+    else:
+        held = first < index.size
+        at = index[np.where(held, first, 0)]
     rows = before[at // before.shape[1]]
     return int((held & (rows == after).all(axis=1)).sum())
 
