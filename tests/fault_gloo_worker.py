@@ -52,6 +52,7 @@ the store, as with an agent's store), groups with :data:`SHORT_S` timeouts:
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import random
@@ -389,7 +390,11 @@ def _round4(mode: str, out_dir: str) -> None:
     # Ctrl-C raises KeyboardInterrupt, as in a terminal (a launcher may start us with SIGINT
     # ignored, and Python then leaves it so)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if rank == 0:
+    store = dist.distributed_c10d._get_default_store()
+    if rank in (1, 2):  # about to ask: on a busy machine a rank may start a second late
+        store.set(f"ctrl_c/ready/{rank}", "1")
+    if rank == 0:  # the SIGINT 0.5 s into rank 0's wait, once ranks 1 and 2 ask too
+        store.wait(["ctrl_c/ready/1", "ctrl_c/ready/2"], datetime.timedelta(seconds=60))
         main = threading.main_thread().ident
         threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT)).start()
     t1 = time.time()
