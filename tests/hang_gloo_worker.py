@@ -47,6 +47,16 @@ def _ready(store: Any, world: int) -> None:
         time.sleep(0.01)
 
 
+def _peers_reported(out: str, world: int, most_s: float) -> None:
+    """Wait until every rank has written its report (its dump is written before it), or
+    ``most_s`` has passed (a peer's hang ends within its timeout; the bound is the wait this
+    replaces, a fixed sleep of three timeouts)."""
+    end = time.monotonic() + most_s
+    while time.monotonic() < end and not all(
+            os.path.exists(os.path.join(out, f"rank{r}.json")) for r in range(world)):
+        time.sleep(0.05)
+
+
 def main() -> None:
     name, out = sys.argv[1], sys.argv[2]
     rank = int(os.environ["RANK"])
@@ -64,8 +74,8 @@ def main() -> None:
         result = {"outcome": "error", "error": f"{type(e).__name__}: {e}"[:300]}
     _dump(out, rank)
     write_report(out, rank, result)
-    if result["outcome"] == "ok":
-        time.sleep(TIMEOUT.total_seconds() * 3)
+    if result["outcome"] == "ok":  # stay up (connections open) while a peer still hangs:
+        _peers_reported(out, int(os.environ["WORLD_SIZE"]), TIMEOUT.total_seconds() * 3)
     sys.stdout.flush()
     os._exit(0)
 
