@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gloo_launch import start_together, write_report
+from gloo_launch import start_together, wait_for_reports, write_report
 from hang_programs import PROGRAMS, TIMEOUT
 
 from backend import GlooBackend
@@ -47,16 +47,6 @@ def _ready(store: Any, world: int) -> None:
         time.sleep(0.01)
 
 
-def _peers_reported(out: str, world: int, most_s: float) -> None:
-    """Wait until every rank has written its report (its dump is written before it), or
-    ``most_s`` has passed (a peer's hang ends within its timeout; the bound is the wait this
-    replaces, a fixed sleep of three timeouts)."""
-    end = time.monotonic() + most_s
-    while time.monotonic() < end and not all(
-            os.path.exists(os.path.join(out, f"rank{r}.json")) for r in range(world)):
-        time.sleep(0.05)
-
-
 def main() -> None:
     name, out = sys.argv[1], sys.argv[2]
     rank = int(os.environ["RANK"])
@@ -74,8 +64,9 @@ def main() -> None:
         result = {"outcome": "error", "error": f"{type(e).__name__}: {e}"[:300]}
     _dump(out, rank)
     write_report(out, rank, result)
-    if result["outcome"] == "ok":  # stay up (connections open) while a peer still hangs:
-        _peers_reported(out, int(os.environ["WORLD_SIZE"]), TIMEOUT.total_seconds() * 3)
+    if result["outcome"] == "ok":  # stay up while a peer still hangs (its dump comes before
+        # its report), at most the three timeouts this used to sleep
+        wait_for_reports(out, int(os.environ["WORLD_SIZE"]), TIMEOUT.total_seconds() * 3)
     sys.stdout.flush()
     os._exit(0)
 
