@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 __all__ = ["AGENT_FAILED", "STARTUP_S", "free_port", "launch", "launch_with_agent",
-           "start_together", "write_report"]
+           "start_together", "wait_for_reports", "write_report"]
 
 
 def free_port() -> int:
@@ -61,6 +61,16 @@ def write_report(out_dir: str, rank: int, result: dict[str, Any]) -> None:
     with open(path + ".tmp", "w") as f:
         json.dump(result, f)
     os.replace(path + ".tmp", path)
+
+
+def wait_for_reports(out_dir: str, world: int, most_s: float) -> None:
+    """Wait until every rank of the world has written its report, or ``most_s`` has passed:
+    a worker whose program ended stays up (its connections, rank 0's store) while a peer may
+    still be waiting on it, and no longer than that."""
+    end = time.monotonic() + most_s
+    while time.monotonic() < end and not all(
+            os.path.exists(os.path.join(out_dir, f"rank{r}.json")) for r in range(world)):
+        time.sleep(0.05)
 
 
 def _tail(path: Path, n: int = 3000) -> str:

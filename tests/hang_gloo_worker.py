@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gloo_launch import start_together, write_report
+from gloo_launch import start_together, wait_for_reports, write_report
 from hang_programs import PROGRAMS, TIMEOUT
 
 from backend import GlooBackend
@@ -64,8 +64,9 @@ def main() -> None:
         result = {"outcome": "error", "error": f"{type(e).__name__}: {e}"[:300]}
     _dump(out, rank)
     write_report(out, rank, result)
-    if result["outcome"] == "ok":
-        time.sleep(TIMEOUT.total_seconds() * 3)
+    if result["outcome"] == "ok":  # stay up while a peer still hangs (its dump comes before
+        # its report), at most the three timeouts this used to sleep
+        wait_for_reports(out, int(os.environ["WORLD_SIZE"]), TIMEOUT.total_seconds() * 3)
     sys.stdout.flush()
     os._exit(0)
 

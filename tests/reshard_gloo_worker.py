@@ -1,6 +1,7 @@
 """One process of an 8-rank Gloo world for ``tests/test_reshard_gloo.py``.
 
-Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's environment.
+Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's environment (MODE:
+one of those below, or several comma-separated, run in turn in one world: :data:`MODES`).
 
 - ``pairs``: :data:`PAIRS` random pairs of shardings over subsets of the 8 ranks (the same
   ranks, disjoint ones, overlapping ones; ``sharding_cases.pair_in_world``, one seed on
@@ -433,32 +434,29 @@ def _sync(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, result)
 
 
+MODES = {"pairs": _pairs, "sync": _sync, "state": _state, "save": _save, "partial": _partial,
+         "mismatch_partial": _mismatch_partial, "mismatch": _mismatch}
+"""MODE's words: several, comma-separated, run in one world in turn, each writing its reports
+under ``OUT_DIR/<mode>/`` (one alone writes them in ``OUT_DIR``)."""
+
+
 def main() -> None:
     import torch
 
     from backend import GlooBackend
 
     torch.set_num_threads(1)
-    mode, out = sys.argv[1], sys.argv[2]
+    modes, out = sys.argv[1].split(","), sys.argv[2]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise SystemExit(f"unknown modes {unknown}")
     start_together(out, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
     backend = GlooBackend.from_env(timeout=timedelta(seconds=60))
-    if mode == "pairs":
-        _pairs(out, backend)
-    elif mode == "sync":
-        _sync(out, backend)
-    elif mode == "state":
-        _state(out, backend)
-    elif mode == "save":
-        _save(out, backend)
-    elif mode == "partial":
-        _partial(out, backend)
-    elif mode == "mismatch_partial":
-        _mismatch_partial(out, backend)
-    elif mode == "mismatch":
-        _mismatch(out, backend)
-    else:
-        raise SystemExit(f"unknown mode {mode!r}")
-    torch.distributed.barrier()  # rank 0 holds the store: leave together
+    for mode in modes:  # one world, the modes one after another, each from a barrier
+        here = out if len(modes) == 1 else os.path.join(out, mode)
+        os.makedirs(here, exist_ok=True)
+        MODES[mode](here, backend)
+        torch.distributed.barrier()  # every rank done (rank 0 holds the store: leave together)
     sys.stdout.flush()
     os._exit(0)
 

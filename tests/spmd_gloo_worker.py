@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gloo_launch import start_together, write_report
+from gloo_launch import start_together, wait_for_reports, write_report
 from spmd_corpus import CASES, TIMEOUT
 
 from backend import GlooBackend
@@ -36,8 +36,8 @@ def main() -> None:
         result = {"outcome": "error", "error": f"{type(e).__name__}: {e}"[:400]}
     result["seconds"] = round(time.monotonic() - start, 2)
     write_report(out, backend.rank, result)
-    if case.gloo == "hang":
-        time.sleep(TIMEOUT.total_seconds() + 1.0)
+    if case.gloo == "hang":  # stay up until every peer's hang has ended (it has reported)
+        wait_for_reports(out, int(os.environ["WORLD_SIZE"]), TIMEOUT.total_seconds() + 1.0)
     elif case.gloo == "ok":  # leave together: rank 0 holds the store the others may still use
         import torch.distributed as dist
 

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,11 @@ import gloo_launch
 import pytest
 
 WORKER = Path(__file__).with_name("reshard_gloo_worker.py")
-BOUND_S = 400  # normally ~40 s (pairs) and ~15 s (sync); a busy machine takes longer
+MODES = ("pairs", "state", "sync", "partial", "mismatch", "mismatch_partial")
+"""Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not six): the
+typed-error ones last, so the world goes on after each (a rank left waiting would hang at
+the barrier after it)."""
+BOUND_S = 1200  # the six together: normally ~100 s; a busy machine takes several times that
 
 pytestmark = [
     pytest.mark.timeout(BOUND_S + 60),
@@ -40,15 +45,25 @@ pytestmark = [
 ]
 
 
-def _run(mode: str, tmp_path: Path) -> dict[int, dict[str, Any]]:
-    codes, got, logs = gloo_launch.launch(WORKER, 8, mode, tmp_path, BOUND_S)
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one launch: its folder, holding each mode's reports under ``<mode>/``."""
+    out = tmp_path_factory.mktemp("reshard")
+    codes, _, logs = gloo_launch.launch(WORKER, 8, ",".join(MODES), out, BOUND_S)
     assert codes == [0] * 8, f"exit codes {codes}\n{logs}"
-    assert sorted(got) == list(range(8)), logs
+    return sorted(out.glob("attempt*"))[-1]  # the one used (after a retry: attempt1)
+
+
+def _run(mode: str, world: Path) -> dict[int, dict[str, Any]]:
+    """The reports of every rank for ``mode``."""
+    got = {r: json.loads((world / mode / f"rank{r}.json").read_text())
+           for r in range(8) if (world / mode / f"rank{r}.json").exists()}
+    assert sorted(got) == list(range(8)), f"{mode}: reports from ranks {sorted(got)}"
     return got
 
 
-def test_random_pairs_move_bit_identically_to_slicing_the_full_tensor(tmp_path: Path) -> None:
-    reports = _run("pairs", tmp_path)
+def test_random_pairs_move_bit_identically_to_slicing_the_full_tensor(world: Path) -> None:
+    reports = _run("pairs", world)
     bad = {r: rep["bad"] for r, rep in reports.items() if rep["n_bad"]}
     assert not bad, bad
     assert sum(rep["checked"] for rep in reports.values()) > 1000  # destination ranks checked
@@ -56,8 +71,8 @@ def test_random_pairs_move_bit_identically_to_slicing_the_full_tensor(tmp_path: 
 
 
 def test_a_whole_state_moves_in_one_batch_one_message_per_peer_and_every_tensor_right(
-        tmp_path: Path) -> None:
-    reports = _run("state", tmp_path)
+        world: Path) -> None:
+    reports = _run("state", world)
     bad = {r: rep["bad"] for r, rep in reports.items() if rep["n_bad"]}
     assert not bad, bad
     assert sum(rep["checked"] for rep in reports.values()) > 6 * 40  # destination tensors
@@ -70,8 +85,8 @@ def test_a_whole_state_moves_in_one_batch_one_message_per_peer_and_every_tensor_
     assert max(len(call) for rep in reports.values() for call in rep["calls"]) > 2
 
 
-def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(tmp_path: Path) -> None:
-    reports = _run("sync", tmp_path)
+def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(world: Path) -> None:
+    reports = _run("sync", world)
     for r in range(4):  # the trainer's parameters are placed as the worker's table says
         assert reports[r]["placements"]["0.weight"] == [
             "_StridedShard(dim=0, sf=2)", "Shard(dim=0)"], reports[r]["placements"]
@@ -85,10 +100,10 @@ def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(tmp_path: Path) ->
 
 
 def test_a_dtype_mismatch_is_a_typed_error_on_both_ranks_and_nobody_waits(
-        tmp_path: Path) -> None:
+        world: Path) -> None:
     """Rank 5 is told ``x`` is float32; its sender, rank 1, holds float64 (``x``'s rows 2-3
     go from rank 1 to rank 5: Shard(0) over 4 ranks to Shard(0) over 4 others)."""
-    reports = _run("mismatch", tmp_path)
+    reports = _run("mismatch", world)
     for r, peer in ((1, 5), (5, 1)):
         kind, text = reports[r]["raised"]
         assert kind == "BackendConfigError", reports[r]
@@ -107,7 +122,7 @@ def test_a_dtype_mismatch_is_a_typed_error_on_both_ranks_and_nobody_waits(
 
 
 def test_partial_sources_move_no_more_bytes_than_torch_and_arrive_right(
-        tmp_path: Path) -> None:
+        world: Path) -> None:
     """Every same-mesh pair with a Partial source over torch's own (2, 4) mesh (the
     worker's ``partial_pairs``, 7 x 5 and 8 x 6, contributions all different): ours equals
     the full tensor sliced for every rank (a kept Partial destination: equals torch's);
@@ -116,7 +131,7 @@ def test_partial_sources_move_no_more_bytes_than_torch_and_arrive_right(
     executor posts is the plan's bytes plus a one-byte flag per message of reduced parts.
     The issue's case, ``(Shard(0), Partial) -> (Replicate, Replicate)`` on 7 x 5: 3,920 B
     summed at the destination against torch's 1,480 B (float32); now below torch's."""
-    reports = _run("partial", tmp_path)
+    reports = _run("partial", world)
     rows: dict[tuple[str, str, str], list[Any]] = {}
     for r, rep in reports.items():
         for src, dst, shape, torch_sent, ours, right, torch_right, posted, way, _ in rep["rows"]:
@@ -140,11 +155,11 @@ def test_partial_sources_move_no_more_bytes_than_torch_and_arrive_right(
 
 
 def test_a_dtype_mismatch_before_the_sums_is_a_typed_error_on_every_rank_and_nobody_waits(
-        tmp_path: Path) -> None:
+        world: Path) -> None:
     """Rank 1 holds its contribution as float32, the others float64: its pairs disagree, so
     no sum has every contribution; every summing rank flags its sums as short, and every
     rank raises a typed error (none adopts a wrong sum, none waits)."""
-    reports = _run("mismatch_partial", tmp_path)
+    reports = _run("mismatch_partial", world)
     assert reports[0]["partial"] == "reduce-scatter then gather"
     for r, rep in reports.items():
         assert "got" not in rep, (r, rep)
