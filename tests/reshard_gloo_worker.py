@@ -19,6 +19,11 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   source, but rank 5 is told float32 (``dtypes=``); ``y`` is right everywhere.  Every rank
   reports what it raised (its type and message) or what it got, then all meet at a barrier
   (a rank left waiting would hang here).
+- ``convert``: four tensors from ranks 0-3 in one ``reshard_state``: ``w`` bf16 served as
+  float16 on ranks 4-7, ``v`` float32 written into existing float64 tensors there
+  (``into=``), ``o`` bf16 to ranks 2-5 as float32 (ranks 2 and 3 hold a source of it and
+  receive it), ``p`` a float32 ``Partial`` source replicated as float64; each rank
+  reports what it got and whether its ``into`` tensors came back as themselves.
 - ``partial``: every same-mesh pair with a :class:`~mesh.Partial` source on torch's own
   (2, 4) mesh (:func:`partial_pairs`: ``Shard(0)``, ``Shard(1)``, ``Replicate``,
   ``_StridedShard(0, 2)`` and one reduction, the destination any of those or the source's
@@ -203,6 +208,39 @@ def _mismatch(out_dir: str, backend: Any) -> None:
     except Exception as e:
         report["raised"] = [type(e).__name__, str(e)]
     write_report(out_dir, rank, report)
+
+
+def _convert(out_dir: str, backend: Any) -> None:
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Partial, Replicate, Shard, Sharding, reshard
+
+    rank = backend.rank
+    train, serve, mid = (MeshView.from_ranks(r, [n]) for r, n in (
+        ([0, 1, 2, 3], "a"), ([4, 5, 6, 7], "b"), ([2, 3, 4, 5], "c")))
+    full = torch.arange(48, dtype=torch.float64).reshape(8, 6) / 7  # not exact in bf16
+
+    def on(view: Any, *placements: Any) -> Any:
+        return Sharding(view, placements, (8, 6))
+
+    plans = {"w": reshard(on(train, Shard(0)), on(serve, Shard(1))),
+             "v": reshard(on(train, Shard(1)), on(serve, Shard(0))),
+             "o": reshard(on(train, Shard(0)), on(mid, Shard(1))),
+             "p": reshard(on(train, Partial()), on(serve, Replicate()))}
+    kinds = {"w": torch.bfloat16, "v": torch.float32, "o": torch.bfloat16, "p": torch.float32}
+    state = {n: torch.from_numpy(plan.src.local(full.numpy(), rank)).to(kinds[n])
+             for n, plan in plans.items() if n != "p" and rank < 4}
+    if rank < 4:  # contributions (r + 1) / 10 of the full tensor: they sum to it
+        state["p"] = (full * (rank + 1) / 10).float()
+    into = {"v": torch.full(plans["v"].dst.local_shape(rank), -1.0, dtype=torch.float64)} \
+        if rank >= 4 else {}
+    got = reshard_state(plans, state, dtypes={"w": torch.float16, "o": torch.float32,
+                                              "p": torch.float64},
+                        source_dtypes=kinds, into=into)
+    write_report(out_dir, rank, {
+        "got": {n: (str(v.dtype), v.tolist()) for n, v in got.items() if v is not None},
+        "into_kept": {n: got[n] is t for n, t in into.items()}})
 
 
 CODES = ("S0", "S1", "R", "SS0/2")
@@ -456,6 +494,8 @@ def main() -> None:
         _mismatch_partial(out, backend)
     elif mode == "mismatch":
         _mismatch(out, backend)
+    elif mode == "convert":
+        _convert(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together

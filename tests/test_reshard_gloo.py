@@ -12,6 +12,10 @@
 - A receiver told another dtype than its sender holds: both raise a typed error naming the
   tensor and the dtypes before that pair moves anything, every other pair's tensors arrive
   right, and no rank waits (before: Gloo aborted the process on the message's length).
+- dtype conversion on the way and ``into=``: bf16 sources served as float16, float32 as
+  float64 into the receivers' existing tensors (returned as themselves), a bf16 source
+  converted where a rank holds a source of it too, a float32 partial source summed then
+  converted: every value is the source's value in the destination dtype.
 - Partial sources against torch's own ``DTensor.redistribute`` on its (2, 4) mesh, every
   same-mesh pair of the worker's ``partial_pairs`` (740 with the shapes): ours right on
   every rank; no more bytes than torch's collectives where torch is right (measured: 660
@@ -152,3 +156,26 @@ def test_a_dtype_mismatch_before_the_sums_is_a_typed_error_on_every_rank_and_nob
         assert kind == "BackendConfigError" and "disagree" in text, (r, text)
     for r in range(4, 8):
         assert "could not reduce what it sends here" in reports[r]["raised"][1], reports[r]
+
+
+def test_dtypes_convert_where_elements_arrive_and_into_tensors_receive_in_place(
+        tmp_path: Path) -> None:
+    import torch
+
+    reports = _run("convert", tmp_path)
+    full = torch.arange(48, dtype=torch.float64).reshape(8, 6) / 7
+    for r in range(4, 8):
+        got, k = reports[r]["got"], r - 4
+        cols, rows = slice(2 * k, 2 * k + 2), slice(2 * k, 2 * k + 2)
+        assert got["w"] == ["torch.float16", full.bfloat16().half()[:, cols].tolist()], r
+        assert got["v"] == ["torch.float64", full.float().double()[rows].tolist()], r
+        assert reports[r]["into_kept"] == {"v": True}
+        kind, values = got["p"]
+        summed = torch.tensor(values, dtype=torch.float64)
+        assert kind == "torch.float64" and torch.allclose(summed, full, rtol=1e-6), r
+    for r in range(2, 6):  # ranks 2 and 3 hold a source of "o" and receive it too
+        k = r - 2
+        want = full.bfloat16().float()[:, 2 * k:2 * k + 2].tolist()
+        assert reports[r]["got"]["o"] == ["torch.float32", want], r
+    assert reports[0]["got"] == {} and reports[1]["got"] == {}
+
