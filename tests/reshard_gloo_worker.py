@@ -24,6 +24,9 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   (``into=``), ``o`` bf16 to ranks 2-5 as float32 (ranks 2 and 3 hold a source of it and
   receive it), ``p`` a float32 ``Partial`` source replicated as float64; each rank
   reports what it got and whether its ``into`` tensors came back as themselves.
+- ``other_plan``: ``x`` from ranks 0-3 (``Shard(0)``) to ranks 4-7 (``Shard(0)``), but rank 3
+  is given ``Shard(1)`` for the destination (the same bytes between every pair); then the
+  same call with the same plan everywhere.  Each rank reports what each call raised or got.
 - ``partial``: every same-mesh pair with a :class:`~mesh.Partial` source on torch's own
   (2, 4) mesh (:func:`partial_pairs`: ``Shard(0)``, ``Shard(1)``, ``Replicate``,
   ``_StridedShard(0, 2)`` and one reduction, the destination any of those or the source's
@@ -241,6 +244,28 @@ def _convert(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, {
         "got": {n: (str(v.dtype), v.tolist()) for n, v in got.items() if v is not None},
         "into_kept": {n: got[n] is t for n, t in into.items()}})
+
+
+def _other_plan(out_dir: str, backend: Any) -> None:
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Shard, Sharding, reshard
+
+    rank = backend.rank
+    src, dst = MeshView.from_ranks([0, 1, 2, 3], ["a"]), MeshView.from_ranks([4, 5, 6, 7], ["b"])
+    full = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    report: dict[str, Any] = {}
+    for call, odd in (("first", 3), ("second", None)):
+        wrong = Shard(1) if rank == odd else Shard(0)  # the same bytes between every pair
+        plans = {"x": reshard(Sharding(src, (Shard(0),), (8, 8)), Sharding(dst, (wrong,), (8, 8)))}
+        state = {"x": full[2 * rank:2 * rank + 2].clone()} if rank < 4 else {}
+        try:
+            got = reshard_state(plans, state, source_dtypes={"x": torch.float32})
+            report[call] = ["got", None if got["x"] is None else got["x"].tolist()]
+        except Exception as e:
+            report[call] = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, report)
 
 
 CODES = ("S0", "S1", "R", "SS0/2")
@@ -496,6 +521,8 @@ def main() -> None:
         _mismatch(out, backend)
     elif mode == "convert":
         _convert(out, backend)
+    elif mode == "other_plan":
+        _other_plan(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together

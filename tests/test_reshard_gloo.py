@@ -16,6 +16,9 @@
   float64 into the receivers' existing tensors (returned as themselves), a bf16 source
   converted where a rank holds a source of it too, a float32 partial source summed then
   converted: every value is the source's value in the destination dtype.
+- One rank given another plan (the same bytes between every pair, so no header differs):
+  every rank raises a typed error naming it before anything moves, and the next call, with
+  one plan everywhere, moves right.
 - Partial sources against torch's own ``DTensor.redistribute`` on its (2, 4) mesh, every
   same-mesh pair of the worker's ``partial_pairs`` (740 with the shapes): ours right on
   every rank; no more bytes than torch's collectives where torch is right (measured: 660
@@ -179,3 +182,17 @@ def test_dtypes_convert_where_elements_arrive_and_into_tensors_receive_in_place(
         assert reports[r]["got"]["o"] == ["torch.float32", want], r
     assert reports[0]["got"] == {} and reports[1]["got"] == {}
 
+
+def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anything_moves(
+        tmp_path: Path) -> None:
+    reports = _run("other_plan", tmp_path)
+    for r in range(8):
+        kind, text = reports[r]["first"]
+        assert kind == "BackendConfigError", (r, reports[r])
+        assert "run different plans (nothing moved)" in text, text
+        odd = "ranks [3] run others" if r != 3 else "are those of ranks [3]"
+        assert odd in text, (r, text)
+    full = [[8.0 * i + j for j in range(8)] for i in range(8)]
+    for r in range(4, 8):  # the second call, one plan everywhere: right
+        assert reports[r]["second"] == ["got", full[2 * (r - 4):2 * (r - 4) + 2]], reports[r]
+    assert all(reports[r]["second"] == ["got", None] for r in range(4))

@@ -23,7 +23,10 @@ header batch, 32 bytes each way per peer: each side's digest of the (tensor, dty
 it sends and expects.  A pair whose headers disagree (a receiver told another dtype than
 the sender holds, or two ranks running different plans) moves nothing; both of its ranks
 raise a typed error once the other pairs have moved, so no rank waits for a message that
-never comes.
+never comes.  Before the headers, the ranks compare their plans' digests over the store
+(:mod:`._agree`): a rank given another plan moving the same bytes per pair would pass the
+headers and move wrong elements, and one expecting a peer its peer's plan does not name
+would wait for ever; both are a typed error on every rank of the plans instead.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import mesh
 from layout import show
 
 from .._core import BackendConfigError
+from ._agree import same_plans
 
 __all__ = ["reshard_state", "reshard_tensor"]
 
@@ -293,6 +297,10 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     one is given, sharing no memory with this rank's source tensor; else a typed error
     naming it, before anything moves.
 
+    Before its first message every rank of the plans compares their digest with the others'
+    over the default store (:mod:`._agree`, a few store calls per rank): a rank given
+    another plan is a typed error on every rank, naming it, before anything moves.
+
     >>> # new = reshard_state({"w": mesh.reshard(old_w, new_w)}, {"w": w_local})["w"]
     >>> # reshard_state(plans, {}, source_dtypes=bf16s, into=engine_weights)  # fp16 there
     """
@@ -304,6 +312,7 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
         (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
     kinds, wants, targets = _prepared(sides, rank, dtypes, source_dtypes, into, device)
     device = device or "cpu"
+    same_plans(named, rank, _store())  # every rank runs these plans, or all raise
     outgoing, incoming, sending = _packed(sides, kinds, rank)
     later_in, later_out = _later(sides, kinds, rank)
     bad = _headers(_joined(sending, later_out, kinds), _joined(incoming, later_in, kinds),
@@ -380,6 +389,12 @@ def _results(sides: list[Side], rank: int, kinds: Mapping[str, Any], wants: Mapp
         else:
             out[name] = value if value.dtype == wants[name] else value.to(wants[name])
     return out
+
+
+def _store() -> Any:
+    from ._torch_private import get_default_store
+
+    return get_default_store()
 
 
 def _named_state(plans: Mapping[str, mesh.Reshard], state: object

@@ -49,6 +49,7 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 import threading
@@ -261,6 +262,24 @@ class Reshard:
 
     def __repr__(self) -> str:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """16 hex digits of what defines the plan (both shardings with their views' ranks,
+        the topology, the item size, the ``down`` ranks), the same in every process: equal
+        plans have equal digests, so ranks comparing them find a rank given another plan
+        (``backend.reshard_state`` does, before anything moves).
+
+        >>> from mesh import MeshView, Replicate, Shard, Sharding, reshard
+        >>> v = MeshView.from_shape((4,), ("tp",))
+        >>> a = reshard(Sharding(v, (Shard(0),), (8,)), Sharding(v, (Replicate(),), (8,)))
+        >>> b = reshard(Sharding(v, (Shard(0),), (8,)), Sharding(v, (Shard(0),), (8,)))
+        >>> len(a.digest), a.digest == b.digest
+        (16, False)
+        """
+        text = "|".join([_defined(self.src), _defined(self.dst), repr(self.topology),
+                         str(self.itemsize), str(sorted(self.down))])
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     @functools.cached_property
     def partial(self) -> str | None:
@@ -717,6 +736,12 @@ class Reshard:
                 raise ShardingError(f"Reshard.apply: source rank {show(r)}'s local array has "
                                     f"shape {a.shape}; the source gives it {want}")
         return np
+
+
+def _defined(s: Sharding) -> str:
+    """What defines a sharding, as text: its view (names, layout, ranks), placements, shape."""
+    v = s.view
+    return f"{v.names}{v.layout!r}{v.ranks.size}{v.ranks.ranks}{list(s.placements)!r}{s.shape}"
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:
