@@ -27,6 +27,10 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
 - ``other_plan``: ``x`` from ranks 0-3 (``Shard(0)``) to ranks 4-7 (``Shard(0)``), but rank 3
   is given ``Shard(1)`` for the destination (the same bytes between every pair); then the
   same call with the same plan everywhere.  Each rank reports what each call raised or got.
+- ``submesh``: torch's own (dp 2, tp 4) mesh; each dp replica holds its own tensor (values
+  + 100 on replica 1) as a DTensor on ``mesh2d["tp"]``, ``Shard(0)``; ``backend.redistribute``
+  to ``Shard(1)`` on the same sub-mesh, then to ``(Replicate(), Shard(1))`` on the whole 2-D
+  mesh (whose replicas hold different tensors); each rank reports what each got or raised.
 - ``partial``: every same-mesh pair with a :class:`~mesh.Partial` source on torch's own
   (2, 4) mesh (:func:`partial_pairs`: ``Shard(0)``, ``Shard(1)``, ``Replicate``,
   ``_StridedShard(0, 2)`` and one reduction, the destination any of those or the source's
@@ -266,6 +270,26 @@ def _other_plan(out_dir: str, backend: Any) -> None:
         except Exception as e:
             report[call] = [type(e).__name__, str(e)]
     write_report(out_dir, rank, report)
+
+
+def _submesh(out_dir: str, backend: Any) -> None:
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from backend import redistribute
+
+    mesh2d = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+    full = torch.arange(48.0).reshape(8, 6) + 100 * (backend.rank // 4)  # a copy per replica
+    dt = distribute_tensor(full, mesh2d["tp"], [Shard(0)])
+    report: dict[str, Any] = {}
+    for name, dst, placements in (("within", mesh2d["tp"], [Shard(1)]),
+                                  ("across", mesh2d, [Replicate(), Shard(1)])):
+        try:
+            report[name] = ["got", redistribute(dt, dst, placements).to_local().tolist()]
+        except Exception as e:
+            report[name] = [type(e).__name__, str(e)]
+    write_report(out_dir, backend.rank, report)
 
 
 CODES = ("S0", "S1", "R", "SS0/2")
@@ -523,6 +547,8 @@ def main() -> None:
         _convert(out, backend)
     elif mode == "other_plan":
         _other_plan(out, backend)
+    elif mode == "submesh":
+        _submesh(out, backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     torch.distributed.barrier()  # rank 0 holds the store: leave together

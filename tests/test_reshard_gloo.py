@@ -19,6 +19,10 @@
 - One rank given another plan (the same bytes between every pair, so no header differs):
   every rank raises a typed error naming it before anything moves, and the next call, with
   one plan everywhere, moves right.
+- DTensors on torch's own sub-mesh (``mesh2d["tp"]`` of a (dp 2, tp 4) mesh): within the
+  sub-mesh each replica group plans and moves its own copy, right; to the whole 2-D mesh
+  (the replicas' copies differ: no one tensor to move) a typed error on every rank, no hang
+  (it hung: each replica planned alone and sent to the other's ranks).
 - Partial sources against torch's own ``DTensor.redistribute`` on its (2, 4) mesh, every
   same-mesh pair of the worker's ``partial_pairs`` (740 with the shapes): ours right on
   every rank; no more bytes than torch's collectives where torch is right (measured: 660
@@ -196,3 +200,17 @@ def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anythin
     for r in range(4, 8):  # the second call, one plan everywhere: right
         assert reports[r]["second"] == ["got", full[2 * (r - 4):2 * (r - 4) + 2]], reports[r]
     assert all(reports[r]["second"] == ["got", None] for r in range(4))
+
+
+def test_sub_mesh_dtensors_move_per_replica_group_and_across_replicas_refuse_everywhere(
+        tmp_path: Path) -> None:
+    reports = _run("submesh", tmp_path)
+    for r in range(8):
+        t, replica = r % 4, r // 4
+        want = [[100.0 * replica + 6 * i + j for j in range(6)][2 * t:2 * t + 2]
+                for i in range(8)] if t < 3 else [[] for _ in range(8)]
+        assert reports[r]["within"] == ["got", want], (r, reports[r]["within"])
+        kind, text = reports[r]["across"]
+        assert kind == "BackendConfigError" and "run different plans (nothing moved)" in text
+        other = [4, 5, 6, 7] if replica == 0 else [0, 1, 2, 3]
+        assert f"ranks {other} run others" in text, (r, text)
