@@ -26,7 +26,8 @@ Run as ``python tests/reshard_gloo_worker.py MODE OUT_DIR`` with torchrun's envi
   reports what it got and whether its ``into`` tensors came back as themselves.
 - ``other_plan``: ``x`` from ranks 0-3 (``Shard(0)``) to ranks 4-7 (``Shard(0)``), but rank 3
   is given ``Shard(1)`` for the destination (the same bytes between every pair); then the
-  same call with the same plan everywhere.  Each rank reports what each call raised or got.
+  same call with the same plan everywhere; then again with rank 6 passing an ``into`` tensor
+  of the wrong shape.  Each rank reports what each call raised or got.
 - ``submesh``: torch's own (dp 2, tp 4) mesh; each dp replica holds its own tensor (values
   + 100 on replica 1) as a DTensor on ``mesh2d["tp"]``, ``Shard(0)``; ``backend.redistribute``
   to ``Shard(1)`` on the same sub-mesh, then to ``(Replicate(), Shard(1))`` on the whole 2-D
@@ -260,12 +261,13 @@ def _other_plan(out_dir: str, backend: Any) -> None:
     src, dst = MeshView.from_ranks([0, 1, 2, 3], ["a"]), MeshView.from_ranks([4, 5, 6, 7], ["b"])
     full = torch.arange(64, dtype=torch.float32).reshape(8, 8)
     report: dict[str, Any] = {}
-    for call, odd in (("first", 3), ("second", None)):
+    for call, odd in (("first", 3), ("second", None), ("third", None)):
         wrong = Shard(1) if rank == odd else Shard(0)  # the same bytes between every pair
         plans = {"x": reshard(Sharding(src, (Shard(0),), (8, 8)), Sharding(dst, (wrong,), (8, 8)))}
         state = {"x": full[2 * rank:2 * rank + 2].clone()} if rank < 4 else {}
+        into = {"x": torch.zeros(3, 8)} if call == "third" and rank == 6 else None  # (2, 8)
         try:
-            got = reshard_state(plans, state, source_dtypes={"x": torch.float32})
+            got = reshard_state(plans, state, source_dtypes={"x": torch.float32}, into=into)
             report[call] = ["got", None if got["x"] is None else got["x"].tolist()]
         except Exception as e:
             report[call] = [type(e).__name__, str(e)]

@@ -18,7 +18,8 @@
   converted: every value is the source's value in the destination dtype.
 - One rank given another plan (the same bytes between every pair, so no header differs):
   every rank raises a typed error naming it before anything moves, and the next call, with
-  one plan everywhere, moves right.
+  one plan everywhere, moves right; a rank refusing its arguments (an ``into`` tensor of
+  the wrong shape) raises its error and the others one naming it, at once.
 - DTensors on torch's own sub-mesh (``mesh2d["tp"]`` of a (dp 2, tp 4) mesh): within the
   sub-mesh each replica group plans and moves its own copy, right; to the whole 2-D mesh
   (the replicas' copies differ: no one tensor to move) a typed error on every rank, no hang
@@ -200,6 +201,10 @@ def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anythin
     for r in range(4, 8):  # the second call, one plan everywhere: right
         assert reports[r]["second"] == ["got", full[2 * (r - 4):2 * (r - 4) + 2]], reports[r]
     assert all(reports[r]["second"] == ["got", None] for r in range(4))
+    for r in range(8):  # rank 6 refuses its into tensor: the others learn it, none waits
+        kind, text = reports[r]["third"]
+        assert kind == "BackendConfigError", (r, reports[r])
+        assert ("into['x'] has shape (3, 8)" if r == 6 else "ranks [6] run others") in text, text
 
 
 def test_sub_mesh_dtensors_move_per_replica_group_and_across_replicas_refuse_everywhere(

@@ -90,8 +90,18 @@ def test_an_into_tensor_sharing_the_sources_memory_is_refused(one: None) -> None
         reshard_state({"w": reshard(SAME, SAME)}, {"w": local}, into={"w": local.view(4, 3)})
 
 
+@pytest.fixture
+def unheard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans that name rank 1, absent from this world of one: telling it that this rank
+    refused would wait for it (the agreement is tested in test_reshard_agree.py and on
+    Gloo), so it is not told."""
+    from backend._tensor import _exec
+
+    monkeypatch.setattr(_exec, "same_plans", lambda *a, **k: None)
+
+
 def test_into_for_a_tensor_no_plan_moves_or_outside_its_destination_is_refused(
-        one: None) -> None:
+        one: None, unheard: None) -> None:
     assert "['x']" in _refused("no plan moves", into={"x": torch.zeros(1)})
     away = Sharding(MeshView.from_ranks([1], ("tp",)), (Shard(0),), (4, 3))
     from backend import BackendConfigError
@@ -101,7 +111,8 @@ def test_into_for_a_tensor_no_plan_moves_or_outside_its_destination_is_refused(
                       into={"w": torch.zeros(4, 3)})
 
 
-def test_a_receiver_that_names_no_dtype_it_moves_in_is_refused(one: None) -> None:
+def test_a_receiver_that_names_no_dtype_it_moves_in_is_refused(one: None,
+                                                                unheard: None) -> None:
     from backend import BackendConfigError
 
     away = Sharding(MeshView.from_ranks([1], ("tp",)), (Shard(0),), (4, 3))

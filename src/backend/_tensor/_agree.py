@@ -61,13 +61,15 @@ def state_digest(named: list[tuple[str, mesh.Reshard]]) -> str:
 
 
 def same_plans(named: list[tuple[str, mesh.Reshard]], rank: int, store: Any,
-               timeout: timedelta | None = None) -> None:
+               timeout: timedelta | None = None, *, refused: bool = False) -> None:
     """Return once every rank the plans name runs these plans; else a typed error on every
-    one of them, before anything moves (the protocol is the module's)."""
+    one of them, before anything moves (the protocol is the module's).  ``refused``: this
+    rank refused its arguments (it raises its own error after this): it counts as running
+    another plan, so the others raise at once instead of waiting for it."""
     ranks = participants(p for _, p in named)
     if rank not in ranks or len(ranks) < 2:
         return
-    mine = state_digest(named)
+    mine = "refused" if refused else state_digest(named)
     over = hashlib.blake2b(",".join(map(str, sorted(ranks))).encode(),
                            digest_size=8).hexdigest()
     with _LOCK:
@@ -94,14 +96,15 @@ def _verdict(store: Any, call: str, mine: str, rank: int, ranks: frozenset[int],
             f"reshard_state: rank {rank} waited for the {len(ranks)} ranks of its plans to "
             f"compare plans, and some never came ({type(e).__name__}: {e}): a rank runs plans "
             "over other ranks, or did not call") from e
-    if store.get(f"{call}/verdict").decode() == mine:
-        return
+    if store.get(f"{call}/verdict").decode() == mine or mine == "refused":
+        return  # a rank that refused raises its own error
     same = sorted(int(r) for r in store.get(f"{call}/who/{mine}").decode().split(",") if r)
     other = sorted(ranks - set(same))
     raise BackendConfigError(
         f"reshard_state: the ranks of these plans run different plans (nothing moved): rank "
         f"{rank}'s plans (digest {mine}) are those of ranks {_few(same)}; ranks {_few(other)} "
-        "run others (a plan, a shape, a placement or a tensor name differs)")
+        "run others (a plan, a shape, a placement or a tensor name differs) or refused "
+        "their arguments")
 
 
 def _few(ranks: list[int]) -> str:

@@ -31,6 +31,7 @@ would wait for ever; both are a typed error on every rank of the plans instead.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -308,11 +309,9 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
 
     named = _named_state(plans, state)
     rank = dist.get_rank()
-    sides: list[Side] = [
-        (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
-    kinds, wants, targets = _prepared(sides, rank, dtypes, source_dtypes, into, device)
+    sides, kinds, wants, targets = _ready(named, state, rank, dtypes, source_dtypes, into,
+                                          device)
     device = device or "cpu"
-    same_plans(named, rank, _store())  # every rank runs these plans, or all raise
     outgoing, incoming, sending = _packed(sides, kinds, rank)
     later_in, later_out = _later(sides, kinds, rank)
     bad = _headers(_joined(sending, later_out, kinds), _joined(incoming, later_in, kinds),
@@ -326,6 +325,25 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
                                received)
     _refuse(rank, bad, wrong)
     return _results(sides, rank, kinds, wants, targets, received, sums, device)
+
+
+def _ready(named: list[tuple[str, mesh.Reshard]], state: Mapping[str, Any], rank: int,
+           dtypes: Mapping[str, Any] | None, source_dtypes: Mapping[str, Any] | None,
+           into: Mapping[str, Any] | None, device: Any
+           ) -> tuple[list[Side], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """This rank's sides and :func:`_prepared`'s answers, once every rank of the plans has
+    agreed it runs them (:func:`~._agree.same_plans`); a rank that refuses its arguments
+    tells the others so before it raises, and they raise too."""
+    try:
+        sides: list[Side] = [
+            (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
+        kinds, wants, targets = _prepared(sides, rank, dtypes, source_dtypes, into, device)
+    except BackendConfigError:
+        with contextlib.suppress(BackendConfigError):  # (this rank's own error is the one)
+            same_plans(named, rank, _store(), refused=True)
+        raise
+    same_plans(named, rank, _store())  # every rank runs these plans, or all raise
+    return sides, kinds, wants, targets
 
 
 def _refuse(rank: int, bad: Mapping[int, str], wrong: list[int]) -> None:
