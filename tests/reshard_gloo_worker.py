@@ -20,6 +20,19 @@ one of those below, or several comma-separated, run in turn in one world: :data:
   source, but rank 5 is told float32 (``dtypes=``); ``y`` is right everywhere.  Every rank
   reports what it raised (its type and message) or what it got, then all meet at a barrier
   (a rank left waiting would hang here).
+- ``convert``: four tensors from ranks 0-3 in one ``reshard_state``: ``w`` bf16 served as
+  float16 on ranks 4-7, ``v`` float32 written into existing float64 tensors there
+  (``into=``), ``o`` bf16 to ranks 2-5 as float32 (ranks 2 and 3 hold a source of it and
+  receive it), ``p`` a float32 ``Partial`` source replicated as float64; each rank
+  reports what it got and whether its ``into`` tensors came back as themselves.
+- ``other_plan``: ``x`` from ranks 0-3 (``Shard(0)``) to ranks 4-7 (``Shard(0)``), but rank 3
+  is given ``Shard(1)`` for the destination (the same bytes between every pair); then the
+  same call with the same plan everywhere; then again with rank 6 passing an ``into`` tensor
+  of the wrong shape.  Each rank reports what each call raised or got.
+- ``submesh``: torch's own (dp 2, tp 4) mesh; each dp replica holds its own tensor (values
+  + 100 on replica 1) as a DTensor on ``mesh2d["tp"]``, ``Shard(0)``; ``backend.redistribute``
+  to ``Shard(1)`` on the same sub-mesh, then to ``(Replicate(), Shard(1))`` on the whole 2-D
+  mesh (whose replicas hold different tensors); each rank reports what each got or raised.
 - ``partial``: every same-mesh pair with a :class:`~mesh.Partial` source on torch's own
   (2, 4) mesh (:func:`partial_pairs`: ``Shard(0)``, ``Shard(1)``, ``Replicate``,
   ``_StridedShard(0, 2)`` and one reduction, the destination any of those or the source's
@@ -204,6 +217,82 @@ def _mismatch(out_dir: str, backend: Any) -> None:
     except Exception as e:
         report["raised"] = [type(e).__name__, str(e)]
     write_report(out_dir, rank, report)
+
+
+def _convert(out_dir: str, backend: Any) -> None:
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Partial, Replicate, Shard, Sharding, reshard
+
+    rank = backend.rank
+    train, serve, mid = (MeshView.from_ranks(r, [n]) for r, n in (
+        ([0, 1, 2, 3], "a"), ([4, 5, 6, 7], "b"), ([2, 3, 4, 5], "c")))
+    full = torch.arange(48, dtype=torch.float64).reshape(8, 6) / 7  # not exact in bf16
+
+    def on(view: Any, *placements: Any) -> Any:
+        return Sharding(view, placements, (8, 6))
+
+    plans = {"w": reshard(on(train, Shard(0)), on(serve, Shard(1))),
+             "v": reshard(on(train, Shard(1)), on(serve, Shard(0))),
+             "o": reshard(on(train, Shard(0)), on(mid, Shard(1))),
+             "p": reshard(on(train, Partial()), on(serve, Replicate()))}
+    kinds = {"w": torch.bfloat16, "v": torch.float32, "o": torch.bfloat16, "p": torch.float32}
+    state = {n: torch.from_numpy(plan.src.local(full.numpy(), rank)).to(kinds[n])
+             for n, plan in plans.items() if n != "p" and rank < 4}
+    if rank < 4:  # contributions (r + 1) / 10 of the full tensor: they sum to it
+        state["p"] = (full * (rank + 1) / 10).float()
+    into = {"v": torch.full(plans["v"].dst.local_shape(rank), -1.0, dtype=torch.float64)} \
+        if rank >= 4 else {}
+    got = reshard_state(plans, state, dtypes={"w": torch.float16, "o": torch.float32,
+                                              "p": torch.float64},
+                        source_dtypes=kinds, into=into)
+    write_report(out_dir, rank, {
+        "got": {n: (str(v.dtype), v.tolist()) for n, v in got.items() if v is not None},
+        "into_kept": {n: got[n] is t for n, t in into.items()}})
+
+
+def _other_plan(out_dir: str, backend: Any) -> None:
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Shard, Sharding, reshard
+
+    rank = backend.rank
+    src, dst = MeshView.from_ranks([0, 1, 2, 3], ["a"]), MeshView.from_ranks([4, 5, 6, 7], ["b"])
+    full = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    report: dict[str, Any] = {}
+    for call, odd in (("first", 3), ("second", None), ("third", None)):
+        wrong = Shard(1) if rank == odd else Shard(0)  # the same bytes between every pair
+        plans = {"x": reshard(Sharding(src, (Shard(0),), (8, 8)), Sharding(dst, (wrong,), (8, 8)))}
+        state = {"x": full[2 * rank:2 * rank + 2].clone()} if rank < 4 else {}
+        into = {"x": torch.zeros(3, 8)} if call == "third" and rank == 6 else None  # (2, 8)
+        try:
+            got = reshard_state(plans, state, source_dtypes={"x": torch.float32}, into=into)
+            report[call] = ["got", None if got["x"] is None else got["x"].tolist()]
+        except Exception as e:
+            report[call] = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, report)
+
+
+def _submesh(out_dir: str, backend: Any) -> None:
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from backend import redistribute
+
+    mesh2d = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+    full = torch.arange(48.0).reshape(8, 6) + 100 * (backend.rank // 4)  # a copy per replica
+    dt = distribute_tensor(full, mesh2d["tp"], [Shard(0)])
+    report: dict[str, Any] = {}
+    for name, dst, placements in (("within", mesh2d["tp"], [Shard(1)]),
+                                  ("across", mesh2d, [Replicate(), Shard(1)])):
+        try:
+            report[name] = ["got", redistribute(dt, dst, placements).to_local().tolist()]
+        except Exception as e:
+            report[name] = [type(e).__name__, str(e)]
+    write_report(out_dir, backend.rank, report)
 
 
 CODES = ("S0", "S1", "R", "SS0/2")
@@ -435,7 +524,8 @@ def _sync(out_dir: str, backend: Any) -> None:
 
 
 MODES = {"pairs": _pairs, "sync": _sync, "state": _state, "save": _save, "partial": _partial,
-         "mismatch_partial": _mismatch_partial, "mismatch": _mismatch}
+         "mismatch_partial": _mismatch_partial, "mismatch": _mismatch, "convert": _convert,
+         "other_plan": _other_plan, "submesh": _submesh}
 """MODE's words: several, comma-separated, run in one world in turn, each writing its reports
 under ``OUT_DIR/<mode>/`` (one alone writes them in ``OUT_DIR``)."""
 

@@ -53,3 +53,12 @@ def test_the_recovery_measurement_runs_at_its_smallest_size() -> None:
             if line.startswith("     3 ")]  # the victim's rows: its way, 28 wide
     assert sorted(ways) == ["drop 'tp'", "evict hosts [1] onto spares"], out.stdout
     assert "restart from the DCP checkpoint" in out.stdout, out.stdout
+
+
+@pytest.mark.timeout(600)
+def test_the_reshard_totals_bench_runs_at_its_smallest_size() -> None:
+    """bench/reshard_totals.py at its smallest size: the reads table and the memory table."""
+    out = subprocess.run([sys.executable, str(BENCH / "reshard_totals.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "all of them, for every tensor" in out.stdout and "fsdp experts w1" in out.stdout

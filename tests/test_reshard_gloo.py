@@ -12,6 +12,18 @@
 - A receiver told another dtype than its sender holds: both raise a typed error naming the
   tensor and the dtypes before that pair moves anything, every other pair's tensors arrive
   right, and no rank waits (before: Gloo aborted the process on the message's length).
+- dtype conversion on the way and ``into=``: bf16 sources served as float16, float32 as
+  float64 into the receivers' existing tensors (returned as themselves), a bf16 source
+  converted where a rank holds a source of it too, a float32 partial source summed then
+  converted: every value is the source's value in the destination dtype.
+- One rank given another plan (the same bytes between every pair, so no header differs):
+  every rank raises a typed error naming it before anything moves, and the next call, with
+  one plan everywhere, moves right; a rank refusing its arguments (an ``into`` tensor of
+  the wrong shape) raises its error and the others one naming it, at once.
+- DTensors on torch's own sub-mesh (``mesh2d["tp"]`` of a (dp 2, tp 4) mesh): within the
+  sub-mesh each replica group plans and moves its own copy, right; to the whole 2-D mesh
+  (the replicas' copies differ: no one tensor to move) a typed error on every rank, no hang
+  (it hung: each replica planned alone and sent to the other's ranks).
 - Partial sources against torch's own ``DTensor.redistribute`` on its (2, 4) mesh, every
   same-mesh pair of the worker's ``partial_pairs`` (740 with the shapes): ours right on
   every rank; no more bytes than torch's collectives where torch is right (measured: 660
@@ -33,11 +45,12 @@ import gloo_launch
 import pytest
 
 WORKER = Path(__file__).with_name("reshard_gloo_worker.py")
-MODES = ("pairs", "state", "sync", "partial", "mismatch", "mismatch_partial")
-"""Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not six): the
+MODES = ("pairs", "state", "sync", "partial", "convert", "mismatch", "mismatch_partial",
+         "other_plan", "submesh")
+"""Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not nine): the
 typed-error ones last, so the world goes on after each (a rank left waiting would hang at
 the barrier after it)."""
-BOUND_S = 1200  # the six together: normally ~100 s; a busy machine takes several times that
+BOUND_S = 1200  # the nine together: normally ~100 s; a busy machine takes several times that
 
 pytestmark = [
     pytest.mark.timeout(BOUND_S + 60),
@@ -167,3 +180,58 @@ def test_a_dtype_mismatch_before_the_sums_is_a_typed_error_on_every_rank_and_nob
         assert kind == "BackendConfigError" and "disagree" in text, (r, text)
     for r in range(4, 8):
         assert "could not reduce what it sends here" in reports[r]["raised"][1], reports[r]
+
+
+def test_dtypes_convert_where_elements_arrive_and_into_tensors_receive_in_place(
+        world: Path) -> None:
+    import torch
+
+    reports = _run("convert", world)
+    full = torch.arange(48, dtype=torch.float64).reshape(8, 6) / 7
+    for r in range(4, 8):
+        got, k = reports[r]["got"], r - 4
+        cols, rows = slice(2 * k, 2 * k + 2), slice(2 * k, 2 * k + 2)
+        assert got["w"] == ["torch.float16", full.bfloat16().half()[:, cols].tolist()], r
+        assert got["v"] == ["torch.float64", full.float().double()[rows].tolist()], r
+        assert reports[r]["into_kept"] == {"v": True}
+        kind, values = got["p"]
+        summed = torch.tensor(values, dtype=torch.float64)
+        assert kind == "torch.float64" and torch.allclose(summed, full, rtol=1e-6), r
+    for r in range(2, 6):  # ranks 2 and 3 hold a source of "o" and receive it too
+        k = r - 2
+        want = full.bfloat16().float()[:, 2 * k:2 * k + 2].tolist()
+        assert reports[r]["got"]["o"] == ["torch.float32", want], r
+    assert reports[0]["got"] == {} and reports[1]["got"] == {}
+
+
+def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anything_moves(
+        world: Path) -> None:
+    reports = _run("other_plan", world)
+    for r in range(8):
+        kind, text = reports[r]["first"]
+        assert kind == "BackendConfigError", (r, reports[r])
+        assert "run different plans (nothing moved)" in text, text
+        odd = "ranks [3] run others" if r != 3 else "are those of ranks [3]"
+        assert odd in text, (r, text)
+    full = [[8.0 * i + j for j in range(8)] for i in range(8)]
+    for r in range(4, 8):  # the second call, one plan everywhere: right
+        assert reports[r]["second"] == ["got", full[2 * (r - 4):2 * (r - 4) + 2]], reports[r]
+    assert all(reports[r]["second"] == ["got", None] for r in range(4))
+    for r in range(8):  # rank 6 refuses its into tensor: the others learn it, none waits
+        kind, text = reports[r]["third"]
+        assert kind == "BackendConfigError", (r, reports[r])
+        assert ("into['x'] has shape (3, 8)" if r == 6 else "ranks [6] run others") in text, text
+
+
+def test_sub_mesh_dtensors_move_per_replica_group_and_across_replicas_refuse_everywhere(
+        world: Path) -> None:
+    reports = _run("submesh", world)
+    for r in range(8):
+        t, replica = r % 4, r // 4
+        want = [[100.0 * replica + 6 * i + j for j in range(6)][2 * t:2 * t + 2]
+                for i in range(8)] if t < 3 else [[] for _ in range(8)]
+        assert reports[r]["within"] == ["got", want], (r, reports[r]["within"])
+        kind, text = reports[r]["across"]
+        assert kind == "BackendConfigError" and "run different plans (nothing moved)" in text
+        other = [4, 5, 6, 7] if replica == 0 else [0, 1, 2, 3]
+        assert f"ranks {other} run others" in text, (r, text)

@@ -33,3 +33,88 @@ def test_an_unchanged_block_is_returned_as_it_is(one: None) -> None:
     # from another placement that puts every element at the same place on this rank
     other = Sharding(view, (Replicate(),), (4, 3))
     assert reshard_state({"w": reshard(other, same)}, {"w": local})["w"] is local
+
+
+VIEW = MeshView.from_shape((1,), ("tp",))
+SAME = Sharding(VIEW, (Shard(0),), (4, 3))
+
+
+def _refused(match: str, **kwargs: object) -> str:
+    from backend import BackendConfigError
+
+    local = torch.arange(12.0).reshape(4, 3)
+    with pytest.raises(BackendConfigError, match=match) as got:
+        reshard_state({"w": reshard(SAME, SAME)}, {"w": local}, **kwargs)  # type: ignore[arg-type]
+    return str(got.value)
+
+
+def test_dtypes_convert_a_block_this_rank_keeps(one: None) -> None:
+    local = torch.arange(12.0).reshape(4, 3)
+    moved = reshard_state({"w": reshard(SAME, SAME)}, {"w": local}, dtypes={"w": torch.float64})
+    assert moved["w"].dtype == torch.float64 and moved["w"].tolist() == local.tolist()
+
+
+def test_an_into_tensor_receives_the_block_and_is_returned(one: None) -> None:
+    local = torch.arange(12.0).reshape(4, 3)
+    target = torch.zeros(4, 3, dtype=torch.float16)
+    moved = reshard_state({"w": reshard(SAME, SAME)}, {"w": local}, into={"w": target})
+    assert moved["w"] is target and target.tolist() == local.tolist()
+
+
+@pytest.mark.parametrize(("into", "named"), [
+    (torch.zeros(3, 4), ["into['w'] has shape (3, 4)", "(4, 3)"]),
+    ("weights", ["into['w'] must be a torch.Tensor", "'weights'"]),
+])
+def test_an_into_tensor_that_does_not_fit_is_refused_naming_it(one: None, into: object,
+                                                               named: list[str]) -> None:
+    text = _refused("into", into={"w": into})
+    assert all(n in text for n in named), text
+
+
+def test_an_into_tensor_of_another_dtype_than_asked_is_refused(one: None) -> None:
+    text = _refused("dtypes asks for", dtypes={"w": torch.float64},
+                    into={"w": torch.zeros(4, 3, dtype=torch.float16)})
+    assert "torch.float64" in text and "torch.float16" in text
+
+
+def test_an_into_tensor_on_another_device_than_asked_is_refused(one: None) -> None:
+    text = _refused("device", into={"w": torch.zeros(4, 3)}, device="meta")
+    assert "is on cpu" in text and "device=meta" in text
+
+
+def test_an_into_tensor_sharing_the_sources_memory_is_refused(one: None) -> None:
+    from backend import BackendConfigError
+
+    local = torch.arange(12.0).reshape(4, 3)
+    with pytest.raises(BackendConfigError, match="shares memory"):
+        reshard_state({"w": reshard(SAME, SAME)}, {"w": local}, into={"w": local.view(4, 3)})
+
+
+@pytest.fixture
+def unheard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans that name rank 1, absent from this world of one: telling it that this rank
+    refused would wait for it (the agreement is tested in test_reshard_agree.py and on
+    Gloo), so it is not told."""
+    from backend._tensor import _exec
+
+    monkeypatch.setattr(_exec, "same_plans", lambda *a, **k: None)
+
+
+def test_into_for_a_tensor_no_plan_moves_or_outside_its_destination_is_refused(
+        one: None, unheard: None) -> None:
+    assert "['x']" in _refused("no plan moves", into={"x": torch.zeros(1)})
+    away = Sharding(MeshView.from_ranks([1], ("tp",)), (Shard(0),), (4, 3))
+    from backend import BackendConfigError
+
+    with pytest.raises(BackendConfigError, match="rank 0 is not in its destination"):
+        reshard_state({"w": reshard(SAME, away)}, {"w": torch.zeros(4, 3)},
+                      into={"w": torch.zeros(4, 3)})
+
+
+def test_a_receiver_that_names_no_dtype_it_moves_in_is_refused(one: None,
+                                                                unheard: None) -> None:
+    from backend import BackendConfigError
+
+    away = Sharding(MeshView.from_ranks([1], ("tp",)), (Shard(0),), (4, 3))
+    with pytest.raises(BackendConfigError, match="source_dtypes"):
+        reshard_state({"w": reshard(away, SAME)}, {})

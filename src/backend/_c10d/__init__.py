@@ -25,6 +25,7 @@ from typing import Any
 
 from ._discover import DiscoveryRecord, discover_topology
 from ._spec import GroupSpec, Plan, ascending_groups
+from ._store import job_namespace
 
 _TORCH = ("C10dBackend", "GlooBackend", "NcclBackend", "TorchFakeBackend", "process_default",
           "torch_fake")
@@ -40,4 +41,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["DiscoveryRecord", "GroupSpec", "Plan", "ascending_groups", "discover_topology",
-           *_TORCH]
+           "job_namespace", *_TORCH]

@@ -23,11 +23,15 @@ header batch, 32 bytes each way per peer: each side's digest of the (tensor, dty
 it sends and expects.  A pair whose headers disagree (a receiver told another dtype than
 the sender holds, or two ranks running different plans) moves nothing; both of its ranks
 raise a typed error once the other pairs have moved, so no rank waits for a message that
-never comes.
+never comes.  Before the headers, the ranks compare their plans' digests over the store
+(:mod:`._agree`): a rank given another plan moving the same bytes per pair would pass the
+headers and move wrong elements, and one expecting a peer its peer's plan does not name
+would wait for ever; both are a typed error on every rank of the plans instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +39,7 @@ import mesh
 from layout import show
 
 from .._core import BackendConfigError
+from ._agree import same_plans
 
 __all__ = ["reshard_state", "reshard_tensor"]
 
@@ -61,48 +66,52 @@ def _checked(plan: object, local: Any, rank: int) -> tuple[bool, bool]:
 
 
 def reshard_tensor(plan: mesh.Reshard, local: Any, *, group: Any = None, dtype: Any = None,
-                   device: Any = None) -> Any:
+                   device: Any = None, source_dtype: Any = None, into: Any = None) -> Any:
     """Move this rank's part of a tensor as ``plan`` says; return its destination local
     tensor (None if this rank is not in the destination).
 
     ``local`` is this rank's source local tensor (None if it is not in the source).  Every
     rank of either mesh must call this, with the same plan, in the same order with other
     collectives.  Transfers go over ``group`` (default: the world), which must hold every
-    rank of both meshes.  ``dtype`` and ``device`` are the destination's where this rank
-    has no source tensor to take them from (default: float32 on the CPU).
+    rank of both meshes.  ``dtype``: the destination tensor's dtype, converted at this rank
+    once the elements arrive (they move in the source's dtype; default: that one).
+    ``source_dtype``: the source's dtype, named where this rank has no source tensor to take
+    it from (default: ``dtype``, else ``into``'s, else float32; a wrong one is a typed error
+    on both ranks of the pair, before it moves anything).  ``device``: where a rank with no
+    source tensor builds its block (default: the CPU).  ``into``: an existing tensor of this
+    rank's destination shape (and of ``dtype``, if given) that receives the block and is
+    returned (:func:`reshard_state` says how it is checked).
     """
     import torch
     import torch.distributed as dist
 
     in_src, _ = _checked(plan, local, dist.get_rank())
-    kind = local.dtype if in_src else (dtype or torch.float32)
-    moved = reshard_state({"": plan}, {"": local}, dtypes={"": kind}, group=group,
-                          device=device)
+    kind = local.dtype if in_src else (source_dtype or dtype or getattr(into, "dtype", None)
+                                       or torch.float32)
+    moved = reshard_state({"": plan}, {"": local}, dtypes=None if dtype is None else {"": dtype},
+                          source_dtypes={"": kind}, into=None if into is None else {"": into},
+                          group=group, device=device)
     return moved[""]
 
 
 def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]],
-               dtype: Any, device: Any, reduced: dict[Any, Any]) -> Any:
+               dtype: Any, device: Any, reduced: dict[Any, Any], target: Any = None) -> Any:
     """``rank``'s destination block from what it received and what it keeps, a partial
     source's contributions reduced (``reduced``: the parts this rank reduced itself, where
-    the sums happen on the way)."""
+    the sums happen on the way).  ``target``: an ``into`` tensor, written in place where
+    nothing is reduced (each piece converted to its dtype as it is placed)."""
     import torch
 
     shape = plan.dst.local_shape(rank)
     if _staged(plan):
-        out = torch.zeros(shape, dtype=dtype, device=device)
-        keep = plan.keeps(rank)
-        for box in () if keep is None else keep.boxes:
-            out[plan.dst.local_slices(rank, box)] = reduced[box]
-        for t, buf in inbox:
-            if t.stage == 2:  # a reducer's stage-1 receipts are summed already
-                _place(plan, rank, out, t, buf)
-        return out / plan.divisor if plan.divisor > 1 else out
-    blocks: dict[tuple[int, ...], Any] = {}
+        return _assembled_staged(plan, rank, inbox, dtype, device, reduced)
     # every element arrives once (kept, received, or later read from the checkpoint as
     # plan.lost says): zeros only where some may not (a partial source, lost boxes)
     fresh = (torch.zeros if plan.src.partial_dims or plan.dst.partial_dims or plan.lost(rank)
              else torch.empty)
+    blocks: dict[tuple[int, ...], Any] = {}
+    if target is not None and not plan.src.partial_dims and plan.divisor == 1:
+        blocks[()] = target.zero_() if fresh is torch.zeros else target
 
     def block(contribution: tuple[int, ...]) -> Any:
         if contribution not in blocks:
@@ -120,6 +129,22 @@ def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any,
     ops = [p.op for p in plan.src.placements if isinstance(p, mesh.Partial)]
     value = _reduced(values, ops[0]) if ops else values[0]
     return value / plan.divisor if plan.divisor > 1 else value  # a Partial("sum") destination
+
+
+def _assembled_staged(plan: mesh.Reshard, rank: int, inbox: list[tuple[Any, Any]],
+                      dtype: Any, device: Any, reduced: dict[Any, Any]) -> Any:
+    """:func:`_assembled` where the sums happen on the way: the reduced parts this rank
+    keeps and those it receives at stage 2."""
+    import torch
+
+    out = torch.zeros(plan.dst.local_shape(rank), dtype=dtype, device=device)
+    keep = plan.keeps(rank)
+    for box in () if keep is None else keep.boxes:
+        out[plan.dst.local_slices(rank, box)] = reduced[box]
+    for t, buf in inbox:
+        if t.stage == 2:  # a reducer's stage-1 receipts are summed already
+            _place(plan, rank, out, t, buf)
+    return out / plan.divisor if plan.divisor > 1 else out
 
 
 def _place(plan: mesh.Reshard, rank: int, out: Any, t: mesh.Transfer, buf: Any) -> None:
@@ -183,19 +208,60 @@ def _named_plans(plans: object) -> list[tuple[str, mesh.Reshard]]:
     return sorted(out, key=lambda item: item[0])
 
 
-def _dtype(name: str, local: Any, dtypes: Mapping[str, Any] | None) -> Any:
-    """The tensor's dtype: its local source tensor's, else the one ``dtypes`` gives (a rank
-    that only receives cannot guess it: a wrong guess changes the message's size)."""
-    given = None if dtypes is None else dtypes.get(name)
+def _wire(name: str, local: Any, source_dtypes: Mapping[str, Any], want: Any) -> Any:
+    """The dtype the tensor moves in: its local source tensor's, else the one
+    ``source_dtypes`` gives, else the destination's asked for (``want``; a rank that only
+    receives cannot see it, and a wrong one changes the message's size: the headers catch
+    it)."""
+    given = source_dtypes.get(name)
     if local is not None:
         if given is not None and given != local.dtype:
             raise BackendConfigError(f"reshard_state: {name!r} is {local.dtype} here, but "
-                                     f"dtypes gives {given}")
+                                     f"source_dtypes gives {given}")
         return local.dtype
-    if given is None:
-        raise BackendConfigError(f"reshard_state: this rank holds no source of {name!r} and "
-                                 f"dtypes does not name its dtype (dtypes={{{name!r}: ...}})")
-    return given
+    if given is None and want is None:
+        raise BackendConfigError(
+            f"reshard_state: this rank holds no source of {name!r} and neither "
+            f"source_dtypes, dtypes nor into names its dtype (source_dtypes={{{name!r}: ...}}: "
+            "the dtype its senders hold)")
+    return given if given is not None else want
+
+
+def _wanted(name: str, dtypes: Mapping[str, Any], into: Mapping[str, Any]) -> Any:
+    """The destination dtype asked for: ``dtypes``', else ``into``'s tensor's (None: the
+    dtype it moves in); refused where the two differ."""
+    kind, target = dtypes.get(name), into.get(name)
+    have = getattr(target, "dtype", None)
+    if kind is not None and have is not None and kind != have:
+        raise BackendConfigError(f"reshard_state: {name!r}: dtypes asks for {kind}, but its "
+                                 f"into tensor is {have}; give one dtype")
+    return kind if kind is not None else have
+
+
+def _checked_into(name: str, plan: mesh.Reshard, rank: int, target: Any, local: Any,
+                  kind: Any, device: Any) -> None:
+    """A typed error naming the value unless ``target`` can receive ``rank``'s block of
+    ``name``: a tensor of its destination shape and of ``kind``, on ``device`` where one is
+    given, sharing no memory with the source tensor ``local``."""
+    import torch
+
+    want = plan.dst.local_shape(rank) if plan.dst.view.coordinate(rank) is not None else None
+    if want is None or not isinstance(target, torch.Tensor):
+        raise BackendConfigError(
+            f"reshard_state: into[{name!r}] must be a torch.Tensor of rank {rank}'s destination "
+            f"shape" + (f" {want}" if want is not None else f", but rank {rank} is not in "
+                        "its destination: give it no into tensor") + f"; got {show(target)}")
+    fault = (f"has shape {tuple(target.shape)}; the destination gives rank {rank} {want}"
+             if tuple(target.shape) != want else
+             f"is {target.dtype}; the destination dtype asked for is {kind}"
+             if target.dtype != kind else
+             f"is on {target.device}, but device={device}"
+             if device is not None and target.device != torch.device(device) else
+             "shares memory with this rank's source tensor of it (give a tensor of its own)"
+             if local is not None and target.untyped_storage().data_ptr() ==
+             local.untyped_storage().data_ptr() else "")
+    if fault:
+        raise BackendConfigError(f"reshard_state: into[{name!r}] {fault}")
 
 
 Side = tuple[str, mesh.Reshard, Any, tuple[bool, bool]]
@@ -203,15 +269,16 @@ Incoming = dict[int, list[tuple[str, Any, int]]]  # peer -> (tensor name, transf
 
 
 def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *,
-                  dtypes: Mapping[str, Any] | None = None, group: Any = None,
+                  dtypes: Mapping[str, Any] | None = None,
+                  source_dtypes: Mapping[str, Any] | None = None,
+                  into: Mapping[str, Any] | None = None, group: Any = None,
                   device: Any = None) -> dict[str, Any]:
     """Move this rank's part of every tensor of a state as its plan says, in one
     ``batch_isend_irecv`` with at most one message each way per peer; return each tensor's
     destination local tensor (None where this rank is not in that tensor's destination).
 
     ``plans`` maps a tensor name to its :class:`mesh.Reshard`; ``state`` maps the same names
-    to this rank's source local tensor (None, or absent, where it holds none).  ``dtypes``
-    names the dtype of each tensor this rank receives but holds no source of.  Every rank of
+    to this rank's source local tensor (None, or absent, where it holds none).  Every rank of
     any plan must call this with the same plans, in the same order with other collectives;
     transfers go over ``group`` (default: the world), which must hold every rank of every
     plan.  ``device`` is where a rank with no source of a tensor builds it (default: the CPU).
@@ -219,18 +286,32 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     where it was) gets its own tensor back, not a copy, as torch's ``redistribute`` to the
     same placements does.
 
+    Elements move in their source's dtype (a partial source is reduced in it) and are
+    converted where they arrive, so senders never need to know what each receiver asks:
+    ``dtypes`` names the dtype of a destination tensor (a bf16 trainer's weights served in
+    float16: ``dtypes={"w": torch.float16}``); ``source_dtypes`` the dtype a tensor moves in,
+    which a rank that receives it but holds no source of it names (default: its ``dtypes``,
+    else its ``into`` tensor's; a wrong one is a typed error on both ranks of each pair it
+    concerns, before the pair moves anything).  ``into`` maps names to existing tensors that
+    receive this rank's destination blocks in place and are returned (an inference engine's
+    weights): each of the destination's local shape, of the dtype asked, on ``device`` if
+    one is given, sharing no memory with this rank's source tensor; else a typed error
+    naming it, before anything moves.
+
+    Before its first message every rank of the plans compares their digest with the others'
+    over the default store (:mod:`._agree`, a few store calls per rank): a rank given
+    another plan is a typed error on every rank, naming it, before anything moves.
+
     >>> # new = reshard_state({"w": mesh.reshard(old_w, new_w)}, {"w": w_local})["w"]
+    >>> # reshard_state(plans, {}, source_dtypes=bf16s, into=engine_weights)  # fp16 there
     """
-    import torch
     import torch.distributed as dist
 
     named = _named_state(plans, state)
     rank = dist.get_rank()
-    device = device or torch.device("cpu")
-    sides: list[Side] = [
-        (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
-    kinds = {n: _dtype(n, local, dtypes) for n, plan, local, (_, in_dst) in sides
-             if local is not None or in_dst or plan.receives(rank)}  # what this rank needs
+    sides, kinds, wants, targets = _ready(named, state, rank, dtypes, source_dtypes, into,
+                                          device)
+    device = device or "cpu"
     outgoing, incoming, sending = _packed(sides, kinds, rank)
     later_in, later_out = _later(sides, kinds, rank)
     bad = _headers(_joined(sending, later_out, kinds), _joined(incoming, later_in, kinds),
@@ -242,18 +323,96 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     if later_in or later_out:  # the reduced parts, once the sums are done
         wrong = _reduced_phase(sides, kinds, rank, sums, later_in, group, device, bad,
                                received)
+    _refuse(rank, bad, wrong)
+    return _results(sides, rank, kinds, wants, targets, received, sums, device)
+
+
+def _ready(named: list[tuple[str, mesh.Reshard]], state: Mapping[str, Any], rank: int,
+           dtypes: Mapping[str, Any] | None, source_dtypes: Mapping[str, Any] | None,
+           into: Mapping[str, Any] | None, device: Any
+           ) -> tuple[list[Side], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """This rank's sides and :func:`_prepared`'s answers, once every rank of the plans has
+    agreed it runs them (:func:`~._agree.same_plans`); a rank that refuses its arguments
+    tells the others so before it raises, and they raise too."""
+    try:
+        sides: list[Side] = [
+            (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
+        kinds, wants, targets = _prepared(sides, rank, dtypes, source_dtypes, into, device)
+    except BackendConfigError:
+        with contextlib.suppress(BackendConfigError):  # (this rank's own error is the one)
+            same_plans(named, rank, _store(), refused=True)
+        raise
+    same_plans(named, rank, _store())  # every rank runs these plans, or all raise
+    return sides, kinds, wants, targets
+
+
+def _refuse(rank: int, bad: Mapping[int, str], wrong: list[int]) -> None:
+    """The typed error of a rank whose peers disagreed on what moves, once the others moved."""
     if bad or wrong:
         raise BackendConfigError(
             "reshard_state: rank " + str(rank) + " and its peers disagree on what "
             "moves (nothing moved between them): " + "; ".join(bad[p] for p in sorted(bad))
             + "".join(f"; rank {peer} could not reduce what it sends here (a peer of its "
                       "disagreed on what moves)" for peer in wrong))
-    return {name: (local if _unchanged(plan, rank, local, name in received) else
-                   _assembled(plan, rank, local, received.get(name, []), kinds[name],
-                              local.device if local is not None else device,
-                              sums.get(name, {})))
-            if in_dst else None
-            for name, plan, local, (_, in_dst) in sides}
+
+
+def _prepared(sides: list[Side], rank: int, dtypes: Mapping[str, Any] | None,
+              source_dtypes: Mapping[str, Any] | None, into: Mapping[str, Any] | None,
+              device: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the dtype each tensor this rank needs moves in, the dtype asked of each, the
+    ``into`` tensors), every check that can fail made before any message."""
+    given = [_mapping(m, what) for m, what in ((dtypes, "dtypes"), (into, "into"),
+                                               (source_dtypes, "source_dtypes"))]
+    dtypes, into, source_dtypes = given
+    unknown = sorted(set(into) - {n for n, *_ in sides}, key=str)
+    if unknown:
+        raise BackendConfigError(f"reshard_state: into names {unknown[:5]} that no plan moves")
+    kinds, wants = {}, {}
+    for name, plan, local, (_, in_dst) in sides:
+        want = _wanted(name, dtypes, into)
+        if local is not None or in_dst or plan.receives(rank):  # what this rank needs
+            kinds[name] = _wire(name, local, source_dtypes, want)
+            wants[name] = kinds[name] if want is None else want
+        if name in into:
+            _checked_into(name, plan, rank, into[name], local, want, device)
+    return kinds, wants, dict(into)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BackendConfigError(f"reshard_state: {what} must be a mapping tensor name -> "
+                                 f"value, got {show(value)}")
+    return value
+
+
+def _results(sides: list[Side], rank: int, kinds: Mapping[str, Any], wants: Mapping[str, Any],
+             targets: Mapping[str, Any], received: dict[str, list[Any]],
+             sums: Mapping[str, Any], device: Any) -> dict[str, Any]:
+    """Each tensor's destination block (None where ``rank`` is not in its destination), in
+    the dtype asked, in its ``into`` tensor where one is given."""
+    out: dict[str, Any] = {}
+    for name, plan, local, (_, in_dst) in sides:
+        if not in_dst:
+            out[name] = None
+            continue
+        target = targets.get(name)
+        value = (local if _unchanged(plan, rank, local, name in received) else
+                 _assembled(plan, rank, local, received.get(name, []), kinds[name],
+                            local.device if local is not None else device,
+                            sums.get(name, {}), target))
+        if target is not None:
+            out[name] = target if value is target else target.copy_(value)
+        else:
+            out[name] = value if value.dtype == wants[name] else value.to(wants[name])
+    return out
+
+
+def _store() -> Any:
+    from ._torch_private import get_default_store
+
+    return get_default_store()
 
 
 def _named_state(plans: Mapping[str, mesh.Reshard], state: object

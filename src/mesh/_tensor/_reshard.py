@@ -49,11 +49,12 @@ Who sends a cell to a receiver (the same answer on every rank, from the plan alo
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -68,7 +69,7 @@ from .._core import (
     show,
 )
 from .._topology import Topology
-from . import _staged
+from . import _staged, _totals
 from ._placement import Partial, Replicate
 from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
@@ -146,10 +147,6 @@ class _Holders:
     def of(cls, key: tuple[Label, tuple[int, ...]], ranks: tuple[int, ...]) -> _Holders:
         return cls(key, ranks, frozenset(ranks))
 
-    def among(self, ranks: tuple[int, ...]) -> tuple[int, ...]:
-        """The holders among ``ranks`` (the ranks of one host or fast domain)."""
-        return () if len(self.ranks) == 1 else tuple(r for r in ranks if r in self.members)
-
 
 MEMO_WEIGHT = 1 << 21
 """The most ranks (and cells) the plans of a process keep, together, from their per-rank
@@ -159,6 +156,16 @@ when asked again."""
 
 
 _T = TypeVar("_T")
+_A = TypeVar("_A")
+
+
+def _weight(answer: Any) -> int:
+    """What a per-rank answer weighs in the memo: its boxes (a transfer's, or one each)."""
+    if answer is None:
+        return 1
+    if isinstance(answer, Transfer):
+        return len(answer.boxes)
+    return sum(len(a.boxes) if isinstance(a, Transfer) else 1 for a in answer)
 
 
 class _Memo:
@@ -257,6 +264,24 @@ class Reshard:
         return f"Reshard({self.src!r} -> {self.dst!r})"  # cheap: traffic lists every receiver
 
     @functools.cached_property
+    def digest(self) -> str:
+        """16 hex digits of what defines the plan (both shardings with their views' ranks,
+        the topology, the item size, the ``down`` ranks), the same in every process: equal
+        plans have equal digests, so ranks comparing them find a rank given another plan
+        (``backend.reshard_state`` does, before anything moves).
+
+        >>> from mesh import MeshView, Replicate, Shard, Sharding, reshard
+        >>> v = MeshView.from_shape((4,), ("tp",))
+        >>> a = reshard(Sharding(v, (Shard(0),), (8,)), Sharding(v, (Replicate(),), (8,)))
+        >>> b = reshard(Sharding(v, (Shard(0),), (8,)), Sharding(v, (Shard(0),), (8,)))
+        >>> len(a.digest), a.digest == b.digest
+        (16, False)
+        """
+        text = "|".join([_defined(self.src), _defined(self.dst), repr(self.topology),
+                         str(self.itemsize), str(sorted(self.down))])
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    @functools.cached_property
     def partial(self) -> str | None:
         """How a :class:`Partial` source is reduced (:mod:`._staged`): ``"sum at
         destination"``, ``"reduce-scatter then gather"`` or ``"reduce at one holder then
@@ -267,7 +292,7 @@ class Reshard:
             return None
         if self.down or self.dst.view.ranks.size > _staged.STAGED_LIMIT:
             return _staged.SUM_AT_DESTINATION
-        return min(_staged.STRATEGIES, key=lambda way: _price(self._phases_of(way)))
+        return min(_staged.STRATEGIES, key=lambda way: self._totals_of(way).price)
 
     @functools.cached_property
     def summed(self) -> int:
@@ -368,22 +393,23 @@ class Reshard:
         return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),
                               lambda _: 1)
 
-    def _ranks_on(self, host: int) -> tuple[int, ...]:
-        t = self.topology
-        assert t is not None, "asked with a topology only"
-        return _MEMO.get((self._token, "host", host), lambda: t.ranks_on(host))
-
-    def _ranks_in(self, domain: int) -> tuple[int, ...]:
-        t = self.topology
-        assert t is not None, "asked with a topology only"
-        return _MEMO.get((self._token, "domain", domain), lambda: tuple(
-            r for h in t.hosts_in(domain) for r in self._ranks_on(h)))
-
-    def _near(self, holders: _Holders, level: str, place: int) -> tuple[int, ...]:
-        """The holders on host or in fast domain ``place`` (``level``), memoized."""
-        ranks = self._ranks_on if level == "host" else self._ranks_in
-        return _MEMO.get((self._token, "near", (holders.key, level, place)),
-                              lambda: holders.among(ranks(place)))
+    def _placed(self, holders: _Holders) -> tuple[dict[int, tuple[int, ...]],
+                                                  dict[int, tuple[int, ...]]]:
+        """The holders by host (ascending) and by fast domain (host by host), memoized per
+        tile: what it keeps is the holders themselves, so a plan's are linear in its ranks
+        (kept per (tile, place) they grew as tiles x hosts: ranks^2 where every rank holds
+        its own tile)."""
+        def make() -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
+            at = sorted((self._where(h), h) for h in holders.ranks)  # ((host, domain), rank)
+            by_host: dict[int, list[int]] = defaultdict(list)
+            by_domain: dict[int, list[int]] = defaultdict(list)
+            for (host, domain), h in at:
+                by_host[host].append(h)
+                by_domain[domain].append(h)
+            return ({k: tuple(v) for k, v in by_host.items()},
+                    {k: tuple(v) for k, v in by_domain.items()})
+        return _MEMO.get((self._token, "placed", holders.key), make,
+                         lambda _: len(holders.ranks))
 
     def _receivers(self, tile: Label) -> dict[int, int]:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
@@ -418,14 +444,23 @@ class Reshard:
         if self.topology is None:
             return holders.ranks[k % len(holders.ranks)]
         host, domain = self._where(receiver)
-        near = (self._near(holders, "host", host) or self._near(holders, "domain", domain)
-                or holders.ranks)
+        by_host, by_domain = self._placed(holders)
+        near = by_host.get(host) or by_domain.get(domain) or holders.ranks
         return near[k % len(near)]
 
     # ---- per rank -----------------------------------------------------------------------
     def receives(self, rank: int) -> tuple[Transfer, ...]:
-        """What ``rank`` receives (nothing if it is not in the destination), by source."""
-        rank = as_int(rank, "a rank")
+        """What ``rank`` receives (nothing if it is not in the destination), by source.
+        Computed once per rank (kept in the plans' memo, as every per-rank answer)."""
+        return self._per_rank("receives", rank, self._list_receives)
+
+    def _per_rank(self, kind: str, rank: object, make: Callable[[int], _A]) -> _A:
+        """``make(rank)``, kept in the plans' memo weighing its boxes: an executor asks
+        its own rank's answers several times per call, and every step."""
+        r = as_int(rank, "a rank")
+        return _MEMO.get((self._token, kind, r), lambda: make(r), _weight)
+
+    def _list_receives(self, rank: int) -> tuple[Transfer, ...]:
         if self._staged:
             return self._staged_receives(rank)
         if self.dst.view.coordinate(rank) is None:
@@ -444,7 +479,9 @@ class Reshard:
         """The boxes of ``rank``'s destination block that no source rank up holds (every
         holder is ``down``): read from a checkpoint, never sent.  A partial source's box is
         listed once per lost contribution.  Empty without ``down``."""
-        rank = as_int(rank, "a rank")
+        return self._per_rank("lost", rank, self._list_lost)
+
+    def _list_lost(self, rank: int) -> tuple[Box, ...]:
         if not self.down or self.dst.view.coordinate(rank) is None:
             return ()
         tile = _tile(self.dst, self.dst.coordinate(rank))
@@ -456,7 +493,9 @@ class Reshard:
         """What ``rank`` already holds of its destination block, as a transfer from itself
         to itself (moved 0 bytes; its contribution is ``rank``'s own partial coordinate);
         None if it keeps nothing."""
-        rank = as_int(rank, "a rank")
+        return self._per_rank("keeps", rank, self._list_keeps)
+
+    def _list_keeps(self, rank: int) -> Transfer | None:
         if self.dst.view.coordinate(rank) is None or self.src.view.coordinate(rank) is None:
             return None
         tile = _tile(self.dst, self.dst.coordinate(rank))
@@ -480,7 +519,9 @@ class Reshard:
 
     def sends(self, rank: int) -> tuple[Transfer, ...]:
         """What ``rank`` sends (nothing if it is not in the source), by destination."""
-        rank = as_int(rank, "a rank")
+        return self._per_rank("sends", rank, self._list_sends)
+
+    def _list_sends(self, rank: int) -> tuple[Transfer, ...]:
         if self.src.view.coordinate(rank) is None or rank in self.down:
             return ()
         coord = self.src.coordinate(rank)
@@ -502,7 +543,9 @@ class Reshard:
         """The boxes ``rank`` reduces (where the sums happen: :mod:`._staged`): its own
         contribution and the contributions it receives at stage 1, reduced, then sent at
         stage 2 (and kept where it needs them); empty unless the plan is staged."""
-        rank = as_int(rank, "a rank")
+        return self._per_rank("reduces", rank, self._list_reduces)
+
+    def _list_reduces(self, rank: int) -> tuple[Box, ...]:
         if not self._staged or self.src.view.coordinate(rank) is None:
             return ()
         assert self.partial is not None, "a staged plan has a partial source"
@@ -522,25 +565,9 @@ class Reshard:
     def _dst_ranks(self) -> Iterator[int]:
         return self.dst.holders({})
 
-    @functools.cached_property
-    def _traffic(self) -> dict[tuple[int, int], int]:
-        out: dict[tuple[int, int], int] = defaultdict(int)
-        for phase in self._phases:
-            for pair, n in phase.items():
-                out[pair] += n
-        return dict(out)
-
-    @property
-    def _phases(self) -> tuple[dict[tuple[int, int], int], ...]:
-        """Elements per (sender, receiver), per phase (one, or two where sums happen on
-        the way)."""
-        return self._phases_of(self.partial or _staged.SUM_AT_DESTINATION)
-
-    def _phases_of(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
-        return _MEMO.get((self._token, "phases", way), lambda: self._list_phases(way),
-                         lambda got: sum(map(len, got)))
-
-    def _list_phases(self, way: str) -> tuple[dict[tuple[int, int], int], ...]:
+    def _walk(self, way: str) -> tuple[Iterable[_totals.Pair], ...]:
+        """Each phase's pairs (one, or two where sums happen on the way), each pair listed
+        once, lazily where the sums happen at the destination (a receiver at a time)."""
         n = self.dst.view.ranks.size
         if n > HOLDERS_LIMIT:
             raise TooManyRanksError(
@@ -550,27 +577,47 @@ class Reshard:
                 "per rank: they list no other rank's part")
         tiles = sorted({_tile(self.dst, self.dst.coordinate(r)) for r in self._dst_ranks()})
         if way != _staged.SUM_AT_DESTINATION:
-            return tuple(p for p in _staged.pairs(self, way, tiles) if p)
-        out: dict[tuple[int, int], int] = defaultdict(int)
+            return tuple(((s, d, k) for (s, d), k in phase.items())
+                         for phase in _staged.pairs(self, way, tiles))
+        return (self._summed_pairs(tiles),)
+
+    def _summed_pairs(self, tiles: list[Label]) -> Iterator[_totals.Pair]:
+        """(holder, receiver, elements) where every receiver sums its contributions."""
         for tile in tiles:
             cells = self._cells_of("dst", tile)
             for r, k in self._receivers(tile).items():
+                got: dict[int, int] = defaultdict(int)
                 for _, n, src in cells:
                     for combo, holders in self._holders(src).items():
                         h = self._pick(holders, r, k)
                         if h != r and n and h >= 0 and self._wants(combo, r):
-                            out[h, r] += n
-        return (dict(out),) if out else ()
+                            got[h] += n
+                yield from ((h, r, n) for h, n in got.items())
 
-    def traffic(self) -> dict[tuple[int, int], int]:
-        """Elements per (source rank, destination rank), for the pairs that move any."""
-        return dict(self._traffic)
+    def _totals_of(self, way: str) -> _totals.Totals:
+        return _MEMO.get((self._token, "totals", way),
+                         lambda: _totals.tally(self._walk(way), self._tier), lambda _: 1)
 
     @functools.cached_property
+    def _totals(self) -> _totals.Totals:
+        """The totals of the way taken: four numbers, kept on the plan (its pairs are not)."""
+        return self._totals_of(self.partial or _staged.SUM_AT_DESTINATION)
+
+    def traffic(self) -> dict[tuple[int, int], int]:
+        """Elements per (source rank, destination rank), for the pairs that move any.
+        Listed afresh on each call (the plan keeps its totals, not its pairs, which can
+        outgrow its ranks): one entry per pair."""
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for phase in self._walk(self.partial or _staged.SUM_AT_DESTINATION):
+            for s, d, n in phase:
+                out[s, d] += n
+        return dict(out)
+
+    @property
     def elements_moved(self) -> int:
         """Elements sent between ranks (a partial source's contributions counted each);
         computed once, as every total of a finished plan is."""
-        return sum(self._traffic.values())
+        return self._totals.elements
 
     @property
     def bytes_moved(self) -> int:
@@ -585,34 +632,24 @@ class Reshard:
 
     @functools.cached_property
     def _tier_bytes(self) -> dict[str, int]:
-        out = dict.fromkeys(TIERS, 0)
-        for (s, d), n in self._traffic.items():
-            out[TIERS[self._tier(s, d)]] += n * self.itemsize
+        out = {t: n * self.itemsize for t, n in zip(TIERS, self._totals.tiers)}
         out["kept"] = sum(self.kept(r) for r in self._dst_ranks()) * self.itemsize
         return out
 
-    @functools.cached_property
+    @property
     def busiest(self) -> tuple[int, int]:
         """(rank, bytes): the rank whose larger direction (sent or received; links are full
         duplex) carries the most bytes; (-1, 0) when nothing moves.  Computed once."""
-        sent: dict[int, int] = defaultdict(int)
-        got: dict[int, int] = defaultdict(int)
-        for (s, d), n in self._traffic.items():
-            sent[s] += n
-            got[d] += n
-        load = {r: max(sent[r], got[r]) for r in set(sent) | set(got)}
-        if not load:
-            return (-1, 0)
-        rank = min(load, key=lambda r: (-load[r], r))
-        return (rank, load[rank] * self.itemsize)
+        rank, n = self._totals.busiest
+        return (rank, n * self.itemsize)
 
-    @functools.cached_property
+    @property
     def rounds(self) -> int:
         """Rounds in which no rank sends twice or receives twice: the most peers one rank
         sends to or receives from (a bipartite multigraph's edges colour in its largest
         degree, König's theorem), summed over the phases where sums happen on the way.
         Computed once."""
-        return _rounds(self._phases)
+        return self._totals.rounds
 
     # ---- the offline executor -----------------------------------------------------------
     def apply(self, shards: Mapping[int, Any], checkpoint: Any = None) -> dict[int, Any]:
@@ -701,28 +738,10 @@ class Reshard:
         return np
 
 
-def _rounds(phases: tuple[dict[tuple[int, int], int], ...]) -> int:
-    total = 0
-    for phase in phases:
-        out: dict[int, int] = defaultdict(int)
-        into: dict[int, int] = defaultdict(int)
-        for s, d in phase:
-            out[s] += 1
-            into[d] += 1
-        total += max([*out.values(), *into.values()], default=0)
-    return total
-
-
-def _price(phases: tuple[dict[tuple[int, int], int], ...]) -> tuple[int, int, int]:
-    """(elements moved, the busiest rank's elements in its busier direction, rounds)."""
-    sent: dict[int, int] = defaultdict(int)
-    got: dict[int, int] = defaultdict(int)
-    for phase in phases:
-        for (s, d), n in phase.items():
-            sent[s] += n
-            got[d] += n
-    busiest = max([*sent.values(), *got.values()], default=0)
-    return (sum(sent.values()), busiest, _rounds(phases))
+def _defined(s: Sharding) -> str:
+    """What defines a sharding, as text: its view (names, layout, ranks), placements, shape."""
+    v = s.view
+    return f"{v.names}{v.layout!r}{v.ranks.size}{v.ranks.ranks}{list(s.placements)!r}{s.shape}"
 
 
 def _reduced(values: list[Any], op: str, np: Any) -> Any:
