@@ -37,7 +37,7 @@ from ._door import as_limit, failed_ranks, named_views, spare_ranks, the_view
 from ._made import Made
 from ._ways import dropped, refactored, substituted
 
-__all__ = ["Derivation", "Survival", "derived", "survive", "survived"]
+__all__ = ["Derivation", "Survival", "Tables", "counted_groups", "derived", "survive", "survived"]
 
 Derivation = Callable[[MeshView], Mapping[str, MeshView]]
 """How a program derives its named views (its plan) from its world view: what
