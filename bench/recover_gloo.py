@@ -34,7 +34,7 @@ printed: of the pairs of ways 30% apart in measured time, how many the predictio
 
 Each calibration figure is the median over ``--repeat`` calibration jobs (default 3), and
 each trial's measured seconds the median over as many fresh jobs (its range is printed):
-8 processes sharing 2 cores time one job within about ±20% of another.
+8 processes sharing 2 cores time identical jobs up to 2x apart.
 
 Run:  python bench/recover_gloo.py               (3 failures x 4 ways x 3 jobs; about 10 min)
       python bench/recover_gloo.py --victims 0,1,2,3,4,5 --mib 64   (every failure)
