@@ -62,11 +62,6 @@ def _repeated(rs: tuple[int, ...]) -> int | None:
 
 _DTYPES = ("int32", "int64")
 
-def _arange(array: Any, n: int) -> Any:
-    """``0 .. n - 1`` as an array of ``array``'s kind (NumPy, which built ``array``)."""
-    return need_numpy("RankMap._trusted").arange(n, dtype=array.dtype)
-
-
 _SCANS = 64
 """An explicit map whose ranks are an array answers its first this many look-ups by
 scanning the array (C speed; a survivor world is often asked a few ranks), then builds
@@ -130,19 +125,28 @@ class RankMap:
         return cls._trusted(rs)
 
     @classmethod
-    def _trusted(cls, rs: tuple[int, ...], array: Any = None) -> RankMap:
+    def _trusted(cls, rs: tuple[int, ...]) -> RankMap:
         """The explicit map of ``rs``, known to be distinct ranks in ``[0, 2**63)`` (at
-        least one): what the survival ways build from a checked view, not checked again.
-        ``array``: the same ranks as an int64 NumPy array, kept as :meth:`array`'s."""
+        least one): what the survival ways build from a checked view, not checked again."""
         out = cls.__new__(cls)
         n = len(rs)
-        same = rs[0] == 0 and rs[-1] == n - 1 and (
-            rs == tuple(range(n)) if array is None
-            else bool((array == _arange(array, n)).all()))
+        same = rs[0] == 0 and rs[-1] == n - 1 and rs == tuple(range(n))
         out.__attrs_init__(n, None if same else rs)
-        if array is not None and not same:
-            array.flags.writeable = False
-            out._arrays["int64"] = array
+        return out
+
+    @classmethod
+    def _gathered(cls, array: Any) -> RankMap:
+        """:meth:`_trusted` of the ranks of a NumPy array (as trusted: distinct, at least
+        one), which the map keeps as :meth:`array`'s int64 array (a survivor world is
+        gathered so, and asked through the array again)."""
+        got = array.astype("int64")  # a copy of its own, made read-only below
+        n = int(got.size)
+        if int(got[0]) == 0 and bool((got[1:] - got[:-1] == 1).all()):  # 0, 1, .., n - 1
+            return cls(n)
+        out = cls.__new__(cls)
+        out.__attrs_init__(n, tuple(got.tolist()))
+        got.flags.writeable = False
+        out._arrays["int64"] = got
         return out
 
     @property

@@ -124,9 +124,14 @@ def _places(np: Any, topology: Topology | None, ranks: Any) -> tuple[Any, Any] |
             np.array([topology.domain(r) for r in listed], dtype=np.int64))
 
 
-Kind = tuple[MeshView, tuple[Any, ...]]
-"""A source's view and placements: what each rank's tile depends on (not the tensor's
-shape), so the tensors of one kind share their ranks' tiles and the tiles near them."""
+Kind = tuple[MeshView, tuple[int, ...]]
+"""A source's view and the view dims that shard it, in tensor-dim order: what each rank's
+tile depends on (its coordinates on those dims, in that order; not the tensor's shape nor
+which tensor dims they shard), so the tensors of one kind share their ranks' tiles."""
+
+
+def _kind(src: Sharding) -> Kind:
+    return src.view, tuple(i for d in range(len(src.shape)) for i, _ in src.sharders(d))
 
 
 class Memo:
@@ -137,7 +142,7 @@ class Memo:
     def __init__(self, np: Any, failed: tuple[int, ...], topology: Topology | None) -> None:
         self.np, self.failed, self.topology = np, failed, topology
         self.views: dict[MeshView, Coordinates] = {}
-        self.sources: dict[tuple[MeshView, tuple[int, ...]], _Sources] = {}
+        self.sources: dict[Kind, _Sources] = {}
         self.at: dict[tuple[MeshView, int], tuple[int, ...] | None] = {}
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
@@ -157,10 +162,8 @@ class Memo:
         return got
 
     def source(self, src: Sharding) -> _Sources:
-        """The :class:`_Sources` of ``src``, kept per what its tiles depend on: its view
-        and the view dims that shard, in tensor-dim order (a rank's tile is its coordinates
-        on those, in that order, whichever tensor dims they shard)."""
-        key = (src.view, tuple(i for d in range(len(src.shape)) for i, _ in src.sharders(d)))
+        """The :class:`_Sources` of ``src``, kept per its :data:`Kind`."""
+        key = _kind(src)
         got = self.sources.get(key)
         if got is None:
             got = self.sources[key] = _Sources(self, src)
@@ -208,7 +211,6 @@ class _Sources:
     def __init__(self, memo: Memo, src: Sharding) -> None:
         np = memo.np
         old = memo.coordinates(src.view)
-        self.old = old
         self.tiles = math.prod(_labels(src, d) for d in range(len(src.shape)))
         tile = np.zeros(old.ranks.shape, dtype=np.int64)
         for d in range(len(src.shape)):
@@ -268,9 +270,7 @@ class _TileSets:
         out.table = np.append(ids, 0)  # the last entry: places beyond, none up there
         out.keys, out.member = None, None
         if out.count * radix <= _MEMBERS:
-            first = np.zeros(out.count, dtype=np.int64)
-            first[ids[::-1]] = np.arange(rows - 1, -1, -1)
-            out.member = _members(np, table[first[1:]], radix)
+            out.member = _members(np, table[_firsts(np, ids, out.count)[1:]], radix)
         else:
             out.keys = _Keys(np, places * radix + held[held >= 0])
         return out
@@ -322,11 +322,9 @@ def _row_ids(np: Any, table: Any) -> Any:
     ids = ids.reshape(-1)
     if (table == table[first[ids]]).all():
         return ids
-    ids = np.zeros(table.shape[0], dtype=np.int64)
-    for column in table.T:
-        ids = np.unique(ids * (int(table.max()) + 2) + column + 1, return_inverse=True)[1]
-        ids = ids.reshape(-1)
-    return ids
+    low = int(table.min())  # (-2: padding)
+    span = int(table.max()) - low + 1
+    return _numbered(np, [(column - low, span) for column in table.T], table.shape[0])[0]
 
 
 _DENSE = 1 << 24
@@ -473,15 +471,22 @@ def _classes(np: Any, source: _Sources, places: tuple[Any, Any] | None, own: Any
              mine: list[Any], radix: list[int]) -> tuple[Any, Any]:
     """Receivers whose rows are equal by construction: the same own tile, destination
     labels, and sets of tiles held by ranks up on their host and in their fast domain
-    (nothing else enters a row).  Each receiver's class, and each class's first receiver.
-
-    The key grows one part at a time and is renumbered densely (through a table) before
-    it would outgrow the table's bound; a part too wide even then is numbered by sorting."""
+    (nothing else enters a row).  Each receiver's class, and each class's first receiver."""
     parts = [(own + 1, source.tiles + 1), *zip(mine, radix)]
     if places is not None and source.sets is not None:
         parts += [(sets.of(p), sets.count) for sets, p in zip(source.sets, places)]
-    bound = max(_CLASS_SPAN * own.size, _CLASS_TABLE)
-    key, size = np.zeros(own.shape, dtype=np.int64), 1
+    cls, size = _numbered(np, parts, own.size)
+    return cls, _firsts(np, cls, size)
+
+
+def _numbered(np: Any, parts: list[tuple[Any, int]], n: int) -> tuple[Any, int]:
+    """Each of ``n`` tuples (part ``k`` gives their ``k``-th entries, ints in ``[0,
+    count)``) numbered ``0 .. m - 1`` (equal tuples, equal numbers), and ``m``.
+
+    The key grows one part at a time and is renumbered densely (through a table) before
+    it would outgrow the table's bound; a part too wide even then is numbered by sorting."""
+    bound = max(_CLASS_SPAN * n, _CLASS_TABLE)
+    key, size = np.zeros(n, dtype=np.int64), 1
     for values, count in parts:
         if size * count > bound:
             key, size = _renumbered(np, key, size)
@@ -490,10 +495,14 @@ def _classes(np: Any, source: _Sources, places: tuple[Any, Any] | None, own: Any
             size = int(key.max()) + 1 if key.size else 1
             continue
         key, size = key * count + values, size * count
-    cls, size = _renumbered(np, key, size)
-    first = np.empty(size, dtype=np.int64)
-    first[cls[::-1]] = np.arange(cls.size - 1, -1, -1)
-    return cls, first
+    return _renumbered(np, key, size)
+
+
+def _firsts(np: Any, ids: Any, count: int) -> Any:
+    """Of each number ``0 .. count - 1`` in ``ids``, the first place holding it."""
+    out = np.zeros(count, dtype=np.int64)
+    out[ids[::-1]] = np.arange(ids.size - 1, -1, -1)
+    return out
 
 
 def _renumbered(np: Any, key: Any, size: int) -> tuple[Any, int]:
@@ -558,7 +567,7 @@ class _Near:
         shape = src.view.shape  # a tile is a mixed-radix number over the sharding dims
         self.axes = [(i, shape[i]) for d in range(len(src.shape)) for i, _ in src.sharders(d)]
         self.radix = [_labels(src, d) for d in range(len(src.shape))]
-        self.kind = (src.view, src.placements)  # what a rank's tile depends on
+        self.kind = _kind(src)
         self.tiles = memo.tiles.setdefault(self.kind, {})
         gone = memo.gone.get(self.kind)
         if gone is None:

@@ -87,8 +87,7 @@ def refactored(v: MeshView, failed: tuple[int, ...], k: int, size: int,
     if np is not None:  # one NumPy mask over the instance
         flat = rank_table(v.ranks, Layout(1, 0), v.layout)[0]
         got = flat[~np.isin(flat, np.asarray(failed, dtype=np.int64))][:need]
-        return MeshView(Layout(shape), v.names,
-                        RankMap._trusted(tuple(got.tolist()), got.astype(np.int64)))
+        return MeshView(Layout(shape), v.names, RankMap._gathered(got))
     dead = set(failed)
     kept = [r for r in row(v.ranks, v.layout, 0) if r not in dead][:need]
     return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(kept)))  # a subset
@@ -109,8 +108,8 @@ def _without(v: MeshView, k: int, gone: list[int]) -> MeshView:
     shape = tuple(len(keep) if i == k else s for i, s in enumerate(v.shape))
     if np is not None:  # one instance: it starts at offset 0
         got = rank_table(v.ranks, Layout(1, 0), v.layout)[0].reshape(-1, size, inner)[
-            :, keep, :].ravel().astype(np.int64)
-        return MeshView(Layout(shape), v.names, RankMap._trusted(tuple(got.tolist()), got))
+            :, keep, :].ravel()
+        return MeshView(Layout(shape), v.names, RankMap._gathered(got))
     out: list[int] = []
     flat = row(v.ranks, v.layout, 0)
     for o in range(math.prod(v.shape[:k])):
@@ -166,7 +165,7 @@ def substituted(v: MeshView, failed: tuple[int, ...], spares: tuple[int, ...],
         got = (np.arange(v.ranks.size, dtype=np.int64) if v.ranks.is_identity
                else v.ranks.array().copy())
         got[[offset(v.ranks, r) for r in failed]] = spares
-        return MeshView(v.layout, v.names, RankMap._trusted(tuple(got.tolist()), got))
+        return MeshView(v.layout, v.names, RankMap._gathered(got))
     table = row(v.ranks, Layout(v.ranks.size), 0)  # by array arithmetic: a refusal is quick
     for r, s in zip(failed, spares):
         table[offset(v.ranks, r)] = s
