@@ -95,13 +95,15 @@ PATHS = {"default": {},
          "forced": {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
                                            "_MIX": 0, "_MEMBERS": 0, "_DENSE_OLD": False},
                     "mesh._recover._ways": {"_GATHER_FROM": 1},
-                    "mesh._core._rankmap": {"_SCANS": 1 << 30}},
+                    "mesh._core._rankmap": {"_SCANS": 1 << 30},
+                    "mesh._decide._price": {"_FEW_ROWS": 0}},
          "sets": {"mesh._decide._bulk": {"_ROW_SETS": False}}}
 """The size thresholds that choose between a planner's exact paths, set so that the small
 cases take the paths large worlds take (and the others).  Forced: coordinates by sorting,
 receiver classes numbered by sorting at every step, old ranks searched, every row hash
 colliding (so the rows are compared column by column), places' sets asked through their
-members' keys, survivor worlds gathered with NumPy, and rank look-ups by scanning.  Sets:
+members' keys, survivor worlds gathered with NumPy, rank look-ups by scanning, and every
+way's receivers priced by class (their rows summed and the slowest found all at once).  Sets:
 places named by their sets of tiles, not by their rows (as on an irregular machine)."""
 
 

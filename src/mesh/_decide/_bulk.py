@@ -28,7 +28,7 @@ from .._core import MeshView, rank_table
 from .._tensor import Sharding, pieces
 from ._machine import Topology
 
-__all__ = ["Ask", "Coordinates", "Memo", "bulk_rows", "few_rows"]
+__all__ = ["Ask", "Coordinates", "Memo", "bulk_classes", "bulk_rows", "few_rows"]
 
 
 _SPARSE = 4
@@ -370,23 +370,35 @@ per element times the tensors sharing it)."""
 def bulk_rows(memo: Memo, asks: list[Ask]) -> Any:
     """Bytes each rank of the destination's universe (ascending) gets of every asked
     pattern, summed with their weights: an array (ranks × 5) of host, domain, cross and
-    storage bytes, and the bytes of the blocks it rebuilds (those it gets anything of).
+    storage bytes, and the bytes of the blocks it rebuilds (those it gets anything of)."""
+    rows, cls = bulk_classes(memo, asks)
+    return rows[cls]
+
+
+def bulk_classes(memo: Memo, asks: list[Ask]) -> tuple[Any, Any]:
+    """:func:`bulk_rows` kept by class: the distinct rows (classes × 5) and each rank's
+    class (ascending ranks), so that the slowest receiver and the sums need no array over
+    every rank and tier (``rows[cls]`` is :func:`bulk_rows`).
 
     A receiver's row is linear in the pieces' lengths: patterns that differ only there (the
     same views, placements and source labels of every piece, e.g. two weights whose dims
     the meshes cut alike) are priced in one pass over the ranks, their cell sizes summed
-    first over the destination labels (a table of labels × cells, not ranks × cells)."""
+    first over the destination labels (a table of labels × cells, not ranks × cells).  Each
+    such group classes the receivers its own way; a rank's class over all groups is the
+    tuple of its groups' classes, numbered."""
     groups: dict[tuple[Any, ...], list[tuple[Sharding, Sharding, int, list[Any]]]] = {}
     for src, dst, weight in asks:
         lists = memo.pieces(src, dst)
         shape = tuple(tuple(tuple(label for label, _ in g) for g in per) for per in lists)
         key = (src.view, dst.view, src.placements, dst.placements, shape)
         groups.setdefault(key, []).append((src, dst, weight, lists))
-    out: Any = None
-    for members in groups.values():
-        got = _group_rows(memo, members)
-        out = got if out is None else out + got
-    return out
+    got = [_group_rows(memo, members) for members in groups.values()]
+    if len(got) == 1:
+        return got[0]
+    np = memo.np
+    cls, size = _numbered(np, [(c, len(r)) for r, c in got], got[0][1].size)
+    first = _firsts(np, cls, size)
+    return sum(r[c[first]] for r, c in got), cls
 
 
 def _padded(np: Any, lists: list[list[tuple[int, int]]], at: int) -> Any:
@@ -422,9 +434,11 @@ def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]
     return total, list(blocks.values())
 
 
-def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]) -> Any:
-    """:func:`bulk_rows` of patterns of one structure (see there): each class of receivers
-    (the same own source tile, destination tile, and tiles held near it) priced once."""
+def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]
+                ) -> tuple[Any, Any]:
+    """:func:`bulk_classes` of patterns of one structure (see there): each class of
+    receivers (the same own source tile, destination tile, and tiles held near it) priced
+    once; the classes' rows and each receiver's class."""
     np = memo.np
     src, dst = members[0][0], members[0][1]
     source = memo.source(src)
@@ -449,7 +463,7 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     out[:, _KEPT] = 0  # the kept cells count only in the blocks rebuilt:
     for mask, block in blocks:
         out[:, _KEPT] += np.where((moved & mask[tile]).any(axis=1), block[tile], 0)
-    return out[cls]
+    return out, cls
 
 
 def _cells(np: Any, radix: list[int], lists: list[Any], mine: list[Any], n: int

@@ -9,7 +9,7 @@ spares, the repaired ranks) prices only those ranks (``few_rows``: from their ho
 domains, never listing the world).  A way that changes no group along the dims sharding a
 tensor leaves every survivor its block (its coordinates there are its old ones), so that
 tensor has no receiver; any other tensor's receivers are priced all at once by array
-arithmetic (``bulk_rows``; without NumPy, rank by rank with ``few_rows``: O(ranks) per
+arithmetic (``bulk_classes``; without NumPy, rank by rank with ``few_rows``: O(ranks) per
 tile pattern either way).  Both give what the plan gives (``Reshard.receives``, ``keeps``
 and ``lost``), which the tests check element by element.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from .._tensor import Reshard, Sharding, reshard
-from ._bulk import Ask, Memo, bulk_rows, few_rows
+from ._bulk import Ask, Memo, bulk_classes, few_rows
 from ._costs import LINK_TIERS, Costs
 from ._machine import Topology
 from ._values import BYTE_TIERS, Box, Kind, Way
@@ -68,8 +68,9 @@ def _quiet(c: Candidate, s: Sharding, view: str) -> bool:
 
 
 _FEW_ROWS = 4096
-"""Bulk rows fewer than this are priced one by one (as the brute force does); more, all at
-once with NumPy (the same operations in the same order)."""
+"""Bulk rows fewer than this are priced one by one (as the brute force does); more, by
+class with NumPy (each class's row once, the same operations in the same order, its
+receivers counted in the sums)."""
 
 
 def _slowest(np: Any, costs: Costs, rows: Any) -> float:
@@ -129,19 +130,23 @@ def _gathered(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...]
 def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float:
     """The slowest receiver's time (the law of :class:`Costs`), the bytes per tier of
     every receiver added to ``got.total``."""
-    bulk = bulk_rows(memo, got.asks) if got.asks else None  # per receiver, ascending
+    bulk = bulk_classes(memo, got.asks) if got.asks else None  # rows, each receiver's class
+    many = bulk is not None and bulk[1].size >= _FEW_ROWS
     listed = [[0, 0, 0, got.busiest, got.busiest]] if restart else list(got.rows.values())
-    if bulk is not None:
-        listed += bulk[bulk.any(axis=1)].tolist() if len(bulk) < _FEW_ROWS else []
+    if bulk is not None and not many:
+        rows = bulk[0][bulk[1]]  # per receiver, ascending
+        listed += rows[rows.any(axis=1)].tolist()
     for row in [] if restart else listed:
         for t, b in zip(ROW, row):  # (the rebuilt bytes: no tier)
             got.total[t] += b
     out = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
                for h, d, x, st, cp in listed), default=0.0)
-    if bulk is not None and len(bulk) >= _FEW_ROWS:
-        for t, b in zip(ROW, bulk.sum(axis=0).tolist()):
+    if bulk is not None and many:  # each class's row once, its receivers counted
+        rows, cls = bulk
+        counts = memo.np.bincount(cls, minlength=len(rows))
+        for t, b in zip(ROW, (counts @ rows).tolist()):
             got.total[t] += b
-        out = max(out, _slowest(memo.np, costs, bulk))
+        out = max(out, _slowest(memo.np, costs, rows))
     if not restart:  # a restart keeps nothing
         got.total["kept"] -= sum(got.total[t] for t in ROW)
         if costs.shared_gbps is not None:  # every byte moved through one shared resource
