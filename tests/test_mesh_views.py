@@ -720,3 +720,44 @@ def test_a_rank_map_built_with_its_array_answers_look_ups_as_one_built_without()
     assert same.is_identity and same == RankMap.identity(6)
     swapped = RankMap._gathered(np.array([0, 2, 1, 3, 4, 5]))
     assert not swapped.is_identity and swapped == RankMap.explicit([0, 2, 1, 3, 4, 5])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=200, unique=True),
+       st.lists(st.integers(0, 300), max_size=200, unique=True))
+def test_a_gathered_rank_map_is_the_explicit_map_of_its_ranks(ranks: list[int],
+                                                               other: list[int]) -> None:
+    """Law: a rank map gathered from an array (a survivor world, whose tuple of ranks is
+    made only when read) is equal to, hashes as, and answers every call, ``take``,
+    ``offset_of``, ``array(dtype)``, ``max_rank``, repr, pickle and ``to_dict`` as the map
+    built from the same ranks; it differs from a map of other ranks exactly when the
+    ranks differ, whichever of the two is gathered; its tuple is made by reading
+    ``ranks`` and is the ranks."""
+    np = pytest.importorskip("numpy")
+    plain = RankMap(len(ranks), ranks)
+    kept = RankMap._gathered(np.array(ranks, dtype=np.int64))
+    assert kept == plain and plain == kept and hash(kept) == hash(plain)
+    offsets = list(range(len(ranks)))[::-1]
+    assert [kept(o) for o in offsets] == [plain(o) for o in offsets]
+    assert kept.take(offsets) == plain.take(offsets) and kept.take(()) == ()
+    assert [kept.offset_of(r) for r in range(302)] == [plain.offset_of(r) for r in range(302)]
+    assert kept.max_rank == plain.max_rank == max(ranks) and repr(kept) == repr(plain)
+    if not plain.is_identity:
+        assert kept.array("int32").tolist() == plain.array("int32").tolist() == ranks
+    assert pickle.loads(pickle.dumps(kept)) == plain and kept.to_dict() == plain.to_dict()
+    if other:
+        theirs = RankMap._gathered(np.array(other, dtype=np.int64))
+        assert (theirs == kept) == (other == ranks) == (RankMap(len(other), other) == kept)
+    assert kept.ranks == (None if plain.is_identity else tuple(ranks))
+
+
+def test_gathered_rank_maps_that_hash_alike_are_compared_rank_by_rank() -> None:
+    """Two large maps whose hashes read the same sampled ranks (they differ only between
+    the samples) are equal only if every rank is: gathered or not, either way round."""
+    np = pytest.importorskip("numpy")
+    ranks = list(range(1000, 0, -1))
+    swapped = [ranks[0], ranks[2], ranks[1], *ranks[3:]]  # offsets 1, 2: not sampled
+    a, b = (RankMap._gathered(np.array(r, dtype=np.int64)) for r in (ranks, swapped))
+    assert hash(a) == hash(b) and a != b and b != a
+    assert a != RankMap.explicit(swapped) and RankMap.explicit(swapped) != a
+    assert a == RankMap._gathered(np.array(ranks, dtype=np.int64)) == RankMap.explicit(ranks)

@@ -100,7 +100,7 @@ def _np_listed(np: Any, ranks: RankMap, starts: Layout, inner: Layout, base: int
         raise TooManyRanksError(f"listing {_n(count)} ranks needs {need / 2**30:.1f} GiB, more "
                                 "than a quarter of this machine's memory; list fewer (limit=)")
     try:
-        if ranks.ranks is not None:  # the layout's strides are strides into the rank array
+        if not ranks.is_identity:  # the layout's strides are strides into the rank array
             table = ranks.array(kind.name)
             picked = np.lib.stride_tricks.as_strided(
                 table[base:], shape=s_shapes + i_shapes,

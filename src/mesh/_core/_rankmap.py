@@ -68,7 +68,12 @@ scanning the array (C speed; a survivor world is often asked a few ranks), then 
 its inverse dict."""
 
 
-@attrs.frozen(init=False, hash=False, repr=False)
+_HASHED = 64
+"""A rank map's hash reads its size and about this many of its ranks, evenly spaced (the
+same from the tuple and from the array: a gathered map is hashed without its tuple)."""
+
+
+@attrs.frozen(init=False, eq=False, hash=False, repr=False)
 class RankMap:
     """An injective map from offsets ``[0, size)`` to global ranks.
 
@@ -83,7 +88,9 @@ class RankMap:
     (2, None)
 
     Listings read the public :attr:`ranks` and :meth:`array`, an explicit map's ranks as
-    a NumPy array (built once per dtype).
+    a NumPy array (built once per dtype).  A map gathered from an array (a survivor world)
+    keeps the array and makes its :attr:`ranks` tuple on first read: hashing, comparing,
+    listing, look-ups and calls read the array.
     """
 
     size: int
@@ -105,7 +112,30 @@ class RankMap:
 
     @functools.cached_property
     def _hash(self) -> int:  # computed once: views and rank maps key caches
-        return hash((self.size, self.ranks))
+        found = self._arrays.get("int64")
+        step = max(1, self.size // _HASHED)
+        if found is not None:
+            return hash((self.size, tuple(found[::step].tolist())))
+        return hash((self.size, None if self.ranks is None else self.ranks[::step]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RankMap):
+            return NotImplemented
+        if self is other:
+            return True
+        if self.size != other.size or self._hash != other._hash:
+            return False
+        mine, theirs = self._arrays.get("int64"), other._arrays.get("int64")
+        if mine is not None and theirs is not None:
+            return bool((mine == theirs).all())
+        return self.ranks == other.ranks
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "ranks":
+            raise AttributeError(name)
+        got = tuple(self._arrays["int64"].tolist())  # a gathered map's tuple, on first read
+        object.__setattr__(self, "ranks", got)
+        return got
 
     def __reduce__(self) -> tuple[Any, ...]:
         return RankMap, (self.size, self.ranks)  # unpickling validates again
@@ -144,7 +174,7 @@ class RankMap:
         if int(got[0]) == 0 and bool((got[1:] - got[:-1] == 1).all()):  # 0, 1, .., n - 1
             return cls(n)
         out = cls.__new__(cls)
-        out.__attrs_init__(n, tuple(got.tolist()))
+        object.__setattr__(out, "size", n)  # ranks: made from the array when read
         got.flags.writeable = False
         out._arrays["int64"] = got
         return out
@@ -152,15 +182,15 @@ class RankMap:
     @property
     def is_identity(self) -> bool:
         """Whether this is ``RankMap.identity(size)``."""
-        return self.ranks is None
+        return "int64" not in self._arrays and self.ranks is None
 
     @functools.cached_property
     def max_rank(self) -> int:
         """The largest global rank in the map."""
-        if self.ranks is None:
-            return self.size - 1
         found = self._arrays.get("int64")
-        return max(self.ranks) if found is None else int(found.max())
+        if found is not None:
+            return int(found.max())
+        return self.size - 1 if self.ranks is None else max(self.ranks)
 
     @functools.cached_property
     def _inverse(self) -> dict[int, int]:
@@ -178,14 +208,16 @@ class RankMap:
         >>> RankMap.explicit([4, 0, 2]).array("int32").tolist()
         [4, 0, 2]
         """
-        if type(dtype) is not str or dtype not in _DTYPES or self.ranks is None:
+        if type(dtype) is not str or dtype not in _DTYPES or self.is_identity:
             raise InvalidRanksError(
                 f"array() lists an explicit map's ranks as one of {_DTYPES}, got dtype "
-                f"{show(dtype)} for {self!r}" if self.ranks is not None else
+                f"{show(dtype)} for {self!r}" if not self.is_identity else
                 f"array() lists an explicit map's ranks; {self!r} is the identity")
         found = self._arrays.get(dtype)
         if found is None:
-            found = need_numpy("RankMap.array").asarray(self.ranks, dtype=dtype)
+            wide = self._arrays.get("int64")
+            found = (need_numpy("RankMap.array").asarray(self.ranks, dtype=dtype)
+                     if wide is None else wide.astype(dtype))
             found.flags.writeable = False
             self._arrays[dtype] = found
         return found
@@ -199,17 +231,21 @@ class RankMap:
     def __call__(self, offset: int) -> int:
         """The global rank at ``offset``."""
         o = self._check(as_int(offset, "an offset"))
-        return o if self.ranks is None else self.ranks[o]
+        found = self._arrays.get("int64")
+        return int(found[o]) if found is not None else o if self.ranks is None else self.ranks[o]
 
     def take(self, offsets: object) -> tuple[int, ...]:
         """The global ranks at each of ``offsets`` (an ordered sequence)."""
         offs = tuple([self._check(as_int(o, "an offset")) for o in ordered(offsets, "offsets")])
+        found = self._arrays.get("int64")
+        if found is not None:  # (a gathered map: its tuple not made for a few ranks)
+            return tuple(found[list(offs)].tolist())
         return offs if self.ranks is None else tuple([self.ranks[o] for o in offs])
 
     def offset_of(self, rank: int) -> int | None:
         """The offset holding ``rank``, or ``None`` if ``rank`` is not in this map."""
         r = as_int(rank, "a rank")
-        if self.ranks is None:
+        if self.is_identity:
             return r if 0 <= r < self.size else None
         scans = self._scans
         if scans[0] < _SCANS:
@@ -251,5 +287,7 @@ class RankMap:
     def __repr__(self) -> str:
         if self.ranks is None:
             return f"RankMap.identity({self.size})"
-        shown = ", ".join(map(str, self.ranks[:8])) + (", ..." if self.size > 8 else "")
+        found = self._arrays.get("int64")
+        first = self.ranks[:8] if found is None else found[:8].tolist()
+        shown = ", ".join(map(str, first)) + (", ..." if self.size > 8 else "")
         return f"RankMap.explicit([{shown}])"
