@@ -93,7 +93,8 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
 
 PATHS = {"default": {},
          "forced": {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
-                                           "_MIX": 0, "_MEMBERS": 0, "_DENSE_OLD": False},
+                                           "_MIX": 0, "_MEMBERS": 0, "_DENSE_OLD": False,
+                                           "_COARSER": False},
                     "mesh._recover._ways": {"_GATHER_FROM": 1},
                     "mesh._core._rankmap": {"_SCANS": 1 << 30},
                     "mesh._decide._price": {"_FEW_ROWS": 0}},
@@ -103,7 +104,8 @@ cases take the paths large worlds take (and the others).  Forced: coordinates by
 receiver classes numbered by sorting at every step, old ranks searched, every row hash
 colliding (so the rows are compared column by column), places' sets asked through their
 members' keys, survivor worlds gathered with NumPy, rank look-ups by scanning, and every
-way's receivers priced by class (their rows summed and the slowest found all at once).  Sets:
+way's receivers priced by class (their rows summed and the slowest found all at once), the
+groups' classes numbered together.  Sets:
 places named by their sets of tiles, not by their rows (as on an irregular machine)."""
 
 
@@ -425,3 +427,17 @@ def test_tier_tallies_by_bincount_and_tier_by_tier_equal_a_plain_sum(seed: int) 
             for cr, sr in zip(code.tolist(), size.tolist())]
     assert _tallied(np, code, size, 1 << 52).tolist() == want
     assert _tallied(np, code, size, 1 << 60).tolist() == want
+
+
+def test_coarser_classes_map_through_the_finest_only_when_they_are_functions_of_it() -> None:
+    """A group's receiver classes are priced through the finest group's exactly when each
+    fine class lies in one class of the group: the table then gives it; else None (and the
+    classes are numbered together)."""
+    np = pytest.importorskip("numpy")
+    from mesh._decide._bulk import _coarser
+
+    fine = np.array([0, 0, 1, 2, 1, 2])
+    assert _coarser(np, fine, 3, np.array([5, 5, 7, 5, 7, 5])).tolist() == [5, 7, 5]
+    assert _coarser(np, fine, 3, fine).tolist() == [0, 1, 2]
+    assert _coarser(np, fine, 3, np.array([5, 6, 7, 5, 7, 5])) is None  # class 0 split
+    assert _coarser(np, fine, 3, np.array([5, 5, 7, 5, 7, 4])) is None  # class 2 split

@@ -45,6 +45,10 @@ _DENSE_OLD = True
 _ROW_SETS = True
 """Whether a regular machine's places are named by their rows of tiles (else by sets)."""
 
+_COARSER = True
+"""Whether groups whose receiver classes are functions of the finest group's are priced
+through it (else every group's classes are numbered together)."""
+
 _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
 
@@ -385,7 +389,8 @@ def bulk_classes(memo: Memo, asks: list[Ask]) -> tuple[Any, Any]:
     the meshes cut alike) are priced in one pass over the ranks, their cell sizes summed
     first over the destination labels (a table of labels × cells, not ranks × cells).  Each
     such group classes the receivers its own way; a rank's class over all groups is the
-    tuple of its groups' classes, numbered."""
+    tuple of its groups' classes: the finest group's class when the others' are functions
+    of it (their features are mostly among its own), else the tuples numbered."""
     groups: dict[tuple[Any, ...], list[tuple[Sharding, Sharding, int, list[Any]]]] = {}
     for src, dst, weight in asks:
         lists = memo.pieces(src, dst)
@@ -393,12 +398,23 @@ def bulk_classes(memo: Memo, asks: list[Ask]) -> tuple[Any, Any]:
         key = (src.view, dst.view, src.placements, dst.placements, shape)
         groups.setdefault(key, []).append((src, dst, weight, lists))
     got = [_group_rows(memo, members) for members in groups.values()]
-    if len(got) == 1:
-        return got[0]
     np = memo.np
-    cls, size = _numbered(np, [(c, len(r)) for r, c in got], got[0][1].size)
+    rows, cls = max(got, key=lambda g: len(g[0]))  # the finest classes: the others' as
+    maps = [_coarser(np, cls, len(rows), c) for _, c in got]  # functions of them, if so
+    if _COARSER and all(m is not None for m in maps):
+        return sum(r[m] for (r, _), m in zip(got, maps)), cls
+    cls, size = _numbered(np, [(c, len(r)) for r, c in got], cls.size)
     first = _firsts(np, cls, size)
     return sum(r[c[first]] for r, c in got), cls
+
+
+def _coarser(np: Any, fine: Any, count: int, other: Any) -> Any:
+    """When the classes ``other`` are a function of the classes ``fine`` (``count`` of
+    them: receivers in one fine class are in one other class), that function as a table;
+    else None."""
+    table = np.zeros(count, dtype=np.int64)
+    table[fine] = other
+    return table if bool((table[fine] == other).all()) else None
 
 
 def _padded(np: Any, lists: list[list[tuple[int, int]]], at: int) -> Any:
