@@ -12,11 +12,12 @@ from types import MappingProxyType
 import attrs
 
 from layout import show
+from mesh._core import RankStyle, ranks_text
 
 from .._core import BackendConfigError
 
 __all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport", "group_words",
-           "ranks_words", "verb", "who"]
+           "verb", "who"]
 
 Members = tuple[int, ...]
 
@@ -160,7 +161,8 @@ class SpmdReport:
         lines += _more(len(self.waiting), "sets of ranks waiting on each other")
         if self.blocked:
             shown = "; ".join(f"rank {r} {words.get(r, 'at ' + group_words(d, m))} (waiting "
-                              f"for {ranks_words(w)})" for r, d, m, w in self.blocked[:_MOST])
+                              f"for {ranks_text(w, RankStyle.SPMD)})"
+                              for r, d, m, w in self.blocked[:_MOST])
             more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
             lines.append(f"- stuck behind those: {shown}{more}")
         lines += self._findings()
@@ -229,10 +231,10 @@ class SpmdReport:
                 "issue their calls and requests in orders")
         if len(cycle) <= _MOST:
             waits = "; ".join(f"rank {r} waits {at(r, d, m)}" for r, d, m in cycle)
-            return (f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} {kind} that wait "
-                    f"on each other: {waits}" if words else
-                    f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} asked for groups in "
-                    f"different orders and wait on each other: {waits}")
+            ranks = ranks_text(tuple(r for r, _, _ in cycle), RankStyle.SPMD)
+            return (f"- ranks {ranks} {kind} that wait on each other: {waits}" if words else
+                    f"- ranks {ranks} asked for groups in different orders and wait on each "
+                    f"other: {waits}")
         same: dict[str, list[int]] = defaultdict(list)
         for r, d, m in cycle:
             same[at(r, d, m)].append(r)
@@ -254,14 +256,7 @@ def group_words(dim: str, members: Members) -> str:
     """A group in words (a split over the world when ``members`` is empty)."""
     if not members:
         return f"the split of dim {dim!r} over the world"
-    return f"the {dim!r} group {ranks_words(members)}"
-
-
-def ranks_words(ranks: Sequence[int], most: int = _MOST) -> str:
-    """``(1, 5)``; one rank as itself; long lists cut after ``most``."""
-    shown = ", ".join(map(str, ranks[:most]))
-    return f"({shown}{', ...' if len(ranks) > most else ''})" if len(ranks) != 1 \
-        else f"{ranks[0]}"
+    return f"the {dim!r} group {ranks_text(members, RankStyle.SPMD)}"
 
 
 def verb(ranks: Sequence[int], one: str, many: str) -> str:
@@ -281,7 +276,7 @@ def who(ranks: Sequence[int], world: int) -> str:
     if n == 1:
         return f"rank {ranks[0]}"
     if n <= _MOST:
-        return f"ranks {ranks_words(ranks)}"
+        return f"ranks {ranks_text(ranks, RankStyle.SPMD)}"
     step = ranks[1] - ranks[0]
     shown = f"{ranks[0]}, {ranks[1]}, {ranks[2]}, ..., {ranks[-1]}; {n} ranks"
     if any(b - a != step for a, b in zip(ranks, ranks[1:])):

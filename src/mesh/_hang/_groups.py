@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from .._core import MeshView
+from .._core import MeshView, RankStyle, ranks_text
 
-__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words", "who"]
+__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words"]
 
 WORLD = "world"  # the view name and dim of torch's default group
 
@@ -41,7 +41,7 @@ class PlanGroup:
         """``the 'tp' group (0, 1, 2, 3)``: check_spmd's words for a group."""
         if self.view == WORLD:
             return f"the world group ({len(self.members)} ranks)"
-        return f"the {self.dim!r} group {_short(self.members)}"
+        return f"the {self.dim!r} group {ranks_text(self.members, RankStyle.GROUP)}"
 
     def where(self) -> str:
         """``view dense, dp=0``: where the group lies in the plan."""
@@ -105,19 +105,3 @@ def rank_words(rank: int, views: Mapping[str, MeshView], group: PlanGroup,
         if view is not None and coordinate is not None else ""
     where = "; ".join(p for p in (parts, f"host {host}" if host is not None else "") if p)
     return f"rank {rank}" + (f" ({where})" if where else "")
-
-
-def _short(ranks: Sequence[int], most: int = 8) -> str:
-    """``(1, 5)``; long groups as their first ranks and the count (check_spmd's form)."""
-    if len(ranks) <= most:
-        return f"({', '.join(map(str, ranks))})" if len(ranks) != 1 else f"({ranks[0]},)"
-    return f"({', '.join(map(str, ranks[:most - 1]))}, …, {ranks[-1]}; {len(ranks)} ranks)"
-
-
-def who(ranks: Sequence[int]) -> str:
-    """``rank 3``, ``ranks (1, 5)``: ranks in words (the first 8 and the count)."""
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    shown = ", ".join(map(str, ranks[:8]))
-    return f"ranks ({shown}{', …' if len(ranks) > 8 else ''}; {len(ranks)} ranks)" \
-        if len(ranks) > 8 else f"ranks ({shown})"

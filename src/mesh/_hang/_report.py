@@ -12,8 +12,8 @@ import attrs
 
 from layout import show
 
-from .._core import FlightRecordError, MeshView
-from ._groups import PlanGroup, rank_words, who
+from .._core import FlightRecordError, MeshView, RankStyle, ranks_text
+from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
 from ._records import FlightCall
@@ -170,9 +170,9 @@ class HangReport:
             lines.append(f"- and {len(self.findings) - _MOST} more")
         lines += _behind(self.blocked)
         if self.no_dump:
-            lines.append(f"- no dump given for {who(self.no_dump)}: each may have died, hang "
-                         "elsewhere, or its dump was not collected; its dump would say which, "
-                         "and may name another culprit")
+            lines.append(f"- no dump given for {ranks_text(self.no_dump, RankStyle.WHO)}: "
+                         "each may have died, hang elsewhere, or its dump was not collected; "
+                         "its dump would say which, and may name another culprit")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -337,7 +337,7 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     waits = h.at.hung and new.seq >= h.at.seq
     went = (f"it went past it: it waits at {there}, which" if waits else
             f"its newest call ({there}) completed, and")
-    text = (f"{g.describe()} [{g.where()}]: {who((h.rank,))} never issued its {_nth(h.seq)} "
+    text = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
             f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
             f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
             "issue after this call: it skipped it, hidden behind the hang above; once that "
@@ -352,7 +352,8 @@ def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     (``peers``), then the one with the lower ranks."""
     assert s.desync is not None, "a desync finding needs the desync"
     seq, sides = s.desync
-    words = [f"{who(ranks)} {call.describe()}{at(call)}" for ranks, call in sides]
+    words = [f"{ranks_text(ranks, RankStyle.WHO)} {call.describe()}{at(call)}"
+             for ranks, call in sides]
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
     text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
@@ -365,9 +366,9 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
     shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why.words}"
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
-    text = (f"{s.group.describe()} [{s.group.where()}]: {who(gone)} never "
+    text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(gone, RankStyle.WHO)} never "
             f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
-            f"seq {s.seq}{at(s.call)}), which {who(s.entered)} "
+            f"seq {s.seq}{at(s.call)}), which {ranks_text(s.entered, RankStyle.WHO)} "
             f"{_verb(s.entered, 'issues', 'issue')}: "
             f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
@@ -385,7 +386,8 @@ def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[s
         entry = by_group.setdefault(g.members, (g, [], set()))
         entry[1].append(r)
         entry[2].update(w)
-    words = [f"{who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
+    words = [f"{ranks_text(ranks, RankStyle.WHO)} at {g.describe()} "
+             f"(waiting for {', '.join(map(str, sorted(w)))})"
              for g, ranks, w in list(by_group.values())[:_MOST]]
     more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]

@@ -1,0 +1,86 @@
+"""The words every report shares: a list of ranks as text (:func:`ranks_text`).
+
+One routine writes every rank list in the house's messages and reports.  The reports grew
+apart before they shared it, and their text is kept byte for byte, so the few real
+differences are named styles (:class:`RankStyle`), each defined once here with an example,
+never knobs set at a call site.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = ["RankStyle", "ranks_text"]
+
+
+@attrs.frozen
+class _Form:
+    """How one style writes a list: whole up to ``whole`` ranks; longer, its first ``head``
+    ranks, then ``dots``, then (with ``last``) its last rank, then ``count`` formatted with
+    ``n`` (the length) and ``rest`` (the ranks not shown), all between ``opening`` and
+    ``closing``; a single rank as ``one`` formatted with it."""
+
+    whole: int
+    head: int
+    dots: str
+    last: bool
+    count: str
+    one: str
+    opening: str = "("
+    closing: str = ")"
+
+
+class RankStyle(enum.Enum):
+    """The styles of :func:`ranks_text`, one per kind of report.
+
+    >>> ranks = range(20)
+    >>> for style in RankStyle:
+    ...     print(f"{style.name}: {ranks_text([3], style)} {ranks_text(ranks, style)}")
+    EXPLAIN: (3) (0, 1, 2, 3, 4, 5, …, 19)
+    GROUP: (3,) (0, 1, 2, 3, 4, 5, 6, …, 19; 20 ranks)
+    WHO: rank 3 ranks (0, 1, 2, 3, 4, 5, 6, 7, …; 20 ranks)
+    HANG: (3) (0, 1, 2, 3, 4, 5, 6, 7, …)
+    SPMD_GROUP: (3,) (0, 1, 2, 3, 4, 5, ..., 19; 20 ranks)
+    SPMD: 3 (0, 1, 2, 3, 4, 5, 6, 7, ...)
+    AGREE: [3] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ... 4 more]
+    """
+
+    EXPLAIN = _Form(whole=8, head=6, dots="…", last=True, count="", one="({})")
+    """The plan reports (``meshlayout explain``, ``--fail``): ``(0, 1, 2, 3, 4, 5, …, 19)``."""
+    GROUP = _Form(whole=8, head=7, dots="…", last=True, count="; {n} ranks", one="({},)")
+    """A group in words (the hang reader, a backend's group request):
+    ``(0, 1, 2, 3, 4, 5, 6, …, 19; 20 ranks)``; one rank as ``(3,)``."""
+    WHO = _Form(whole=8, head=8, dots="…", last=False, count="; {n} ranks", one="rank {}",
+                opening="ranks (")
+    """Ranks as the subject of a hang finding: ``rank 3``, ``ranks (1, 5)``,
+    ``ranks (0, 1, 2, 3, 4, 5, 6, 7, …; 20 ranks)``."""
+    HANG = _Form(whole=8, head=8, dots="…", last=False, count="", one="({})")
+    """The hang reader's refusals of a plan: ``(0, 1, 2, 3, 4, 5, 6, 7, …)``."""
+    SPMD_GROUP = _Form(whole=8, head=6, dots="...", last=True, count="; {n} ranks",
+                       one="({},)")
+    """A group in check_spmd's events: ``(0, 1, 2, 3, 4, 5, ..., 19; 20 ranks)``."""
+    SPMD = _Form(whole=8, head=8, dots="...", last=False, count="", one="{}")
+    """Ranks in check_spmd's reports: ``3``, ``(1, 5)``, ``(0, 1, 2, 3, 4, 5, 6, 7, ...)``."""
+    AGREE = _Form(whole=16, head=16, dots="...", last=False, count=" {rest} more", one="[{}]",
+                  opening="[", closing="]")
+    """The ranks whose reshard plans differ (a Python list):
+    ``[0, 1, …, 15, ... 4 more]`` past sixteen ranks."""
+
+
+def ranks_text(ranks: Sequence[int], style: RankStyle) -> str:
+    """``ranks`` as text in ``style``: whole when short, else cut as the style says.
+
+    >>> ranks_text((1, 5), RankStyle.GROUP), ranks_text(range(9), RankStyle.GROUP)
+    ('(1, 5)', '(0, 1, 2, 3, 4, 5, 6, …, 8; 9 ranks)')
+    """
+    form, n = style.value, len(ranks)
+    if n == 1:
+        return form.one.format(ranks[0])
+    if n <= form.whole:
+        return f"{form.opening}{', '.join(map(str, ranks))}{form.closing}"
+    cut = [*map(str, ranks[:form.head]), form.dots, *([str(ranks[-1])] if form.last else [])]
+    count = form.count.format(n=n, rest=n - form.head)
+    return f"{form.opening}{', '.join(cut)}{count}{form.closing}"
