@@ -1,14 +1,15 @@
 """The rank-list text every report shares (``mesh._core.ranks_text``): each style's words at
-the lengths where the styles differ, written out as the six routines it replaced wrote them
+the lengths where the styles differ, written out as the eight routines it replaced wrote them
 (the plan reports, the hang reader's groups, its ``who`` and its refusals, check_spmd's
-groups and reports, and reshard's plan agreement), so a change to any report's text shows
-here first."""
+groups and reports, a backend's group requests, and reshard's plan agreement), so a change
+to any report's text shows here first; and the name a mesh's groups carry in torch
+(``group_desc``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mesh._core import RankStyle, ranks_text
+from mesh._core import GROUP_DESC_PREFIX, RankStyle, group_desc, ranks_text
 
 TABLE = [
     (RankStyle.EXPLAIN, 0, "()"),
@@ -85,3 +86,8 @@ def test_a_tuple_a_list_and_a_range_read_the_same(style: RankStyle) -> None:
 
 def test_the_table_covers_every_style() -> None:
     assert {style for style, _, _ in TABLE} == set(RankStyle)
+
+
+def test_a_mesh_group_is_named_as_torch_names_a_device_mesh_group() -> None:
+    assert group_desc("tp") == "mesh_tp"
+    assert group_desc("dp_cp").startswith(GROUP_DESC_PREFIX)

@@ -13,7 +13,8 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 (:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
-:class:`RankStyle`).
+:class:`RankStyle`, and :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in
+torch).
 """
 
 from ._concat import concatenate
@@ -59,10 +60,11 @@ from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank
 from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
-from ._words import RankStyle, ranks_text
+from ._words import GROUP_DESC_PREFIX, RankStyle, group_desc, ranks_text
 
 __all__ = [
     "FORMAT_VERSION",
+    "GROUP_DESC_PREFIX",
     "MAX_LISTED_RANKS",
     "MAX_PLAN_DIMS",
     "MAX_UNIVERSE",
@@ -100,6 +102,7 @@ __all__ = [
     "as_size",
     "check_limit",
     "check_plan_dims",
+    "group_desc",
     "concatenate",
     "need_numpy",
     "numpy",

@@ -1,4 +1,5 @@
-"""The words every report shares: a list of ranks as text (:func:`ranks_text`).
+"""The words every report shares: a list of ranks as text (:func:`ranks_text`), and the
+name a mesh's groups carry in torch (:func:`group_desc`).
 
 One routine writes every rank list in the house's messages and reports.  The reports grew
 apart before they shared it, and their text is kept byte for byte, so the few real
@@ -13,7 +14,11 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["RankStyle", "ranks_text"]
+__all__ = ["GROUP_DESC_PREFIX", "RankStyle", "group_desc", "ranks_text"]
+
+GROUP_DESC_PREFIX = "mesh_"
+"""The ``group_desc`` torch is given for a mesh's groups starts so (the facade's, made by
+``backend``, and torch's own DeviceMesh's): ``mesh_<dim>``, read back by the hang reader."""
 
 
 @attrs.frozen
@@ -84,3 +89,12 @@ def ranks_text(ranks: Sequence[int], style: RankStyle) -> str:
     cut = [*map(str, ranks[:form.head]), form.dots, *([str(ranks[-1])] if form.last else [])]
     count = form.count.format(n=n, rest=n - form.head)
     return f"{form.opening}{', '.join(cut)}{count}{form.closing}"
+
+
+def group_desc(dim: str) -> str:
+    """The ``group_desc`` of a mesh's group along ``dim``.
+
+    >>> group_desc("tp")
+    'mesh_tp'
+    """
+    return f"{GROUP_DESC_PREFIX}{dim}"

@@ -2,7 +2,7 @@
 
 Gloo's dumps hold no group's members (their ``pg_config`` is empty), so a group is found
 from what the dumps do hold: its ``group_desc`` and the ranks that recorded calls on it.  The
-facade names its groups ``mesh_<dim>`` (``backend._c10d._torch_groups``): such a group is the
+facade names its groups ``mesh_<dim>`` (:func:`mesh._core.group_desc`): such a group is the
 plan's group along that dim that holds the ranks seen on it, or none (a plan without that
 dim, or whose group there lacks a rank seen, is not the job's plan).  Any other group (torch's
 default group, a group made by hand) is the plan's group whose members are the ranks seen
@@ -15,14 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from .._core import MeshView, RankStyle, ranks_text
+from .._core import GROUP_DESC_PREFIX, MeshView, RankStyle, ranks_text
 
-__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words"]
+__all__ = ["WORLD", "PlanGroup", "place_group", "rank_words"]
 
 WORLD = "world"  # the view name and dim of torch's default group
-
-FACADE = "mesh_"
-"""The group_desc prefix of the facade's groups (and torch's own meshes'): mesh_<dim>."""
 
 
 @attrs.frozen
@@ -58,8 +55,8 @@ def place_group(desc: str, name: str, seen: Iterable[int], views: Mapping[str, M
     if name == "0" or desc == "default_pg":
         return PlanGroup(WORLD, WORLD, tuple(range(world)), (), WORLD)
     first = min(ranks)
-    if desc.startswith(FACADE):
-        dim = desc[len(FACADE):]
+    if desc.startswith(GROUP_DESC_PREFIX):
+        dim = desc[len(GROUP_DESC_PREFIX):]
         for vname, view in views.items():
             if dim in view.names and _holds(view, first):
                 members = view.group(first, dim)

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from .._core import FlightRecordError, MeshView, RankStyle, ranks_text
-from ._groups import FACADE, PlanGroup, place_group
+from .._core import GROUP_DESC_PREFIX, FlightRecordError, MeshView, RankStyle, ranks_text
+from ._groups import PlanGroup, place_group
 from ._records import FORMATS, FlightCall, FlightDump
 
 __all__ = ["GroupState", "Hang", "analyse"]
@@ -105,7 +105,7 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
         group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
             why = _not_the_plans(name, descs[name], calls, listed.get(name), views)
-            if descs[name].startswith(FACADE) or name in listed:  # the job says which group
+            if descs[name].startswith(GROUP_DESC_PREFIX) or name in listed:  # the job names it
                 _refuse(why)
             mismatches.append(why)  # a group made by hand the plan does not know
             continue
