@@ -2,14 +2,21 @@
 the lengths where the styles differ, written out as the eight routines it replaced wrote them
 (the plan reports, the hang reader's groups, its ``who`` and its refusals, check_spmd's
 groups and reports, a backend's group requests, and reshard's plan agreement), so a change
-to any report's text shows here first; and the name a mesh's groups carry in torch
-(``group_desc``)."""
+to any report's text shows here first; the name a mesh's groups carry in torch
+(``group_desc``); and the kinds of check_spmd's and the hang reader's findings."""
 
 from __future__ import annotations
 
 import pytest
 
-from mesh._core import GROUP_DESC_PREFIX, RankStyle, group_desc, ranks_text
+from mesh._core import (
+    GROUP_DESC_PREFIX,
+    FindingKind,
+    RankStyle,
+    finding_kind,
+    group_desc,
+    ranks_text,
+)
 
 TABLE = [
     (RankStyle.EXPLAIN, 0, "()"),
@@ -91,3 +98,15 @@ def test_the_table_covers_every_style() -> None:
 def test_a_mesh_group_is_named_as_torch_names_a_device_mesh_group() -> None:
     assert group_desc("tp") == "mesh_tp"
     assert group_desc("dp_cp").startswith(GROUP_DESC_PREFIX)
+
+
+def test_the_finding_kinds_are_the_words_reports_and_json_wrote() -> None:
+    assert [k.value for k in FindingKind] == [
+        "desync", "unmatched", "splits", "cache_hit", "hidden_split", "lifecycle",
+        "uneven_hosts", "nvls", "budget", "foreign", "threads", "timeout", "memory"]
+    assert all(k.words and k.words[0].islower() for k in FindingKind)
+
+
+def test_a_finding_keeps_the_word_of_its_kind_as_a_plain_str() -> None:
+    assert type(finding_kind(FindingKind.UNMATCHED)) is str
+    assert finding_kind(FindingKind.UNMATCHED) == finding_kind("unmatched") == "unmatched"

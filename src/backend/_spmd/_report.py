@@ -12,7 +12,7 @@ from types import MappingProxyType
 import attrs
 
 from layout import show
-from mesh._core import RankStyle, ranks_text
+from mesh._core import FindingKind, RankStyle, finding_kind, ranks_text
 
 from .._core import BackendConfigError
 
@@ -21,24 +21,9 @@ __all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport
 
 Members = tuple[int, ...]
 
-FINDING_KINDS: Mapping[str, str] = MappingProxyType({
-    "desync": "members of a group issue different calls (op, shape, dtype, reduce op, root)",
-    "unmatched": "a call some members never issue (fewer calls; a send without its recv)",
-    "splits": "all_to_all split sizes that do not pair up",
-    "cache_hit": "a rank holds a family's group already and skips the creation its peers enter",
-    "hidden_split": "a group created by a subset where the creation is collective over the "
-                    "world (or a split of a parent group that some of its ranks skip)",
-    "lifecycle": "after a failure: destroy instead of abort, a shrink from outside, a group "
-                 "used after it was ended, a revoke not awaited",
-    "uneven_hosts": "a communicator with unequal ranks per host (NCCL)",
-    "nvls": "more NVLS multicast groups in an NVLink domain than its NVSwitch has slots",
-    "budget": "more communicators per rank than the stated budget",
-    "foreign": "a call on a group the rank does not own, or is not in",
-    "threads": "calls from several threads, or threads left running",
-    "timeout": "a program that ran past its per-rank time limit",
-    "memory": "a program that grew the process past its per-rank memory bound",
-})
-"""Every :attr:`Finding.kind`, with what it means (read-only)."""
+FINDING_KINDS: Mapping[str, str] = MappingProxyType({k.value: k.words for k in FindingKind})
+"""Every :attr:`Finding.kind`, with what it means (read-only; each a
+:class:`mesh._core.FindingKind`'s word and words)."""
 
 REPORT_KINDS: Mapping[str, str] = MappingProxyType({
     "never_created": "a group some member never asks for (SpmdReport.never_created)",
@@ -55,6 +40,8 @@ TORCH_HINT = ("the program calls torch.distributed itself, which the torch-free 
 recorder ends with (``_run``)."""
 
 _MOST = 8  # entries of one kind written out in a report
+_CALLS = frozenset(k.value for k in (FindingKind.DESYNC, FindingKind.UNMATCHED, FindingKind.SPLITS))
+"""The kinds of findings about calls (the remedies for calls answer them)."""
 
 
 @attrs.frozen
@@ -67,7 +54,7 @@ class Finding:
     ``ranks`` are the ranks at fault (summarized by pattern in the report).
     """
 
-    kind: str = attrs.field()
+    kind: str = attrs.field(converter=finding_kind)
     text: str = attrs.field()
     pattern: str = attrs.field()
     ranks: Members = attrs.field(default=())
@@ -217,7 +204,7 @@ class SpmdReport:
                        "(mesh.materialize() creates a mesh's groups in dim order); guard "
                        "requests on views a rank is not in with mesh.get_coordinate() is not "
                        "None.")
-        if {"desync", "unmatched", "splits"} & self.kinds() or any(r in words for r in stuck):
+        if _CALLS & self.kinds() or any(r in words for r in stuck):
             out.append("Remedies for calls: every member of a group must issue the same calls "
                        "(op, shape, dtype, reduce op, root) in the same order, and every send "
                        "needs its recv; batch p2p that goes both ways (batch_isend_irecv).")

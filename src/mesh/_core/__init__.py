@@ -14,7 +14,7 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 (:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
 :class:`RankStyle`, and :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in
-torch).
+torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
 """
 
 from ._concat import concatenate
@@ -60,7 +60,7 @@ from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank
 from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
-from ._words import GROUP_DESC_PREFIX, RankStyle, group_desc, ranks_text
+from ._words import GROUP_DESC_PREFIX, FindingKind, RankStyle, finding_kind, group_desc, ranks_text
 
 __all__ = [
     "FORMAT_VERSION",
@@ -72,6 +72,7 @@ __all__ = [
     "DuplicateNameError",
     "FlightRecordError",
     "Family",
+    "FindingKind",
     "InvalidDimsError",
     "InvalidMeshDataError",
     "InvalidNameError",
@@ -104,6 +105,7 @@ __all__ = [
     "check_plan_dims",
     "group_desc",
     "concatenate",
+    "finding_kind",
     "need_numpy",
     "numpy",
     "items_of",

@@ -1,5 +1,6 @@
-"""The words every report shares: a list of ranks as text (:func:`ranks_text`), and the
-name a mesh's groups carry in torch (:func:`group_desc`).
+"""The words every report shares: a list of ranks as text (:func:`ranks_text`), the name a
+mesh's groups carry in torch (:func:`group_desc`), and the kinds of a finding with what each
+means (:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
 
 One routine writes every rank list in the house's messages and reports.  The reports grew
 apart before they shared it, and their text is kept byte for byte, so the few real
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["GROUP_DESC_PREFIX", "RankStyle", "group_desc", "ranks_text"]
+__all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "finding_kind", "group_desc",
+           "ranks_text"]
 
 GROUP_DESC_PREFIX = "mesh_"
 """The ``group_desc`` torch is given for a mesh's groups starts so (the facade's, made by
@@ -98,3 +100,54 @@ def group_desc(dim: str) -> str:
     'mesh_tp'
     """
     return f"{GROUP_DESC_PREFIX}{dim}"
+
+
+class FindingKind(enum.Enum):
+    """The kind of a finding, its value the word reports and JSON write (``"desync"``), with
+    what it means (:attr:`words`): every kind ``check_spmd`` finds, of which the hang reader
+    finds ``DESYNC`` and ``UNMATCHED`` in a hung job's dumps.  A finding keeps the word (its
+    ``kind`` is a ``str``); the enum says which words there are, once.
+
+    >>> FindingKind.DESYNC.value, FindingKind("unmatched").words
+    ('desync', 'a call some members never issue (fewer calls; a send without its recv)')
+    """
+
+    words: str
+
+    def __new__(cls, word: str, words: str) -> FindingKind:
+        kind = object.__new__(cls)
+        kind._value_ = word
+        kind.words = words
+        return kind
+
+    DESYNC = "desync", ("members of a group issue different calls (op, shape, dtype, reduce "
+                        "op, root)")
+    UNMATCHED = "unmatched", ("a call some members never issue (fewer calls; a send without "
+                              "its recv)")
+    SPLITS = "splits", "all_to_all split sizes that do not pair up"
+    CACHE_HIT = "cache_hit", ("a rank holds a family's group already and skips the creation "
+                              "its peers enter")
+    HIDDEN_SPLIT = "hidden_split", ("a group created by a subset where the creation is "
+                                    "collective over the world (or a split of a parent group "
+                                    "that some of its ranks skip)")
+    LIFECYCLE = "lifecycle", ("after a failure: destroy instead of abort, a shrink from "
+                              "outside, a group used after it was ended, a revoke not awaited")
+    UNEVEN_HOSTS = "uneven_hosts", "a communicator with unequal ranks per host (NCCL)"
+    NVLS = "nvls", ("more NVLS multicast groups in an NVLink domain than its NVSwitch has "
+                    "slots")
+    BUDGET = "budget", "more communicators per rank than the stated budget"
+    FOREIGN = "foreign", "a call on a group the rank does not own, or is not in"
+    THREADS = "threads", "calls from several threads, or threads left running"
+    TIMEOUT = "timeout", "a program that ran past its per-rank time limit"
+    MEMORY = "memory", "a program that grew the process past its per-rank memory bound"
+
+
+def finding_kind(kind: FindingKind | str) -> str:
+    """The word of ``kind`` when it is a :class:`FindingKind`, else ``kind`` as given (a
+    finding's converter: the finding checks the word itself, with its own error, so a
+    value of any type passes through unchanged).
+
+    >>> finding_kind(FindingKind.DESYNC), finding_kind("desync"), finding_kind(3)
+    ('desync', 'desync', 3)
+    """
+    return kind.value if isinstance(kind, FindingKind) else kind

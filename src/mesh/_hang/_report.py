@@ -12,7 +12,7 @@ import attrs
 
 from layout import show
 
-from .._core import FlightRecordError, MeshView, RankStyle, ranks_text
+from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding_kind, ranks_text
 from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
@@ -26,7 +26,7 @@ SCHEMA = "meshlayout.hang/1"
 Host = Callable[[int], "str | None"]
 
 _MOST = 8  # lines of one kind written out
-KINDS = ("desync", "unmatched")  # check_spmd's kinds that a hang's records can show
+KINDS = (FindingKind.DESYNC.value, FindingKind.UNMATCHED.value)  # those a hang's records show
 
 
 def _whys(values: object) -> tuple[Why, ...]:
@@ -46,7 +46,7 @@ class HangFinding:
     their order); ``maybe``: ranks that may be the cause instead, where the dumps cannot tell
     (a Gloo receiver's peers, whose sends the recorder does not see)."""
 
-    kind: str
+    kind: str = attrs.field(converter=finding_kind)
     text: str
     ranks: tuple[int, ...]
     group: PlanGroup
@@ -325,7 +325,7 @@ def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding
                 f"{at(before)}), and every other member of those groups the other way round: "
                 "it skipped a call or swapped two, and the call completed with its group at "
                 "another point of the program (wrong data, then a hang where the counts part)")
-        out.append(HangFinding("desync", text, (rank,), group, (Why.DESYNC,)))
+        out.append(HangFinding(FindingKind.DESYNC, text, (rank,), group, (Why.DESYNC,)))
     return out
 
 
@@ -342,7 +342,7 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
             f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
             "issue after this call: it skipped it, hidden behind the hang above; once that "
             "is mended, this group hangs or scrambles its data here)")
-    return HangFinding("unmatched", text, (h.rank,), g,
+    return HangFinding(FindingKind.UNMATCHED, text, (h.rank,), g,
                        (Why.WENT_PAST if waits else Why.WENT_ON,))
 
 
@@ -357,7 +357,7 @@ def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
     text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
-    return HangFinding("desync", text, odd, s.group, (Why.DESYNC,) * len(odd))
+    return HangFinding(FindingKind.DESYNC, text, odd, s.group, (Why.DESYNC,) * len(odd))
 
 
 def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, MeshView],
@@ -372,8 +372,8 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
             f"{_verb(s.entered, 'issues', 'issue')}: "
             f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
-    return HangFinding("unmatched", text, gone, s.group, tuple(causes[x].why for x in gone),
-                       tuple(maybe))
+    return HangFinding(FindingKind.UNMATCHED, text, gone, s.group,
+                       tuple(causes[x].why for x in gone), tuple(maybe))
 
 
 def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
