@@ -19,8 +19,9 @@ __all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "finding_kind", "gro
            "ranks_text"]
 
 GROUP_DESC_PREFIX = "mesh_"
-"""The ``group_desc`` torch is given for a mesh's groups starts so (the facade's, made by
-``backend``, and torch's own DeviceMesh's): ``mesh_<dim>``, read back by the hang reader."""
+"""How the ``group_desc`` of a mesh's group in torch begins: ``mesh_<dim>`` (the facade's
+groups, made by ``backend``, and torch's own DeviceMesh's); the hang reader reads the dim
+back from it."""
 
 
 @attrs.frozen
@@ -41,7 +42,8 @@ class _Form:
 
 
 class RankStyle(enum.Enum):
-    """The styles of :func:`ranks_text`, one per kind of report.
+    """The styles of :func:`ranks_text`, one per kind of report (each a distinct form: two
+    equal forms would be one style, as an enum aliases equal values).
 
     >>> ranks = range(20)
     >>> for style in RankStyle:
@@ -73,8 +75,9 @@ class RankStyle(enum.Enum):
     """Ranks in check_spmd's reports: ``3``, ``(1, 5)``, ``(0, 1, 2, 3, 4, 5, 6, 7, ...)``."""
     AGREE = _Form(whole=16, head=16, dots="...", last=False, count=" {rest} more", one="[{}]",
                   opening="[", closing="]")
-    """The ranks whose reshard plans differ (a Python list):
-    ``[0, 1, …, 15, ... 4 more]`` past sixteen ranks."""
+    """The ranks whose reshard plans differ, as a Python list: past sixteen ranks, the first
+    sixteen and how many more, ``[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ... 4
+    more]``."""
 
 
 def ranks_text(ranks: Sequence[int], style: RankStyle) -> str:
@@ -112,6 +115,7 @@ class FindingKind(enum.Enum):
     ('desync', 'a call some members never issue (fewer calls; a send without its recv)')
     """
 
+    _value_: str
     words: str
 
     def __new__(cls, word: str, words: str) -> FindingKind:
