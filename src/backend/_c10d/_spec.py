@@ -28,6 +28,7 @@ import attrs
 
 from layout import Layout, coalesce, flatten, show
 from mesh import Dim, Family, MeshView, RankMap
+from mesh._core import RankStyle, ranks_text
 
 from .._core import (
     BackendConfigError,
@@ -199,7 +200,7 @@ class GroupSpec:
         ranks)."""
         if self.plan is Plan.SPLIT:
             return f"the split of dim {self.dim!r} over the world ({self.world_size} ranks)"
-        return f"the {self.dim!r} group {_short(self.members)}"
+        return f"the {self.dim!r} group {ranks_text(self.members, RankStyle.GROUP)}"
 
 
 def _check_request(view: object, options: object, rank: object, world_size: object,
@@ -234,13 +235,6 @@ def _check_request(view: object, options: object, rank: object, world_size: obje
                                         default_timeout <= timedelta(0)):
         raise bad("default_timeout must be a positive datetime.timedelta or None",
                   default_timeout)
-
-
-def _short(ranks: Sequence[int], most: int = 8) -> str:
-    """``(1, 5)``; long groups as their first ranks and the count."""
-    if len(ranks) <= most:
-        return f"({', '.join(map(str, ranks))})" if len(ranks) != 1 else f"({ranks[0]},)"
-    return f"({', '.join(map(str, ranks[:most - 1]))}, …, {ranks[-1]}; {len(ranks)} ranks)"
 
 
 def _digest(text: str) -> str:

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from mesh._core import group_desc
+
 from .._core import BackendConfigError, GroupCreationError, MembersMissingError
 from ._rendezvous import Rendezvous
 from ._rounds import torch_name
@@ -71,7 +73,7 @@ def create_torch_group(spec: GroupSpec, rendezvous: Rendezvous | None = None) ->
 def _create(spec: GroupSpec, name: str) -> Any:
     import torch.distributed as dist
 
-    desc = spec.options.group_desc or f"mesh_{spec.dim}"  # torch's group_desc
+    desc = spec.options.group_desc or group_desc(spec.dim)  # torch's group_desc
     with _named(name):
         if spec.plan is Plan.SPLIT:
             return dist.split_group(split_ranks=spec.groups(), timeout=spec.timeout,

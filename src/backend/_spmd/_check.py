@@ -20,6 +20,7 @@ import attrs
 
 from layout import show
 from mesh import Topology
+from mesh._core import FindingKind
 
 from .._core import BackendConfigError, need_torch
 from ._classes import automatic
@@ -316,15 +317,16 @@ def _stopped(world: int, traces: list[Trace], ran: int, notes: list[str]) -> Spm
 def _bound_finding(t: Trace) -> Finding:
     """The finding of a run that went past its time limit or its memory bound."""
     if t.timed_out is not None:
-        return Finding("timeout", f"rank {t.rank}'s program ran past its {t.timed_out:g} s "
-                       "time limit (a loop, or a wait for something that never comes: a check "
-                       "runs each rank alone, so nothing a peer sends arrives)",
+        return Finding(FindingKind.TIMEOUT, f"rank {t.rank}'s program ran past its "
+                       f"{t.timed_out:g} s time limit (a loop, or a wait for something that "
+                       "never comes: a check runs each rank alone, so nothing a peer sends "
+                       "arrives)",
                        "timeout", (t.rank,))
     grown, bound = t.ran_out or (0, 0)
-    return Finding("memory", f"rank {t.rank}'s program grew the process by {grown >> 20} MiB, "
-                   f"past its per-rank bound of {bound >> 20} MiB (rank_memory=): a check runs "
-                   "every rank in one process, so a rank's program should hold shapes or meta "
-                   "tensors, not real data", "memory", (t.rank,))
+    return Finding(FindingKind.MEMORY, f"rank {t.rank}'s program grew the process by "
+                   f"{grown >> 20} MiB, past its per-rank bound of {bound >> 20} MiB "
+                   "(rank_memory=): a check runs every rank in one process, so a rank's program "
+                   "should hold shapes or meta tensors, not real data", "memory", (t.rank,))
 
 
 def analyse(world: int, traces: Sequence[Trace], kind: Kind, *, topology: Topology | None,
@@ -390,17 +392,17 @@ def _lowered(t: Trace, world: int, nccl: bool, meets: dict[Key, Meet], to_all: l
 def _run_findings(t: Trace) -> list[Finding]:
     found = []
     for line, what in t.foreign[:1]:
-        found.append(Finding("foreign", f"rank {t.rank} {what} ({line})", f"foreign {line}",
-                             (t.rank,)))
+        found.append(Finding(FindingKind.FOREIGN, f"rank {t.rank} {what} ({line})",
+                             f"foreign {line}", (t.rank,)))
     if len(t.threads) > 1:
-        found.append(Finding("threads", f"rank {t.rank}'s calls come from {len(t.threads)} "
-                                        "threads: their order is not the same from run to run, "
-                                        "so members may issue them in different orders",
+        found.append(Finding(FindingKind.THREADS, f"rank {t.rank}'s calls come from "
+                             f"{len(t.threads)} threads: their order is not the same from run "
+                             "to run, so members may issue them in different orders",
                              "threads", (t.rank,)))
     if t.left_threads:
-        found.append(Finding("threads", f"rank {t.rank}'s program returned with "
-                                        f"{t.left_threads} thread(s) it started still running: "
-                                        "their calls are not checked (join them)",
+        found.append(Finding(FindingKind.THREADS, f"rank {t.rank}'s program returned with "
+                             f"{t.left_threads} thread(s) it started still running: "
+                             "their calls are not checked (join them)",
                              "left threads", (t.rank,)))
     return found
 

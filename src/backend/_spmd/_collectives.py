@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 
+from mesh._core import FindingKind
+
 from ._events import Call, TorchGroupKey, Trace, WaitWork
 from ._keys import CallChannel, CallKey, Key, P2PChannel, P2PKey
 from ._matcher import Meet, Mismatch, Outcome, Step
@@ -121,14 +123,14 @@ def _unpaired(key: P2PKey, info: Call, gone: tuple[int, ...]) -> Finding:
         text = (f"rank {dst}'s {_nth(n)} recv from rank {src} on "
                 f"{info.group.describe()} ({info.describe()}, {info.line}) has no "
                 f"matching send from rank {src}: the receiver waits for it")
-    return Finding("unmatched", text, f"p2p {info.op} {info.line}", gone)
+    return Finding(FindingKind.UNMATCHED, text, f"p2p {info.op} {info.line}", gone)
 
 
 def _never(key: CallKey, info: Call, gone: tuple[int, ...], offered: tuple[int, ...],
            traces: Sequence[Trace], world: int) -> Finding:
     """A collective some members never issue."""
     return Finding(
-        "unmatched",
+        FindingKind.UNMATCHED,
         f"{info.group.describe()}: {who(gone, world)} never "
         f"{verb(gone, 'issues', 'issue')} its {_nth(key.n + 1)} call ({info.describe()}, "
         f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
@@ -174,7 +176,7 @@ def _desync(wrong: Mismatch, meets: dict[Key, Meet], traces: Sequence[Trace],
     else:
         text = (f"{first.group.describe()} desyncs at its {_nth(n)} call: " + "; ".join(words)
                 + " (each side's first differing call)")
-    return Finding("desync", text, pattern, odd)
+    return Finding(FindingKind.DESYNC, text, pattern, odd)
 
 
 def _peer_signatures(wrong: Mismatch, meets: dict[Key, Meet]) -> Counter[Hashable]:
@@ -216,7 +218,7 @@ def _splits(to_all: list[tuple[Key, int, Call]], world: int) -> list[Finding]:
         if pair is not None:
             r, peer, sent, got = pair
             found.append(Finding(
-                "splits",
+                FindingKind.SPLITS,
                 f"all_to_all on {group.describe()}: rank {r} sends {sent} rows to "
                 f"rank {peer} ({calls[r].line}), which expects {got} from it "
                 f"({calls[peer].line}): the sizes must pair up",

@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
+from mesh._core import FindingKind
+
 from ._events import Create, Hit, TorchCreate, Trace
 from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, ParentCreationKey, WorldCreationKey
 from ._matcher import Meet, Outcome, Step
@@ -109,7 +111,7 @@ def _hidden(label: str, members: Sequence[int], line: str, world: int,
     lazy = ", or (torch 2.15) give it options with lazy_init" if model.version >= (2, 15) \
         else ""
     return Finding(
-        "hidden_split",
+        FindingKind.HIDDEN_SPLIT,
         f"{group_words(label, tuple(members))} is created by its members only ({line}), but "
         f"on a device-bound NCCL world torch creates it with ncclCommSplit over the default "
         f"group, which all {world} ranks must enter; the {outside} ranks outside it never "
@@ -188,7 +190,7 @@ def _world_wide_desync(arrivals: list[tuple[int, Hashable, int]], traces: Sequen
         words.append(f"{who(ranks, world)} {_call(event)} ({event.line})")
     odd = min(sizes)[1]
     return Finding(
-        "hidden_split",
+        FindingKind.HIDDEN_SPLIT,
         "ranks make torch's world-wide group creations differently: " + "; ".join(words)
         + ". dist.new_group without use_local_synchronization is entered by every rank, the "
         "ranks outside the group too (torch names the group by a per-process count of such "
@@ -207,20 +209,20 @@ def _torch_never(info: TorchCreate, key: Key, gone: tuple[int, ...], world: int
                  ) -> Finding:
     if info.what == "new_group" and info.local:
         return Finding(
-            "unmatched",
+            FindingKind.UNMATCHED,
             f"the group {info.name!r} {tuple(info.ranks)} (dist.new_group with "
             f"use_local_synchronization, {info.line}) is never created by {who(gone, world)}: "
             "its other members wait for them",
             f"new_group never {info.line}", gone)
     if info.parent is not None:
         return Finding(
-            "hidden_split",
+            FindingKind.HIDDEN_SPLIT,
             f"{who(gone, world)} never make(s) the {_call(info)} of the group "
             f"{info.parent} ({info.line}) that its other ranks make: every rank of the parent "
             "enters dist.split_group, in one order, or the others wait",
             f"parent-wide never {info.line}", gone)
     return Finding(
-        "hidden_split",
+        FindingKind.HIDDEN_SPLIT,
         f"{who(gone, world)} never make(s) the world-wide {_call(info)} ({info.line}) that the "
         "other ranks make: every rank must enter dist.new_group without "
         "use_local_synchronization (the ranks outside the group too) and dist.split_group, "
@@ -233,7 +235,7 @@ def _cache_hit(held: Hit, rank: int, entered: set[int], world: int) -> Finding:
              else group_words(held.dim, tuple(held.members)))
     peers = tuple(sorted(entered))
     return Finding(
-        "cache_hit",
+        FindingKind.CACHE_HIT,
         f"rank {rank} already holds its {held.dim!r} group {tuple(held.group.members)} "
         f"({held.source}, asked at {held.line}) and skips {where}, which "
         f"{who(peers, world)} {verb(peers, 'enters: it waits', 'enter: they wait')} for it. "

@@ -23,6 +23,7 @@ import attrs
 
 import layout
 import mesh as _mesh_package
+from mesh._core import RankStyle, ranks_text
 
 from .._c10d import GroupSpec, Plan
 
@@ -185,20 +186,11 @@ class GroupRef:
     def describe(self) -> str:
         """The group in words (its members shortened past eight)."""
         if self.world:
-            return f"the world group {_short(self.members)}"
-        return f"the {self.label!r} group {_short(self.members)}"
+            return f"the world group {ranks_text(self.members, RankStyle.SPMD_GROUP)}"
+        return f"the {self.label!r} group {ranks_text(self.members, RankStyle.SPMD_GROUP)}"
 
     def __repr__(self) -> str:
         return f"GroupRef({self.describe()})"
-
-
-def _short(members: Sequence[int]) -> str:
-    n = len(members)
-    if n == 1:
-        return f"({members[0]},)"
-    if n <= 8:
-        return f"({', '.join(map(str, members))})"
-    return f"({', '.join(map(str, members[:6]))}, ..., {members[-1]}; {n} ranks)"
 
 
 def world_ref(world_size: int) -> GroupRef:

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable
 
+from mesh._core import FindingKind
+
 from ._events import Abort, Call, Destroy, Event, Retire, Revoke, Shrink, WaitRevoke
 from ._keys import Key, ShrinkChannel, ShrinkKey
 from ._matcher import Meet, Step
@@ -70,7 +72,7 @@ class Lifecycle:
         return None
 
     def _finding(self, text: str, pattern: str) -> Finding:
-        return Finding("lifecycle", f"rank {self.rank} {text}", pattern, (self.rank,))
+        return Finding(FindingKind.LIFECYCLE, f"rank {self.rank} {text}", pattern, (self.rank,))
 
     def _destroy(self, event: Destroy, found: list[Finding]) -> None:
         g = event.group

@@ -12,32 +12,18 @@ from types import MappingProxyType
 import attrs
 
 from layout import show
+from mesh._core import FindingKind, RankStyle, finding_kind, ranks_text
 
 from .._core import BackendConfigError
 
 __all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport", "group_words",
-           "ranks_words", "verb", "who"]
+           "verb", "who"]
 
 Members = tuple[int, ...]
 
-FINDING_KINDS: Mapping[str, str] = MappingProxyType({
-    "desync": "members of a group issue different calls (op, shape, dtype, reduce op, root)",
-    "unmatched": "a call some members never issue (fewer calls; a send without its recv)",
-    "splits": "all_to_all split sizes that do not pair up",
-    "cache_hit": "a rank holds a family's group already and skips the creation its peers enter",
-    "hidden_split": "a group created by a subset where the creation is collective over the "
-                    "world (or a split of a parent group that some of its ranks skip)",
-    "lifecycle": "after a failure: destroy instead of abort, a shrink from outside, a group "
-                 "used after it was ended, a revoke not awaited",
-    "uneven_hosts": "a communicator with unequal ranks per host (NCCL)",
-    "nvls": "more NVLS multicast groups in an NVLink domain than its NVSwitch has slots",
-    "budget": "more communicators per rank than the stated budget",
-    "foreign": "a call on a group the rank does not own, or is not in",
-    "threads": "calls from several threads, or threads left running",
-    "timeout": "a program that ran past its per-rank time limit",
-    "memory": "a program that grew the process past its per-rank memory bound",
-})
-"""Every :attr:`Finding.kind`, with what it means (read-only)."""
+FINDING_KINDS: Mapping[str, str] = MappingProxyType({k.value: k.words for k in FindingKind})
+"""Every :attr:`Finding.kind`, with what it means (read-only; each a
+:class:`mesh._core.FindingKind`'s word and words)."""
 
 REPORT_KINDS: Mapping[str, str] = MappingProxyType({
     "never_created": "a group some member never asks for (SpmdReport.never_created)",
@@ -54,6 +40,8 @@ TORCH_HINT = ("the program calls torch.distributed itself, which the torch-free 
 recorder ends with (``_run``)."""
 
 _MOST = 8  # entries of one kind written out in a report
+_CALLS = frozenset(k.value for k in (FindingKind.DESYNC, FindingKind.UNMATCHED, FindingKind.SPLITS))
+"""The kinds of findings about calls (the remedies for calls answer them)."""
 
 
 @attrs.frozen
@@ -66,7 +54,7 @@ class Finding:
     ``ranks`` are the ranks at fault (summarized by pattern in the report).
     """
 
-    kind: str = attrs.field()
+    kind: str = attrs.field(converter=finding_kind)
     text: str = attrs.field()
     pattern: str = attrs.field()
     ranks: Members = attrs.field(default=())
@@ -160,7 +148,8 @@ class SpmdReport:
         lines += _more(len(self.waiting), "sets of ranks waiting on each other")
         if self.blocked:
             shown = "; ".join(f"rank {r} {words.get(r, 'at ' + group_words(d, m))} (waiting "
-                              f"for {ranks_words(w)})" for r, d, m, w in self.blocked[:_MOST])
+                              f"for {ranks_text(w, RankStyle.SPMD)})"
+                              for r, d, m, w in self.blocked[:_MOST])
             more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
             lines.append(f"- stuck behind those: {shown}{more}")
         lines += self._findings()
@@ -215,7 +204,7 @@ class SpmdReport:
                        "(mesh.materialize() creates a mesh's groups in dim order); guard "
                        "requests on views a rank is not in with mesh.get_coordinate() is not "
                        "None.")
-        if {"desync", "unmatched", "splits"} & self.kinds() or any(r in words for r in stuck):
+        if _CALLS & self.kinds() or any(r in words for r in stuck):
             out.append("Remedies for calls: every member of a group must issue the same calls "
                        "(op, shape, dtype, reduce op, root) in the same order, and every send "
                        "needs its recv; batch p2p that goes both ways (batch_isend_irecv).")
@@ -229,10 +218,10 @@ class SpmdReport:
                 "issue their calls and requests in orders")
         if len(cycle) <= _MOST:
             waits = "; ".join(f"rank {r} waits {at(r, d, m)}" for r, d, m in cycle)
-            return (f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} {kind} that wait "
-                    f"on each other: {waits}" if words else
-                    f"- ranks {ranks_words(tuple(r for r, _, _ in cycle))} asked for groups in "
-                    f"different orders and wait on each other: {waits}")
+            ranks = ranks_text(tuple(r for r, _, _ in cycle), RankStyle.SPMD)
+            return (f"- ranks {ranks} {kind} that wait on each other: {waits}" if words else
+                    f"- ranks {ranks} asked for groups in different orders and wait on each "
+                    f"other: {waits}")
         same: dict[str, list[int]] = defaultdict(list)
         for r, d, m in cycle:
             same[at(r, d, m)].append(r)
@@ -254,14 +243,7 @@ def group_words(dim: str, members: Members) -> str:
     """A group in words (a split over the world when ``members`` is empty)."""
     if not members:
         return f"the split of dim {dim!r} over the world"
-    return f"the {dim!r} group {ranks_words(members)}"
-
-
-def ranks_words(ranks: Sequence[int], most: int = _MOST) -> str:
-    """``(1, 5)``; one rank as itself; long lists cut after ``most``."""
-    shown = ", ".join(map(str, ranks[:most]))
-    return f"({shown}{', ...' if len(ranks) > most else ''})" if len(ranks) != 1 \
-        else f"{ranks[0]}"
+    return f"the {dim!r} group {ranks_text(members, RankStyle.SPMD)}"
 
 
 def verb(ranks: Sequence[int], one: str, many: str) -> str:
@@ -281,7 +263,7 @@ def who(ranks: Sequence[int], world: int) -> str:
     if n == 1:
         return f"rank {ranks[0]}"
     if n <= _MOST:
-        return f"ranks {ranks_words(ranks)}"
+        return f"ranks {ranks_text(ranks, RankStyle.SPMD)}"
     step = ranks[1] - ranks[0]
     shown = f"{ranks[0]}, {ranks[1]}, {ranks[2]}, ..., {ranks[-1]}; {n} ranks"
     if any(b - a != step for a, b in zip(ranks, ranks[1:])):

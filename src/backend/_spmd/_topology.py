@@ -25,6 +25,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from mesh import Topology
+from mesh._core import FindingKind
 
 from ._events import Call, Create, Hit, Shrink, TorchCreate, TorchGroupKey, Trace
 from ._report import Finding, verb, who
@@ -74,7 +75,7 @@ def _over_budget(over: dict[int, int], world: int, budget: int | None) -> Findin
     most = max(over.values())
     ranks = tuple(sorted(over))
     return Finding(
-        "budget",
+        FindingKind.BUDGET,
         f"{who(ranks, world)} {verb(ranks, 'holds', 'hold')} up to {most} communicators, "
         f"over the budget of "
         f"{budget} per rank (each costs GPU memory and, on NVSwitch, NVLS slots): share "
@@ -100,7 +101,7 @@ def _on_the_machine(every: dict[Hashable, tuple[str, Sequence[int]]], topology: 
         if len(labels) * per_comm > slots:
             spanned = _domain_ranks(topology, d)
             found.append(Finding(
-                "nvls",
+                FindingKind.NVLS,
                 f"NVLink domain {d} (ranks {spanned[0]} to {spanned[-1]}) holds {len(labels)} "
                 f"communicators using NVLS ({_labels(labels)}): about {len(labels) * per_comm} "
                 f"multicast groups at ~{per_comm} each, over its NVSwitch partition's {slots} "
@@ -128,7 +129,7 @@ def _uneven(label: str, members: Sequence[int], hosts: Counter[int], topology: A
     split = " + ".join(str(n) for _, n in sorted(hosts.items()))
     where = ", ".join(f"{topology.host_name(h)}: {n}" for h, n in sorted(hosts.items())[:6])
     return Finding(
-        "uneven_hosts",
+        FindingKind.UNEVEN_HOSTS,
         f"the {label!r} communicator of {len(members)} ranks has {split} ranks on its "
         f"{len(hosts)} hosts ({where}{', ...' if len(hosts) > 6 else ''}): NCCL 2.31.2 hangs "
         "at init with unequal ranks per host (NVIDIA/nccl #2385; NCCL_NVLS_ENABLE=0 avoids "

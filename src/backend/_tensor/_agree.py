@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 import mesh
+from mesh._core import RankStyle, ranks_text
 
 from .._c10d import job_namespace
 from .._core import BackendConfigError
@@ -102,10 +103,8 @@ def _verdict(store: Any, call: str, mine: str, rank: int, ranks: frozenset[int],
     other = sorted(ranks - set(same))
     raise BackendConfigError(
         f"reshard_state: the ranks of these plans run different plans (nothing moved): rank "
-        f"{rank}'s plans (digest {mine}) are those of ranks {_few(same)}; ranks {_few(other)} "
+        f"{rank}'s plans (digest {mine}) are those of ranks "
+        f"{ranks_text(same, RankStyle.AGREE)}; ranks {ranks_text(other, RankStyle.AGREE)} "
         "run others (a plan, a shape, a placement or a tensor name differs) or refused "
         "their arguments")
 
-
-def _few(ranks: list[int]) -> str:
-    return str(ranks[:16])[:-1] + (f", ... {len(ranks) - 16} more]" if len(ranks) > 16 else "]")

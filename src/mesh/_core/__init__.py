@@ -2,8 +2,8 @@
 
 Imports :mod:`layout` and nothing else of this project; the wings (``mesh._draw``,
 ``mesh._recover``, ``mesh._plan``) import it, never the reverse.  What the wings may use
-is listed in ``__all__`` below: the values, the errors, the limits, the door checks and
-the rank listing.
+is listed in ``__all__`` below: the values, the errors, the limits, the door checks,
+the rank listing and the words reports share.
 
 Module map, lowest first (each imports only modules listed before it): ``_errors`` (the
 :class:`MeshError` hierarchy), ``_input`` (validation at the door: ints, sizes, names,
@@ -12,7 +12,9 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 (:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
 ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
-(:func:`concatenate`).
+(:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
+:class:`RankStyle`, and :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in
+torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
 """
 
 from ._concat import concatenate
@@ -58,9 +60,11 @@ from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank
 from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
+from ._words import GROUP_DESC_PREFIX, FindingKind, RankStyle, finding_kind, group_desc, ranks_text
 
 __all__ = [
     "FORMAT_VERSION",
+    "GROUP_DESC_PREFIX",
     "MAX_LISTED_RANKS",
     "MAX_PLAN_DIMS",
     "MAX_UNIVERSE",
@@ -68,6 +72,7 @@ __all__ = [
     "DuplicateNameError",
     "FlightRecordError",
     "Family",
+    "FindingKind",
     "InvalidDimsError",
     "InvalidMeshDataError",
     "InvalidNameError",
@@ -83,6 +88,7 @@ __all__ = [
     "OverlapError",
     "RankMap",
     "RankNotInMeshError",
+    "RankStyle",
     "ShardingError",
     "RecoveryError",
     "SurvivalError",
@@ -97,7 +103,9 @@ __all__ = [
     "as_size",
     "check_limit",
     "check_plan_dims",
+    "group_desc",
     "concatenate",
+    "finding_kind",
     "need_numpy",
     "numpy",
     "items_of",
@@ -106,5 +114,6 @@ __all__ = [
     "py_offsets",
     "rank_rows",
     "rank_table",
+    "ranks_text",
     "show",
 ]

@@ -2,7 +2,7 @@
 
 Gloo's dumps hold no group's members (their ``pg_config`` is empty), so a group is found
 from what the dumps do hold: its ``group_desc`` and the ranks that recorded calls on it.  The
-facade names its groups ``mesh_<dim>`` (``backend._c10d._torch_groups``): such a group is the
+facade names its groups ``mesh_<dim>`` (:func:`mesh._core.group_desc`): such a group is the
 plan's group along that dim that holds the ranks seen on it, or none (a plan without that
 dim, or whose group there lacks a rank seen, is not the job's plan).  Any other group (torch's
 default group, a group made by hand) is the plan's group whose members are the ranks seen
@@ -15,14 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from .._core import MeshView
+from .._core import GROUP_DESC_PREFIX, MeshView, RankStyle, ranks_text
 
-__all__ = ["FACADE", "WORLD", "PlanGroup", "place_group", "rank_words", "who"]
+__all__ = ["WORLD", "PlanGroup", "place_group", "rank_words"]
 
 WORLD = "world"  # the view name and dim of torch's default group
-
-FACADE = "mesh_"
-"""The group_desc prefix of the facade's groups (and torch's own meshes'): mesh_<dim>."""
 
 
 @attrs.frozen
@@ -41,7 +38,7 @@ class PlanGroup:
         """``the 'tp' group (0, 1, 2, 3)``: check_spmd's words for a group."""
         if self.view == WORLD:
             return f"the world group ({len(self.members)} ranks)"
-        return f"the {self.dim!r} group {_short(self.members)}"
+        return f"the {self.dim!r} group {ranks_text(self.members, RankStyle.GROUP)}"
 
     def where(self) -> str:
         """``view dense, dp=0``: where the group lies in the plan."""
@@ -58,8 +55,8 @@ def place_group(desc: str, name: str, seen: Iterable[int], views: Mapping[str, M
     if name == "0" or desc == "default_pg":
         return PlanGroup(WORLD, WORLD, tuple(range(world)), (), WORLD)
     first = min(ranks)
-    if desc.startswith(FACADE):
-        dim = desc[len(FACADE):]
+    if desc.startswith(GROUP_DESC_PREFIX):
+        dim = desc[len(GROUP_DESC_PREFIX):]
         for vname, view in views.items():
             if dim in view.names and _holds(view, first):
                 members = view.group(first, dim)
@@ -105,19 +102,3 @@ def rank_words(rank: int, views: Mapping[str, MeshView], group: PlanGroup,
         if view is not None and coordinate is not None else ""
     where = "; ".join(p for p in (parts, f"host {host}" if host is not None else "") if p)
     return f"rank {rank}" + (f" ({where})" if where else "")
-
-
-def _short(ranks: Sequence[int], most: int = 8) -> str:
-    """``(1, 5)``; long groups as their first ranks and the count (check_spmd's form)."""
-    if len(ranks) <= most:
-        return f"({', '.join(map(str, ranks))})" if len(ranks) != 1 else f"({ranks[0]},)"
-    return f"({', '.join(map(str, ranks[:most - 1]))}, …, {ranks[-1]}; {len(ranks)} ranks)"
-
-
-def who(ranks: Sequence[int]) -> str:
-    """``rank 3``, ``ranks (1, 5)``: ranks in words (the first 8 and the count)."""
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    shown = ", ".join(map(str, ranks[:8]))
-    return f"ranks ({shown}{', …' if len(ranks) > 8 else ''}; {len(ranks)} ranks)" \
-        if len(ranks) > 8 else f"ranks ({shown})"

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from .._core import FlightRecordError, MeshView
-from ._groups import FACADE, PlanGroup, place_group
+from .._core import GROUP_DESC_PREFIX, FlightRecordError, MeshView, RankStyle, ranks_text
+from ._groups import PlanGroup, place_group
 from ._records import FORMATS, FlightCall, FlightDump
 
 __all__ = ["GroupState", "Hang", "analyse"]
@@ -105,7 +105,7 @@ def analyse(dumps: Sequence[FlightDump], views: Mapping[str, MeshView]) -> Hang:
         group = place_group(descs[name], name, calls, views, world, listed.get(name))
         if group is None:
             why = _not_the_plans(name, descs[name], calls, listed.get(name), views)
-            if descs[name].startswith(FACADE) or name in listed:  # the job says which group
+            if descs[name].startswith(GROUP_DESC_PREFIX) or name in listed:  # the job names it
                 _refuse(why)
             mismatches.append(why)  # a group made by hand the plan does not know
             continue
@@ -138,19 +138,22 @@ def _one_group_each(placed: dict[tuple[str, str, tuple[int, ...]], tuple[str, se
     key = (group.view, group.dim, group.members)
     other = placed.setdefault(key, (name, seen))
     if other[0] != name and not other[1] & seen:
-        _refuse(f"torch's groups {other[0]!r} (ranks {_short(sorted(other[1]))}) and {name!r} "
-                f"(ranks {_short(sorted(seen))}) both land on {group.describe()} of view "
-                f"{group.view!r}: the job's groups are smaller than the plan's")
+        _refuse(f"torch's groups {other[0]!r} (ranks "
+                f"{ranks_text(sorted(other[1]), RankStyle.HANG)}) and {name!r} (ranks "
+                f"{ranks_text(sorted(seen), RankStyle.HANG)}) both land on "
+                f"{group.describe()} of view {group.view!r}: the job's groups are smaller "
+                "than the plan's")
 
 
 def _not_the_plans(name: str, desc: str, calls: Calls, members: Sequence[int] | None,
                    views: Mapping[str, MeshView]) -> str:
     """Why torch's group ``name`` is listed under "does not match the plan"."""
     dims = sorted({f"{v}.{d}" for v, view in views.items() for d in view.names})
-    listed = f" and members {_short(members)} in pg_config" if members is not None else ""
+    listed = f" and members {ranks_text(members, RankStyle.HANG)} in pg_config" \
+        if members is not None else ""
     return (f"torch's group {name!r} (group_desc {desc!r}) with calls from ranks "
-            f"{_short(sorted(calls))}{listed} is no group of the plan (its dims: "
-            f"{', '.join(dims[:12])})")
+            f"{ranks_text(sorted(calls), RankStyle.HANG)}{listed} is no group of the plan "
+            f"(its dims: {', '.join(dims[:12])})")
 
 
 def _check_one_job(dumps: Sequence[FlightDump]) -> None:
@@ -222,8 +225,3 @@ def _positions(dumps: Sequence[FlightDump]) -> dict[int, tuple[str, FlightCall]]
             newest = max(calls, key=lambda c: c.order)
             out[d.rank] = (newest.group, newest)
     return out
-
-
-def _short(ranks: Sequence[int]) -> str:
-    shown = ", ".join(map(str, ranks[:8]))
-    return f"({shown}{', …' if len(ranks) > 8 else ''})"

@@ -12,8 +12,8 @@ import attrs
 
 from layout import show
 
-from .._core import FlightRecordError, MeshView
-from ._groups import PlanGroup, rank_words, who
+from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding_kind, ranks_text
+from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
 from ._records import FlightCall
@@ -26,7 +26,7 @@ SCHEMA = "meshlayout.hang/1"
 Host = Callable[[int], "str | None"]
 
 _MOST = 8  # lines of one kind written out
-KINDS = ("desync", "unmatched")  # check_spmd's kinds that a hang's records can show
+KINDS = (FindingKind.DESYNC.value, FindingKind.UNMATCHED.value)  # those a hang's records show
 
 
 def _whys(values: object) -> tuple[Why, ...]:
@@ -46,7 +46,7 @@ class HangFinding:
     their order); ``maybe``: ranks that may be the cause instead, where the dumps cannot tell
     (a Gloo receiver's peers, whose sends the recorder does not see)."""
 
-    kind: str
+    kind: str = attrs.field(converter=finding_kind)
     text: str
     ranks: tuple[int, ...]
     group: PlanGroup
@@ -170,9 +170,9 @@ class HangReport:
             lines.append(f"- and {len(self.findings) - _MOST} more")
         lines += _behind(self.blocked)
         if self.no_dump:
-            lines.append(f"- no dump given for {who(self.no_dump)}: each may have died, hang "
-                         "elsewhere, or its dump was not collected; its dump would say which, "
-                         "and may name another culprit")
+            lines.append(f"- no dump given for {ranks_text(self.no_dump, RankStyle.WHO)}: "
+                         "each may have died, hang elsewhere, or its dump was not collected; "
+                         "its dump would say which, and may name another culprit")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -325,7 +325,7 @@ def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding
                 f"{at(before)}), and every other member of those groups the other way round: "
                 "it skipped a call or swapped two, and the call completed with its group at "
                 "another point of the program (wrong data, then a hang where the counts part)")
-        out.append(HangFinding("desync", text, (rank,), group, (Why.DESYNC,)))
+        out.append(HangFinding(FindingKind.DESYNC, text, (rank,), group, (Why.DESYNC,)))
     return out
 
 
@@ -337,12 +337,12 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     waits = h.at.hung and new.seq >= h.at.seq
     went = (f"it went past it: it waits at {there}, which" if waits else
             f"its newest call ({there}) completed, and")
-    text = (f"{g.describe()} [{g.where()}]: {who((h.rank,))} never issued its {_nth(h.seq)} "
+    text = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
             f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
             f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
             "issue after this call: it skipped it, hidden behind the hang above; once that "
             "is mended, this group hangs or scrambles its data here)")
-    return HangFinding("unmatched", text, (h.rank,), g,
+    return HangFinding(FindingKind.UNMATCHED, text, (h.rank,), g,
                        (Why.WENT_PAST if waits else Why.WENT_ON,))
 
 
@@ -352,11 +352,12 @@ def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     (``peers``), then the one with the lower ranks."""
     assert s.desync is not None, "a desync finding needs the desync"
     seq, sides = s.desync
-    words = [f"{who(ranks)} {call.describe()}{at(call)}" for ranks, call in sides]
+    words = [f"{ranks_text(ranks, RankStyle.WHO)} {call.describe()}{at(call)}"
+             for ranks, call in sides]
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
     text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
-    return HangFinding("desync", text, odd, s.group, (Why.DESYNC,) * len(odd))
+    return HangFinding(FindingKind.DESYNC, text, odd, s.group, (Why.DESYNC,) * len(odd))
 
 
 def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, MeshView],
@@ -365,14 +366,14 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
     shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why.words}"
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
-    text = (f"{s.group.describe()} [{s.group.where()}]: {who(gone)} never "
+    text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(gone, RankStyle.WHO)} never "
             f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
-            f"seq {s.seq}{at(s.call)}), which {who(s.entered)} "
+            f"seq {s.seq}{at(s.call)}), which {ranks_text(s.entered, RankStyle.WHO)} "
             f"{_verb(s.entered, 'issues', 'issue')}: "
             f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
-    return HangFinding("unmatched", text, gone, s.group, tuple(causes[x].why for x in gone),
-                       tuple(maybe))
+    return HangFinding(FindingKind.UNMATCHED, text, gone, s.group,
+                       tuple(causes[x].why for x in gone), tuple(maybe))
 
 
 def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
@@ -385,7 +386,8 @@ def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[s
         entry = by_group.setdefault(g.members, (g, [], set()))
         entry[1].append(r)
         entry[2].update(w)
-    words = [f"{who(ranks)} at {g.describe()} (waiting for {', '.join(map(str, sorted(w)))})"
+    words = [f"{ranks_text(ranks, RankStyle.WHO)} at {g.describe()} "
+             f"(waiting for {', '.join(map(str, sorted(w)))})"
              for g, ranks, w in list(by_group.values())[:_MOST]]
     more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from .._core import MeshView
-from ._groups import WORLD, PlanGroup, who
+from .._core import MeshView, RankStyle, ranks_text
+from ._groups import WORLD, PlanGroup
 from ._hung import GroupState, Hang
 from ._records import FlightCall
 
@@ -86,8 +86,8 @@ def cause(x: int, s: GroupState, states: Mapping[str, GroupState],
     done = where is None or not where.hung or call.seq < where.seq
     if where is not None and where.name in unseen:
         return Cause(Why.UNSEEN, f"its newest call ({there}) was entered by every rank there "
-                     f"with a dump: unless {who(where.no_dump)} (no dump given) did not "
-                     "come, it completed and its program went on without this call")
+                     f"with a dump: unless {ranks_text(where.no_dump, RankStyle.WHO)} (no dump "
+                     "given) did not come, it completed and its program went on without this call")
     side = order(s.group, s.seq, where.group, call.seq) if where is not None else None
     late = s.entered_ns and call.created_ns > s.entered_ns
     after = f"{span(call.created_ns - s.entered_ns)} after the first rank entered this call"

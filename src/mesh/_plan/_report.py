@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core import RankStyle, ranks_text
+
 __all__ = ["MIB", "compare_report", "failure_report", "place_report", "report",
            "topology_report"]
 
@@ -22,12 +24,6 @@ MIB = 1 << 20
 
 def _mib(b: int) -> str:
     return f"{b / (1 << 30):.1f} GiB" if b >= 1 << 30 else f"{b / MIB:g} MiB"
-
-
-def _abbrev(xs: list[int], most: int = 8) -> str:
-    if len(xs) <= most:
-        return "(" + ", ".join(map(str, xs)) + ")"
-    return "(" + ", ".join(map(str, xs[:most - 2])) + f", …, {xs[-1]})"
 
 
 def _n(count: int, noun: str) -> str:
@@ -117,8 +113,10 @@ def _rank_text(rd: dict[str, Any]) -> list[str]:
                 lines.append(f"    {g['dim']} group: {g['size']:,} ranks (not listed)")
                 continue
             hs = g["hosts"]
-            where = f"host {hs[0]}" if len(hs) == 1 else f"{len(hs):,} hosts {_abbrev(hs)}"
-            lines.append(f"    {g['dim']} group {_abbrev(g['ranks'])} on {where}")
+            where = f"host {hs[0]}" if len(hs) == 1 else \
+                f"{len(hs):,} hosts {ranks_text(hs, RankStyle.EXPLAIN)}"
+            lines.append(f"    {g['dim']} group {ranks_text(g['ranks'], RankStyle.EXPLAIN)} "
+                         f"on {where}")
     return lines
 
 
@@ -300,10 +298,12 @@ def failure_report(data: dict[str, Any]) -> str:
 
 def _failed_line(fail: dict[str, Any]) -> str:
     """``failed: 8 ranks (8, 9, …, 15) on host 1 (--fail-host 1)``."""
-    ranks = _abbrev(fail["ranks"]) if fail["count"] <= len(fail["ranks"]) else \
-        _abbrev(fail["ranks"])[:-1] + ", …)"
+    ranks = ranks_text(fail["ranks"], RankStyle.EXPLAIN)
+    if fail["count"] > len(fail["ranks"]):  # only the first are listed
+        ranks = ranks[:-1] + ", …)"
     on = fail["hosts"]
-    where = f"host {on[0]}" if len(on) == 1 else f"{_n(fail['num_hosts'], 'host')} {_abbrev(on)}"
+    where = f"host {on[0]}" if len(on) == 1 else \
+        f"{_n(fail['num_hosts'], 'host')} {ranks_text(on, RankStyle.EXPLAIN)}"
     named = ",".join(map(str, fail["fail_hosts"]))
     return f"failed: {_n(fail['count'], 'rank')} {ranks} on {where}" + (
         f" (--fail-host {named})" if named else "")
@@ -314,7 +314,8 @@ def _blast_lines(entries: list[dict[str, Any]], views: list[dict[str, Any]]) -> 
     rows = [["dim", "size", "groups", "broken", "intact", "stranded ranks",
              "first broken group"]]
     for e in entries:
-        first = _abbrev(e["first_broken_groups"][0]) if e["first_broken_groups"] else \
+        first = ranks_text(e["first_broken_groups"][0], RankStyle.EXPLAIN) \
+            if e["first_broken_groups"] else \
             "-" if not e["broken_groups"] else f"({e['group_size']:,} ranks, not listed)"
         rows.append([f"{e['view']}.{e['dim']}", f"{e['group_size']:,}", f"{e['groups']:,}",
                      f"{e['broken_groups']:,}", f"{e['intact_groups']:,}",
@@ -351,7 +352,7 @@ def _ways_lines(ways: list[dict[str, Any]] | None) -> list[str]:
 def _way_name(w: dict[str, Any]) -> str:
     if w["way"] == "drop":
         return f"drop {w['dim']}"
-    return f"substitute {_abbrev(w['spares'])}"
+    return f"substitute {ranks_text(w['spares'], RankStyle.EXPLAIN)}"
 
 
 def _shape(w: dict[str, Any]) -> str:
