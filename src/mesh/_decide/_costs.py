@@ -24,6 +24,14 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
   rank's whole block from the checkpoint; its slowest reader is taken to be the rank at
   each view's first coordinate, which holds the first (largest) chunk of every tensor.
 
+What the law leaves out: senders.  A rank that sends to several receivers (a rank a drop
+leaves out, alive, sends its whole block) pushes their bytes through its own link, and its
+receivers rebuild their blocks only once it is through; the law prices each receiver's own
+link only.  On ``bench/recover_gloo.py``'s loopback job this is most of why a drop is
+predicted at 0.6-0.8 of its measured time (a timed trial: rank 0 sending 53 MiB to two
+ranks took 90 ms where their own 32 MiB would take 47; they rebuilt after it).  Pricing it
+needs each receiver's senders, which the plan picks replica by replica.
+
 A drop *reconfigures* the groups it breaks: each new group is an old one without the
 dropped members, in order (what ``backend``'s rebind re-forms in place on Gloo with torch
 >= 2.14; elsewhere it creates it, so set ``reconfigure_s`` to ``create_s`` there).  Every
