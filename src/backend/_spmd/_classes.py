@@ -59,12 +59,13 @@ nothing from them); past it the bound grows with the world (:func:`most_classes`
 CLASS_SHARE = 4
 """A world of ``n`` ranks allows ``n / CLASS_SHARE`` classes (16,384 at 65,536 ranks).  A class
 costs its representative's symbolic run, one neighbour's run (past the first :data:`IN_FULL`
-of its shape of reads) and its placement (O(ranks left x distinct reads) array work, about
-0.8 ms a class at 16,384 ranks, 1.9 ms at 32,768).  Measured on a 2-core machine, shared
-(bench/README.md), a program of one class per 8 ranks took 6.2 s against 17.0 s for every
-rank at 16,384 ranks and 30.1 s against 89.8 s at 32,768; one class per 4 ranks, the bound,
-15.8 s against 17.0 s and 52.4 s against 89.8 s: about where the classes stop paying.
-Where a shape's first classes make the classes dearer, :data:`WORTH` stops the
+of its shape of reads) and its placement (O(ranks left x distinct reads) array work: with
+its symbolic run, 1.2 to 1.5 ms a class at 16,384 ranks, 2.4 to 2.9 ms at 32,768).  Measured
+on a 2-core machine, shared (bench/README.md), a program of one class per 8 ranks took 6.2 s
+against 17.0 s for every rank at 16,384 ranks and 30.1 s against 89.8 s at 32,768; one class
+per 4 ranks, the bound, 15.8 s against 17.0 s and 52.4 s against 89.8 s: about where the
+classes stop paying (at 131,072 ranks, not measured, placing grows to minutes near the
+bound).  Where a shape's first classes make the classes dearer, :data:`WORTH` stops the
 verification early."""
 
 IN_FULL = 2
