@@ -278,6 +278,27 @@ def test_programs_indexing_by_their_coordinates_run_on_classes_with_the_full_run
                                                             [("desync", (odd,))])
 
 
+def test_a_place_that_differs_past_a_shapes_first_classes_is_found_by_their_neighbours(
+) -> None:
+    """Law: the one neighbour of each class past a shape's first IN_FULL takes turns over
+    the places of its group, so a difference the reads do not record (here from group
+    members, read as plain ints), at one place of every class but the first two, is found:
+    the check runs every rank, says so, and gives the full check's report."""
+    def unrecorded(backend: SpmdBackend) -> None:
+        mesh = init_device_mesh("cpu", (8, 8), mesh_dim_names=("a", "b"), backend=backend)
+        a = mesh.get_coordinate()[0]  # recorded: one class per value, one shape
+        backend.all_reduce((1 + a,), group=mesh.get_group("b"))
+        first_of_b, first_of_a = mesh.get_group("b").ranks[0], mesh.get_group("a").ranks[0]
+        if first_of_b >= 16 and first_of_a == 5:  # a >= 2 and b == 5, unrecorded
+            backend.barrier(group=mesh.get_group("b"))
+
+    report = check_spmd(64, unrecorded, classes="auto")
+    assert report.notes[0].startswith("ran every rank: automatic classes could not stand "
+                                      "for them (rank "), report.notes
+    assert _same_report(report, check_spmd(64, unrecorded, classes="every"))
+    assert not report.ok
+
+
 def test_classes_whose_verification_costs_more_than_half_a_full_run_fall_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Law: once the runs per class so far, times the classes, pass WORTH of the world's
