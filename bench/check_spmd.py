@@ -30,11 +30,12 @@ through ``torch.distributed`` with one rank planted to all-reduce another shape 
 group): the classes found, the ranks run, seconds, peak memory and the planted rank found;
 the target at 131,072 ranks is 60 s and 4 GiB on 2 cores (``--large``).  Cost: one run per
 class (again on plain ints) and its group neighbours' runs (about 12 + log2 of the largest
-group each), plus array work of O(world x distinct reads) per class to place the ranks;
-then the derivation and the replay of every rank, O(world x calls), which dominate at
-scale.  With ``spread`` the step makes 4 x spread classes; the worst case, a program that
-branches on every rank, runs every rank (the brute force's cost, plus up to 256
-representatives).  ``--sample N``: N random programs at 2,048 ranks and up, half planted
+group each; past the first two classes of one shape of reads, one neighbour's), plus array
+work of O(world x distinct reads) per class to place the ranks; then the derivation and the
+replay of every rank, O(world x calls), which dominate at scale.  With ``spread`` the step
+makes 4 x spread classes; the worst case, a program that branches on every rank, runs every
+rank (the brute force's cost, plus the representatives run before the bound stops them: 16
+for one class per rank).  ``--sample N``: N random programs at 2,048 ranks and up, half planted
 (seeds from ``--first``, 20000; worlds drawn from 2,048 to ``--max-world``).
 
 Run:  python bench/check_spmd.py                (64 .. 1,024 ranks; exits 1 on a miss)

@@ -226,13 +226,77 @@ def _sliced(world: int, kinds: int) -> Any:
 
 
 def test_the_bound_on_classes_grows_with_the_world() -> None:
-    """Issue 45: past 4,096 ranks a world allows one class per 16 ranks (it was 256 at any
+    """Issue 45: past 1,024 ranks a world allows one class per 4 ranks (it was 256 at any
     size, and 7 of 40 sampled programs ran every rank): 300 classes at 8,192 ranks run on
     classes, and give the full check's report."""
     report = check_spmd(8192, _sliced(8192, 300), classes="auto")
     assert report.notes[0].startswith("automatic classes: 300 by what each rank's program reads")
     assert report.ran < 8192 // 2 and report.ok
     assert _same_report(report, check_spmd(8192, _sliced(8192, 300), classes="every"))
+
+
+def _indexing(shape: tuple[int, ...], odd: int | None = None) -> Any:
+    """A valid program shaped like the sampled seeds 20029 and 20036 (which ran every
+    rank): on a mesh of ``shape``, each rank indexes a table of uneven all_to_all splits
+    by its place in its group of every dim but the last (so one class per combination of
+    those coordinates: one per ``shape[-1]`` ranks, free along the last dim), then
+    all-reduces on its group of the last dim; with ``odd``, that rank all-reduces another
+    shape there (a desync)."""
+    names = tuple("abcdef"[:len(shape)])
+
+    def indexing(backend: SpmdBackend) -> None:
+        mesh = init_device_mesh("cpu", shape, mesh_dim_names=names, backend=backend)
+        for d, size in zip(names[:-1], shape[:-1], strict=True):
+            table = [[1 + (i + 2 * j) % 3 for j in range(size)] for i in range(size)]
+            me = mesh.get_local_rank(d)
+            backend.all_to_all((sum(table[me]), 2), group=mesh.get_group(d),
+                               input_splits=table[me],
+                               output_splits=[table[j][me] for j in range(size)])
+        rows = 5 if odd is not None and backend.rank == odd else 4
+        backend.all_reduce((rows, 2), group=mesh.get_group(names[-1]))
+    return indexing
+
+
+@pytest.mark.parametrize(("shape", "odd", "classes"), [
+    ((4, 2, 4, 8), 77, 33),  # as 20029: 9 runs a class of 8 (all its neighbours) before
+    ((8, 8, 8, 8), None, 512),  # as 20036: one class per 8 ranks, past the bound before
+], ids=["as-20029", "as-20036"])
+def test_programs_indexing_by_their_coordinates_run_on_classes_with_the_full_runs_report(
+        shape: tuple[int, ...], odd: int | None, classes: int) -> None:
+    """Issue 45: classes that read the same expressions (one shape of reads) past the first
+    IN_FULL are verified by one neighbour each, so a program of one class per 8 ranks, each
+    class a whole group, runs on classes (it ran every rank: its classes took more runs than
+    it has ranks), on fewer runs than ranks, with the full check's report."""
+    world = int(np.prod(shape))
+    report = check_spmd(world, _indexing(shape, odd), classes="auto")
+    assert report.notes[0].startswith(f"automatic classes: {classes} by what each rank's "
+                                      "program reads"), report.notes
+    runs = int(report.notes[0].split(" runs: ")[0].rsplit("(", 1)[1])
+    assert runs < world // 2 and report.ran is not None and report.ran < world // 2
+    assert _same_report(report, check_spmd(world, _indexing(shape, odd), classes="every"))
+    assert [(f.kind, f.ranks) for f in report.findings] == ([] if odd is None else
+                                                            [("desync", (odd,))])
+
+
+def test_a_place_that_differs_past_a_shapes_first_classes_is_found_by_their_neighbours(
+) -> None:
+    """Law: the one neighbour of each class past a shape's first IN_FULL takes turns over
+    the places of its group, so a difference the reads do not record (here from group
+    members, read as plain ints), at one place of every class but the first two, is found:
+    the check runs every rank, says so, and gives the full check's report."""
+    def unrecorded(backend: SpmdBackend) -> None:
+        mesh = init_device_mesh("cpu", (8, 8), mesh_dim_names=("a", "b"), backend=backend)
+        a = mesh.get_coordinate()[0]  # recorded: one class per value, one shape
+        backend.all_reduce((1 + a,), group=mesh.get_group("b"))
+        first_of_b, first_of_a = mesh.get_group("b").ranks[0], mesh.get_group("a").ranks[0]
+        if first_of_b >= 16 and first_of_a == 5:  # a >= 2 and b == 5, unrecorded
+            backend.barrier(group=mesh.get_group("b"))
+
+    report = check_spmd(64, unrecorded, classes="auto")
+    assert report.notes[0].startswith("ran every rank: automatic classes could not stand "
+                                      "for them (rank "), report.notes
+    assert _same_report(report, check_spmd(64, unrecorded, classes="every"))
+    assert not report.ok
 
 
 def test_classes_whose_verification_costs_more_than_half_a_full_run_fall_back(

@@ -13,7 +13,9 @@ Sym` values, so the recorded answers are everything it learnt of its rank.  Then
 2. each class is verified: its representative runs again on plain ints (a program that
    behaves differently on a ``Sym``, e.g. an ``isinstance`` test, differs there), and its
    group neighbours in the class run (``_reduce.verifiers``) and must read the same answers
-   and give the representative's run moved to their groups;
+   and give the representative's run moved to their groups; past the first
+   :data:`IN_FULL` classes of one shape of reads (the same expressions, other answers),
+   one neighbour a class, on plain ints, checks both at once;
 3. a class whose representative cannot be derived (it raised, used lifecycle calls, groups
    torch code made, threads: ``_reduce.check_derivable``) runs every member itself; any
    verification that differs, more classes than :func:`most_classes` allows (a program that
@@ -21,7 +23,8 @@ Sym` values, so the recorded answers are everything it learnt of its rank.  Then
    of running every rank (:data:`WORTH`), makes the check run every rank, and says so;
 4. the others are derived (``_reduce.derive``): the replay covers every rank.
 
-Cost: per class one run, one plain re-run and its group neighbours' runs, plus
+Cost: per class one run, one plain re-run and its group neighbours' runs (past the first
+classes of a shape, one run and one neighbour's), plus
 O(ranks left x distinct reads) array work to place the ranks; the derivation and the
 replay stay O(world x calls).  What is not recorded: the members of a group the program
 reads (``group.ranks``, ``dist.get_process_group_ranks``, ``mesh.mesh``), which are taken to
@@ -45,20 +48,36 @@ from ._reduce import Underivable, check_derivable, derive, same, verifiers
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CLASS_SHARE", "MOST_CLASSES", "WORTH", "Deriver", "automatic", "most_classes"]
+__all__ = ["CLASS_SHARE", "IN_FULL", "MOST_CLASSES", "WORTH", "Deriver", "automatic",
+           "most_classes"]
 
 MOST_CLASSES = 256
 """The most classes automatic classes find before running every rank instead, at worlds up
 to ``MOST_CLASSES * CLASS_SHARE`` ranks (a program that branches on nearly every rank gains
 nothing from them); past it the bound grows with the world (:func:`most_classes`)."""
 
-CLASS_SHARE = 16
-"""A world of ``n`` ranks allows ``n / CLASS_SHARE`` classes (4,096 at 65,536 ranks).  A class
-costs its representative's run, its plain re-run and its group neighbours' runs (about 7 on a
-2-D mesh, 10 to 15 on a 5-D one) and about 1.3 ms of placement at 32,768 ranks; measured on
-a 2-core machine (bench/README.md), a program of one class per 16 ranks took 6.9 s against
-11.7 s for every rank at 16,384 ranks and 17.8 s against 32.6 s at 32,768.  Where the
-neighbours make a class dearer, :data:`WORTH` stops the verification early."""
+CLASS_SHARE = 4
+"""A world of ``n`` ranks allows ``n / CLASS_SHARE`` classes (16,384 at 65,536 ranks).  A class
+costs its representative's symbolic run, one neighbour's run (past the first :data:`IN_FULL`
+of its shape of reads) and its placement (O(ranks left x distinct reads) array work: with
+its symbolic run, 1.2 to 1.5 ms a class at 16,384 ranks, 2.4 to 2.9 ms at 32,768).  Measured
+on a 2-core machine, shared (bench/README.md), a program of one class per 8 ranks took 6.2 s
+against 17.0 s for every rank at 16,384 ranks and 30.1 s against 89.8 s at 32,768; one class
+per 4 ranks, the bound, 15.8 s against 17.0 s and 52.4 s against 89.8 s: about where the
+classes stop paying (at 131,072 ranks, not measured, placing grows to minutes near the
+bound).  Where a shape's first classes make the classes dearer, :data:`WORTH` stops the
+verification early."""
+
+IN_FULL = 2
+"""Of the classes whose programs read the same expressions in the same order (a *shape*
+of reads: the same branches taken, other answers, e.g. one class per value of a
+coordinate used as an index), the first this many are verified in full (a plain re-run
+and every group neighbour); each other one by one neighbour on plain ints.  A shape of
+256 classes of 8 ranks (a program indexing by its cp, tp and dp_replicate coordinates,
+free along dp_shard) took 9 runs a class, more than the ranks; now about 2.  What one
+neighbour leaves unchecked in a class (its other places; its representative's own run on
+plain ints) is checked for the shape on its first classes and, place by place, on the
+other classes' neighbours: checked, not proven, as the sampled places of a large group."""
 
 WORTH = 0.5
 """Verification stops, and every rank runs, once the runs it projects (the runs per class
@@ -71,8 +90,8 @@ def most_classes(world: int) -> int:
     one per :data:`CLASS_SHARE` ranks when that is more; after 16 classes, a pace that would
     pass it (classes found x world > bound x ranks placed) stops them early.
 
-    >>> most_classes(2048), most_classes(8192), most_classes(131072)
-    (256, 512, 8192)
+    >>> most_classes(512), most_classes(2048), most_classes(131072)
+    (256, 512, 32768)
     """
     return max(MOST_CLASSES, world // CLASS_SHARE)
 
@@ -120,7 +139,8 @@ def automatic(world: int, run: Run, traces: list[Trace | None], notes: list[str]
     notes.append(f"automatic classes: {len(found)} by what each rank's program reads"
                  + (f" ({plain} not derivable: their ranks run)" if plain else "")
                  + f"; ran {distinct} of {world} ranks ({ran} runs: each representative, "
-                 f"again on plain ints, and its group neighbours); derived {derived}")
+                 f"again on plain ints, and its group neighbours; one neighbour a class past "
+                 f"a shape's first {IN_FULL}); derived {derived}")
     return distinct
 
 
@@ -177,37 +197,73 @@ class _NotWorth(Exception):
 
 def _verify(found: list[_Class], run: Run, world: int) -> int:
     """Check each class (raises :class:`Underivable` saying where it does not stand);
-    marks the classes whose representative cannot be derived.  Returns the runs made.
-    Raises :class:`_NotWorth` once, after 8 classes, the runs per class so far project more
-    than :data:`WORTH` of the world's runs."""
+    marks the classes whose representative cannot be derived.  The first
+    :data:`IN_FULL` classes of each shape of reads are verified in full
+    (:func:`_in_full`), the others by one neighbour each (:func:`_one_neighbour`).
+    Returns the runs made.  Raises :class:`_NotWorth` once, after 8 classes, the runs per
+    class so far project more than :data:`WORTH` of the world's runs."""
     ran = 0
+    shapes: dict[tuple[Any, ...], int] = {}
     for i, c in enumerate(found):
         if i >= 8 and ran * len(found) > WORTH * world * i:
             raise _NotWorth(f"verifying the {len(found)} classes would take about "
                             f"{ran * len(found) // i:,} runs ({ran / i:.1f} a class so far), "
                             f"more than half of running the {world:,} ranks")
-        again = run(c.rep.rank, None)  # on plain ints: a Sym must not change the run
-        ran += 1
-        why = same(again, c.rep) or (None if again.error == c.rep.error else
-                                     f"it raised {again.error or 'nothing'} where the "
-                                     f"symbolic run raised {c.rep.error or 'nothing'}")
-        if why:
-            raise Underivable(f"rank {c.rep.rank} runs differently on plain ints: {why}")
-        again.raw_rank = c.rep.raw_rank  # the rank reads were recorded, on the Sym run
-        c.rep = again
-        try:
-            check_derivable(again)
-        except Underivable:
-            c.derivable = False
-            continue
-        for r in verifiers(again, set(c.members.tolist())):
-            reads = Reads(r)
-            got = run(r, reads)
-            ran += 1
-            why = _differs(c.reads, reads) or same(got, derive(again, r))
-            if got.stopped is not None or why:
-                raise Underivable(why or f"rank {r}'s program {got.stopped}")
+        shape = tuple(c.reads.seen)
+        nth = shapes[shape] = shapes.get(shape, 0) + 1
+        light = _one_neighbour(c, run, nth) if nth > IN_FULL else 0
+        ran += light or _in_full(c, run)
     return ran
+
+
+def _in_full(c: _Class, run: Run) -> int:
+    """Verify ``c`` in full: its representative again on plain ints (a ``Sym`` must not
+    change the run), then every group neighbour in the class (:func:`~._reduce.verifiers`),
+    each reading the representative's answers and giving its run moved to its groups; a
+    representative that cannot be derived is marked so.  Returns the runs made."""
+    again = run(c.rep.rank, None)
+    why = same(again, c.rep) or (None if again.error == c.rep.error else
+                                 f"it raised {again.error or 'nothing'} where the "
+                                 f"symbolic run raised {c.rep.error or 'nothing'}")
+    if why:
+        raise Underivable(f"rank {c.rep.rank} runs differently on plain ints: {why}")
+    again.raw_rank = c.rep.raw_rank  # the rank reads were recorded, on the Sym run
+    c.rep = again
+    try:
+        check_derivable(again)
+    except Underivable:
+        c.derivable = False
+        return 1
+    near = verifiers(again, set(c.members.tolist()))
+    for r in near:
+        reads = Reads(r)
+        got = run(r, reads)
+        why = _differs(c.reads, reads) or same(got, derive(again, r))
+        if got.stopped is not None or why:
+            raise Underivable(why or f"rank {r}'s program {got.stopped}")
+    return 1 + len(near)
+
+
+def _one_neighbour(c: _Class, run: Run, nth: int) -> int:
+    """Verify ``c``, the ``nth`` class of a shape of reads whose first were verified in
+    full, by one run: a group neighbour in the class, on plain ints, must give the
+    representative's symbolic run moved to its groups (so the ``Sym`` and the move are
+    checked at once).  The neighbour taken turns with ``nth`` (the shape's classes vary
+    each coordinate between them).  Returns 1, or 0 (nothing run) where the representative
+    cannot be derived or has no neighbour in its class: then it is verified in full."""
+    try:
+        check_derivable(c.rep)
+    except Underivable:
+        return 0
+    near = verifiers(c.rep, set(c.members.tolist()))
+    if not near:
+        return 0
+    r = near[nth % len(near)]
+    got = run(r, None)
+    why = same(got, derive(c.rep, r))
+    if got.stopped is not None or why:
+        raise Underivable(why or f"rank {r}'s program {got.stopped}")
+    return 1
 
 
 def _differs(want: Reads, got: Reads) -> str | None:
