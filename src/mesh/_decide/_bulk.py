@@ -22,7 +22,7 @@ import itertools
 import math
 from typing import Any
 
-from layout import complement
+from layout import Layout, complement
 
 from .._core import MeshView, rank_table
 from .._tensor import Sharding, pieces
@@ -45,6 +45,10 @@ _DENSE_OLD = True
 _ROW_SETS = True
 """Whether a regular machine's places are named by their rows of tiles (else by sets)."""
 
+_ROW_MAJOR = True
+"""Whether a compact row-major view over ascending ranks has its coordinates computed from
+the offsets (else listed through rank tables, as every view's)."""
+
 _COARSER = True
 """Whether groups whose receiver classes are functions of the finest group's are priced
 through it (else every group's classes are numbered together)."""
@@ -59,6 +63,8 @@ class Coordinates:
 
     def __init__(self, np: Any, view: MeshView) -> None:
         n = view.ranks.size
+        if _ROW_MAJOR and self._row_major(np, view):
+            return
         tables = []
         for k in range(view.ndim):
             mode = view.layout[k]
@@ -84,6 +90,24 @@ class Coordinates:
         for f, c in tables:
             at[f - low] = c
             self.dims.append(at[self.ranks - low])
+
+
+    def _row_major(self, np: Any, view: MeshView) -> bool:
+        """A compact row-major view over ascending ranks (a survivor world, and the plan's
+        views of it, mostly): offset ``o`` holds the ``o``-th rank, its coordinates are
+        ``o``'s digits; no table is listed.  False (nothing set) for any other view."""
+        n = view.ranks.size
+        if not view.ndim or view.layout.size != n or view.layout != Layout(view.shape):
+            return False
+        ranks = np.arange(n) if view.ranks.is_identity else view.ranks.array()
+        if n > 1 and not bool((ranks[1:] > ranks[:-1]).all()):
+            return False
+        self.ranks = ranks
+        offsets, stride, self.dims = np.arange(n), n, []
+        for size in view.shape:
+            stride //= size
+            self.dims.append(offsets // stride % size)
+        return True
 
 
 def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates) -> Any:
@@ -154,6 +178,7 @@ class Memo:
         self.near: dict[tuple[Kind, int, int], set[int | None]] = {}
         self.gone: dict[Kind, dict[int, int]] = {}
         self.cuts: dict[tuple[Any, ...], list[list[list[tuple[int, int]]]]] = {}
+        self.where: dict[int, tuple[int, int]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -623,7 +648,10 @@ class _Near:
     def near(self, topology: Topology, r: int) -> list[set[int | None]]:
         """The tiles held by ranks up on ``r``'s host, then in its fast domain."""
         out = []
-        for level, place in ((0, topology.host(r)), (1, topology.domain(r))):
+        where = self.memo.where.get(r)
+        if where is None:
+            where = self.memo.where[r] = (topology.host(r), topology.domain(r))
+        for level, place in enumerate(where):
             key = (self.kind, level, place)
             if key not in self.memo.near:
                 hosts = [place] if level == 0 else topology.hosts_in(place)
@@ -639,28 +667,43 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     host, domain, cross and storage elements, and its block's elements if it gets any.  A
     tile's holders number ``ranks / tiles``; the failed ones are counted from the failed
     ranks; holders near a receiver are looked for among the ranks of its host and fast
-    domain only."""
+    domain only.  Receivers alike (the same own tile, destination labels and tiles held
+    near them: a repaired host's ranks) share one row's work."""
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
     found = _Near(memo, src)
     pieces = memo.pieces(src, dst)
     out: dict[int, list[int]] = {}
+    alike: dict[tuple[Any, ...], list[int]] = {}
     for r in receivers:
         c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
         near = [] if memo.topology is None else found.near(memo.topology, r)
-        own, row = found.tile(r), [0, 0, 0, 0, 0]
-        for combo in itertools.product(*[pieces[d][_label_id(dst, d, dst.label(c, d))]
-                                         for d in dims]):
-            key, n = 0, 1
-            for radix, (label, length) in zip(found.radix, combo):
-                key, n = key * radix + label, n * length
-            row[4] += n
-            if key == own or not n:
-                continue
-            tier = (3 if found.gone.get(key, 0) == per_tile else
-                    next((k for k, there in enumerate(near) if key in there), 2))
-            row[tier] += n
-        if not any(row[:4]):
-            row[4] = 0  # nothing gets there: the block stays as it is
-        out[r] = row
+        own = found.tile(r)
+        labels = tuple(_label_id(dst, d, dst.label(c, d)) for d in dims)
+        key = (own, labels, *map(id, near))  # (near sets are kept by the memo: ids hold)
+        row = alike.get(key)
+        if row is None:
+            row = alike[key] = _few_row(found, [pieces[d][k] for d, k in zip(dims, labels)],
+                                        own, near, per_tile)
+        out[r] = list(row)
     return out
+
+
+def _few_row(found: _Near, lists: list[list[tuple[int, int]]], own: int | None,
+             near: list[set[int | None]], per_tile: int) -> list[int]:
+    """One receiver's row of :func:`few_rows`: its cells (one piece of each of ``lists``
+    per tensor dim), each kept, from a tier, or read from storage."""
+    row = [0, 0, 0, 0, 0]
+    for combo in itertools.product(*lists):
+        key, n = 0, 1
+        for radix, (label, length) in zip(found.radix, combo):
+            key, n = key * radix + label, n * length
+        row[4] += n
+        if key == own or not n:
+            continue
+        tier = (3 if found.gone.get(key, 0) == per_tile else
+                next((k for k, there in enumerate(near) if key in there), 2))
+        row[tier] += n
+    if not any(row[:4]):
+        row[4] = 0  # nothing gets there: the block stays as it is
+    return row
