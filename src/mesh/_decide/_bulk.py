@@ -175,10 +175,12 @@ class Memo:
         self.places: dict[MeshView, tuple[Any, Any] | None] = {}
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
         self.tiles: dict[Kind, dict[int, int | None]] = {}
-        self.near: dict[tuple[Kind, int, int], set[int | None]] = {}
+        self.near: dict[tuple[Kind, int, int], frozenset[int | None]] = {}
         self.gone: dict[Kind, dict[int, int]] = {}
         self.cuts: dict[tuple[Any, ...], list[list[list[tuple[int, int]]]]] = {}
         self.where: dict[int, tuple[int, int]] = {}
+        self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
+        self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -645,7 +647,7 @@ class _Near:
             self.tiles[q] = None if c is None or q in self.dead else self.tile_at(c)
         return self.tiles[q]
 
-    def near(self, topology: Topology, r: int) -> list[set[int | None]]:
+    def near(self, topology: Topology, r: int) -> list[frozenset[int | None]]:
         """The tiles held by ranks up on ``r``'s host, then in its fast domain."""
         out = []
         where = self.memo.where.get(r)
@@ -655,8 +657,8 @@ class _Near:
             key = (self.kind, level, place)
             if key not in self.memo.near:
                 hosts = [place] if level == 0 else topology.hosts_in(place)
-                self.memo.near[key] = {self.tile(q) for h in hosts
-                                       for q in topology.ranks_on(h)}
+                got = frozenset({self.tile(q) for h in hosts for q in topology.ranks_on(h)})
+                self.memo.near[key] = self.memo.sets.setdefault(got, got)  # equal: one
             out.append(self.memo.near[key])
         return out
 
@@ -675,12 +677,17 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     pieces = memo.pieces(src, dst)
     out: dict[int, list[int]] = {}
     alike: dict[tuple[Any, ...], list[int]] = {}
+    how = (dst.view, tuple(tuple(i for i, _ in dst.sharders(d)) for d in dims))
     for r in receivers:
-        c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
         near = [] if memo.topology is None else found.near(memo.topology, r)
         own = found.tile(r)
-        labels = tuple(_label_id(dst, d, dst.label(c, d)) for d in dims)
-        key = (own, labels, *map(id, near))  # (near sets are kept by the memo: ids hold)
+        labels = memo.labels.get((how, r))  # its destination labels: per view dims, shared
+        if labels is None:
+            c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
+            labels = memo.labels[(how, r)] = tuple(_label_id(dst, d, dst.label(c, d))
+                                                   for d in dims)
+        key = (own, labels, *map(id, near))  # (near sets are kept by the memo, equal ones
+        # as one object: their ids name them)
         row = alike.get(key)
         if row is None:
             row = alike[key] = _few_row(found, [pieces[d][k] for d, k in zip(dims, labels)],
@@ -690,7 +697,7 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
 
 
 def _few_row(found: _Near, lists: list[list[tuple[int, int]]], own: int | None,
-             near: list[set[int | None]], per_tile: int) -> list[int]:
+             near: list[frozenset[int | None]], per_tile: int) -> list[int]:
     """One receiver's row of :func:`few_rows`: its cells (one piece of each of ``lists``
     per tensor dim), each kept, from a tier, or read from storage."""
     row = [0, 0, 0, 0, 0]
