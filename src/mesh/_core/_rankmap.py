@@ -285,7 +285,7 @@ class RankMap:
         return cls.explicit(ranks)
 
     def __repr__(self) -> str:
-        if self.ranks is None:
+        if self.is_identity:
             return f"RankMap.identity({self.size})"
         found = self._arrays.get("int64")
         first = self.ranks[:8] if found is None else found[:8].tolist()
