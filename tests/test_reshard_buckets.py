@@ -97,6 +97,12 @@ def test_anything_but_two_mappings_of_shardings_is_a_type_error(bad: object) -> 
         reshard_state(src, bad)  # type: ignore[arg-type]  # the refusal under test
 
 
+def test_a_bucket_outside_the_state_is_refused_naming_the_valid_ones() -> None:
+    state = reshard_state(*_rows(2, "a", "b"), cap=16)
+    with pytest.raises(ShardingError, match=r"bucket 2 is not one of this state's 2 \(0 to 1\)"):
+        state.bucket_of(2)
+
+
 def test_a_cap_that_is_not_a_positive_int_is_refused() -> None:
     with pytest.raises(ShardingError, match="cap is bytes per rank"):
         reshard_state(*_rows(2, "a"), cap=0)

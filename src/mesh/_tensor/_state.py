@@ -18,7 +18,9 @@ the tensor opens the next one.  A tensor whose own buffer bytes on some rank exc
 the cap.  ``cap=None``: one bucket.  Building the buckets under a cap lists every rank's
 bytes of every tensor once (each distinct plan's :meth:`Reshard.traffic`); the per-rank
 queries (:meth:`StateReshard.messages`, :meth:`StateReshard.peak_extra`) then list only
-that rank's transfers.
+that rank's transfers.  What the cap counts is the messages' buffers: ``backend.reshard_state``
+also holds, for a moment, the copy of a box it sends that is not contiguous in its local
+tensor (before it joins its message), and the parts a rank reduces.
 
 A plan whose partial source is reduced on the way (:attr:`Reshard.partial`) moves its
 reduced parts in a second exchange of its bucket (stage 2: they exist only once the sums
@@ -170,7 +172,12 @@ class StateReshard:
         return len(self._starts)
 
     def bucket_of(self, k: int) -> tuple[str, ...]:
-        """The names of bucket ``k``'s tensors, in the state's order."""
+        """The names of bucket ``k``'s tensors, in the state's order (``0 <= k <
+        buckets``, else a :class:`~mesh.ShardingError`)."""
+        k = as_int(k, "a bucket")
+        if not 0 <= k < self.buckets:
+            raise ShardingError(f"bucket {k} is not one of this state's {self.buckets} "
+                                f"(0 to {self.buckets - 1})")
         ends = (*self._starts[1:], len(self.named))
         return tuple(n for n, _ in self.named[self._starts[k]:ends[k]])
 
