@@ -48,7 +48,7 @@ def test_without_a_cap_one_message_per_peer_carries_every_tensor() -> None:
 
 def test_a_cap_cuts_the_state_greedily_in_its_order() -> None:
     state = reshard_state(*_rows(2, "a", "b", "c"), itemsize=4, cap=32)  # 16 B a tensor
-    assert state.buckets == 2
+    assert state.buckets == 2 and repr(state) == "StateReshard(3 tensors, 2 buckets, cap=32)"
     assert (state.bucket_of(0), state.bucket_of(1)) == (("a", "b"), ("c",))
     assert [(m.bucket, m.nbytes) for m in state.messages(1)] == [(0, 32), (1, 16)]
     assert state.peak_extra(1) == 32

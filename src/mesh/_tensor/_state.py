@@ -114,7 +114,7 @@ def _phase(t: Transfer) -> int:
     return 1 if t.stage == 2 else 0
 
 
-@attrs.frozen(eq=False, init=False)
+@attrs.frozen(eq=False, init=False, repr=False)
 class StateReshard:
     """The plan moving a whole state (made by :func:`reshard_state`): ``named``, each
     tensor's :class:`Reshard` in the state's order (:attr:`plans` as a mapping); ``cap``,
@@ -132,6 +132,10 @@ class StateReshard:
     def __init__(self, named: object, cap: object = None) -> None:
         self.__attrs_init__(_named(named), _cap(cap))
         _ = self._starts  # valid by construction: the cap error now, not at a query
+
+    def __repr__(self) -> str:  # a model's state is a thousand plans: their count
+        return (f"StateReshard({len(self.named)} tensors, {self.buckets} buckets, "
+                f"cap={self.cap})")
 
     @property
     def plans(self) -> dict[str, Reshard]:
