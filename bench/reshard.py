@@ -69,6 +69,12 @@ ranks^1.5 for the whole plan and for a rank's calls (ranks^2 is a miss); the pla
 consistent (elements moved + kept = every destination block; tiers sum to bytes moved; a
 rank's sends are its peers' receives).
 
+Whole state (section 7): ``mesh.reshard_state`` of every tensor, one trainer and one
+inference rank's ``messages`` (bytes: what they carry, sent and received) and
+``peak_extra``, without a cap and under ``--cap-gib``, against one tensor at a time (a batch
+per tensor, a message per peer and direction in each, the largest tensor's buffers at once);
+a rank over the cap, or two messages to one peer in a bucket, is a miss.
+
 Run:  python bench/reshard.py            (about a minute or two on 2 cores)
       python bench/reshard.py --smoke    (64 trainer ranks, 4 layers; no targets)
       python bench/reshard.py --profile  (also cProfile the whole plan of the first config)
@@ -101,6 +107,7 @@ from mesh import (
     StridedShard,
     Topology,
     reshard,
+    reshard_state,
 )
 
 TARGET_S = 1.0
@@ -457,6 +464,51 @@ def exponent(a: float, b: float, ratio: float) -> float:
     return math.log(b / a) / math.log(ratio) if a > 0 and b > 0 else math.nan
 
 
+# ---- the whole state at once, in buckets ----------------------------------------------------
+def one_at_a_time(plans: list[Reshard], rank: int) -> tuple[int, int, int]:
+    """(batches, messages, peak extra bytes) of ``rank`` moving the tensors one by one: a
+    batch per tensor it sends or receives any of, a message per peer and direction in each,
+    the largest tensor's buffers at once."""
+    batches = messages = peak = 0
+    for plan in plans:
+        sends, gets = plan.sends(rank), plan.receives(rank)
+        if sends or gets:
+            batches += 1
+            messages += len({t.dest for t in sends}) + len({t.source for t in gets})
+            peak = max(peak, sum(t.elements for t in (*sends, *gets)) * plan.itemsize)
+    return batches, messages, peak
+
+
+def state_rows(cfg: Config, weights: list[Weight], cap: int | None) -> list[str]:
+    """Print one row per rank (the trainer's and the inference rank's) of the whole state
+    under ``cap``; the failures: a rank's peak over the cap, or two messages to one peer in
+    one direction, bucket and phase."""
+    src = {name: shardings(cfg, shape, kind)[0] for name, shape, kind in weights}
+    dst = {name: shardings(cfg, shape, kind)[1] for name, shape, kind in weights}
+    t = time.perf_counter()
+    state = reshard_state(src, dst, cfg.topo, itemsize=ITEMSIZE, cap=cap)
+    secs = time.perf_counter() - t
+    bad = []
+    for side, rank in (("trainer", cfg.trainer_rank), ("infer", cfg.infer_rank)):
+        msgs = state.messages(rank)
+        keys = [(m.bucket, m.phase, m.source, m.dest) for m in msgs]
+        peak = state.peak_extra(rank)
+        mb, mm, mp = one_at_a_time([p for _, p in state.named], rank)
+        print(f"{cfg.name.split(',')[0]:<5} {_gib(cap):>9} {side:<8} {rank:>5} "
+              f"{state.buckets:>7} {len(msgs):>8} {sum(m.nbytes for m in msgs) / GB:>9.2f} "
+              f"{peak / 2**30:>10.2f} {mb:>9} {mm:>9} {mp / 2**30:>10.2f} {secs:>7.2f}",
+              flush=True)
+        if cap is not None and peak > cap:
+            bad.append(f"{cfg.name}: rank {rank} holds {peak:,} bytes at once, cap {cap:,}")
+        if len(set(keys)) != len(keys):
+            bad.append(f"{cfg.name}: rank {rank} posts two messages to one peer in a bucket")
+    return bad
+
+
+def _gib(cap: int | None) -> str:
+    return "none" if cap is None else f"{cap / 2**30:g} GiB"
+
+
 def weight_sync() -> list[str]:
     """An FSDP2 x TP trainer's MLP (ranks 0-3) synced to tp = 4 on ranks 4-7, on 8 Gloo
     processes: ``backend.redistribute`` of every parameter against DCP saving under the one
@@ -488,6 +540,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="64 trainer ranks, 4 layers; no targets")
     ap.add_argument("--profile", action="store_true", help="cProfile the first config's plan")
+    ap.add_argument("--cap-gib", type=float, default=2.0,
+                    help="section 7's bucket cap per rank, in GiB (default 2)")
     args = ap.parse_args()
     m, layers = (64, 4) if args.smoke else (1024, LAYERS)
     weights = deepseek_v3(layers)
@@ -605,6 +659,18 @@ def main() -> int:
             unc = sum(v[2] * v[3] for v in cache.values())
             print(f"{ll:>6} {len(ws):>7,} {len(cache):>8} {secs:>7.3f} {unc:>10.2f} "
                   f"{secs / len(ws) * 1e3:>9.3f}", flush=True)
+
+    print("\n7. the whole state in one plan (mesh.reshard_state): messages posted per rank and "
+          "peak extra memory\n   (send + receive buffers held at once), without and with a cap "
+          "per rank, against one tensor at a time")
+    head = (f"{'cfg':<5} {'cap':>9} {'rank':<8} {'id':>5} {'buckets':>7} {'messages':>8} "
+            f"{'bytes GB':>9} {'peak GiB':>10} {'1x1 batch':>9} {'1x1 msgs':>9} "
+            f"{'1x1 peak':>10} {'plan s':>7}")
+    print(head + "\n" + "-" * len(head))
+    cap = int(args.cap_gib * 2**30)
+    for cfg, _ in results[::2]:
+        for c in (None, cap):
+            failures += state_rows(cfg, weights, c)
 
     if args.profile:
         cfg = make_config("hsdp, hosts of 8", m, "hsdp")

@@ -15,6 +15,12 @@ one of those below, or several comma-separated, run in turn in one world: :data:
   counts its ``batch_isend_irecv`` calls and the messages it posts to each peer (the
   function is wrapped), and each destination rank compares every tensor with the full
   tensor sliced by ``Sharding.local``, dtype included.
+- ``buckets``: a state of :data:`BUCKET_TENSORS` random tensors (mixed dtypes, partial
+  sources included), planned by ``mesh.reshard_state`` under a cap that forces several
+  buckets, moved by ``backend.reshard_state`` of that plan and by the unbucketed mapping of
+  plans; each rank reports whether every tensor is the same (values and dtype) both ways,
+  the cap, the buckets, its peak extra memory bucketed and not, and every
+  ``batch_isend_irecv`` of the bucketed call (op, peer, dtype, bytes of each message).
 - ``mismatch``: one ``reshard_state`` of two tensors from ranks 0-3 (``Shard(0)``) to ranks
   4-7 (``Shard(0)``), each source block going to one receiver; ``x`` is float64 on every
   source, but rank 5 is told float32 (``dtypes=``); ``y`` is right everywhere.  Every rank
@@ -75,6 +81,7 @@ from gloo_launch import start_together, write_report
 PAIRS = 1000
 STATES = 6
 STATE_TENSORS = 40
+BUCKET_TENSORS = 24
 WIDTH = 16
 TRAIN = [[0, 1], [2, 3]]  # (dp, tp)
 SERVE = [4, 5, 6, 7]  # tp
@@ -194,6 +201,77 @@ def _state(out_dir: str, backend: Any) -> None:
     dist.batch_isend_irecv = real
     write_report(out_dir, rank, {"checked": checked, "bad": bad[:5], "n_bad": len(bad),
                                  "calls": calls})
+
+
+def _bucket_state(rng: random.Random, world: int) -> tuple[dict[str, Any], ...]:
+    """:data:`BUCKET_TENSORS` random pairs of 12-120 elements (so that no one tensor is
+    most of the state), float64 where the source is partial, else a dtype in turn."""
+    import math
+
+    import torch
+    from sharding_cases import pair_in_world
+
+    kinds = (torch.float64, torch.float32, torch.int64, torch.bfloat16)
+    src: dict[str, Any] = {}
+    dst: dict[str, Any] = {}
+    dtypes: dict[str, Any] = {}
+    while len(src) < BUCKET_TENSORS:
+        a, b = pair_in_world(rng, world)
+        if 12 <= math.prod(a.shape) <= 120:
+            name = f"b{BUCKET_TENSORS - len(src):02d}"  # the state's order is not name order
+            src[name], dst[name] = a, b
+            dtypes[name] = torch.float64 if a.partial_dims else kinds[len(src) % len(kinds)]
+    return src, dst, dtypes
+
+
+def _buckets(out_dir: str, backend: Any) -> None:
+    """A state under a cap: the smallest the state allows (its largest tensor's buffers on
+    one rank), or a quarter of the busiest rank's whole, if larger."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from backend import reshard_state
+    from mesh import reshard
+    from mesh import reshard_state as plan_state
+
+    rank = backend.rank
+    src, dst, dtypes = _bucket_state(random.Random(20261129), backend.world_size)
+    sizes = {n: torch.empty((), dtype=k).element_size() for n, k in dtypes.items()}
+    whole = plan_state(src, dst, itemsize=sizes)
+    largest = max(sum(t.elements for t in (*p.sends(r), *p.receives(r))) * p.itemsize
+                  for _, p in whole.named for r in range(backend.world_size))
+    cap = max(largest, max(whole.peak_extra(r) for r in range(backend.world_size)) // 4)
+    capped = plan_state(src, dst, itemsize=sizes, cap=cap)
+    rng = random.Random(7)
+    state = {}
+    for name, s in src.items():
+        full = np.array([rng.randint(-100, 100) for _ in range(int(np.prod(s.shape)))],
+                        dtype=np.float64).reshape(s.shape)
+        if s.view.coordinate(rank) is not None:
+            state[name] = torch.from_numpy(s.local(full, rank)).to(dtypes[name])
+    plain = reshard_state({n: reshard(src[n], dst[n]) for n in src}, state, dtypes=dtypes)
+    batches: list[list[tuple[str, int, str, int]]] = []  # per batch: (op, peer, dtype, bytes)
+    real = dist.batch_isend_irecv
+
+    def counting(ops: list[Any]) -> Any:
+        batches.append([(op.op.__name__, op.peer, str(op.tensor.dtype),
+                         op.tensor.numel() * op.tensor.element_size()) for op in ops])
+        return real(ops)
+
+    dist.batch_isend_irecv = counting
+    try:
+        got = reshard_state(capped, state, dtypes=dtypes)
+    finally:
+        dist.batch_isend_irecv = real
+    same = {n: (plain[n] is None and got[n] is None) or (
+        got[n] is not None and plain[n] is not None and got[n].dtype == plain[n].dtype
+        and torch.equal(got[n], plain[n])) for n in src}
+    write_report(out_dir, rank, {
+        "cap": cap, "buckets": capped.buckets, "peak_extra": capped.peak_extra(rank),
+        "unbucketed_peak": whole.peak_extra(rank), "same": same,
+        "destination": sum(v is not None for v in got.values()),
+        "messages": len(capped.messages(rank)), "batches": batches})
 
 
 def _mismatch(out_dir: str, backend: Any) -> None:
@@ -525,7 +603,7 @@ def _sync(out_dir: str, backend: Any) -> None:
 
 MODES = {"pairs": _pairs, "sync": _sync, "state": _state, "save": _save, "partial": _partial,
          "mismatch_partial": _mismatch_partial, "mismatch": _mismatch, "convert": _convert,
-         "other_plan": _other_plan, "submesh": _submesh}
+         "other_plan": _other_plan, "submesh": _submesh, "buckets": _buckets}
 """MODE's words: several, comma-separated, run in one world in turn, each writing its reports
 under ``OUT_DIR/<mode>/`` (one alone writes them in ``OUT_DIR``)."""
 

@@ -47,6 +47,7 @@ def _mesh_values() -> list[object]:
     src = mesh.Sharding(view, [mesh.Shard(0), mesh.Replicate()], (8, 8))
     dst = mesh.Sharding(view, [mesh.Replicate(), mesh.Shard(1)], (8, 8))
     moves = mesh.reshard(src, dst, topo)
+    state = mesh.reshard_state({"w": src}, {"w": dst}, topo, cap=1 << 20)
     hang = mesh.read_flight_records(sorted(map(str, (EXAMPLES / "hang").glob("fr_json_*.json"))),
                                     MeshView.from_shape((2, 2), ("dp", "tp")))
     blast = mesh.blast({"m": view}, [5])
@@ -64,7 +65,8 @@ def _mesh_values() -> list[object]:
             blast, blast.views[0], blast.views[0].dims[0],
             mesh.survive(plan, view, [5], drop="dp"),
             src, mesh.Shard(0), mesh.StridedShard(0, 2), mesh.Replicate(), mesh.Partial("max"),
-            moves, moves.receives(1)[0], hang, hang.findings[0], *errors]
+            moves, moves.receives(1)[0], state, state.messages(1)[0], hang, hang.findings[0],
+            *errors]
 
 
 def _backend_values() -> list[object]:

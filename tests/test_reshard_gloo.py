@@ -9,6 +9,11 @@
   ``batch_isend_irecv`` per state on a rank that moves anything (headers, payloads, and the
   reduced parts where a partial source is summed on the way), at most one message each way
   per peer in each.
+- A whole state in buckets (``mesh.reshard_state`` under a cap, executed by
+  ``backend.reshard_state``): 24 tensors of mixed dtypes in at least three buckets, every
+  tensor on every rank equal to the unbucketed call's, each bucket one batch of payloads
+  (plus its headers, and its reduced parts where sums happen on the way) with one message
+  each way per peer, no rank's payload bytes in a bucket over the cap.
 - A receiver told another dtype than its sender holds: both raise a typed error naming the
   tensor and the dtypes before that pair moves anything, every other pair's tensors arrive
   right, and no rank waits (before: Gloo aborted the process on the message's length).
@@ -45,12 +50,12 @@ import gloo_launch
 import pytest
 
 WORKER = Path(__file__).with_name("reshard_gloo_worker.py")
-MODES = ("pairs", "state", "sync", "partial", "convert", "mismatch", "mismatch_partial",
-         "other_plan", "submesh")
-"""Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not nine): the
+MODES = ("pairs", "state", "buckets", "sync", "partial", "convert", "mismatch",
+         "mismatch_partial", "other_plan", "submesh")
+"""Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not ten): the
 typed-error ones last, so the world goes on after each (a rank left waiting would hang at
 the barrier after it)."""
-BOUND_S = 1200  # the nine together: normally ~100 s; a busy machine takes several times that
+BOUND_S = 1200  # the ten together: normally ~100 s; a busy machine takes several times that
 
 pytestmark = [
     pytest.mark.timeout(BOUND_S + 60),
@@ -96,6 +101,37 @@ def test_a_whole_state_moves_in_one_batch_one_message_per_peer_and_every_tensor_
         assert rep["calls"] and all(n == 1 for call in rep["calls"] for n in call.values()), \
             (r, rep["calls"])
     assert max(len(call) for rep in reports.values() for call in rep["calls"]) > 2
+
+
+def _groups(batches: list[list[list[Any]]]) -> list[list[list[list[Any]]]]:
+    """A rank's batches cut into buckets: each bucket's begins with its headers (int64)."""
+    out: list[list[list[list[Any]]]] = []
+    for batch in batches:
+        if all(kind == "torch.int64" for _, _, kind, _ in batch):
+            out.append([])
+        out[-1].append(batch)
+    return out
+
+
+def test_a_state_moves_in_buckets_under_a_cap_equal_to_moving_it_at_once(world: Path) -> None:
+    reports = _run("buckets", world)
+    cap, buckets = reports[0]["cap"], reports[0]["buckets"]
+    assert buckets >= 3, buckets
+    assert max(rep["unbucketed_peak"] for rep in reports.values()) > cap  # the cap bites
+    assert sum(rep["destination"] for rep in reports.values()) > 24
+    for r, rep in reports.items():
+        assert (rep["cap"], rep["buckets"]) == (cap, buckets), (r, rep["cap"])
+        assert all(rep["same"].values()), (r, rep["same"])
+        assert rep["peak_extra"] <= cap, (r, rep["peak_extra"], cap)
+        groups = _groups(rep["batches"])
+        assert len(groups) <= buckets and (groups or not rep["messages"]), (r, groups)
+        for group in groups:
+            for batch in group:  # one message each way per peer in each batch
+                keys = [(op, peer) for op, peer, _, _ in batch]
+                assert len(keys) == len(set(keys)), (r, batch)
+            payload = [m for batch in group[1:] for m in batch]
+            flags = len(payload)  # at most one byte per message: the reduced parts' flag
+            assert sum(n for *_, n in payload) <= cap + flags, (r, group, cap)
 
 
 def test_weight_sync_from_fsdp2_tp_to_another_mesh_equals_dcp(world: Path) -> None:

@@ -118,3 +118,34 @@ def test_a_receiver_that_names_no_dtype_it_moves_in_is_refused(one: None,
     away = Sharding(MeshView.from_ranks([1], ("tp",)), (Shard(0),), (4, 3))
     with pytest.raises(BackendConfigError, match="source_dtypes"):
         reshard_state({"w": reshard(away, SAME)}, {})
+
+
+def test_a_state_plan_moves_its_tensors_in_its_order_and_returns_them(one: None) -> None:
+    import mesh
+
+    other = Sharding(VIEW, (Replicate(),), (4, 3))
+    plan = mesh.reshard_state({"w": SAME, "v": other}, {"w": other, "v": SAME}, cap=1)
+    local = {"w": torch.arange(12.0).reshape(4, 3), "v": torch.ones(4, 3)}
+    moved = reshard_state(plan, local)
+    assert list(plan.plans) == ["w", "v"] and plan.buckets == 1  # one rank moves nothing
+    assert moved["w"] is local["w"] and moved["v"] is local["v"]
+
+
+def test_a_tensor_moving_in_a_dtype_of_another_itemsize_than_its_plan_is_refused(
+        one: None) -> None:
+    import mesh
+    from backend import BackendConfigError
+
+    plan = mesh.reshard_state({"w": SAME}, {"w": SAME}, itemsize=2)
+    with pytest.raises(BackendConfigError, match=r"'w' moves as torch.float32 \(4 bytes an "
+                                                 r"element\), but its plan counts itemsize=2"):
+        reshard_state(plan, {"w": torch.zeros(4, 3)})
+
+
+def test_a_state_plan_whose_names_the_state_lacks_is_refused_naming_them(one: None) -> None:
+    import mesh
+    from backend import BackendConfigError
+
+    plan = mesh.reshard_state({"w": SAME}, {"w": SAME})
+    with pytest.raises(BackendConfigError, match=r"state names \['x'\] that no plan moves"):
+        reshard_state(plan, {"w": torch.zeros(4, 3), "x": torch.zeros(1)})

@@ -82,7 +82,8 @@ Public names:
 - tensors between meshes: :func:`redistribute` (a DTensor to another facade or torch
   mesh, over any ranks: what torch refuses), :func:`reshard_tensor` (a
   :func:`mesh.reshard` plan executed over point-to-point batches), :func:`reshard_state`
-  (many tensors' plans in one batch, one message each way per pair of ranks), and
+  (many tensors' plans in one batch, one message each way per pair of ranks; or a
+  :func:`mesh.reshard_state` plan, bucket by bucket under its memory cap), and
   :func:`from_torch_placements` / :func:`to_torch_placements`, :func:`sharding_of` (a
   DTensor's placement as a :class:`mesh.Sharding`);
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,

@@ -79,7 +79,9 @@ the errors (:class:`MeshError` and its subclasses, each documenting what raises 
 tensors on meshes: :class:`Sharding` (a tensor's placement over a view, with torch DTensor's
 semantics: :class:`Shard`, :class:`StridedShard`, :class:`Replicate`, :class:`Partial`,
 answered per rank) and :func:`reshard` (the plan moving it to another sharding, over the
-same, disjoint or overlapping ranks, as a :class:`Reshard` of :class:`Transfer` values),
+same, disjoint or overlapping ranks, as a :class:`Reshard` of :class:`Transfer` values) and
+:func:`reshard_state` (a whole state's plans, moved in buckets under a memory cap per rank,
+as a :class:`StateReshard` of :class:`Message` values),
 with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES` and :data:`REDUCE_OPS`, the
 reductions a :class:`Partial` may name; a hung job: :func:`read_flight_records` (torch's
 flight-recorder dumps read against the plan, as a :class:`HangReport` of
@@ -144,14 +146,17 @@ from ._tensor import (
     MAX_TENSOR_DIMS,
     MAX_TILES,
     REDUCE_OPS,
+    Message,
     Partial,
     Replicate,
     Reshard,
     Shard,
     Sharding,
+    StateReshard,
     StridedShard,
     Transfer,
     reshard,
+    reshard_state,
 )
 from ._topology import Topology
 
@@ -184,6 +189,7 @@ __all__ = [
     "MeshError",
     "MeshTypeError",
     "MeshView",
+    "Message",
     "Nested",
     "NotRepresentableError",
     "NumpyMissingError",
@@ -202,6 +208,7 @@ __all__ = [
     "Shard",
     "Sharding",
     "ShardingError",
+    "StateReshard",
     "StridedShard",
     "Survival",
     "SurvivalError",
@@ -225,6 +232,7 @@ __all__ = [
     "recover",
     "render",
     "reshard",
+    "reshard_state",
     "substitute",
     "survive",
     "svg",

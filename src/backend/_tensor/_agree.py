@@ -55,22 +55,25 @@ def participants(plans: Iterable[mesh.Reshard]) -> frozenset[int]:
                      if r not in down)
 
 
-def state_digest(named: list[tuple[str, mesh.Reshard]]) -> str:
-    """16 hex digits of the named plans (in the order given: name order)."""
-    text = "|".join(f"{name}={plan.digest}" for name, plan in named)
+def state_digest(named: list[tuple[str, mesh.Reshard]], salt: str = "") -> str:
+    """16 hex digits of the named plans (in the order given: name order, or a state
+    plan's), and ``salt`` (what else the ranks must share: a state plan's buckets)."""
+    text = "|".join(f"{name}={plan.digest}" for name, plan in named) + salt
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def same_plans(named: list[tuple[str, mesh.Reshard]], rank: int, store: Any,
-               timeout: timedelta | None = None, *, refused: bool = False) -> None:
+               timeout: timedelta | None = None, *, refused: bool = False,
+               salt: str = "") -> None:
     """Return once every rank the plans name runs these plans; else a typed error on every
     one of them, before anything moves (the protocol is the module's).  ``refused``: this
     rank refused its arguments (it raises its own error after this): it counts as running
-    another plan, so the others raise at once instead of waiting for it."""
+    another plan, so the others raise at once instead of waiting for it.  ``salt``: more
+    the ranks must agree on (:func:`state_digest`)."""
     ranks = participants(p for _, p in named)
     if rank not in ranks or len(ranks) < 2:
         return
-    mine = "refused" if refused else state_digest(named)
+    mine = "refused" if refused else state_digest(named, salt)
     over = hashlib.blake2b(",".join(map(str, sorted(ranks))).encode(),
                            digest_size=8).hexdigest()
     with _LOCK:

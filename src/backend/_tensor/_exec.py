@@ -15,7 +15,10 @@ state, at most one message each way per pair of ranks, the sender packing the by
 transfers (any dtypes) tensor by tensor in name order, box by box in each plan's order, and
 the receiver unpacking them in the same order.  Every rank computes the same message sizes
 from the same plans and dtypes.  A partial source's contributions are reduced
-at the destination, as the plan says.
+at the destination, as the plan says.  Given a :class:`mesh.StateReshard` instead
+(``mesh.reshard_state`` under a memory cap), it moves the state bucket by bucket, in the
+plan's order: each bucket one such batch (its headers first), its blocks assembled before
+the next moves, so no rank holds more send and receive buffers at once than the cap.
 
 A receiver cannot see the sender's dtype, and a message longer than its buffer aborts the
 process on Gloo (and hangs or corrupts on NCCL), so the payload batch is preceded by a
@@ -32,7 +35,7 @@ would wait for ever; both are a typed error on every rank of the plans instead.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import mesh
@@ -192,7 +195,10 @@ def _reduced(values: list[Any], op: str) -> Any:
 
 
 def _named_plans(plans: object) -> list[tuple[str, mesh.Reshard]]:
-    """The plans in name order (the same on every rank, whatever order a mapping was built in)."""
+    """The plans in name order (the same on every rank, whatever order a mapping was built
+    in); a state plan's in its own order."""
+    if isinstance(plans, mesh.StateReshard):
+        return list(plans.named)
     if not isinstance(plans, Mapping):
         raise BackendConfigError(f"reshard_state takes a mapping tensor name -> mesh.Reshard, "
                                  f"got {show(plans)}")
@@ -268,7 +274,8 @@ Side = tuple[str, mesh.Reshard, Any, tuple[bool, bool]]
 Incoming = dict[int, list[tuple[str, Any, int]]]  # peer -> (tensor name, transfer, bytes)
 
 
-def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *,
+def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
+                  state: Mapping[str, Any], *,
                   dtypes: Mapping[str, Any] | None = None,
                   source_dtypes: Mapping[str, Any] | None = None,
                   into: Mapping[str, Any] | None = None, group: Any = None,
@@ -282,6 +289,12 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     any plan must call this with the same plans, in the same order with other collectives;
     transfers go over ``group`` (default: the world), which must hold every rank of every
     plan.  ``device`` is where a rank with no source of a tensor builds it (default: the CPU).
+    ``plans`` may instead be a :class:`mesh.StateReshard` (``mesh.reshard_state``): its
+    tensors move bucket by bucket, in its order, one batch per bucket (one message each way
+    per peer in each), each bucket's blocks assembled before the next moves, so a rank's
+    send and receive buffers stay within its ``cap``; every tensor must move in a dtype of
+    its plan's ``itemsize`` (else a typed error on every rank, before anything moves), and
+    the plans' agreement covers the buckets.
     A rank whose block of a tensor does not change (it receives none of it and keeps it
     where it was) gets its own tensor back, not a copy, as torch's ``redistribute`` to the
     same placements does.
@@ -304,14 +317,46 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
 
     >>> # new = reshard_state({"w": mesh.reshard(old_w, new_w)}, {"w": w_local})["w"]
     >>> # reshard_state(plans, {}, source_dtypes=bf16s, into=engine_weights)  # fp16 there
+    >>> # reshard_state(mesh.reshard_state(old, new, itemsize=2, cap=1 << 30), bf16_weights)
     """
     import torch.distributed as dist
 
     named = _named_state(plans, state)
     rank = dist.get_rank()
+    whole = plans if isinstance(plans, mesh.StateReshard) else None
     sides, kinds, wants, targets = _ready(named, state, rank, dtypes, source_dtypes, into,
-                                          device)
+                                          device, whole)
     device = device or "cpu"
+    out: dict[str, Any] = {}
+    bad: dict[int, str] = {}
+    wrong: list[int] = []
+    for part in _parts(whole, sides):
+        received, sums, refused, short = _exchange(part, kinds, rank, group, device)
+        for peer, text in refused.items():
+            bad[peer] = f"{bad[peer]}; {text}" if peer in bad else text
+        wrong += [peer for peer in short if peer not in wrong]
+        if not (bad or wrong):  # nothing is returned once a pair disagreed: all raise
+            out.update(_results(part, rank, kinds, wants, targets, received, sums, device))
+    _refuse(rank, bad, wrong)
+    return out
+
+
+def _parts(whole: mesh.StateReshard | None, sides: list[Side]) -> Iterator[list[Side]]:
+    """The sides moved together: each bucket's, in turn, or all of them at once."""
+    if whole is None:
+        yield sides
+        return
+    for k in range(whole.buckets):
+        names = set(whole.bucket_of(k))
+        yield [side for side in sides if side[0] in names]
+
+
+def _exchange(sides: list[Side], kinds: dict[str, Any], rank: int, group: Any,
+              device: Any) -> tuple[dict[str, list[Any]], dict[str, Any], dict[int, str],
+                                    list[int]]:
+    """One bucket's moves (headers, payloads, and the reduced parts where sums happen on
+    the way): what arrived, this rank's sums, the peers whose headers disagreed (in words)
+    and those that could not reduce what they send here."""
     outgoing, incoming, sending = _packed(sides, kinds, rank)
     later_in, later_out = _later(sides, kinds, rank)
     bad = _headers(_joined(sending, later_out, kinds), _joined(incoming, later_in, kinds),
@@ -323,27 +368,45 @@ def reshard_state(plans: Mapping[str, mesh.Reshard], state: Mapping[str, Any], *
     if later_in or later_out:  # the reduced parts, once the sums are done
         wrong = _reduced_phase(sides, kinds, rank, sums, later_in, group, device, bad,
                                received)
-    _refuse(rank, bad, wrong)
-    return _results(sides, rank, kinds, wants, targets, received, sums, device)
+    return received, sums, bad, wrong
 
 
 def _ready(named: list[tuple[str, mesh.Reshard]], state: Mapping[str, Any], rank: int,
            dtypes: Mapping[str, Any] | None, source_dtypes: Mapping[str, Any] | None,
-           into: Mapping[str, Any] | None, device: Any
+           into: Mapping[str, Any] | None, device: Any, whole: mesh.StateReshard | None
            ) -> tuple[list[Side], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """This rank's sides and :func:`_prepared`'s answers, once every rank of the plans has
-    agreed it runs them (:func:`~._agree.same_plans`); a rank that refuses its arguments
-    tells the others so before it raises, and they raise too."""
+    agreed it runs them (:func:`~._agree.same_plans`; a state plan's buckets included); a
+    rank that refuses its arguments tells the others so before it raises, and they raise
+    too."""
+    salt = "" if whole is None else f"|state {whole.digest}"
     try:
         sides: list[Side] = [
             (n, p, state.get(n), _checked(p, state.get(n), rank)) for n, p in named]
         kinds, wants, targets = _prepared(sides, rank, dtypes, source_dtypes, into, device)
+        if whole is not None:
+            _sized(kinds, whole)
     except BackendConfigError:
         with contextlib.suppress(BackendConfigError):  # (this rank's own error is the one)
-            same_plans(named, rank, _store(), refused=True)
+            same_plans(named, rank, _store(), refused=True, salt=salt)
         raise
-    same_plans(named, rank, _store())  # every rank runs these plans, or all raise
+    same_plans(named, rank, _store(), salt=salt)  # every rank runs these plans, or all raise
     return sides, kinds, wants, targets
+
+
+def _sized(kinds: Mapping[str, Any], whole: mesh.StateReshard) -> None:
+    """A typed error unless every tensor this rank moves travels in a dtype of its plan's
+    ``itemsize`` (the buckets' cap counts bytes in it)."""
+    import torch
+
+    plans = whole.plans
+    for name, kind in kinds.items():
+        size = torch.empty((), dtype=kind).element_size()
+        if size != plans[name].itemsize:
+            raise BackendConfigError(
+                f"reshard_state: {name!r} moves as {kind} ({size} bytes an element), but its "
+                f"plan counts itemsize={plans[name].itemsize} (mesh.reshard_state(..., "
+                f"itemsize=...) sizes the buckets in it)")
 
 
 def _refuse(rank: int, bad: Mapping[int, str], wrong: list[int]) -> None:
@@ -415,7 +478,7 @@ def _store() -> Any:
     return get_default_store()
 
 
-def _named_state(plans: Mapping[str, mesh.Reshard], state: object
+def _named_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard], state: object
                  ) -> list[tuple[str, mesh.Reshard]]:
     """The plans, checked, in order; refused: a state that is not a mapping, or that names
     a tensor no plan moves."""
