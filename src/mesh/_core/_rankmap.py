@@ -288,6 +288,6 @@ class RankMap:
         if self.is_identity:
             return f"RankMap.identity({self.size})"
         found = self._arrays.get("int64")
-        first = self.ranks[:8] if found is None else found[:8].tolist()
+        first = (self.ranks or ())[:8] if found is None else found[:8].tolist()
         shown = ", ".join(map(str, first)) + (", ..." if self.size > 8 else "")
         return f"RankMap.explicit([{shown}])"
