@@ -335,15 +335,31 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     g, new = h.group.group, h.newest
     there = f"{new.describe()} on {h.at.group.describe()}, seq {new.seq}{at(new)}"
     waits = h.at.hung and new.seq >= h.at.seq
+    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
+            f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
+            f"yet ({rank_words(h.rank, views, g, host(h.rank))}: ")
+    if not h.sure:
+        return HangFinding(FindingKind.UNMATCHED, head + _hidden_unsure(there, waits),
+                           (h.rank,), g, (Why.UNSURE,))
     went = (f"it went past it: it waits at {there}, which" if waits else
             f"its newest call ({there}) completed, and")
-    text = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
-            f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
-            f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
-            "issue after this call: it skipped it, hidden behind the hang above; once that "
-            "is mended, this group hangs or scrambles its data here)")
+    text = (f"{head}{went} the other ranks issue after this call: it skipped it, hidden "
+            "behind the hang above; once that is mended, this group hangs or scrambles its "
+            "data here)")
     return HangFinding(FindingKind.UNMATCHED, text, (h.rank,), g,
                        (Why.WENT_PAST if waits else Why.WENT_ON,))
+
+
+def _hidden_unsure(there: str, waits: bool) -> str:
+    """The words of a hidden skip where the ranks' records tie on the order of the call and
+    the rank's newest one (``there``): both readings, neither said for sure."""
+    newest = f"it waits at {there}" if waits else f"its newest call ({there}) completed"
+    stays = ("it merely waits there for its peers" if waits else
+             "it stopped before this call (a stall, or its program ended)")
+    return (f"{newest}, and the other ranks' records tie on which of the two calls comes "
+            "first, so the dumps cannot tell: either it skipped this call, hidden behind the "
+            "hang above (once that is mended, this group hangs or scrambles its data here), "
+            f"or the program issues this call after that one and {stays})")
 
 
 def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
