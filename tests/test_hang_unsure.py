@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hang_synth import clockless, dump, step, write
+from hang_synth import clockless, dump, run, step, write
 
 from mesh import HangReport, MeshView, read_flight_records
 
@@ -104,3 +104,56 @@ def test_with_a_clock_the_cause_says_it_rests_on_the_clock(tmp_path: Path) -> No
     assert "by the clock, it went past it" in finding.text
     assert "made 3 µs after the first rank entered this call" in finding.text
     assert "the other ranks there issued after this call" not in finding.text
+
+
+HIDDEN_BOTH = ("the other ranks' records tie on which of the two calls comes first, so the "
+               "dumps cannot tell: either it skipped this call, hidden behind the hang above")
+
+
+def _hidden_tie(tmp: Path, view: MeshView, programs: dict[int, Any], keep: set[int],
+                clock: bool) -> HangReport:
+    """``programs`` run to their hang (``tests/hang_synth.run``), the dumps of ``keep`` only."""
+    dumps = {r: d for r, d in run(view, programs, frames=True).items() if r in keep}
+    return _read(tmp, dumps if clock else clockless(dumps), view)
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_a_skip_hidden_where_four_ranks_tie_on_the_order_is_named_unsure(
+        tmp_path: Path, clock: bool) -> None:
+    """3 steps on the (dp=2, tp=2) mesh: rank 1 stalls before its 2nd tp call; rank 3 skips its
+    2nd dp call and waits at its 3rd tp call, where rank 2 never comes (it waits at its 2nd dp
+    call behind rank 1).  Rank 2 made the dp call and not the tp call, rank 3 the other way
+    round, and ranks 0 and 1 made neither: a tie.  Rank 3 was not named at all (rank 2 was,
+    unsure); now both are, unsure, and rank 1 stopped."""
+    program = step(3)
+    report = _hidden_tie(tmp_path, VIEW, {0: program, 1: program[:2], 2: program,
+                                          3: [c for i, c in enumerate(program) if i != 3]},
+                         {0, 1, 2, 3}, clock)
+    assert report.suspects == (1, 2, 3)
+    assert {(f.group.members, f.ranks, f.causes) for f in report.findings} == {
+        ((0, 1), (1,), ("stopped",)), ((2, 3), (2,), ("unsure",)), ((1, 3), (3,), ("unsure",))}
+    hidden = next(f for f in report.findings if f.ranks == (3,))
+    assert "rank 3 never issued its 2nd call (all_reduce (16,) float32, seq 2, at " \
+           "/job/train.py:103 in step), which no member reached yet" in hidden.text
+    assert "it waits at all_reduce (4, 8) float32 on the 'tp' group (2, 3), seq 3" in hidden.text
+    assert HIDDEN_BOTH in hidden.text
+    assert "or the program issues this call after that one and it merely waits there for its " \
+           "peers" in hidden.text
+    assert not any(words in hidden.text for words in CONFIDENT)
+    assert report.to_dict()["findings"][2]["ranks"][0]["cause"] == "unsure"
+
+
+def test_a_skip_hidden_where_the_dumps_given_tie_on_the_order_is_named_unsure(
+        tmp_path: Path) -> None:
+    """3 steps on a (dp=2, tp=4) mesh: rank 1 stalls, rank 6 skips its 2nd dp call (as in
+    test_hang_kinds), and ranks 4 and 5 gave no dump: rank 7's records alone put the dp call
+    first, rank 6's the tp call.  Rank 6 was not named; now it is, unsure."""
+    view = MeshView.from_shape((2, 4), ("dp", "tp"))
+    program = step(3)
+    programs = {r: program for r in range(8)} | {
+        1: program[:2], 6: [c for i, c in enumerate(program) if i != 3]}
+    report = _hidden_tie(tmp_path, view, programs, {0, 1, 2, 3, 6, 7}, clock=True)
+    hidden = next(f for f in report.findings if f.ranks == (6,))
+    assert (hidden.group.members, hidden.causes) == ((2, 6), ("unsure",))
+    assert HIDDEN_BOTH in hidden.text
+    assert 6 in report.suspects

@@ -6,6 +6,7 @@ dumps safely with it (or JSON; bounded);
 lines the members' calls up per group; ``_why`` says why a rank never entered a call (the
 other ranks' order, the clock, Gloo's unseen point-to-point calls); ``_hidden`` finds a
 skip hidden behind another rank's hang (a rank past a call its group never reached);
+``_passed`` what the peers of a rank without a dump show it got past;
 ``_report`` words the
 result (:class:`HangReport`).  Imports only the core and the machine model (``mesh._topology``):
 no torch, no other wing.

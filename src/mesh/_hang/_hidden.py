@@ -8,6 +8,12 @@ looks stuck behind its tp peers.  The other ranks' order (:class:`~._why.Order`)
 ranks that made a 2nd dp call made it before their 3rd tp call, and rank 6 waits at its 3rd
 tp call with one dp call.  Once the first hang is mended, the skip hangs or scrambles here.
 
+Where the ranks' records tie both ways (a world of 4 ranks, or some dumps only: rank 2 made
+its 2nd dp call and not its 3rd tp call, rank 3 the other way round, and no other rank made
+either), the dumps cannot tell which rank left the program's order: the rank is named as
+``sure=False``, and the report says both readings, when every member of its group gave a
+dump (else one without a dump may have made the call: nothing says the group never did).
+
 A rank is asked about each of its groups where it is as far as any member (so the group's
 next call is one no member made), on the dims whose calls every rank orders alike (not the
 world group's or a pipeline's: their stages may differ by design).  The vote is memoized per
@@ -41,6 +47,7 @@ class Hidden:
     call: FlightCall
     newest: FlightCall
     at: GroupState
+    sure: bool = True  # False: the ranks' records tie both ways on the order of the two calls
 
 
 def hidden_skips(hang: Hang, order: Order, named: Set[int]) -> list[Hidden]:
@@ -57,20 +64,27 @@ def hidden_skips(hang: Hang, order: Order, named: Set[int]) -> list[Hidden]:
         if rank in named or at is None or at.group.dim in (WORLD, *PIPELINE_DIMS):
             continue
         for g in mine.get(rank, ()):
-            if g.name != name and _went_past(order, g.group, g.seq + 1, at.group, newest.seq):
-                call = _recorded(hang, g.group, g.seq + 1)
-                if call is not None:
-                    found.append(Hidden(rank, g, g.seq + 1, call, newest, at))
-                    break
+            sure = _went_past(order, g.group, g.seq + 1, at.group, newest.seq) \
+                if g.name != name else None
+            if sure is False and g.no_dump:  # a member without a dump may have made it
+                sure = None
+            call = _recorded(hang, g.group, g.seq + 1) if sure is not None else None
+            if call is not None:
+                found.append(Hidden(rank, g, g.seq + 1, call, newest, at, bool(sure)))
+                break
     return found
 
 
-def _went_past(order: Order, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+def _went_past(order: Order, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool | None:
     """Whether the ranks place call ``s`` on ``g``'s dim before call ``t`` on ``h``'s, asked
     both ways: a rank at ``t`` without ``s`` went past it, and one at ``s`` without ``t``
     stopped before it (with three dumps of four ranks, two ranks that skipped together
-    outvote one that did not on the first question only)."""
-    return order(g, s, h, t) == PAST and order(h, t, g, s) == BEFORE
+    outvote one that did not on the first question only).  False where both questions tie
+    and some other rank puts ``s`` first (the dumps cannot tell); None where they do not."""
+    first, back = order(g, s, h, t), order(h, t, g, s)
+    if first == PAST and back == BEFORE:
+        return True
+    return False if first is None and back is None and order.votes_past(g, s, h, t) else None
 
 
 def _recorded(hang: Hang, group: PlanGroup, seq: int) -> FlightCall | None:

@@ -16,6 +16,7 @@ from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding
 from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
+from ._passed import Passed, got_past, settled
 from ._records import FlightCall
 from ._why import CYCLE, NO_DUMP_ONLY, Cause, Order, Why, at, cause
 
@@ -222,13 +223,13 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
            unreadable: tuple[str, ...] = ()) -> HangReport:
     """Word ``hang``: each stuck group's cause, or the ranks it is stuck behind."""
     positions = hang.positions
-    states = {s.name: s for s in hang.states}
     order = Order(hang)
+    hang, past, after, note = _past_without_dumps(hang, order)
+    states = {s.name: s for s in hang.states}
     said: dict[int, Why] = {}
     findings: list[HangFinding] = []
     behind: list[GroupState] = []
-    given = _not_given(hang, host)
-    unseen = [s for s in hang.states if s.unseen and set(s.no_dump) <= given]
+    unseen = _unseen(hang, host)
     names = {s.name for s in unseen}
     for s in sorted(hang.states, key=lambda s: s.group.members):
         if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
@@ -236,8 +237,8 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         if s.desync is not None:
             findings.append(_desync(s, _peersat(hang, s)))
             continue
-        causes = {x: _once(said, x, why) for x in s.never + s.no_dump
-                  if (why := cause(x, s, states, positions, order, names, views)) is not None}
+        causes = {x: _once(said, x, why) for x in s.never + s.no_dump if (why := past.get(
+            (s.name, x)) or cause(x, s, states, positions, order, names, views) or after.get(x))}
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
@@ -253,8 +254,38 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
                     for s in unseen]
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
-                      _blocked(behind, positions), hang.mismatches, hang.notes, host,
+                      _blocked(behind, positions), hang.mismatches, hang.notes + note, host,
                       views, unreadable, _stalled_hosts(findings, hang.world, host))
+
+
+def _past_without_dumps(hang: Hang, order: Order) -> tuple[
+        Hang, dict[tuple[str, int], Cause], dict[int, Cause], tuple[str, ...]]:
+    """What the peers of ranks without a dump show about them (:mod:`._passed`): ``hang``
+    with the Gloo calls they show completed marked so; per ``(group name, rank)`` the cause
+    of a rank without a dump that got past the pending call where it is still waited for;
+    per rank the cause of one whose newest call is such a call (it stalled after it, or waits
+    there for them); and a note on the calls taken as completed."""
+    passed = got_past(hang, order)
+    hang, moved = settled(hang, passed)
+    names = {s.name for s in moved}
+    past = {k: _past_cause(p) for k, p in passed.items() if k[0] not in names}
+    halted = {p.state.name: p.state for p in passed.values() if p.state.name not in names
+              and not p.state.never and all((p.state.name, x) in passed
+                                            for x in p.state.no_dump)}
+    after = {r: _after_past(c, s) for r, (n, c) in hang.positions.items()
+             if (s := halted.get(n)) is not None and c.seq == s.seq}
+    return hang, past, after, _settled_note([p for k, p in passed.items() if k[0] in names])
+
+
+def _after_past(call: FlightCall, s: GroupState) -> Cause:
+    """The cause of a rank whose newest call is ``s``'s pending one, which every member
+    without a dump got past: it stalled after it, or it waits there for them."""
+    them = ranks_text(s.no_dump, RankStyle.WHO)
+    whose = _verb(s.no_dump, "its", "their")
+    return Cause(Why.UNSURE, f"its newest call ({call.describe()} on {s.group.describe()}, seq "
+                 f"{call.seq}{at(call)}) is one that {them} (no dump given) got past, by "
+                 f"{whose} peers' records: either it stalled after that call completed, or it "
+                 f"waits there for {them}, whose program went on without it")
 
 
 def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]]
@@ -272,6 +303,12 @@ def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
         return Cause(why.why, f"{why.why.value}, as said above", why.maybe)
     said[rank] = why.why
     return why
+
+
+def _unseen(hang: Hang, host: Host) -> list[GroupState]:
+    """The stuck groups waiting only on hosts whose dumps were not given (:func:`_not_given`)."""
+    given = _not_given(hang, host)
+    return [s for s in hang.states if s.unseen and set(s.no_dump) <= given]
 
 
 def _not_given(hang: Hang, host: Host) -> set[int]:
@@ -335,15 +372,62 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     g, new = h.group.group, h.newest
     there = f"{new.describe()} on {h.at.group.describe()}, seq {new.seq}{at(new)}"
     waits = h.at.hung and new.seq >= h.at.seq
+    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
+            f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
+            f"yet ({rank_words(h.rank, views, g, host(h.rank))}: ")
+    if not h.sure:
+        return HangFinding(FindingKind.UNMATCHED, head + _hidden_unsure(there, waits),
+                           (h.rank,), g, (Why.UNSURE,))
     went = (f"it went past it: it waits at {there}, which" if waits else
             f"its newest call ({there}) completed, and")
-    text = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
-            f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
-            f"yet ({rank_words(h.rank, views, g, host(h.rank))}: {went} the other ranks "
-            "issue after this call: it skipped it, hidden behind the hang above; once that "
-            "is mended, this group hangs or scrambles its data here)")
+    text = (f"{head}{went} the other ranks issue after this call: it skipped it, hidden "
+            "behind the hang above; once that is mended, this group hangs or scrambles its "
+            "data here)")
     return HangFinding(FindingKind.UNMATCHED, text, (h.rank,), g,
                        (Why.WENT_PAST if waits else Why.WENT_ON,))
+
+
+def _hidden_unsure(there: str, waits: bool) -> str:
+    """The words of a hidden skip where the ranks' records tie on the order of the call and
+    the rank's newest one (``there``): both readings, neither said for sure."""
+    newest = f"it waits at {there}" if waits else f"its newest call ({there}) completed"
+    stays = ("it merely waits there for its peers" if waits else
+             "it stopped before this call (a stall, or its program ended)")
+    return (f"{newest}, and the other ranks' records tie on which of the two calls comes "
+            "first, so the dumps cannot tell: either it skipped this call, hidden behind the "
+            "hang above (once that is mended, this group hangs or scrambles its data here), "
+            f"or the program issues this call after that one and {stays})")
+
+
+def _past_cause(p: Passed) -> Cause:
+    """The cause of a rank without a dump that got past the pending call (:mod:`._passed`),
+    where a member that entered it made no call since: both readings."""
+    return Cause(Why.UNSURE, "no dump was given for it, but its peers' records show it got "
+                 f"past this call: {_completed_words(p)}: either its program went on without "
+                 "this call, or it made it and the ranks that entered it made no call since "
+                 "(a stall after it)")
+
+
+def _completed_words(p: Passed) -> str:
+    """The call whose completion shows that ``p.rank`` got past a pending call."""
+    return (f"{p.later.group.describe()} completed its {_nth(p.call.seq)} call "
+            f"({p.call.describe()}, seq {p.call.seq}), which needs it and which the other "
+            f"ranks issue after that call (rank {p.by}'s records show it completed)")
+
+
+def _settled_note(shown: Sequence[Passed]) -> tuple[str, ...]:
+    """One note for the Gloo calls taken as completed (:func:`._passed.settled`), by what
+    the peers of the ranks without a dump show (none if none)."""
+    if not shown:
+        return ()
+    ranks = sorted({p.rank for p in shown})
+    words = "; ".join(f"rank {p.rank} past {p.state.group.describe()}'s {_nth(p.state.seq)} "
+                      f"call ({_completed_words(p)})" for p in shown[:3])
+    more = f"; and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return (f"{ranks_text(ranks, RankStyle.WHO)} gave no dump, but "
+            f"{_verb(ranks, 'its', 'their')} peers' records show {_verb(ranks, 'it', 'they')} "
+            "got past calls that every member with a dump made a call after, so those calls "
+            f"are taken as completed (a Gloo call returns once it completed): {words}{more}",)
 
 
 def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:

@@ -225,6 +225,10 @@ class Order:
         none that it stopped before it (two dumps of a bigger job: too few to tell)."""
         return self._votes(g.view, g.dim, s, h.view, h.dim, t) == (1, 1)
 
+    def votes_past(self, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool:
+        """Whether some rank other than the one asked about puts ``s`` before ``t``."""
+        return self._votes(g.view, g.dim, s, h.view, h.dim, t)[0] > 0
+
     @functools.cache  # noqa: B019 (one per report, dropped with it)
     def _votes(self, gv: str, gd: str, s: int, hv: str, hd: str, t: int) -> tuple[int, int]:
         """A rank that made both calls says which came first; one that made only ``s`` (and
