@@ -181,6 +181,7 @@ class Memo:
         self.where: dict[int, tuple[int, int]] = {}
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
         self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
+        self.classed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -485,17 +486,12 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     np = memo.np
     src, dst = members[0][0], members[0][1]
     source = memo.source(src)
-    new = memo.coordinates(dst.view)
-    places = memo.placed(dst.view)
-    # each receiver's own source tile (-1: not an old rank up) and destination labels
-    at, there = memo.old_of(src.view, dst.view)
-    own = np.where(there & source.up[at], source.tile[at], -1)
-    mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
-    cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
-                                                          range(len(src.shape))])
-    own = own[first]
-    mine = [m[first] for m in mine]
-    places = None if places is None else (places[0][first], places[1][first])
+    how = (_kind(src), dst.view, tuple(tuple(i for i, _ in dst.sharders(d))
+                                       for d in range(len(src.shape))))
+    classed = memo.classed.get(how)  # the classes: the same for every tensor shape
+    if classed is None:
+        classed = memo.classed[how] = _classed(memo, source, src, dst)
+    cls, first, own, mine, places = classed
     key, tile = _cells(np, [_labels(src, d) for d in range(len(src.shape))], members[0][3],
                        mine, first.size)
     sizes, blocks = _sizes(np, members)
@@ -507,6 +503,23 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     for mask, block in blocks:
         out[:, _KEPT] += np.where((moved & mask[tile]).any(axis=1), block[tile], 0)
     return out, cls
+
+
+def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tuple[Any, ...]:
+    """The receiver classes of :func:`_group_rows` (they depend on the source's kind, the
+    destination view and which of its dims shard each tensor dim, not on the shapes): each
+    receiver's class, each class's first receiver, and of those its own source tile (-1:
+    not an old rank up), destination labels and places."""
+    np = memo.np
+    new = memo.coordinates(dst.view)
+    places = memo.placed(dst.view)
+    at, there = memo.old_of(src.view, dst.view)
+    own = np.where(there & source.up[at], source.tile[at], -1)
+    mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
+    cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
+                                                          range(len(src.shape))])
+    return (cls, first, own[first], [m[first] for m in mine],
+            None if places is None else (places[0][first], places[1][first]))
 
 
 def _cells(np: Any, radix: list[int], lists: list[Any], mine: list[Any], n: int
