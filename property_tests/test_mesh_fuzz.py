@@ -450,6 +450,13 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert out.src.shape == out.dst.shape and isinstance(repr(out), str), where
     elif isinstance(out, mesh.Transfer):
         _plain_ints((out.source, out.dest, out.elements, out.boxes, out.contribution), where)
+    elif isinstance(out, mesh.Message):
+        _plain_ints((out.bucket, out.phase, out.source, out.dest, out.nbytes), where)
+        assert all(type(n) is str and isinstance(t, mesh.Transfer) for n, t in out.items), where
+    elif isinstance(out, mesh.StateReshard):
+        _plain_ints((out.buckets, out.cap), where)
+        assert all(type(n) is str and isinstance(p, mesh.Reshard) for n, p in out.named), where
+        assert isinstance(repr(out), str), where
     elif isinstance(out, (mesh.HangFinding, mesh.HangReport)):
         assert isinstance(str(out), str) and isinstance(repr(out), str), where
     elif isinstance(out, (str, Layout, MeshError)):

@@ -48,7 +48,7 @@ from typing import Any
 
 import attrs
 
-from .._core import MeshTypeError, ShardingError, as_int, show
+from .._core import MeshTypeError, ShardingError, as_int, ordered, show
 from .._topology import Topology
 from ._reshard import Reshard, Transfer, reshard
 from ._sharding import Sharding
@@ -58,19 +58,47 @@ __all__ = ["Message", "StateReshard", "reshard_state"]
 Item = tuple[str, Transfer]
 
 
+def _count(value: object) -> int:
+    """A message's bucket, rank or byte count: an int >= 0."""
+    n = as_int(value, "a message's bucket, rank or byte count")
+    if n < 0:
+        raise ShardingError(f"a message's bucket, ranks and byte count are >= 0, got {n}")
+    return n
+
+
+def _phase_of(value: object) -> int:
+    n = as_int(value, "a message's phase")
+    if n not in (0, 1):
+        raise ShardingError(f"a message's phase is 0 (from the local tensors) or 1 (reduced "
+                            f"parts), got {n}")
+    return n
+
+
+def _items(value: object) -> tuple[Item, ...]:
+    """(tensor name, :class:`Transfer`) pairs, as a message carries them."""
+    out = ordered(value, "a message's items")
+    for pair in out:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                and isinstance(pair[1], Transfer)):
+            raise MeshTypeError(f"a message's items are (tensor name, Transfer) pairs, got "
+                                f"{show(pair)}")
+    return out
+
+
 @attrs.frozen
 class Message:
     """One message of a state's reshard: ``source`` sends ``dest`` the ``items`` (tensor
     name, transfer), packed in that order, ``nbytes`` in all, in bucket ``bucket``; phase 0
     carries stages 0 and 1 (from the local tensors), phase 1 stage 2 (reduced parts, once
-    the sums are done).  Made by :meth:`StateReshard.messages`."""
+    the sums are done).  Made by :meth:`StateReshard.messages`; built by hand, its fields
+    are checked (typed errors)."""
 
-    bucket: int
-    phase: int
-    source: int
-    dest: int
-    items: tuple[Item, ...]
-    nbytes: int
+    bucket: int = attrs.field(converter=_count)
+    phase: int = attrs.field(converter=_phase_of)
+    source: int = attrs.field(converter=_count)
+    dest: int = attrs.field(converter=_count)
+    items: tuple[Item, ...] = attrs.field(converter=_items)
+    nbytes: int = attrs.field(converter=_count)
 
 
 def _named(value: object) -> tuple[tuple[str, Reshard], ...]:
