@@ -181,7 +181,6 @@ class Memo:
         self.where: dict[int, tuple[int, int]] = {}
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
         self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
-        self.classed: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -486,12 +485,7 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     np = memo.np
     src, dst = members[0][0], members[0][1]
     source = memo.source(src)
-    how = (_kind(src), dst.view, tuple(tuple(i for i, _ in dst.sharders(d))
-                                       for d in range(len(src.shape))))
-    classed = memo.classed.get(how)  # the classes: the same for every tensor shape
-    if classed is None:
-        classed = memo.classed[how] = _classed(memo, source, src, dst)
-    cls, first, own, mine, places = classed
+    cls, first, own, mine, places = _classed(memo, source, src, dst)
     key, tile = _cells(np, [_labels(src, d) for d in range(len(src.shape))], members[0][3],
                        mine, first.size)
     sizes, blocks = _sizes(np, members)
@@ -506,10 +500,9 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
 
 
 def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tuple[Any, ...]:
-    """The receiver classes of :func:`_group_rows` (they depend on the source's kind, the
-    destination view and which of its dims shard each tensor dim, not on the shapes): each
-    receiver's class, each class's first receiver, and of those its own source tile (-1:
-    not an old rank up), destination labels and places."""
+    """The receiver classes of :func:`_group_rows`: each receiver's class, each class's
+    first receiver, and of those its own source tile (-1: not an old rank up), destination
+    labels and places."""
     np = memo.np
     new = memo.coordinates(dst.view)
     places = memo.placed(dst.view)
