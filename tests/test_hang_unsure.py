@@ -157,3 +157,19 @@ def test_a_skip_hidden_where_the_dumps_given_tie_on_the_order_is_named_unsure(
     assert (hidden.group.members, hidden.causes) == ((2, 6), ("unsure",))
     assert HIDDEN_BOTH in hidden.text
     assert 6 in report.suspects
+
+
+def test_a_group_that_made_fewer_calls_where_nothing_is_stuck_is_no_hidden_skip(
+        tmp_path: Path) -> None:
+    """3 steps on the (dp=2, tp=2) mesh; ranks 0 and 2, the dp group (0, 2), both leave out
+    their 2nd dp call and end after their 3rd tp call, while ranks 1 and 3 run all 6 calls:
+    every call any rank made completed, and no rank waits.  The report named ranks 0 and 2 as
+    skips "hidden behind the hang above", with no hang above ("0 stuck; problems found"); a
+    skip is hidden only behind a hang, so the dumps show none."""
+    program = step(3)
+    fewer = [c for i, c in enumerate(program[:5]) if i != 3]
+    report = _hidden_tie(tmp_path, VIEW, {0: fewer, 1: program, 2: fewer, 3: program},
+                         {0, 1, 2, 3}, clock=True)
+    assert report.ok and report.findings == () and report.suspects == ()
+    assert str(report).startswith("meshlayout hang over 4 ranks: 4 dumps, 4 groups with "
+                                  "calls, 0 stuck; no hang in the records")

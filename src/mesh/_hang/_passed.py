@@ -11,6 +11,14 @@ where one of them made no call since, the report says both.
 
 Only dims whose calls every rank orders alike are asked about (not the world group's or a
 pipeline's: their stages may differ by design).
+
+A later call shows that a Gloo call completed only if the call blocked.  A call made with
+``async_op=True`` returns at once; torch marks its record ``retired`` only once its work has
+finished, so a rank's record that is not retired though the rank made later calls is such a
+call, still in flight (:func:`in_flight`).  Where any dump shows one, the program overlaps its
+Gloo calls, and no later call is taken as proof here (``blocking=False``): only records marked
+completed are.  (One async call that failed, was waited on and left no other in flight looks
+retired like a completed one: that, the dumps cannot tell; docs/hang.md says so.)
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from ._hung import GroupState, Hang
 from ._records import FlightCall
 from ._why import BEFORE, PAST, PIPELINE_DIMS, Order
 
-__all__ = ["Passed", "got_past", "settled"]
+__all__ = ["Passed", "got_past", "in_flight", "settled"]
 
 
 @attrs.frozen
@@ -41,10 +49,19 @@ class Passed:
     by: int
 
 
-def got_past(hang: Hang, order: Order) -> dict[tuple[str, int], Passed]:
+def in_flight(hang: Hang) -> tuple[tuple[int, FlightCall], ...]:
+    """``(rank, call)`` for each Gloo call still in flight when its rank dumped, though the
+    rank had made later calls (made with ``async_op=True``): not retired, not its last."""
+    return tuple((rank, c) for rank, calls in sorted(hang.calls.items()) for c in calls[:-1]
+                 if c.retired is False and c.backend == "gloo")
+
+
+def got_past(hang: Hang, order: Order, blocking: bool = True
+             ) -> dict[tuple[str, int], Passed]:
     """``(group name, rank)`` -> the evidence, for each rank without a dump that got past the
-    pending call of a stuck group of its."""
-    done = _completed(hang)
+    pending call of a stuck group of its; ``blocking``: whether a later Gloo call shows that
+    an earlier one completed (no dump shows a call :func:`in_flight`)."""
+    done = _completed(hang, blocking)
     mine: dict[int, list[GroupState]] = defaultdict(list)
     for s in hang.states:
         if _ordered(s) and s.name in done:
@@ -64,16 +81,16 @@ def got_past(hang: Hang, order: Order) -> dict[tuple[str, int], Passed]:
     return found
 
 
-def settled(hang: Hang, passed: Mapping[tuple[str, int], Passed]
+def settled(hang: Hang, passed: Mapping[tuple[str, int], Passed], blocking: bool = True
             ) -> tuple[Hang, tuple[GroupState, ...]]:
     """``hang`` with its Gloo groups marked completed where every member without a dump got
     past the pending call (``passed``) and every member with one made a call since (a Gloo
-    call returns once it completed), or where the pending call is one that ``passed`` rests
-    on (it completed); and those groups."""
+    call returns once it completed: only with ``blocking``), or where the pending call is one
+    that ``passed`` rests on (it completed); and those groups."""
     shown = {p.later.name for p in passed.values() if p.call.seq == p.later.seq}
     moved = tuple(s for s in hang.states if s.hung and not s.never and s.desync is None
                   and s.call.backend == "gloo" and (s.name in shown or (
-                      all((s.name, x) in passed for x in s.no_dump)
+                      blocking and all((s.name, x) in passed for x in s.no_dump)
                       and all(_went_on(hang, r, s) for r in s.entered))))
     names = {s.name for s in moved}
     return attrs.evolve(hang, states=tuple(attrs.evolve(s, done=True) if s.name in names else s
@@ -90,13 +107,14 @@ def _went_on(hang: Hang, rank: int, s: GroupState) -> bool:
     return name != s.name or newest.seq > s.seq
 
 
-def _completed(hang: Hang) -> dict[str, tuple[FlightCall, int]]:
-    """Per group name, its latest call that a dump shows completed (marked so, or on Gloo
-    followed by another call of the rank's), and that rank."""
+def _completed(hang: Hang, blocking: bool) -> dict[str, tuple[FlightCall, int]]:
+    """Per group name, its latest call that a dump shows completed (marked so, or, with
+    ``blocking``, on Gloo followed by another call of the rank's), and that rank."""
     out: dict[str, tuple[FlightCall, int]] = {}
     for rank, calls in hang.calls.items():
         for c in calls:
-            if (c.state == "completed" or (c.backend == "gloo" and c is not calls[-1])) and \
+            if (c.state == "completed" or (blocking and c.backend == "gloo" and
+                                           c is not calls[-1])) and \
                     (c.group not in out or out[c.group][0].seq < c.seq):
                 out[c.group] = (c, rank)
     return out

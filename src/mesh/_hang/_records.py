@@ -67,7 +67,10 @@ class FlightCall:
     call's place in the rank's own order (``order``), when it was made (``created_ns``, 0
     when the dump does not say), the ``backend`` that recorded it (``"gloo"``, ``"nccl2"``)
     and ``where`` the program made it (its innermost frame outside torch,
-    ``train.py:104 in step``; empty when the dump holds no stack: JSON dumps hold none)."""
+    ``train.py:104 in step``; empty when the dump holds no stack: JSON dumps hold none);
+    ``retired``: torch's mark that the call's work had finished (completed or failed) when the
+    rank dumped, ``None`` when the dump does not say.  On Gloo a call the rank made later
+    calls after, yet not retired, was made with ``async_op=True`` and still in flight."""
 
     group: str
     desc: str
@@ -81,6 +84,7 @@ class FlightCall:
     created_ns: int = 0
     backend: str = ""
     where: str = ""
+    retired: bool | None = None
 
     def describe(self) -> str:
         """``all_reduce (4, 8) float32``: the op, the first input's shape and dtype (the
@@ -258,6 +262,7 @@ def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:
                                 f"and a profiling_name, got {_kind(seq)}, {_kind(order)}, "
                                 f"{_kind(name)}")
     state, made = entry.get("state", ""), entry.get("time_created_ns")
+    retired = entry.get("retired")
     keep = seen.setdefault
     backend, _, op = name.rpartition(":")
     where = _where(entry.get("frames"))
@@ -267,7 +272,7 @@ def _call(entry: object, i: int, seen: dict[Any, Any]) -> FlightCall:
                       keep(dtypes := _texts(entry.get("input_dtypes"), i), dtypes),
                       keep(state, state) if _is_text(state) else "?", order,
                       made if _is_count(made) else 0, keep(backend, backend),
-                      keep(where, where))
+                      keep(where, where), retired if type(retired) is bool else None)
 
 
 def _where(frames: object) -> str:

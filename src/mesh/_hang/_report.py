@@ -16,7 +16,7 @@ from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding
 from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
-from ._passed import Passed, got_past, settled
+from ._passed import Passed, got_past, in_flight, settled
 from ._records import FlightCall
 from ._why import CYCLE, NO_DUMP_ONLY, Cause, Order, Why, at, cause
 
@@ -171,9 +171,12 @@ class HangReport:
             lines.append(f"- and {len(self.findings) - _MOST} more")
         lines += _behind(self.blocked)
         if self.no_dump:
+            one = len(self.no_dump) == 1
             lines.append(f"- no dump given for {ranks_text(self.no_dump, RankStyle.WHO)}: "
-                         "each may have died, hang elsewhere, or its dump was not collected; "
-                         "its dump would say which, and may name another culprit")
+                         + ("it may have died, hang elsewhere, or its dump was not collected; "
+                            "its dump" if one else "each may have died, hang elsewhere, or its "
+                            "dump was not collected; their dumps")
+                         + " would say which, and may name another culprit")
         lines += [f"- does not match the plan: {m}" for m in self.mismatches[:_MOST]]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -244,8 +247,9 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
         else:
             behind.append(s)
     findings += _out_of_order(hang, order, {r for f in findings for r in f.ranks})
-    findings += [_hidden(h, views, host) for h in hidden_skips(
-        hang, order, {r for f in findings for r in f.ranks})]
+    if any(s.hung for s in hang.states):  # a skip is hidden only behind a hang
+        findings += [_hidden(h, views, host) for h in hidden_skips(
+            hang, order, {r for f in findings for r in f.ranks})]
     if behind and not findings and not unseen:  # every stuck rank waits behind another
         findings = [_unmatched(s, dict.fromkeys(s.never + s.no_dump, CYCLE), views, host)
                     for s in behind]
@@ -265,8 +269,9 @@ def _past_without_dumps(hang: Hang, order: Order) -> tuple[
     of a rank without a dump that got past the pending call where it is still waited for;
     per rank the cause of one whose newest call is such a call (it stalled after it, or waits
     there for them); and a note on the calls taken as completed."""
-    passed = got_past(hang, order)
-    hang, moved = settled(hang, passed)
+    flight = in_flight(hang)
+    passed = got_past(hang, order, blocking=not flight)
+    hang, moved = settled(hang, passed, blocking=not flight)
     names = {s.name for s in moved}
     past = {k: _past_cause(p) for k, p in passed.items() if k[0] not in names}
     halted = {p.state.name: p.state for p in passed.values() if p.state.name not in names
@@ -274,7 +279,8 @@ def _past_without_dumps(hang: Hang, order: Order) -> tuple[
                                             for x in p.state.no_dump)}
     after = {r: _after_past(c, s) for r, (n, c) in hang.positions.items()
              if (s := halted.get(n)) is not None and c.seq == s.seq}
-    return hang, past, after, _settled_note([p for k, p in passed.items() if k[0] in names])
+    return hang, past, after, _settled_note([p for k, p in passed.items() if k[0] in names]) \
+        + _flight_note(hang, flight)
 
 
 def _after_past(call: FlightCall, s: GroupState) -> Cause:
@@ -415,6 +421,22 @@ def _completed_words(p: Passed) -> str:
             f"ranks issue after that call (rank {p.by}'s records show it completed)")
 
 
+def _flight_note(hang: Hang, flight: Sequence[tuple[int, FlightCall]]) -> tuple[str, ...]:
+    """One note for the Gloo calls still in flight behind later calls of their rank
+    (:func:`._passed.in_flight`; none if none)."""
+    if not flight:
+        return ()
+    names = {s.name: s.group.describe() for s in hang.states}
+    rank, c = flight[0]
+    n = len(flight)
+    return (f"{n} Gloo call{'s' if n > 1 else ''} {'were' if n > 1 else 'was'} still in flight "
+            f"when {'their ranks' if n > 1 else 'its rank'} dumped, though made before later "
+            f"calls ({'the first: ' if n > 1 else ''}rank {rank}'s {c.describe()} on "
+            f"{names.get(c.group, repr(c.group))}, seq {c.seq}{at(c)}): the program makes "
+            "Gloo calls with async_op=True, so a later call is not taken to show that an "
+            "earlier one completed",)
+
+
 def _settled_note(shown: Sequence[Passed]) -> tuple[str, ...]:
     """One note for the Gloo calls taken as completed (:func:`._passed.settled`), by what
     the peers of the ranks without a dump show (none if none)."""
@@ -427,7 +449,8 @@ def _settled_note(shown: Sequence[Passed]) -> tuple[str, ...]:
     return (f"{ranks_text(ranks, RankStyle.WHO)} gave no dump, but "
             f"{_verb(ranks, 'its', 'their')} peers' records show {_verb(ranks, 'it', 'they')} "
             "got past calls that every member with a dump made a call after, so those calls "
-            f"are taken as completed (a Gloo call returns once it completed): {words}{more}",)
+            "are taken as completed (a Gloo call returns once it completed, and no dump shows "
+            f"one made with async_op=True still in flight): {words}{more}",)
 
 
 def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
