@@ -264,14 +264,47 @@ def _buckets(out_dir: str, backend: Any) -> None:
         got = reshard_state(capped, state, dtypes=dtypes)
     finally:
         dist.batch_isend_irecv = real
-    same = {n: (plain[n] is None and got[n] is None) or (
-        got[n] is not None and plain[n] is not None and got[n].dtype == plain[n].dtype
-        and torch.equal(got[n], plain[n])) for n in src}
-    write_report(out_dir, rank, {
+    same = _same(plain, got)
+    write_report(out_dir, rank, _overlapped(capped, state, dtypes, plain) | {
         "cap": cap, "buckets": capped.buckets, "peak_extra": capped.peak_extra(rank),
         "unbucketed_peak": whole.peak_extra(rank), "same": same,
         "destination": sum(v is not None for v in got.values()),
         "messages": len(capped.messages(rank)), "batches": batches})
+
+
+def _same(want: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
+    """Per tensor of ``want``: whether ``got`` has it bit for bit, dtype included (or neither
+    has a block of it)."""
+    import torch
+
+    return {n: (want[n] is None and got.get(n, 0) is None) or (
+        got.get(n) is not None and want[n] is not None and got[n].dtype == want[n].dtype
+        and torch.equal(got[n], want[n])) for n in want}
+
+
+def _overlapped(capped: Any, state: dict[str, Any], dtypes: dict[str, Any],
+                plain: dict[str, Any]) -> dict[str, Any]:
+    """The same state moved with ``async_op=True`` while this thread all-reduces on the world
+    group (the one the move's messages use) 20 times: each bucket's tensors as they land,
+    then all at once, against the blocking call's (``plain``); the sums."""
+    import torch
+    import torch.distributed as dist
+
+    from backend import reshard_state
+
+    work = reshard_state(capped, state, dtypes=dtypes, async_op=True)
+    sums = []
+    for _ in range(20):  # computing (and communicating) while the state moves
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        sums.append(t.tolist() == [float(dist.get_world_size())] * 4)
+    streamed: dict[str, Any] = {}
+    for k in range(work.buckets):
+        streamed.update(work.bucket(k, timeout=300))
+    final = work.wait(timeout=300)
+    return {"async_same": _same(plain, final), "streamed_same": _same(plain, streamed),
+            "async_done": work.is_completed(), "async_buckets": work.buckets,
+            "overlap_sums": all(sums)}
 
 
 def _mismatch(out_dir: str, backend: Any) -> None:

@@ -102,6 +102,7 @@ NOT_VALUES = {  # exported classes that are not values: nothing to pickle
     "C10dBackend": "a backend", "GlooBackend": "a backend", "NcclBackend": "a backend",
     "TorchFakeBackend": "a backend", "SpmdBackend": "a backend (check_spmd's recorder)",
     "FakeGroup": "a group a backend made (a communicator stand-in), not a saved value",
+    "StateWork": "a move in progress (its thread, a lock), as torch's Work is",
 }
 NOT_PICKLED = {  # values that hold a function, so do not pickle (before this test either)
     "mesh.HangReport": "holds its rank -> host name function (a closure over the topology) "

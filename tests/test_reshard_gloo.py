@@ -13,7 +13,9 @@
   ``backend.reshard_state``): 24 tensors of mixed dtypes in at least three buckets, every
   tensor on every rank equal to the unbucketed call's, each bucket one batch of payloads
   (plus its headers, and its reduced parts where sums happen on the way) with one message
-  each way per peer, no rank's payload bytes in a bucket over the cap.
+  each way per peer, no rank's payload bytes in a bucket over the cap; moved again with
+  ``async_op=True`` while every rank all-reduces 20 times on the group the move uses, each
+  bucket's tensors as they land and all of them at the end equal to the blocking call's.
 - A receiver told another dtype than its sender holds: both raise a typed error naming the
   tensor and the dtypes before that pair moves anything, every other pair's tensors arrive
   right, and no rank waits (before: Gloo aborted the process on the message's length).
@@ -123,6 +125,11 @@ def test_a_state_moves_in_buckets_under_a_cap_equal_to_moving_it_at_once(world: 
         assert (rep["cap"], rep["buckets"]) == (cap, buckets), (r, rep["cap"])
         assert all(rep["same"].values()), (r, rep["same"])
         assert rep["peak_extra"] <= cap, (r, rep["peak_extra"], cap)
+        # moved again with async_op=True while the rank all-reduced on the same group
+        assert (rep["async_done"], rep["async_buckets"], rep["overlap_sums"]) == (
+            True, buckets, True), (r, rep)
+        assert all(rep["async_same"].values()), (r, rep["async_same"])
+        assert all(rep["streamed_same"].values()), (r, rep["streamed_same"])
         groups = _groups(rep["batches"])
         assert len(groups) <= buckets and (groups or not rep["messages"]), (r, groups)
         for group in groups:

@@ -83,7 +83,8 @@ Public names:
   mesh, over any ranks: what torch refuses), :func:`reshard_tensor` (a
   :func:`mesh.reshard` plan executed over point-to-point batches), :func:`reshard_state`
   (many tensors' plans in one batch, one message each way per pair of ranks; or a
-  :func:`mesh.reshard_state` plan, bucket by bucket under its memory cap), and
+  :func:`mesh.reshard_state` plan, bucket by bucket under its memory cap; with
+  ``async_op=True`` in the background, a :class:`StateWork` to wait on), and
   :func:`from_torch_placements` / :func:`to_torch_placements`, :func:`sharding_of` (a
   DTensor's placement as a :class:`mesh.Sharding`);
 - errors: :class:`BackendError` and its subclasses (:class:`BackendConfigError`,
@@ -155,7 +156,13 @@ from ._facade import (
     sharding_of,
 )
 from ._spmd import FINDING_KINDS, Finding, SpmdBackend, SpmdReport, check_spmd
-from ._tensor import from_torch_placements, reshard_state, reshard_tensor, to_torch_placements
+from ._tensor import (
+    StateWork,
+    from_torch_placements,
+    reshard_state,
+    reshard_tensor,
+    to_torch_placements,
+)
 
 _warn_if_untested_torch()  # once: outside the tested torch releases, say so
 
@@ -264,6 +271,7 @@ __all__ = [
     "reshard_state",
     "reshard_tensor",
     "sharding_of",
+    "StateWork",
     "to_torch_placements",
 ]
 

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import mesh
 from layout import show
 
 from .._core import BackendConfigError
 from ._agree import same_plans
+from ._work import StateWork
 
 __all__ = ["reshard_state", "reshard_tensor"]
 
@@ -274,12 +275,30 @@ Side = tuple[str, mesh.Reshard, Any, tuple[bool, bool]]
 Incoming = dict[int, list[tuple[str, Any, int]]]  # peer -> (tensor name, transfer, bytes)
 
 
+@overload
+def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
+                  state: Mapping[str, Any], *,
+                  dtypes: Mapping[str, Any] | None = ...,
+                  source_dtypes: Mapping[str, Any] | None = ...,
+                  into: Mapping[str, Any] | None = ..., group: Any = ...,
+                  device: Any = ..., async_op: Literal[False] = ...) -> dict[str, Any]: ...
+
+
+@overload
+def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
+                  state: Mapping[str, Any], *,
+                  dtypes: Mapping[str, Any] | None = ...,
+                  source_dtypes: Mapping[str, Any] | None = ...,
+                  into: Mapping[str, Any] | None = ..., group: Any = ...,
+                  device: Any = ..., async_op: Literal[True]) -> StateWork: ...
+
+
 def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
                   state: Mapping[str, Any], *,
                   dtypes: Mapping[str, Any] | None = None,
                   source_dtypes: Mapping[str, Any] | None = None,
                   into: Mapping[str, Any] | None = None, group: Any = None,
-                  device: Any = None) -> dict[str, Any]:
+                  device: Any = None, async_op: bool = False) -> dict[str, Any] | StateWork:
     """Move this rank's part of every tensor of a state as its plan says, in one
     ``batch_isend_irecv`` with at most one message each way per peer; return each tensor's
     destination local tensor (None where this rank is not in that tensor's destination).
@@ -315,6 +334,14 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
     over the default store (:mod:`._agree`, a few store calls per rank): a rank given
     another plan is a typed error on every rank, naming it, before anything moves.
 
+    With ``async_op=True`` the call returns a :class:`StateWork` once the plans are agreed
+    and this rank's arguments checked (their errors still raise here), and the move runs on
+    a thread of its own, bucket by bucket, while the caller computes: ``work.bucket(k)``
+    gives bucket ``k``'s tensors as soon as they land, ``work.wait()`` all of them (as the
+    blocking call returns them) or the move's error.  Every rank must still make the same
+    calls in the same order; collectives the caller makes meanwhile on other groups, or
+    on the same one on Gloo, run beside it.
+
     >>> # new = reshard_state({"w": mesh.reshard(old_w, new_w)}, {"w": w_local})["w"]
     >>> # reshard_state(plans, {}, source_dtypes=bf16s, into=engine_weights)  # fp16 there
     >>> # reshard_state(mesh.reshard_state(old, new, itemsize=2, cap=1 << 30), bf16_weights)
@@ -326,8 +353,21 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
     whole = plans if isinstance(plans, mesh.StateReshard) else None
     sides, kinds, wants, targets = _ready(named, state, rank, dtypes, source_dtypes, into,
                                           device, whole)
-    device = device or "cpu"
+    moving = _moving(whole, sides, kinds, wants, targets, rank, group, device or "cpu")
+    if async_op:
+        return StateWork(moving, 1 if whole is None else whole.buckets)
     out: dict[str, Any] = {}
+    for landed in moving:
+        out.update(landed)
+    return out
+
+
+def _moving(whole: mesh.StateReshard | None, sides: list[Side], kinds: dict[str, Any],
+            wants: dict[str, Any], targets: dict[str, Any], rank: int, group: Any,
+            device: Any) -> Iterator[dict[str, Any]]:
+    """The move, bucket by bucket: each bucket's destination tensors once it landed; the
+    typed error of :func:`_refuse` at the end where a pair disagreed (no bucket is given
+    from the one where it did: every rank raises)."""
     bad: dict[int, str] = {}
     wrong: list[int] = []
     for part in _parts(whole, sides):
@@ -336,9 +376,8 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
             bad[peer] = f"{bad[peer]}; {text}" if peer in bad else text
         wrong += [peer for peer in short if peer not in wrong]
         if not (bad or wrong):  # nothing is returned once a pair disagreed: all raise
-            out.update(_results(part, rank, kinds, wants, targets, received, sums, device))
+            yield _results(part, rank, kinds, wants, targets, received, sums, device)
     _refuse(rank, bad, wrong)
-    return out
 
 
 def _parts(whole: mesh.StateReshard | None, sides: list[Side]) -> Iterator[list[Side]]:
