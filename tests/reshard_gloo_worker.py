@@ -386,6 +386,32 @@ def _other_plan(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, report)
 
 
+def _other_ranks(out_dir: str, backend: Any) -> None:
+    """Ranks 0-6 move a tensor from ranks 0-3 to 4-7; rank 7 is given a plan from ranks 0-3
+    to itself alone (other ranks: its agreement counts in another key space).  Every rank's
+    error and how long it took (the last mode: the ranks' counts of calls over ranks 0-7 now
+    differ, as after any collective's failure)."""
+    import time
+
+    import torch
+
+    from backend import reshard_state
+    from mesh import MeshView, Shard, Sharding, reshard
+
+    rank = backend.rank
+    src = MeshView.from_ranks([0, 1, 2, 3], ["a"])
+    dst = MeshView.from_ranks([7] if rank == 7 else [4, 5, 6, 7], ["b"])
+    plans = {"x": reshard(Sharding(src, (Shard(0),), (8, 8)), Sharding(dst, (Shard(0),), (8, 8)))}
+    state = {"x": torch.ones(2, 8)} if rank < 4 else {}
+    start = time.monotonic()
+    try:
+        reshard_state(plans, state, source_dtypes={"x": torch.float32})
+        got = ["got", ""]
+    except Exception as e:
+        got = [type(e).__name__, str(e)]
+    write_report(out_dir, rank, {"error": got, "seconds": time.monotonic() - start})
+
+
 def _submesh(out_dir: str, backend: Any) -> None:
     import torch
     from torch.distributed.device_mesh import init_device_mesh
@@ -636,7 +662,8 @@ def _sync(out_dir: str, backend: Any) -> None:
 
 MODES = {"pairs": _pairs, "sync": _sync, "state": _state, "save": _save, "partial": _partial,
          "mismatch_partial": _mismatch_partial, "mismatch": _mismatch, "convert": _convert,
-         "other_plan": _other_plan, "submesh": _submesh, "buckets": _buckets}
+         "other_plan": _other_plan, "submesh": _submesh, "buckets": _buckets,
+         "other_ranks": _other_ranks}
 """MODE's words: several, comma-separated, run in one world in turn, each writing its reports
 under ``OUT_DIR/<mode>/`` (one alone writes them in ``OUT_DIR``)."""
 

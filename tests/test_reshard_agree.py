@@ -5,6 +5,7 @@ one ``HashStore``."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -76,10 +77,13 @@ def test_a_rank_never_arriving_is_a_typed_error_naming_the_wait() -> None:
 def test_the_keys_of_a_call_go_once_every_rank_is_past_it() -> None:
     store = dist.HashStore()
     ranks = {r: _plans() for r in range(4)}
-    before = store.num_keys()
+    counts = []
     for _ in range(5):
         assert _run(store, ranks) == dict.fromkeys(range(4), "ok")
-    assert store.num_keys() - before <= 4  # the last call's: n, verdict, d/<digest>, who/<digest>
+        counts.append(store.num_keys())
+    # the last call's (n, in, verdict, d/<digest>, who/<digest>), where each rank is (at/<rank>),
+    # the ranks of the key space (members, members_n): none grows with the calls
+    assert counts[1:] == [5 + 4 + 2] * 4, counts
 
 
 def test_a_rank_alone_in_its_plans_checks_nothing() -> None:
@@ -88,3 +92,57 @@ def test_a_rank_alone_in_its_plans_checks_nothing() -> None:
     store = dist.HashStore()
     _agree.same_plans([("w", plan)], 5, store)
     assert store.num_keys() == 0
+
+
+def _over(ranks: list[int]) -> list[tuple[str, object]]:
+    """A plan from ranks ``ranks[:2]`` to ``ranks[2:]`` (the ranks it names)."""
+    src, dst = MeshView.from_ranks(ranks[:2], ("a",)), MeshView.from_ranks(ranks[2:], ("b",))
+    return [("w", reshard(Sharding(src, (Shard(0),), (4, 4)), Sharding(dst, (Shard(0),), (4, 4))))]
+
+
+def test_ranks_given_plans_over_different_ranks_raise_at_once_naming_both(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks 0-2 run a plan over ranks 0-3; rank 3 one over ranks 0-1, 3 and 4 (rank 4 never
+    calls).  Each side counts in its own key space and waited for the other until the
+    store's timeout (20 s here); now rank 3 finds rank 2 waiting in a call that names it, and
+    ranks 0-2 find rank 3 in one that names them: all four raise within a few polls, naming
+    both sets of ranks."""
+    monkeypatch.setattr(_agree, "POLL", timedelta(milliseconds=100))
+    store = dist.HashStore()
+    start = time.monotonic()
+    got = _run(store, {0: _over([0, 1, 2, 3]), 1: _over([0, 1, 2, 3]), 2: _over([0, 1, 2, 3]),
+                       3: _over([0, 1, 3, 4])})
+    assert time.monotonic() - start < 10
+    assert sorted(got) == [0, 1, 2, 3]
+    for r, text in got.items():  # (whichever side sees the other first; then, that it raised)
+        mine, theirs = ("0-3", "0-1,3-4") if r != 3 else ("0-1,3-4", "0-3")
+        assert str(text).startswith(
+            f"reshard_state: ranks were given plans over different ranks (nothing moved): rank "
+            f"{r}'s plans name ranks {mine} (its call 0 over them); rank "), text
+        assert str(text).endswith((f"waits in a reshard whose plans name ranks {theirs}, rank {r} "
+                                   "among them", f"raised in a reshard whose plans name ranks "
+                                   f"{theirs}")), text
+
+
+def test_a_rank_waiting_for_one_that_raised_elsewhere_raises_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 1 raised in an earlier reshard over ranks 1 and 5 (marked failed in the store);
+    rank 0, waiting for it in a plan over ranks 0-3, raises at its next poll."""
+    monkeypatch.setattr(_agree, "POLL", timedelta(milliseconds=100))
+    store = dist.HashStore()
+    with pytest.raises(BackendConfigError):
+        _agree.same_plans(_over([1, 5, 1, 5]), 1, store,  # type: ignore[arg-type]
+                          timeout=timedelta(milliseconds=300))
+    got = _run(store, {0: _over([0, 1, 2, 3]), 2: _over([0, 1, 2, 3]), 3: _over([0, 1, 2, 3])})
+    for r in (0, 2, 3):
+        assert str(got[r]).endswith("; rank 1 raised in a reshard whose plans name ranks 1,5"), \
+            got[r]
+
+
+def test_a_rank_whose_earlier_call_over_other_ranks_is_done_is_waited_for() -> None:
+    """Rank 3 made a call over ranks 3 and 4 (with rank 4), then is late to a call over ranks
+    0-3: its place in the store still names the earlier call, which the others never made,
+    but it does not name them, so they wait and then go on together."""
+    store = dist.HashStore()
+    assert _run(store, {3: _over([3, 4, 3, 4]), 4: _over([3, 4, 3, 4])}) == {3: "ok", 4: "ok"}
+    assert _run(store, {r: _over([0, 1, 2, 3]) for r in range(4)}) == dict.fromkeys(range(4), "ok")

@@ -53,7 +53,7 @@ import pytest
 
 WORKER = Path(__file__).with_name("reshard_gloo_worker.py")
 MODES = ("pairs", "state", "buckets", "sync", "partial", "convert", "mismatch",
-         "mismatch_partial", "other_plan", "submesh")
+         "mismatch_partial", "other_plan", "submesh", "other_ranks")
 """Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not ten): the
 typed-error ones last, so the world goes on after each (a rank left waiting would hang at
 the barrier after it)."""
@@ -264,6 +264,20 @@ def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anythin
         kind, text = reports[r]["third"]
         assert kind == "BackendConfigError", (r, reports[r])
         assert ("into['x'] has shape (3, 8)" if r == 6 else "ranks [6] run others") in text, text
+
+
+def test_ranks_given_plans_over_different_ranks_all_raise_within_seconds(world: Path) -> None:
+    """Rank 7's plan names ranks 0-3 and 7, the others' ranks 0-7: each side's agreement
+    counts in its own key space, and every rank waited for the store's timeout; now each
+    finds the other side waiting (or failed) at its next poll and raises, naming both sets."""
+    reports = _run("other_ranks", world)
+    for r, rep in reports.items():
+        kind, text = rep["error"]
+        assert kind == "BackendConfigError", (r, rep)
+        assert text.startswith("reshard_state: ranks were given plans over different ranks "
+                               "(nothing moved): rank " + str(r)), text
+        assert ("0-3,7" if r != 7 else "ranks 0-7") in text, text
+        assert rep["seconds"] < 30, (r, rep["seconds"])  # the store's timeout is 60 s here
 
 
 def test_sub_mesh_dtensors_move_per_replica_group_and_across_replicas_refuse_everywhere(
