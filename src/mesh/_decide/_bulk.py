@@ -53,6 +53,10 @@ _COARSER = True
 """Whether groups whose receiver classes are functions of the finest group's are priced
 through it (else every group's classes are numbered together)."""
 
+_SHARED_CLASSES = True
+"""Whether pattern groups of one source kind, destination view and destination sharding
+dims (flattened) share one numbering of their receiver classes (else each numbers its own)."""
+
 _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
 
@@ -110,12 +114,12 @@ class Coordinates:
         return True
 
 
-def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates) -> Any:
+def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates, at: Any = None) -> Any:
     """Each rank's label on tensor dim ``d`` as one int (mixed radix over the sizes of the
-    view dims sharding it)."""
-    out = np.zeros(coords.ranks.shape, dtype=np.int64)
+    view dims sharding it); of the ranks at indices ``at`` only, when given."""
+    out = np.zeros(coords.ranks.shape if at is None else at.shape, dtype=np.int64)
     for i, _ in s.sharders(d):
-        out = out * s.view.shape[i] + coords.dims[i]
+        out = out * s.view.shape[i] + (coords.dims[i] if at is None else coords.dims[i][at])
     return out
 
 
@@ -181,6 +185,7 @@ class Memo:
         self.where: dict[int, tuple[int, int]] = {}
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
         self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
+        self.classed: dict[tuple[Kind, Kind], tuple[Any, ...]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -502,7 +507,24 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
 def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tuple[Any, ...]:
     """The receiver classes of :func:`_group_rows`: each receiver's class, each class's
     first receiver, and of those its own source tile (-1: not an old rank up), destination
-    labels and places."""
+    labels and places.  The classes are kept per source :data:`Kind` and destination
+    :data:`Kind` (the view and its dims sharding the tensor, flattened), all they depend
+    on: a class is a tuple numbered in its order (:func:`_numbered`), and a rank's labels
+    over the tensor dims, in order, are ordered as its coordinates on those dims."""
+    how = (_kind(src), _kind(dst))
+    got = memo.classed.get(how) if _SHARED_CLASSES else None
+    if got is None:
+        got = memo.classed[how] = _class_numbers(memo, source, src, dst)
+    cls, first, own, places = got
+    new = memo.coordinates(dst.view)
+    return (cls, first, own, [_label_ids(memo.np, dst, d, new, first)
+                              for d in range(len(src.shape))], places)
+
+
+def _class_numbers(memo: Memo, source: _Sources, src: Sharding, dst: Sharding
+                   ) -> tuple[Any, ...]:
+    """:func:`_classed` numbered anew: each receiver's class, each class's first receiver,
+    and of those its own source tile and places."""
     np = memo.np
     new = memo.coordinates(dst.view)
     places = memo.placed(dst.view)
@@ -511,7 +533,7 @@ def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tupl
     mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
     cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
                                                           range(len(src.shape))])
-    return (cls, first, own[first], [m[first] for m in mine],
+    return (cls, first, own[first],
             None if places is None else (places[0][first], places[1][first]))
 
 
