@@ -57,6 +57,11 @@ _SHARED_CLASSES = True
 """Whether pattern groups of one source kind, destination view and destination sharding
 dims (flattened) share one numbering of their receiver classes (else each numbers its own)."""
 
+_BROUGHT = True
+"""Whether a destination whose ranks are all old ranks numbers its receiver classes from
+the old ranks' classes by what they bring (own tile, tiles near), numbered once per
+failure and source kind (else from those features, per destination)."""
+
 _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
 
@@ -186,6 +191,7 @@ class Memo:
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
         self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
         self.classed: dict[tuple[Kind, Kind], tuple[Any, ...]] = {}
+        self.brought: dict[Kind, tuple[Any, int]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -444,6 +450,8 @@ def _coarser(np: Any, fine: Any, count: int, other: Any) -> Any:
     """When the classes ``other`` are a function of the classes ``fine`` (``count`` of
     them: receivers in one fine class are in one other class), that function as a table;
     else None."""
+    if other is fine:  # groups sharing their classes (_SHARED_CLASSES): the identity
+        return np.arange(count)
     table = np.zeros(count, dtype=np.int64)
     table[fine] = other
     return table if bool((table[fine] == other).all()) else None
@@ -524,17 +532,42 @@ def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tupl
 def _class_numbers(memo: Memo, source: _Sources, src: Sharding, dst: Sharding
                    ) -> tuple[Any, ...]:
     """:func:`_classed` numbered anew: each receiver's class, each class's first receiver,
-    and of those its own source tile and places."""
+    and of those its own source tile and places.  When every receiver is an old rank, its
+    own tile and places are its old rank's, so the classes number (what it brings,
+    destination labels), what it brings numbered once per failure (:func:`_brought`)."""
     np = memo.np
     new = memo.coordinates(dst.view)
     places = memo.placed(dst.view)
     at, there = memo.old_of(src.view, dst.view)
-    own = np.where(there & source.up[at], source.tile[at], -1)
     mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
-    cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
-                                                          range(len(src.shape))])
-    return (cls, first, own[first],
+    radix = [_labels(dst, d) for d in range(len(src.shape))]
+    if _BROUGHT and bool(there.all()):
+        brought, count = _brought(memo, source, src)
+        cls, size = _numbered(np, [(brought[at], count), *zip(mine, radix)], at.size)
+        first = _firsts(np, cls, size)
+        own = np.where(source.up[at[first]], source.tile[at[first]], -1)
+    else:
+        own = np.where(there & source.up[at], source.tile[at], -1)
+        cls, first = _classes(np, source, places, own, mine, radix)
+        own = own[first]
+    return (cls, first, own,
             None if places is None else (places[0][first], places[1][first]))
+
+
+def _brought(memo: Memo, source: _Sources, src: Sharding) -> tuple[Any, int]:
+    """Each old rank's class by what it brings to a receiver class (:func:`_classes`): its
+    own tile (-1: not up) and the sets of tiles held by ranks up on its host and in its
+    fast domain, numbered; and how many.  Kept per failure and source :data:`Kind`."""
+    key = _kind(src)
+    got = memo.brought.get(key)
+    if got is None:
+        np = memo.np
+        parts = [(np.where(source.up, source.tile, -1) + 1, source.tiles + 1)]
+        places = memo.placed(src.view)
+        if places is not None and source.sets is not None:
+            parts += [(sets.of(p), sets.count) for sets, p in zip(source.sets, places)]
+        got = memo.brought[key] = _numbered(np, parts, source.tile.size)
+    return got
 
 
 def _cells(np: Any, radix: list[int], lists: list[Any], mine: list[Any], n: int
