@@ -66,9 +66,30 @@ _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
 
 
+class _Digits:
+    """The coordinates of a compact row-major view's ranks along each dim (``[k]``: the
+    ``k``-th digit of every offset), each computed when first asked: a dim that shards no
+    tensor (a replica dim) costs nothing."""
+
+    def __init__(self, np: Any, shape: tuple[int, ...]) -> None:
+        self.np, self.shape = np, shape
+        self.offsets: Any = None
+        self.got: dict[int, Any] = {}
+
+    def __getitem__(self, k: int) -> Any:
+        got = self.got.get(k)
+        if got is None:
+            if self.offsets is None:
+                self.offsets = self.np.arange(math.prod(self.shape))
+            got = self.got[k] = self.offsets // math.prod(self.shape[k + 1:]) % self.shape[k]
+        return got
+
+
 class Coordinates:
     """Every rank of a view's universe, ascending (``ranks``), with its coordinate along
     each dim (``dims[k]``, aligned with ``ranks``): one rank table per dim."""
+
+    dims: list[Any] | _Digits
 
     def __init__(self, np: Any, view: MeshView) -> None:
         n = view.ranks.size
@@ -81,7 +102,7 @@ class Coordinates:
             tables.append((table.ravel(), np.tile(np.arange(table.shape[1]), table.shape[0])))
         if not tables:  # a view of no dims: one rank per instance
             self.ranks: Any = np.sort(np.asarray(view.ranks.array()))
-            self.dims: list[Any] = []
+            self.dims = []
             return
         flat = tables[0][0]  # each table lists every rank of the universe once
         low = int(flat.min())
@@ -94,28 +115,25 @@ class Coordinates:
         present = np.zeros(span, dtype=bool)  # dense ranks: scattered, no sort
         present[flat - low] = True
         self.ranks = np.flatnonzero(present) + low
-        self.dims = []
+        dims = self.dims = []
         at = np.empty(span, dtype=np.int64)
         for f, c in tables:
             at[f - low] = c
-            self.dims.append(at[self.ranks - low])
+            dims.append(at[self.ranks - low])
 
 
     def _row_major(self, np: Any, view: MeshView) -> bool:
         """A compact row-major view over ascending ranks (a survivor world, and the plan's
         views of it, mostly): offset ``o`` holds the ``o``-th rank, its coordinates are
-        ``o``'s digits; no table is listed.  False (nothing set) for any other view."""
+        ``o``'s digits (:class:`_Digits`); no table is listed.  False (nothing set) for any
+        other view."""
         n = view.ranks.size
         if not view.ndim or view.layout.size != n or view.layout != Layout(view.shape):
             return False
         ranks = np.arange(n) if view.ranks.is_identity else view.ranks.array()
         if n > 1 and not bool((ranks[1:] > ranks[:-1]).all()):
             return False
-        self.ranks = ranks
-        offsets, stride, self.dims = np.arange(n), n, []
-        for size in view.shape:
-            stride //= size
-            self.dims.append(offsets // stride % size)
+        self.ranks, self.dims = ranks, _Digits(np, view.shape)
         return True
 
 
@@ -537,20 +555,19 @@ def _class_numbers(memo: Memo, source: _Sources, src: Sharding, dst: Sharding
     destination labels), what it brings numbered once per failure (:func:`_brought`)."""
     np = memo.np
     new = memo.coordinates(dst.view)
-    places = memo.placed(dst.view)
     at, there = memo.old_of(src.view, dst.view)
     mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
     radix = [_labels(dst, d) for d in range(len(src.shape))]
-    if _BROUGHT and bool(there.all()):
+    if _BROUGHT and bool(there.all()):  # (the places of the classes' first ranks only)
         brought, count = _brought(memo, source, src)
         cls, size = _numbered(np, [(brought[at], count), *zip(mine, radix)], at.size)
         first = _firsts(np, cls, size)
         own = np.where(source.up[at[first]], source.tile[at[first]], -1)
-    else:
-        own = np.where(there & source.up[at], source.tile[at], -1)
-        cls, first = _classes(np, source, places, own, mine, radix)
-        own = own[first]
-    return (cls, first, own,
+        return cls, first, own, _places(np, memo.topology, new.ranks[first])
+    places = memo.placed(dst.view)
+    own = np.where(there & source.up[at], source.tile[at], -1)
+    cls, first = _classes(np, source, places, own, mine, radix)
+    return (cls, first, own[first],
             None if places is None else (places[0][first], places[1][first]))
 
 
