@@ -88,13 +88,17 @@ CASES: list[tuple[str, Callable[[MeshView], dict[str, MeshView]], MeshView, list
      Topology(12, 4)),
     ("hsdp two slices hit", hsdp, MeshView.from_shape((3, 2, 2), ("dp", "fsdp", "tp")),
      [1, 6], [], Topology(12, 2, hosts_per_domain=2)),
+    ("hsdp one rank, hosts of one rank in domains of two", hsdp,  # the fast domain's tiles
+     MeshView.from_shape((3, 2, 2), ("dp", "fsdp", "tp")), [0], [],  # tell receivers apart
+     Topology(12, 1, hosts_per_domain=2)),
 ]
 
 
 PATHS = {"default": {},
          "forced": {"mesh._decide._bulk": {"_SPARSE": 0, "_CLASS_TABLE": 0, "_CLASS_SPAN": 0,
                                            "_MIX": 0, "_MEMBERS": 0, "_DENSE_OLD": False,
-                                           "_COARSER": False, "_ROW_MAJOR": False},
+                                           "_COARSER": False, "_ROW_MAJOR": False,
+                                           "_SHARED_CLASSES": False, "_BROUGHT": False},
                     "mesh._recover._ways": {"_GATHER_FROM": 1},
                     "mesh._core._rankmap": {"_SCANS": 1 << 30},
                     "mesh._decide._price": {"_FEW_ROWS": 0}},
@@ -106,8 +110,9 @@ numbered by sorting at every step, old ranks searched, every row hash colliding 
 rows are compared column by column), places' sets asked through their members' keys,
 survivor worlds gathered with NumPy, rank look-ups by scanning, every way's receivers
 priced by class (their rows summed and the slowest found all at once), and the groups'
-classes numbered together.  Sets: places named by their sets of tiles, not by their rows
-(as on an irregular machine)."""
+classes numbered together, each group numbering its own (none shared by groups alike).
+Sets: places named by their sets of tiles, not by their rows (as on an irregular
+machine)."""
 
 
 @pytest.fixture(params=[(c, paths) for paths in PATHS for c in CASES],

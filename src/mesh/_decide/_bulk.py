@@ -53,13 +53,43 @@ _COARSER = True
 """Whether groups whose receiver classes are functions of the finest group's are priced
 through it (else every group's classes are numbered together)."""
 
+_SHARED_CLASSES = True
+"""Whether pattern groups of one source kind, destination view and destination sharding
+dims (flattened) share one numbering of their receiver classes (else each numbers its own)."""
+
+_BROUGHT = True
+"""Whether a destination whose ranks are all old ranks numbers its receiver classes from
+the old ranks' classes by what they bring (own tile, tiles near), numbered once per
+failure and source kind (else from those features, per destination)."""
+
 _MIX = 0x9E3779B97F4A7C15
 """The odd multiplier rows are hashed with (column ``k`` weighs ``_MIX * (2k + 1)``)."""
+
+
+class _Digits:
+    """The coordinates of a compact row-major view's ranks along each dim (``[k]``: the
+    ``k``-th digit of every offset), each computed when first asked: a dim that shards no
+    tensor (a replica dim) costs nothing."""
+
+    def __init__(self, np: Any, shape: tuple[int, ...]) -> None:
+        self.np, self.shape = np, shape
+        self.offsets: Any = None
+        self.got: dict[int, Any] = {}
+
+    def __getitem__(self, k: int) -> Any:
+        got = self.got.get(k)
+        if got is None:
+            if self.offsets is None:
+                self.offsets = self.np.arange(math.prod(self.shape))
+            got = self.got[k] = self.offsets // math.prod(self.shape[k + 1:]) % self.shape[k]
+        return got
 
 
 class Coordinates:
     """Every rank of a view's universe, ascending (``ranks``), with its coordinate along
     each dim (``dims[k]``, aligned with ``ranks``): one rank table per dim."""
+
+    dims: list[Any] | _Digits
 
     def __init__(self, np: Any, view: MeshView) -> None:
         n = view.ranks.size
@@ -72,7 +102,7 @@ class Coordinates:
             tables.append((table.ravel(), np.tile(np.arange(table.shape[1]), table.shape[0])))
         if not tables:  # a view of no dims: one rank per instance
             self.ranks: Any = np.sort(np.asarray(view.ranks.array()))
-            self.dims: list[Any] = []
+            self.dims = []
             return
         flat = tables[0][0]  # each table lists every rank of the universe once
         low = int(flat.min())
@@ -85,37 +115,34 @@ class Coordinates:
         present = np.zeros(span, dtype=bool)  # dense ranks: scattered, no sort
         present[flat - low] = True
         self.ranks = np.flatnonzero(present) + low
-        self.dims = []
+        dims = self.dims = []
         at = np.empty(span, dtype=np.int64)
         for f, c in tables:
             at[f - low] = c
-            self.dims.append(at[self.ranks - low])
+            dims.append(at[self.ranks - low])
 
 
     def _row_major(self, np: Any, view: MeshView) -> bool:
         """A compact row-major view over ascending ranks (a survivor world, and the plan's
         views of it, mostly): offset ``o`` holds the ``o``-th rank, its coordinates are
-        ``o``'s digits; no table is listed.  False (nothing set) for any other view."""
+        ``o``'s digits (:class:`_Digits`); no table is listed.  False (nothing set) for any
+        other view."""
         n = view.ranks.size
         if not view.ndim or view.layout.size != n or view.layout != Layout(view.shape):
             return False
         ranks = np.arange(n) if view.ranks.is_identity else view.ranks.array()
         if n > 1 and not bool((ranks[1:] > ranks[:-1]).all()):
             return False
-        self.ranks = ranks
-        offsets, stride, self.dims = np.arange(n), n, []
-        for size in view.shape:
-            stride //= size
-            self.dims.append(offsets // stride % size)
+        self.ranks, self.dims = ranks, _Digits(np, view.shape)
         return True
 
 
-def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates) -> Any:
+def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates, at: Any = None) -> Any:
     """Each rank's label on tensor dim ``d`` as one int (mixed radix over the sizes of the
-    view dims sharding it)."""
-    out = np.zeros(coords.ranks.shape, dtype=np.int64)
+    view dims sharding it); of the ranks at indices ``at`` only, when given."""
+    out = np.zeros(coords.ranks.shape if at is None else at.shape, dtype=np.int64)
     for i, _ in s.sharders(d):
-        out = out * s.view.shape[i] + coords.dims[i]
+        out = out * s.view.shape[i] + (coords.dims[i] if at is None else coords.dims[i][at])
     return out
 
 
@@ -181,6 +208,8 @@ class Memo:
         self.where: dict[int, tuple[int, int]] = {}
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
         self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
+        self.classed: dict[tuple[Kind, Kind], tuple[Any, ...]] = {}
+        self.brought: dict[Kind, tuple[Any, int]] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -439,6 +468,8 @@ def _coarser(np: Any, fine: Any, count: int, other: Any) -> Any:
     """When the classes ``other`` are a function of the classes ``fine`` (``count`` of
     them: receivers in one fine class are in one other class), that function as a table;
     else None."""
+    if other is fine:  # groups sharing their classes (_SHARED_CLASSES): the identity
+        return np.arange(count)
     table = np.zeros(count, dtype=np.int64)
     table[fine] = other
     return table if bool((table[fine] == other).all()) else None
@@ -502,17 +533,58 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
 def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tuple[Any, ...]:
     """The receiver classes of :func:`_group_rows`: each receiver's class, each class's
     first receiver, and of those its own source tile (-1: not an old rank up), destination
-    labels and places."""
+    labels and places.  The classes are kept per source :data:`Kind` and destination
+    :data:`Kind` (the view and its dims sharding the tensor, flattened), all they depend
+    on: a class is a tuple numbered in its order (:func:`_numbered`), and a rank's labels
+    over the tensor dims, in order, are ordered as its coordinates on those dims."""
+    how = (_kind(src), _kind(dst))
+    got = memo.classed.get(how) if _SHARED_CLASSES else None
+    if got is None:
+        got = memo.classed[how] = _class_numbers(memo, source, src, dst)
+    cls, first, own, places = got
+    new = memo.coordinates(dst.view)
+    return (cls, first, own, [_label_ids(memo.np, dst, d, new, first)
+                              for d in range(len(src.shape))], places)
+
+
+def _class_numbers(memo: Memo, source: _Sources, src: Sharding, dst: Sharding
+                   ) -> tuple[Any, ...]:
+    """:func:`_classed` numbered anew: each receiver's class, each class's first receiver,
+    and of those its own source tile and places.  When every receiver is an old rank, its
+    own tile and places are its old rank's, so the classes number (what it brings,
+    destination labels), what it brings numbered once per failure (:func:`_brought`)."""
     np = memo.np
     new = memo.coordinates(dst.view)
-    places = memo.placed(dst.view)
     at, there = memo.old_of(src.view, dst.view)
-    own = np.where(there & source.up[at], source.tile[at], -1)
     mine = [_label_ids(np, dst, d, new) for d in range(len(src.shape))]
-    cls, first = _classes(np, source, places, own, mine, [_labels(dst, d) for d in
-                                                          range(len(src.shape))])
-    return (cls, first, own[first], [m[first] for m in mine],
+    radix = [_labels(dst, d) for d in range(len(src.shape))]
+    if _BROUGHT and bool(there.all()):  # (the places of the classes' first ranks only)
+        brought, count = _brought(memo, source, src)
+        cls, size = _numbered(np, [(brought[at], count), *zip(mine, radix)], at.size)
+        first = _firsts(np, cls, size)
+        own = np.where(source.up[at[first]], source.tile[at[first]], -1)
+        return cls, first, own, _places(np, memo.topology, new.ranks[first])
+    places = memo.placed(dst.view)
+    own = np.where(there & source.up[at], source.tile[at], -1)
+    cls, first = _classes(np, source, places, own, mine, radix)
+    return (cls, first, own[first],
             None if places is None else (places[0][first], places[1][first]))
+
+
+def _brought(memo: Memo, source: _Sources, src: Sharding) -> tuple[Any, int]:
+    """Each old rank's class by what it brings to a receiver class (:func:`_classes`): its
+    own tile (-1: not up) and the sets of tiles held by ranks up on its host and in its
+    fast domain, numbered; and how many.  Kept per failure and source :data:`Kind`."""
+    key = _kind(src)
+    got = memo.brought.get(key)
+    if got is None:
+        np = memo.np
+        parts = [(np.where(source.up, source.tile, -1) + 1, source.tiles + 1)]
+        places = memo.placed(src.view)
+        if places is not None and source.sets is not None:
+            parts += [(sets.of(p), sets.count) for sets, p in zip(source.sets, places)]
+        got = memo.brought[key] = _numbered(np, parts, source.tile.size)
+    return got
 
 
 def _cells(np: Any, radix: list[int], lists: list[Any], mine: list[Any], n: int
