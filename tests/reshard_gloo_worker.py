@@ -386,6 +386,36 @@ def _other_plan(out_dir: str, backend: Any) -> None:
     write_report(out_dir, rank, report)
 
 
+def _group_ranks(out_dir: str, backend: Any) -> None:
+    """Two groups of their own, ranks 0-3 and 4-7, each moving its own tensor (an arange,
+    plus 1,000 in the second) with plans over the group's own ranks 0-3 (``group_ranks``):
+    the same numbers in both groups, at once.  Each rank's block against the full tensor
+    sliced for it, and the error of a rank calling with the other group."""
+    import torch
+    import torch.distributed as dist
+
+    from backend import reshard_state
+    from mesh import MeshView, Shard, Sharding, reshard
+
+    rank = backend.rank
+    groups = [dist.new_group([0, 1, 2, 3]), dist.new_group([4, 5, 6, 7])]
+    mine, other = groups[rank // 4], groups[1 - rank // 4]
+    full = torch.arange(64, dtype=torch.float32).reshape(8, 8) + 1000 * (rank // 4)
+    src, dst = MeshView.from_ranks([0, 1], ["a"]), MeshView.from_ranks([0, 1, 2, 3], ["b"])
+    plan = reshard(Sharding(src, (Shard(0),), (8, 8)), Sharding(dst, (Shard(1),), (8, 8)))
+    local = rank % 4
+    state = {"x": full[4 * local:4 * local + 4].clone()} if local < 2 else {}
+    got = reshard_state({"x": plan}, state, group=mine, group_ranks=True,
+                        source_dtypes={"x": torch.float32})["x"]
+    right = got is not None and torch.equal(got, full[:, 2 * local:2 * local + 2])
+    try:
+        reshard_state({"x": plan}, state, group=other, group_ranks=True)
+        refused = ""
+    except Exception as e:
+        refused = f"{type(e).__name__}: {e}"
+    write_report(out_dir, rank, {"right": right, "refused": refused})
+
+
 def _other_ranks(out_dir: str, backend: Any) -> None:
     """Ranks 0-6 move a tensor from ranks 0-3 to 4-7; rank 7 is given a plan from ranks 0-3
     to itself alone (other ranks: its agreement counts in another key space).  Every rank's
@@ -663,7 +693,7 @@ def _sync(out_dir: str, backend: Any) -> None:
 MODES = {"pairs": _pairs, "sync": _sync, "state": _state, "save": _save, "partial": _partial,
          "mismatch_partial": _mismatch_partial, "mismatch": _mismatch, "convert": _convert,
          "other_plan": _other_plan, "submesh": _submesh, "buckets": _buckets,
-         "other_ranks": _other_ranks}
+         "other_ranks": _other_ranks, "group_ranks": _group_ranks}
 """MODE's words: several, comma-separated, run in one world in turn, each writing its reports
 under ``OUT_DIR/<mode>/`` (one alone writes them in ``OUT_DIR``)."""
 

@@ -35,6 +35,9 @@
   same-mesh pair of the worker's ``partial_pairs`` (740 with the shapes): ours right on
   every rank; no more bytes than torch's collectives where torch is right (measured: 660
   such pairs, 756,232 B against 1,535,328 B in float64, fewer in 525, equal in 135).
+- Plans over a group's own ranks (``group_ranks=True``): two groups of their own, ranks
+  0-3 and 4-7, move their own tensors at once, each with plans numbering its ranks 0-3;
+  every block right.
 - RL weight sync: a small MLP trained under (dp, tp) = (2, 2) with TP then FSDP2 (so
   ``_StridedShard``) on ranks 0-3 moves to tp = 4 on ranks 4-7 with
   ``backend.redistribute``; every parameter equals what DCP saved under the one mesh and
@@ -52,7 +55,7 @@ import gloo_launch
 import pytest
 
 WORKER = Path(__file__).with_name("reshard_gloo_worker.py")
-MODES = ("pairs", "state", "buckets", "sync", "partial", "convert", "mismatch",
+MODES = ("pairs", "state", "buckets", "group_ranks", "sync", "partial", "convert", "mismatch",
          "mismatch_partial", "other_plan", "submesh", "other_ranks")
 """Every scenario, run in turn in one world of 8 (one start-up of 8 processes, not ten): the
 typed-error ones last, so the world goes on after each (a rank left waiting would hang at
@@ -264,6 +267,18 @@ def test_a_rank_given_another_plan_is_a_typed_error_on_every_rank_before_anythin
         kind, text = reports[r]["third"]
         assert kind == "BackendConfigError", (r, reports[r])
         assert ("into['x'] has shape (3, 8)" if r == 6 else "ranks [6] run others") in text, text
+
+
+def test_plans_over_a_group_s_own_ranks_move_within_that_group(world: Path) -> None:
+    """Two groups of their own (ranks 0-3 and 4-7) move their own tensors at once with plans
+    numbering each group's ranks 0-3: every rank's block right (no message crossed into the
+    other group, whose numbers are the same); a rank calling with a group it is not in is a
+    typed error naming it."""
+    reports = _run("group_ranks", world)
+    for r, rep in reports.items():
+        assert rep["right"], (r, rep)
+        assert rep["refused"] == (f"BackendConfigError: reshard_state: rank {r} is not in the "
+                                  "group given (group_ranks=True): only its members call"), rep
 
 
 def test_ranks_given_plans_over_different_ranks_all_raise_within_seconds(world: Path) -> None:

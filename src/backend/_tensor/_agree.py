@@ -81,22 +81,23 @@ def state_digest(named: list[tuple[str, mesh.Reshard]], salt: str = "") -> str:
 
 def same_plans(named: list[tuple[str, mesh.Reshard]], rank: int, store: Any,
                timeout: timedelta | None = None, *, refused: bool = False,
-               salt: str = "") -> None:
+               salt: str = "", space: str = "") -> None:
     """Return once every rank the plans name runs these plans; else a typed error on every
     one of them, before anything moves (the protocol is the module's).  ``refused``: this
     rank refused its arguments (it raises its own error after this): it counts as running
     another plan, so the others raise at once instead of waiting for it.  ``salt``: more
-    the ranks must agree on (:func:`state_digest`)."""
+    the ranks must agree on (:func:`state_digest`).  ``space``: the numbering's own key
+    space where ``rank`` is not the world's (a group's ranks)."""
     ranks = participants(p for _, p in named)
     if rank not in ranks or len(ranks) < 2:
         return
     mine = "refused" if refused else state_digest(named, salt)
-    over = hashlib.blake2b(",".join(map(str, sorted(ranks))).encode(),
+    over = hashlib.blake2b((space + "|" + ",".join(map(str, sorted(ranks)))).encode(),
                            digest_size=8).hexdigest()
     with _LOCK:
         k = _CALLS.get((over, rank), 0)
         _CALLS[over, rank] = k + 1
-    root = f"meshlayout/{job_namespace()}/reshard"
+    root = f"meshlayout/{job_namespace()}/reshard" + (f"/{space}" if space else "")
     base = f"{root}/{over}"
     call = f"{base}/{k}"
     _announce(store, root, over, k, rank, ranks)

@@ -38,6 +38,8 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, overload
 
+import attrs
+
 import mesh
 from layout import show
 
@@ -70,7 +72,8 @@ def _checked(plan: object, local: Any, rank: int) -> tuple[bool, bool]:
 
 
 def reshard_tensor(plan: mesh.Reshard, local: Any, *, group: Any = None, dtype: Any = None,
-                   device: Any = None, source_dtype: Any = None, into: Any = None) -> Any:
+                   device: Any = None, source_dtype: Any = None, into: Any = None,
+                   group_ranks: bool = False) -> Any:
     """Move this rank's part of a tensor as ``plan`` says; return its destination local
     tensor (None if this rank is not in the destination).
 
@@ -84,17 +87,17 @@ def reshard_tensor(plan: mesh.Reshard, local: Any, *, group: Any = None, dtype: 
     on both ranks of the pair, before it moves anything).  ``device``: where a rank with no
     source tensor builds its block (default: the CPU).  ``into``: an existing tensor of this
     rank's destination shape (and of ``dtype``, if given) that receives the block and is
-    returned (:func:`reshard_state` says how it is checked).
+    returned (:func:`reshard_state` says how it is checked).  ``group_ranks``: the plan
+    numbers ``group``'s own ranks (as :func:`reshard_state` says).
     """
     import torch
-    import torch.distributed as dist
 
-    in_src, _ = _checked(plan, local, dist.get_rank())
+    in_src, _ = _checked(plan, local, _numbered(group, group_ranks)[0])
     kind = local.dtype if in_src else (source_dtype or dtype or getattr(into, "dtype", None)
                                        or torch.float32)
     moved = reshard_state({"": plan}, {"": local}, dtypes=None if dtype is None else {"": dtype},
                           source_dtypes={"": kind}, into=None if into is None else {"": into},
-                          group=group, device=device)
+                          group=group, device=device, group_ranks=group_ranks)
     return moved[""]
 
 
@@ -281,7 +284,8 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
                   dtypes: Mapping[str, Any] | None = ...,
                   source_dtypes: Mapping[str, Any] | None = ...,
                   into: Mapping[str, Any] | None = ..., group: Any = ...,
-                  device: Any = ..., async_op: Literal[False] = ...) -> dict[str, Any]: ...
+                  device: Any = ..., async_op: Literal[False] = ...,
+                  group_ranks: bool = ...) -> dict[str, Any]: ...
 
 
 @overload
@@ -290,7 +294,8 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
                   dtypes: Mapping[str, Any] | None = ...,
                   source_dtypes: Mapping[str, Any] | None = ...,
                   into: Mapping[str, Any] | None = ..., group: Any = ...,
-                  device: Any = ..., async_op: Literal[True]) -> StateWork: ...
+                  device: Any = ..., async_op: Literal[True],
+                  group_ranks: bool = ...) -> StateWork: ...
 
 
 def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
@@ -298,7 +303,8 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
                   dtypes: Mapping[str, Any] | None = None,
                   source_dtypes: Mapping[str, Any] | None = None,
                   into: Mapping[str, Any] | None = None, group: Any = None,
-                  device: Any = None, async_op: bool = False) -> dict[str, Any] | StateWork:
+                  device: Any = None, async_op: bool = False,
+                  group_ranks: bool = False) -> dict[str, Any] | StateWork:
     """Move this rank's part of every tensor of a state as its plan says, in one
     ``batch_isend_irecv`` with at most one message each way per peer; return each tensor's
     destination local tensor (None where this rank is not in that tensor's destination).
@@ -334,6 +340,11 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
     over the default store (:mod:`._agree`, a few store calls per rank): a rank given
     another plan is a typed error on every rank, naming it, before anything moves.
 
+    With ``group_ranks=True`` the plans number ``group``'s own ranks (0 to its size - 1), not
+    the world's: a trainer-inference group of its own, whose ranks 0-3 are the world's 4-7,
+    takes plans over views of ranks 0-7 of that group; only its members call (the agreement
+    keys on the group's name, so the same numbers in another group never meet).
+
     With ``async_op=True`` the call returns a :class:`StateWork` once the plans are agreed
     and this rank's arguments checked (their errors still raise here), and the move runs on
     a thread of its own, bucket by bucket, while the caller computes: ``work.bucket(k)``
@@ -346,13 +357,11 @@ def reshard_state(plans: mesh.StateReshard | Mapping[str, mesh.Reshard],
     >>> # reshard_state(plans, {}, source_dtypes=bf16s, into=engine_weights)  # fp16 there
     >>> # reshard_state(mesh.reshard_state(old, new, itemsize=2, cap=1 << 30), bf16_weights)
     """
-    import torch.distributed as dist
-
     named = _named_state(plans, state)
-    rank = dist.get_rank()
+    rank, group = _numbered(group, group_ranks)
     whole = plans if isinstance(plans, mesh.StateReshard) else None
     sides, kinds, wants, targets = _ready(named, state, rank, dtypes, source_dtypes, into,
-                                          device, whole)
+                                          device, whole, group)
     moving = _moving(whole, sides, kinds, wants, targets, rank, group, device or "cpu")
     if async_op:
         return StateWork(moving, 1 if whole is None else whole.buckets)
@@ -412,8 +421,8 @@ def _exchange(sides: list[Side], kinds: dict[str, Any], rank: int, group: Any,
 
 def _ready(named: list[tuple[str, mesh.Reshard]], state: Mapping[str, Any], rank: int,
            dtypes: Mapping[str, Any] | None, source_dtypes: Mapping[str, Any] | None,
-           into: Mapping[str, Any] | None, device: Any, whole: mesh.StateReshard | None
-           ) -> tuple[list[Side], dict[str, Any], dict[str, Any], dict[str, Any]]:
+           into: Mapping[str, Any] | None, device: Any, whole: mesh.StateReshard | None,
+           group: Any) -> tuple[list[Side], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """This rank's sides and :func:`_prepared`'s answers, once every rank of the plans has
     agreed it runs them (:func:`~._agree.same_plans`; a state plan's buckets included); a
     rank that refuses its arguments tells the others so before it raises, and they raise
@@ -427,9 +436,9 @@ def _ready(named: list[tuple[str, mesh.Reshard]], state: Mapping[str, Any], rank
             _sized(kinds, whole)
     except BackendConfigError:
         with contextlib.suppress(BackendConfigError):  # (this rank's own error is the one)
-            same_plans(named, rank, _store(), refused=True, salt=salt)
+            same_plans(named, rank, _store(), refused=True, salt=salt, space=_space(group))
         raise
-    same_plans(named, rank, _store(), salt=salt)  # every rank runs these plans, or all raise
+    same_plans(named, rank, _store(), salt=salt, space=_space(group))  # all agree, or all raise
     return sides, kinds, wants, targets
 
 
@@ -509,6 +518,45 @@ def _results(sides: list[Side], rank: int, kinds: Mapping[str, Any], wants: Mapp
         else:
             out[name] = value if value.dtype == wants[name] else value.to(wants[name])
     return out
+
+
+@attrs.frozen
+class _Own:
+    """A process group whose own ranks the plans number (``group_ranks=True``)."""
+
+    group: Any
+
+
+def _numbered(group: Any, own: bool) -> tuple[int, Any]:
+    """This rank in the plans' numbering, and the group the messages go over (wrapped in
+    :class:`_Own` where the plans number its own ranks); a typed error for a rank outside
+    it."""
+    import torch.distributed as dist
+
+    if not own:
+        return dist.get_rank(), group
+    if group is None:
+        raise BackendConfigError("reshard_state: group_ranks=True needs the group whose ranks "
+                                 "the plans number (group=...)")
+    rank = dist.get_rank(group)
+    if rank < 0:
+        raise BackendConfigError(f"reshard_state: rank {dist.get_rank()} is not in the group "
+                                 "given (group_ranks=True): only its members call")
+    return rank, _Own(group)
+
+
+def _p2p(op: Any, tensor: Any, peer: int, group: Any) -> Any:
+    """One point-to-point op to ``peer`` in the plans' numbering."""
+    import torch.distributed as dist
+
+    if isinstance(group, _Own):
+        return dist.P2POp(op, tensor, group=group.group, group_peer=peer)
+    return dist.P2POp(op, tensor, peer, group)
+
+
+def _space(group: Any) -> str:
+    """The agreement's key space: the group's name where the plans number its own ranks."""
+    return f"group-{group.group.group_name}" if isinstance(group, _Own) else ""
 
 
 def _store() -> Any:
@@ -645,13 +693,13 @@ def _moved(outgoing: dict[int, list[Any]], incoming: Incoming, kinds: Mapping[st
     ops, inbox = [], []
     for peer in sorted(outgoing):
         if peer not in bad:
-            ops.append(dist.P2POp(dist.isend, torch.cat(outgoing[peer]), peer, group))
+            ops.append(_p2p(dist.isend, torch.cat(outgoing[peer]), peer, group))
     for peer in sorted(incoming):
         if peer not in bad:
             buf = torch.empty(sum(n for _, _, n in incoming[peer]) + flagged,
                               dtype=torch.uint8, device=device)
             inbox.append((peer, buf))
-            ops.append(dist.P2POp(dist.irecv, buf, peer, group))
+            ops.append(_p2p(dist.irecv, buf, peer, group))
     if ops:
         for work in dist.batch_isend_irecv(ops):
             work.wait()
@@ -702,8 +750,8 @@ def _headers(sending: Mapping[int, list[tuple[str, Any, int]]],
         header = torch.tensor([_digest(out), sum(n for *_, n in out), _digest(wanted),
                                sum(n for *_, n in wanted)], dtype=torch.int64)
         theirs[peer] = torch.empty(_HEADER, dtype=torch.int64)
-        ops += [dist.P2POp(dist.isend, header, peer, group),
-                dist.P2POp(dist.irecv, theirs[peer], peer, group)]
+        ops += [_p2p(dist.isend, header, peer, group),
+                _p2p(dist.irecv, theirs[peer], peer, group)]
     for work in dist.batch_isend_irecv(ops):
         work.wait()
     bad = {}
