@@ -113,8 +113,9 @@ def test_a_gloo_call_in_flight_behind_later_calls_is_no_proof_that_it_completed(
     assert report.notes == (
         "3 Gloo calls were still in flight when their ranks dumped, though made before later "
         "calls (the first: rank 5's all_reduce (4, 8) float32 on the 'tp' group (4, 5, 6, 7), "
-        "seq 2, at /job/train.py:102 in step): the program makes Gloo calls with "
-        "async_op=True, so a later call is not taken to show that an earlier one completed",)
+        "seq 2, at /job/train.py:102 in step): the program may make Gloo calls with "
+        "async_op=True, or torch had not marked a finished call yet (seen in blocking programs "
+        "under load), so a later call is not taken to show that an earlier one completed",)
     assert "got past" not in str(report)
 
 

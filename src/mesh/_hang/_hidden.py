@@ -14,6 +14,11 @@ either), the dumps cannot tell which rank left the program's order: the rank is 
 ``sure=False``, and the report says both readings, when every member of its group gave a
 dump (else one without a dump may have made the call: nothing says the group never did).
 
+A rank that waits nowhere (its newest call completed, and it made none since) and that
+stopped before its group's next call, which the other ranks make after its newest one (asked
+both ways), skipped the program's last call or stalls: it is named as stopped (not on a
+pipeline's view, whose stages may wait in a receive that Gloo does not record).
+
 A rank is asked about each of its groups where it is as far as any member (so the group's
 next call is one no member made), on the dims whose calls every rank orders alike (not the
 world group's or a pipeline's: their stages may differ by design).  The vote is memoized per
@@ -37,9 +42,9 @@ __all__ = ["Hidden", "hidden_skips"]
 
 @attrs.frozen
 class Hidden:
-    """``rank`` went past the ``seq``-th call of ``group`` (recorded by other ranks as
-    ``call``), which no member of ``group`` made; its newest call is ``newest``, on the group
-    whose state is ``at``."""
+    """``rank`` went past (or, ``stopped``, stopped before) the ``seq``-th call of ``group``
+    (recorded by other ranks as ``call``), which no member of ``group`` made; its newest
+    call is ``newest``, on the group whose state is ``at``."""
 
     rank: int
     group: GroupState
@@ -48,6 +53,7 @@ class Hidden:
     newest: FlightCall
     at: GroupState
     sure: bool = True  # False: the ranks' records tie both ways on the order of the two calls
+    stopped: bool = False  # its newest call comes before this one: it made none since
 
 
 def hidden_skips(hang: Hang, order: Order, named: Set[int]) -> list[Hidden]:
@@ -68,11 +74,30 @@ def hidden_skips(hang: Hang, order: Order, named: Set[int]) -> list[Hidden]:
                 if g.name != name else None
             if sure is False and g.no_dump:  # a member without a dump may have made it
                 sure = None
-            call = _recorded(hang, g.group, g.seq + 1) if sure is not None else None
+            stopped = sure is None and g.name != name and _stopped(order, g, at, newest)
+            call = _recorded(hang, g.group, g.seq + 1) if sure is not None or stopped else None
             if call is not None:
-                found.append(Hidden(rank, g, g.seq + 1, call, newest, at, bool(sure)))
+                found.append(Hidden(rank, g, g.seq + 1, call, newest, at, sure is not False,
+                                    stopped))
                 break
     return found
+
+
+def _stopped(order: Order, g: GroupState, at: GroupState, newest: FlightCall) -> bool:
+    """Whether a rank whose newest call (on ``at``) completed stopped before ``g``'s next
+    call, which the other ranks make after it (asked both ways), though no member of ``g``
+    reached it: it stalls or its program ended, hidden behind the hang (a rank that skips
+    its program's last call).  Not on a pipeline's view: a stage waiting in a receive Gloo
+    does not record looks the same, and its stages' calls may differ by design."""
+    if (at.hung and newest.seq >= at.seq) or _piped(g.group):
+        return False
+    s, t = g.seq + 1, newest.seq
+    return order(g.group, s, at.group, t) == BEFORE and order(at.group, t, g.group, s) == PAST
+
+
+def _piped(g: PlanGroup) -> bool:
+    """Whether ``g``'s view has a pipeline dim."""
+    return any(d in PIPELINE_DIMS for d in (g.dim, *(n for n, _ in g.coordinate)))
 
 
 def _went_past(order: Order, g: PlanGroup, s: int, h: PlanGroup, t: int) -> bool | None:

@@ -384,6 +384,9 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     if not h.sure:
         return HangFinding(FindingKind.UNMATCHED, head + _hidden_unsure(there, waits),
                            (h.rank,), g, (Why.UNSURE,))
+    if h.stopped:
+        return HangFinding(FindingKind.UNMATCHED, head + _hidden_stopped(there), (h.rank,), g,
+                           (Why.STOPPED,))
     went = (f"it went past it: it waits at {there}, which" if waits else
             f"its newest call ({there}) completed, and")
     text = (f"{head}{went} the other ranks issue after this call: it skipped it, hidden "
@@ -391,6 +394,15 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
             "data here)")
     return HangFinding(FindingKind.UNMATCHED, text, (h.rank,), g,
                        (Why.WENT_PAST if waits else Why.WENT_ON,))
+
+
+def _hidden_stopped(there: str) -> str:
+    """The words of a rank that stopped before a call its group never reached."""
+    return (f"it stopped before it: its newest call ({there}) completed, the other ranks "
+            "issue this call after that one, and it made none since: it stalls there "
+            "(compute, I/O, a lock, a call the recorder does not see: on Gloo, a send or recv) "
+            "or its program ended without this call, hidden behind the hang above; once that "
+            "is mended, this group hangs here)")
 
 
 def _hidden_unsure(there: str, waits: bool) -> str:
@@ -432,8 +444,9 @@ def _flight_note(hang: Hang, flight: Sequence[tuple[int, FlightCall]]) -> tuple[
     return (f"{n} Gloo call{'s' if n > 1 else ''} {'were' if n > 1 else 'was'} still in flight "
             f"when {'their ranks' if n > 1 else 'its rank'} dumped, though made before later "
             f"calls ({'the first: ' if n > 1 else ''}rank {rank}'s {c.describe()} on "
-            f"{names.get(c.group, repr(c.group))}, seq {c.seq}{at(c)}): the program makes "
-            "Gloo calls with async_op=True, so a later call is not taken to show that an "
+            f"{names.get(c.group, repr(c.group))}, seq {c.seq}{at(c)}): the program may make "
+            "Gloo calls with async_op=True, or torch had not marked a finished call yet (seen "
+            "in blocking programs under load), so a later call is not taken to show that an "
             "earlier one completed",)
 
 
