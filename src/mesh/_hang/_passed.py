@@ -14,11 +14,13 @@ pipeline's: their stages may differ by design).
 
 A later call shows that a Gloo call completed only if the call blocked.  A call made with
 ``async_op=True`` returns at once; torch marks its record ``retired`` only once its work has
-finished, so a rank's record that is not retired though the rank made later calls is such a
-call, still in flight (:func:`in_flight`).  Where any dump shows one, the program overlaps its
-Gloo calls, and no later call is taken as proof here (``blocking=False``): only records marked
-completed are.  (One async call that failed, was waited on and left no other in flight looks
-retired like a completed one: that, the dumps cannot tell; docs/hang.md says so.)
+finished, so a rank's record that is not retired though the rank made later calls may be
+such a call, still in flight (:func:`in_flight`; blocking programs' dumps show some too, a
+finished call torch had not marked yet).  Where any dump shows one, no later call is taken
+as proof here (``blocking=False``): only records marked completed are, which is less precise
+on a blocking program's dumps, never wrong.  (One async call that failed, was waited on
+and left no other in flight looks retired like a completed one: that, the dumps cannot
+tell; docs/hang.md says so.)
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ class Passed:
 
 def in_flight(hang: Hang) -> tuple[tuple[int, FlightCall], ...]:
     """``(rank, call)`` for each Gloo call still in flight when its rank dumped, though the
-    rank had made later calls (made with ``async_op=True``): not retired, not its last."""
+    rank had made later calls (made with ``async_op=True``, or not marked yet): not retired,
+    not its last."""
     return tuple((rank, c) for rank, calls in sorted(hang.calls.items()) for c in calls[:-1]
                  if c.retired is False and c.backend == "gloo")
 

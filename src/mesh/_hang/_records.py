@@ -70,7 +70,8 @@ class FlightCall:
     ``train.py:104 in step``; empty when the dump holds no stack: JSON dumps hold none);
     ``retired``: torch's mark that the call's work had finished (completed or failed) when the
     rank dumped, ``None`` when the dump does not say.  On Gloo a call the rank made later
-    calls after, yet not retired, was made with ``async_op=True`` and still in flight."""
+    calls after, yet not retired, may have been made with ``async_op=True`` and still be in
+    flight (or torch had not marked it yet)."""
 
     group: str
     desc: str
