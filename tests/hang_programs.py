@@ -167,8 +167,8 @@ EXPECT: dict[str, tuple[set[tuple[str, str, tuple[int, ...], tuple[int, ...]]], 
     "skip_tp": ({("unmatched", "tp", (0, 1), (1,))}, {2}),
     "shape_desync": ({("desync", "tp", (2, 3), (3,))}, set()),  # the odd one of a tie: the
     # call the other tp group did not make (before: the lower rank, 2)
-    "size_desync": ({("unmatched", "tp", (2, 3), (2,)), ("unmatched", "dp", (0, 2), (2,))},
-                    {1}),
+    "size_desync": ({("desync", "tp", (2, 3), (3,)), ("unmatched", "tp", (2, 3), (2,)),
+                     ("unmatched", "dp", (0, 2), (2,))}, {1}),  # 3's call against tp (0, 1)'s
     "dies": ({("unmatched", "tp", (2, 3), (2,)), ("unmatched", "dp", (0, 2), (2,))}, {1}),
     "two_dims": ({("unmatched", "tp", (0, 1), (1,)), ("unmatched", "dp", (1, 3), (3,))}, {2}),
     "stalls": ({("unmatched", "tp", (2, 3), (2,)), ("unmatched", "dp", (0, 2), (2,))}, {1}),

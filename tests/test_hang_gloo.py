@@ -75,9 +75,10 @@ def test_the_json_dumps_say_what_the_pickles_say(runs: dict[str, Path], name: st
 
 
 CHECK_SPMD_DIFFERS = {"size_desync": "desync"}
-"""Where the records cannot say what check_spmd says: on Gloo, a size desync aborts the member
-with the smaller buffer (no dump), so the records name a rank that never entered (unmatched)
-where check_spmd names the desync."""
+"""Where the records say more than check_spmd: on Gloo, a size desync aborts the member with
+the smaller buffer (no dump), so the records name it as a rank that never entered (unmatched)
+beside the desync, which they find against the other groups of the dim; check_spmd names the
+desync alone."""
 
 CHECK_SPMD_SEES_MORE = {"skips_send"}
 """Where check_spmd names the culprit the records can only name as possible: Gloo records no
@@ -93,7 +94,9 @@ def test_check_spmd_gives_the_matching_offline_finding(runs: dict[str, Path],
     records = read_flight_records(dumps_in(runs[name]), view_of(name))
     if name in CHECK_SPMD_DIFFERS:
         assert offline.kinds() == {CHECK_SPMD_DIFFERS[name]}
-        assert records.kinds() == {"unmatched"}
+        assert records.kinds() == {"unmatched", "desync"}
+        assert {r for f in offline.findings for r in f.ranks} <= \
+            {r for f in records.findings if f.kind == "desync" for r in f.ranks}
         return
     if name in CHECK_SPMD_SEES_MORE:
         culprits = {r for f in offline.findings for r in f.ranks}

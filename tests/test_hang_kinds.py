@@ -245,3 +245,42 @@ def test_on_nccl_a_stall_names_no_peer(tmp_path: Path) -> None:
                    backend="nccl2")
     assert report.suspects == (4,) and all(f.maybe == () for f in report.findings)
     assert "Gloo" not in str(report)
+
+
+def _without(dumps_of: dict[int, Sequence[Call | None]], tmp: Path, missing: int,
+             view: MeshView = VIEW) -> HangReport:
+    """The report of ``dumps_of`` run to its hang, without rank ``missing``'s dump."""
+    dumps = run(view, dumps_of, frames=True)
+    dumps.pop(missing)
+    return read_flight_records(write(tmp, dumps), view, topology=HOSTS)
+
+
+def test_a_size_desync_whose_other_side_was_aborted_names_the_odd_rank(tmp_path: Path) -> None:
+    """Rank 5 issues its 1st dp all_reduce as (8,) where the program's is (16,); on Gloo its
+    partner, rank 1, is aborted by the mismatch and leaves no dump (here: it stops before the
+    call, and its dump is dropped).  The group (1, 5) had only rank 1 named, "no dump" (the
+    audit's plant: the culprit missed); now rank 5 is named too, a desync against the
+    same call of every other dp group, which all made (16,)."""
+    odd = [("dp", "all_reduce", (8,)) if i == 1 else c for i, c in enumerate(PROGRAM)]
+    report = _without({r: odd if r == 5 else PROGRAM[:1] if r == 1 else PROGRAM
+                       for r in range(8)}, tmp_path, 1)
+    assert report.suspects == (1, 5)
+    [desync] = [f for f in report.findings if f.kind == "desync"]
+    assert (desync.group.members, desync.ranks, desync.causes) == ((1, 5), (5,), ("desync",))
+    assert desync.text == (
+        "the 'dp' group (1, 5) [view mesh, tp=1]: rank 5 issued its 1st call as all_reduce (8,) "
+        "float32, at /job/train.py:101 in step, where every other 'dp' group issued all_reduce "
+        "(16,) float32: a desync, whose other side (rank 1) left no dump (on Gloo a member "
+        "whose buffer is smaller than the message it gets is aborted)")
+
+
+def test_a_call_the_other_groups_disagree_on_names_no_desync(tmp_path: Path) -> None:
+    """As above, but the other dp groups differ among themselves at that call (as stages of
+    a pipeline reduce different shapes): nothing says which is the program's, so only the
+    rank without a dump is named."""
+    def program(r: int) -> list[Call]:
+        shape = (8,) if r in (1, 5) else (16,) if r in (0, 4) else (32,)
+        return [("dp", "all_reduce", shape) if i == 1 else c for i, c in enumerate(PROGRAM)]
+    report = _without({r: program(r)[:1] if r == 1 else program(r) for r in range(8)},
+                      tmp_path, 1)
+    assert report.kinds() == {"unmatched"} and report.suspects == (1,)

@@ -242,6 +242,7 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
             continue
         causes = {x: _once(said, x, why) for x in s.never + s.no_dump if (why := past.get(
             (s.name, x)) or cause(x, s, states, positions, order, names, views) or after.get(x))}
+        findings += [f for f in [_odd_beside_missing(hang, s)] if f is not None]
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
@@ -337,6 +338,41 @@ def _stalled_hosts(findings: Sequence[HangFinding], world: int, host: Host) -> t
         return ()
     sizes = Counter(h for r in range(world) if (h := host(r)) in stopped)
     return tuple(sorted(h for h, rs in stopped.items() if len(rs) == sizes[h] >= 2))
+
+
+def _odd_beside_missing(hang: Hang, s: GroupState) -> HangFinding | None:
+    """A member of ``s`` (stuck on members without a dump) whose pending call differs from
+    the one every other group of the dim made at that number: a desync whose other side
+    left no dump (Gloo aborts a process whose buffer is smaller than the message it gets,
+    so the innocent member dies and only the odd one's record shows it); None if none."""
+    if not s.no_dump or s.desync is not None:
+        return None
+    others = {g.name for g in hang.states if g.name != s.name and
+              (g.group.view, g.group.dim) == (s.group.view, s.group.dim)}
+    theirs = [c for calls in hang.calls.values() for c in calls
+              if c.group in others and c.seq == s.seq]
+    voted = Counter(c.signature() for c in theirs).most_common()
+    if len(voted) != 1 or voted[0][1] < 2:  # the other groups must agree, and be several
+        return None
+    usual = next(c for c in theirs if c.signature() == voted[0][0])
+    odd = tuple(r for r in s.entered if (c := _pending(hang, r, s)) is not None
+                and c.signature() != usual.signature())
+    if not odd:
+        return None
+    call = _pending(hang, odd[0], s)
+    assert call is not None, "an odd member has its pending call"
+    text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(odd, RankStyle.WHO)} "
+            f"issued its {_nth(s.seq)} call as {call.describe()}{at(call)}, where every other "
+            f"{s.group.dim!r} group issued {usual.describe()}: a desync, whose other side "
+            f"({ranks_text(s.no_dump, RankStyle.WHO)}) left no dump (on Gloo a member whose "
+            "buffer is smaller than the message it gets is aborted)")
+    return HangFinding(FindingKind.DESYNC, text, odd, s.group, (Why.DESYNC,) * len(odd))
+
+
+def _pending(hang: Hang, rank: int, s: GroupState) -> FlightCall | None:
+    """``rank``'s record of ``s``'s pending call."""
+    return next((c for c in hang.calls.get(rank, ()) if c.group == s.name and c.seq == s.seq),
+                None)
 
 
 def _peersat(hang: Hang, s: GroupState) -> Counter[object]:
