@@ -3,7 +3,8 @@ the lengths where the styles differ, written out as the eight routines it replac
 (the plan reports, the hang reader's groups, its ``who`` and its refusals, check_spmd's
 groups and reports, a backend's group requests, and reshard's plan agreement), so a change
 to any report's text shows here first; the name a mesh's groups carry in torch
-(``group_desc``); and the kinds of check_spmd's and the hang reader's findings."""
+(``group_desc``); a call in words (``call_text``), as check_spmd and the hang reader wrote
+it; and the kinds of check_spmd's and the hang reader's findings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mesh._core import (
     GROUP_DESC_PREFIX,
     FindingKind,
     RankStyle,
+    call_text,
     finding_kind,
     group_desc,
     ranks_text,
@@ -110,3 +112,12 @@ def test_the_finding_kinds_are_the_words_reports_and_json_wrote() -> None:
 def test_a_finding_keeps_the_word_of_its_kind_as_a_plain_str() -> None:
     assert type(finding_kind(FindingKind.UNMATCHED)) is str
     assert finding_kind(FindingKind.UNMATCHED) == finding_kind("unmatched") == "unmatched"
+
+
+@pytest.mark.parametrize(("shapes", "written"), [
+    ((), "()"), (((),), "()"), (((4,),), "(4,)"), (((4, 8),), "(4, 8)"),
+    (((4,), (2, 3)), "(4,), (2, 3)")])
+def test_a_call_is_written_op_shapes_dtype_then_its_details(
+        shapes: tuple[tuple[int, ...], ...], written: str) -> None:
+    assert call_text("all_reduce", shapes, "float32") == f"all_reduce {written} float32"
+    assert call_text("send", shapes, "int64", "to 3") == f"send {written} int64 to 3"

@@ -13,8 +13,9 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 (:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
-:class:`RankStyle`, and :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in
-torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
+:class:`RankStyle`, :func:`call_text`, a call as check_spmd and the hang reader write it,
+:func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in torch, and
+:class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
 """
 
 from ._concat import concatenate
@@ -60,7 +61,15 @@ from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank
 from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
-from ._words import GROUP_DESC_PREFIX, FindingKind, RankStyle, finding_kind, group_desc, ranks_text
+from ._words import (
+    GROUP_DESC_PREFIX,
+    FindingKind,
+    RankStyle,
+    call_text,
+    finding_kind,
+    group_desc,
+    ranks_text,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -101,6 +110,7 @@ __all__ = [
     "as_name",
     "as_names",
     "as_size",
+    "call_text",
     "check_limit",
     "check_plan_dims",
     "group_desc",

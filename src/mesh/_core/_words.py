@@ -1,6 +1,7 @@
-"""The words every report shares: a list of ranks as text (:func:`ranks_text`), the name a
-mesh's groups carry in torch (:func:`group_desc`), and the kinds of a finding with what each
-means (:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
+"""The words every report shares: a list of ranks as text (:func:`ranks_text`), a collective
+or p2p call as text (:func:`call_text`), the name a mesh's groups carry in torch
+(:func:`group_desc`), and the kinds of a finding with what each means
+(:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
 
 One routine writes every rank list in the house's messages and reports.  The reports grew
 apart before they shared it, and their text is kept byte for byte, so the few real
@@ -15,8 +16,8 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "finding_kind", "group_desc",
-           "ranks_text"]
+__all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "call_text", "finding_kind",
+           "group_desc", "ranks_text"]
 
 GROUP_DESC_PREFIX = "mesh_"
 """How the ``group_desc`` of a mesh's group in torch begins: ``mesh_<dim>`` (the facade's
@@ -94,6 +95,26 @@ def ranks_text(ranks: Sequence[int], style: RankStyle) -> str:
     cut = [*map(str, ranks[:form.head]), form.dots, *([str(ranks[-1])] if form.last else [])]
     count = form.count.format(n=n, rest=n - form.head)
     return f"{form.opening}{', '.join(cut)}{count}{form.closing}"
+
+
+def call_text(op: str, shapes: Sequence[Sequence[int]], dtype: str, *details: str) -> str:
+    """A call in words, as check_spmd and the hang reader write it: the op, its input
+    ``shapes`` (``()`` when none), the ``dtype``, then each of ``details`` (what a report
+    knows of the call beyond these: check_spmd's reduce op, root and peer, the hang reader's
+    count of the tensors it does not show).
+
+    >>> call_text("all_reduce", [(16, 16)], "float32", "sum")
+    'all_reduce (16, 16) float32 sum'
+    >>> call_text("all_gather", [(4,), ()], "bfloat16"), call_text("barrier", [], "?")
+    ('all_gather (4,), () bfloat16', 'barrier () ?')
+    """
+    written = ", ".join(map(_shape_text, shapes)) or "()"
+    return " ".join((op, written, dtype, *details))
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    """A shape as Python writes a tuple: ``(4,)``, ``(4, 8)``, ``()``."""
+    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
 
 
 def group_desc(dim: str) -> str:
