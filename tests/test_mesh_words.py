@@ -3,8 +3,9 @@ the lengths where the styles differ, written out as the eight routines it replac
 (the plan reports, the hang reader's groups, its ``who`` and its refusals, check_spmd's
 groups and reports, a backend's group requests, and reshard's plan agreement), so a change
 to any report's text shows here first; the name a mesh's groups carry in torch
-(``group_desc``); a call in words (``call_text``), as check_spmd and the hang reader wrote
-it; and the kinds of check_spmd's and the hang reader's findings."""
+(``group_desc``); a call in words (``call_text``), the ordinals and verbs of their sentences
+(``nth``, ``verb``), as check_spmd and the hang reader wrote them; and the kinds of
+check_spmd's and the hang reader's findings."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from mesh._core import (
     call_text,
     finding_kind,
     group_desc,
+    nth,
     ranks_text,
+    verb,
 )
 
 TABLE = [
@@ -121,3 +124,14 @@ def test_a_call_is_written_op_shapes_dtype_then_its_details(
         shapes: tuple[tuple[int, ...], ...], written: str) -> None:
     assert call_text("all_reduce", shapes, "float32") == f"all_reduce {written} float32"
     assert call_text("send", shapes, "int64", "to 3") == f"send {written} int64 to 3"
+
+
+def test_a_call_is_counted_with_an_english_ordinal() -> None:
+    assert [nth(n) for n in (1, 2, 3, 4, 10, 11, 12, 13, 20, 21, 22, 23, 101, 111, 112)] == [
+        "1st", "2nd", "3rd", "4th", "10th", "11th", "12th", "13th", "20th", "21st", "22nd",
+        "23rd", "101st", "111th", "112th"]
+
+
+def test_a_verb_agrees_with_one_rank_or_many() -> None:
+    assert verb((3,), "issues", "issue") == "issues"
+    assert verb((1, 5), "issues", "issue") == verb((), "issues", "issue") == "issue"

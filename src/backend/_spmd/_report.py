@@ -17,7 +17,7 @@ from mesh._core import FindingKind, RankStyle, finding_kind, ranks_text
 from .._core import BackendConfigError
 
 __all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport", "group_words",
-           "verb", "who"]
+           "who"]
 
 Members = tuple[int, ...]
 
@@ -244,11 +244,6 @@ def group_words(dim: str, members: Members) -> str:
     if not members:
         return f"the split of dim {dim!r} over the world"
     return f"the {dim!r} group {ranks_text(members, RankStyle.SPMD)}"
-
-
-def verb(ranks: Sequence[int], one: str, many: str) -> str:
-    """``one`` for a single rank, else ``many`` ("issues" / "issue")."""
-    return one if len(ranks) == 1 else many
 
 
 def who(ranks: Sequence[int], world: int) -> str:

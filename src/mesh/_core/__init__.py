@@ -14,6 +14,7 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 (:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
 :class:`RankStyle`, :func:`call_text`, a call as check_spmd and the hang reader write it,
+:func:`nth` and :func:`verb`, the ordinals and agreeing verbs of their sentences,
 :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in torch, and
 :class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
 """
@@ -68,7 +69,9 @@ from ._words import (
     call_text,
     finding_kind,
     group_desc,
+    nth,
     ranks_text,
+    verb,
 )
 
 __all__ = [
@@ -117,6 +120,7 @@ __all__ = [
     "concatenate",
     "finding_kind",
     "need_numpy",
+    "nth",
     "numpy",
     "items_of",
     "ordered",
@@ -126,4 +130,5 @@ __all__ = [
     "rank_table",
     "ranks_text",
     "show",
+    "verb",
 ]

@@ -1,5 +1,6 @@
 """The words every report shares: a list of ranks as text (:func:`ranks_text`), a collective
-or p2p call as text (:func:`call_text`), the name a mesh's groups carry in torch
+or p2p call as text (:func:`call_text`), "its 2nd call" (:func:`nth`), a verb agreeing with
+its ranks (:func:`verb`), the name a mesh's groups carry in torch
 (:func:`group_desc`), and the kinds of a finding with what each means
 (:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
 
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 import attrs
 
 __all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "call_text", "finding_kind",
-           "group_desc", "ranks_text"]
+           "group_desc", "nth", "ranks_text", "verb"]
 
 GROUP_DESC_PREFIX = "mesh_"
 """How the ``group_desc`` of a mesh's group in torch begins: ``mesh_<dim>`` (the facade's
@@ -115,6 +116,26 @@ def call_text(op: str, shapes: Sequence[Sequence[int]], dtype: str, *details: st
 def _shape_text(shape: Sequence[int]) -> str:
     """A shape as Python writes a tuple: ``(4,)``, ``(4, 8)``, ``()``."""
     return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+
+
+def nth(n: int) -> str:
+    """``n`` as an English ordinal, as reports count a group's calls ("its 2nd call").
+
+    >>> [nth(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 102, 111)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '102nd', '111th']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def verb(ranks: Sequence[int], one: str, many: str) -> str:
+    """``one`` for a single rank, else ``many``: the words that agree with ``ranks`` as a
+    subject ("rank 3 issues", "ranks (1, 5) issue").
+
+    >>> verb([3], "issues", "issue"), verb([1, 5], "it waits", "they wait")
+    ('issues', 'they wait')
+    """
+    return one if len(ranks) == 1 else many
 
 
 def group_desc(dim: str) -> str:

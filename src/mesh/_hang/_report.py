@@ -12,7 +12,16 @@ import attrs
 
 from layout import show
 
-from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding_kind, ranks_text
+from .._core import (
+    FindingKind,
+    FlightRecordError,
+    MeshView,
+    RankStyle,
+    finding_kind,
+    nth,
+    ranks_text,
+    verb,
+)
 from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
@@ -281,7 +290,7 @@ def _after_past(call: FlightCall, s: GroupState) -> Cause:
     """The cause of a rank whose newest call is ``s``'s pending one, which every member
     without a dump got past: it stalled after it, or it waits there for them."""
     them = ranks_text(s.no_dump, RankStyle.WHO)
-    whose = _verb(s.no_dump, "its", "their")
+    whose = verb(s.no_dump, "its", "their")
     return Cause(Why.UNSURE, f"its newest call ({call.describe()} on {s.group.describe()}, seq "
                  f"{call.seq}{at(call)}) is one that {them} (no dump given) got past, by "
                  f"{whose} peers' records: either it stalled after that call completed, or it "
@@ -356,9 +365,9 @@ def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding
         if found is None:
             continue
         group, call, other, before = found
-        text = (f"{group.describe()} [{group.where()}]: rank {rank} issued its {_nth(call.seq)} "
+        text = (f"{group.describe()} [{group.where()}]: rank {rank} issued its {nth(call.seq)} "
                 f"call ({call.describe()}, seq {call.seq}{at(call)}) after its "
-                f"{_nth(before.seq)} call on {other.describe()} ({before.describe()}"
+                f"{nth(before.seq)} call on {other.describe()} ({before.describe()}"
                 f"{at(before)}), and every other member of those groups the other way round: "
                 "it skipped a call or swapped two, and the call completed with its group at "
                 "another point of the program (wrong data, then a hang where the counts part)")
@@ -372,7 +381,7 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     g, new = h.group.group, h.newest
     there = f"{new.describe()} on {h.at.group.describe()}, seq {new.seq}{at(new)}"
     waits = h.at.hung and new.seq >= h.at.seq
-    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
+    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {nth(h.seq)} "
             f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
             f"yet ({rank_words(h.rank, views, g, host(h.rank))}: ")
     if not h.sure:
@@ -410,7 +419,7 @@ def _past_cause(p: Passed) -> Cause:
 
 def _completed_words(p: Passed) -> str:
     """The call whose completion shows that ``p.rank`` got past a pending call."""
-    return (f"{p.later.group.describe()} completed its {_nth(p.call.seq)} call "
+    return (f"{p.later.group.describe()} completed its {nth(p.call.seq)} call "
             f"({p.call.describe()}, seq {p.call.seq}), which needs it and which the other "
             f"ranks issue after that call (rank {p.by}'s records show it completed)")
 
@@ -421,11 +430,11 @@ def _settled_note(shown: Sequence[Passed]) -> tuple[str, ...]:
     if not shown:
         return ()
     ranks = sorted({p.rank for p in shown})
-    words = "; ".join(f"rank {p.rank} past {p.state.group.describe()}'s {_nth(p.state.seq)} "
+    words = "; ".join(f"rank {p.rank} past {p.state.group.describe()}'s {nth(p.state.seq)} "
                       f"call ({_completed_words(p)})" for p in shown[:3])
     more = f"; and {len(shown) - 3} more" if len(shown) > 3 else ""
     return (f"{ranks_text(ranks, RankStyle.WHO)} gave no dump, but "
-            f"{_verb(ranks, 'its', 'their')} peers' records show {_verb(ranks, 'it', 'they')} "
+            f"{verb(ranks, 'its', 'their')} peers' records show {verb(ranks, 'it', 'they')} "
             "got past calls that every member with a dump made a call after, so those calls "
             f"are taken as completed (a Gloo call returns once it completed): {words}{more}",)
 
@@ -439,7 +448,7 @@ def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     words = [f"{ranks_text(ranks, RankStyle.WHO)} {call.describe()}{at(call)}"
              for ranks, call in sides]
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
-    text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
+    text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
     return HangFinding(FindingKind.DESYNC, text, odd, s.group, (Why.DESYNC,) * len(odd))
 
@@ -451,10 +460,10 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
     text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(gone, RankStyle.WHO)} never "
-            f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
+            f"{verb(gone, 'issues', 'issue')} its {nth(s.seq)} call ({s.call.describe()}, "
             f"seq {s.seq}{at(s.call)}), which {ranks_text(s.entered, RankStyle.WHO)} "
-            f"{_verb(s.entered, 'issues', 'issue')}: "
-            f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
+            f"{verb(s.entered, 'issues', 'issue')}: "
+            f"{verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
     return HangFinding(FindingKind.UNMATCHED, text, gone, s.group,
                        tuple(causes[x].why for x in gone), tuple(maybe))
@@ -475,15 +484,6 @@ def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[s
              for g, ranks, w in list(by_group.values())[:_MOST]]
     more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]
-
-
-def _verb(ranks: Sequence[int], one: str, many: str) -> str:
-    return one if len(ranks) == 1 else many
-
-
-def _nth(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _ranks(value: object, what: str) -> None:
