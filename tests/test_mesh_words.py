@@ -4,17 +4,22 @@ the lengths where the styles differ, written out as the eight routines it replac
 groups and reports, a backend's group requests, and reshard's plan agreement), so a change
 to any report's text shows here first; the name a mesh's groups carry in torch
 (``group_desc``); a call in words (``call_text``), the ordinals and verbs of their sentences
-(``nth``, ``verb``), as check_spmd and the hang reader wrote them; and the kinds of
-check_spmd's and the hang reader's findings."""
+(``nth``, ``verb``), as check_spmd and the hang reader wrote them; the kinds of check_spmd's
+and the hang reader's findings; and the rank stuck behind others that both reports list
+(``StuckRank``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from mesh._core import (
     GROUP_DESC_PREFIX,
     FindingKind,
+    InvalidRanksError,
     RankStyle,
+    StuckRank,
     call_text,
     finding_kind,
     group_desc,
@@ -135,3 +140,19 @@ def test_a_call_is_counted_with_an_english_ordinal() -> None:
 def test_a_verb_agrees_with_one_rank_or_many() -> None:
     assert verb((3,), "issues", "issue") == "issues"
     assert verb((1, 5), "issues", "issue") == verb((), "issues", "issue") == "issue"
+
+
+def test_a_stuck_rank_unpacks_as_the_tuple_each_report_held_before() -> None:
+    spmd = StuckRank(2, ("dp", (0, 2)), (0,))
+    hang = StuckRank(2, object(), (0,))
+    with pytest.deprecated_call():
+        assert tuple(spmd) == (2, "dp", (0, 2), (0,))
+    with pytest.deprecated_call():
+        assert tuple(hang) == (2, hang.group, (0,))
+
+
+@pytest.mark.parametrize(("rank", "waits_for"), [(-1, ()), (True, ()), ("2", ()), (2, [0]),
+                                                 (2, (0, -1)), (2, (0.0,)), (1 << 63, ())])
+def test_a_stuck_rank_refuses_what_is_not_a_rank(rank: Any, waits_for: Any) -> None:
+    with pytest.raises(InvalidRanksError, match="a StuckRank's"):
+        StuckRank(rank, "g", waits_for)

@@ -17,6 +17,7 @@ from .._core import (
     FlightRecordError,
     MeshView,
     RankStyle,
+    StuckRank,
     finding_kind,
     nth,
     ranks_text,
@@ -92,21 +93,22 @@ class HangFinding:
 @attrs.frozen
 class HangReport:
     """What the dumps of a hung job say under its plan.  ``findings``: the causes (a
-    :class:`HangFinding` per stuck group); ``blocked``: ``(rank, group, waits for)`` per rank
-    merely stuck behind them; ``groups``: every group as the dumps leave it; ``mismatches``:
-    what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
-    ``notes``: how the dumps were read (a format newer than the one checked);
-    ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the report is then
-    :attr:`partial`); ``stalled_hosts``: the hosts all of whose ranks stopped before a call the
-    others wait in (look at the host: its network, file system or a straggling process).
-    ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
+    :class:`HangFinding` per stuck group); ``blocked``: a :class:`~mesh.StuckRank` (its group
+    a ``PlanGroup``) per rank merely stuck behind them; ``groups``: every group as the dumps
+    leave it; ``mismatches``: what in the dumps does not fit the plan; ``no_dump``: ranks of
+    the plan without a dump; ``notes``: how the dumps were read (a format newer than the one
+    checked); ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the
+    report is then :attr:`partial`); ``stalled_hosts``: the hosts all of whose ranks stopped
+    before a call the others wait in (look at the host: its network, file system or a
+    straggling process).  ``str()`` reads as a report; :meth:`to_dict` is its JSON
+    (:data:`SCHEMA`)."""
 
     world: int
     dumped: tuple[int, ...]
     no_dump: tuple[int, ...]
     groups: tuple[GroupState, ...]
     findings: tuple[HangFinding, ...]
-    blocked: tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]
+    blocked: tuple[StuckRank[PlanGroup], ...]
     mismatches: tuple[str, ...]
     notes: tuple[str, ...]
     host: Host = attrs.field(eq=False, repr=False)
@@ -120,7 +122,7 @@ class HangReport:
         _ranks(self.dumped, "a report's dumped ranks")
         _ranks(self.no_dump, "a report's ranks without a dump")
         for name, kind in (("groups", GroupState), ("findings", HangFinding),
-                           ("blocked", tuple), ("mismatches", str), ("notes", str),
+                           ("blocked", StuckRank), ("mismatches", str), ("notes", str),
                            ("unreadable", str), ("stalled_hosts", str)):
             value = getattr(self, name)
             if type(value) is not tuple or not all(isinstance(v, kind) for v in value):
@@ -199,8 +201,8 @@ class HangReport:
                               "maybe": [self._rank(r, f.group) for r in f.maybe],
                               "text": f.text} for f in self.findings],
                 "stalled_hosts": list(self.stalled_hosts),
-                "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
-                             "waits_for": list(w)} for r, g, w in self.blocked],
+                "blocked": [{"rank": self._rank(b.rank, b.group), "group": _group_dict(b.group),
+                             "waits_for": list(b.waits_for)} for b in self.blocked],
                 "groups": [self._state_dict(s) for s in self.groups if s.hung],
                 "mismatches": list(self.mismatches), "notes": list(self.notes),
                 "partial": self.partial, "unreadable": list(self.unreadable)}
@@ -298,11 +300,12 @@ def _after_past(call: FlightCall, s: GroupState) -> Cause:
 
 
 def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]]
-             ) -> tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]:
-    """``(rank, group, waits for)`` per rank waiting in a group stuck behind the findings
-    (a rank at fault that waits too is listed, as check_spmd lists it)."""
-    return tuple(sorted(((r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
-                         if r in positions and positions[r][0] == s.name), key=lambda b: b[0]))
+             ) -> tuple[StuckRank[PlanGroup], ...]:
+    """A :class:`~mesh.StuckRank` per rank waiting in a group stuck behind the findings (a
+    rank at fault that waits too is listed, as check_spmd lists it), by rank."""
+    return tuple(sorted((StuckRank(r, s.group, s.never + s.no_dump) for s in behind
+                         for r in s.entered if r in positions and positions[r][0] == s.name),
+                        key=lambda b: b.rank))
 
 
 def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
@@ -469,16 +472,16 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
                        tuple(causes[x].why for x in gone), tuple(maybe))
 
 
-def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
+def _behind(blocked: Sequence[StuckRank[PlanGroup]]) -> list[str]:
     """One entry per group the blocked ranks wait at (a 10,000-rank job has thousands of
     them behind one cause): its waiting ranks and whom they wait for."""
     if not blocked:
         return []
     by_group: dict[tuple[int, ...], tuple[PlanGroup, list[int], set[int]]] = {}
-    for r, g, w in blocked:
-        entry = by_group.setdefault(g.members, (g, [], set()))
-        entry[1].append(r)
-        entry[2].update(w)
+    for b in blocked:
+        entry = by_group.setdefault(b.group.members, (b.group, [], set()))
+        entry[1].append(b.rank)
+        entry[2].update(b.waits_for)
     words = [f"{ranks_text(ranks, RankStyle.WHO)} at {g.describe()} "
              f"(waiting for {', '.join(map(str, sorted(w)))})"
              for g, ranks, w in list(by_group.values())[:_MOST]]
