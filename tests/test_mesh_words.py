@@ -4,8 +4,9 @@ the lengths where the styles differ, written out as the eight routines it replac
 groups and reports, a backend's group requests, and reshard's plan agreement), so a change
 to any report's text shows here first; the name a mesh's groups carry in torch
 (``group_desc``); a call in words (``call_text``), the ordinals and verbs of their sentences
-(``nth``, ``verb``), as check_spmd and the hang reader wrote them; the kinds of check_spmd's
-and the hang reader's findings; and the rank stuck behind others that both reports list
+(``nth``, ``verb``) and the sentence of a call some members never issue (``never_issued``),
+as check_spmd and the hang reader wrote them; the kinds of check_spmd's and the hang
+reader's findings; and the rank stuck behind others that both reports list
 (``StuckRank``)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mesh._core import (
     call_text,
     finding_kind,
     group_desc,
+    never_issued,
     nth,
     ranks_text,
     verb,
@@ -156,3 +158,10 @@ def test_a_stuck_rank_unpacks_as_the_tuple_each_report_held_before() -> None:
 def test_a_stuck_rank_refuses_what_is_not_a_rank(rank: Any, waits_for: Any) -> None:
     with pytest.raises(InvalidRanksError, match="a StuckRank's"):
         StuckRank(rank, "g", waits_for)
+
+
+def test_an_unmatched_call_agrees_with_how_many_never_issue_it_and_how_many_wait() -> None:
+    assert never_issued("G", (1, 3), "ranks (1, 3)", 1, "C", (0,), "rank 0", "W") == (
+        "G: ranks (1, 3) never issue its 1st call (C), which rank 0 issues: it waits (W)")
+    assert never_issued("G", (1,), "rank 1", 12, "C", (0, 2), "ranks (0, 2)", "W") == (
+        "G: rank 1 never issues its 12th call (C), which ranks (0, 2) issue: they wait (W)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 
-from mesh._core import FindingKind, nth, verb
+from mesh._core import FindingKind, never_issued, nth
 
 from ._events import Call, TorchGroupKey, Trace, WaitWork
 from ._keys import CallChannel, CallKey, Key, P2PChannel, P2PKey
@@ -126,10 +126,9 @@ def _never(key: CallKey, info: Call, gone: tuple[int, ...], offered: tuple[int, 
     """A collective some members never issue."""
     return Finding(
         FindingKind.UNMATCHED,
-        f"{info.group.describe()}: {who(gone, world)} never "
-        f"{verb(gone, 'issues', 'issue')} its {nth(key.n + 1)} call ({info.describe()}, "
-        f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
-        f"{verb(offered, 'it waits', 'they wait')} ({_fewer(traces, gone, info)})",
+        never_issued(info.group.describe(), gone, who(gone, world), key.n + 1,
+                     f"{info.describe()}, {info.line}", offered, who(offered, world),
+                     _fewer(traces, gone, info)),
         f"never {'pg ' if _torch_made(info) else ''}{info.group.label} {info.op} "
         f"{info.line}", gone)
 

@@ -16,7 +16,8 @@ canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
 reports that name one: check_spmd's and the hang reader's), ``_words`` (the words every
 report shares: :func:`ranks_text` in a :class:`RankStyle`, :func:`call_text`, a call as
 check_spmd and the hang reader write it, :func:`nth` and :func:`verb`, the ordinals and
-agreeing verbs of their sentences, :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's
+agreeing verbs of their sentences, :func:`never_issued`, their sentence of an unmatched call,
+:func:`group_desc`, the ``mesh_<dim>`` name of a mesh's
 groups in torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's
 findings).
 """
@@ -72,6 +73,7 @@ from ._words import (
     call_text,
     finding_kind,
     group_desc,
+    never_issued,
     nth,
     ranks_text,
     verb,
@@ -124,6 +126,7 @@ __all__ = [
     "concatenate",
     "finding_kind",
     "need_numpy",
+    "never_issued",
     "nth",
     "numpy",
     "items_of",

@@ -1,6 +1,7 @@
 """The words every report shares: a list of ranks as text (:func:`ranks_text`), a collective
 or p2p call as text (:func:`call_text`), "its 2nd call" (:func:`nth`), a verb agreeing with
-its ranks (:func:`verb`), the name a mesh's groups carry in torch
+its ranks (:func:`verb`), the sentence of a call some members never issue
+(:func:`never_issued`), the name a mesh's groups carry in torch
 (:func:`group_desc`), and the kinds of a finding with what each means
 (:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
 
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 import attrs
 
 __all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "call_text", "finding_kind",
-           "group_desc", "nth", "ranks_text", "verb"]
+           "group_desc", "never_issued", "nth", "ranks_text", "verb"]
 
 GROUP_DESC_PREFIX = "mesh_"
 """How the ``group_desc`` of a mesh's group in torch begins: ``mesh_<dim>`` (the facade's
@@ -136,6 +137,23 @@ def verb(ranks: Sequence[int], one: str, many: str) -> str:
     ('issues', 'they wait')
     """
     return one if len(ranks) == 1 else many
+
+
+def never_issued(group: str, never: Sequence[int], who_never: str, n: int, call: str,
+                 issuers: Sequence[int], who_issues: str, waiting: str) -> str:
+    """A collective some members never issue, as check_spmd's and the hang reader's
+    ``unmatched`` findings say it: on ``group``, ``who_never`` (the ranks ``never``, in the
+    report's words) never issue its ``n``-th call, ``call``, which ``who_issues`` (the ranks
+    ``issuers``) issue, so that they wait (``waiting``: what they wait for).
+
+    >>> print(never_issued("the 'tp' group (0, 1)", [1], "rank 1", 2, "all_reduce () int64",
+    ...                    [0], "rank 0", "rank 1 stopped"))
+    the 'tp' group (0, 1): rank 1 never issues its 2nd call (all_reduce () int64), which rank 0
+    issues: it waits (rank 1 stopped)
+    """
+    return (f"{group}: {who_never} never {verb(never, 'issues', 'issue')} its {nth(n)} call "
+            f"({call}), which {who_issues} {verb(issuers, 'issues', 'issue')}: "
+            f"{verb(issuers, 'it waits', 'they wait')} ({waiting})")
 
 
 def group_desc(dim: str) -> str:

@@ -19,6 +19,7 @@ from .._core import (
     RankStyle,
     StuckRank,
     finding_kind,
+    never_issued,
     nth,
     ranks_text,
     verb,
@@ -462,11 +463,10 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
     shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why.words}"
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
-    text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(gone, RankStyle.WHO)} never "
-            f"{verb(gone, 'issues', 'issue')} its {nth(s.seq)} call ({s.call.describe()}, "
-            f"seq {s.seq}{at(s.call)}), which {ranks_text(s.entered, RankStyle.WHO)} "
-            f"{verb(s.entered, 'issues', 'issue')}: "
-            f"{verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
+    text = never_issued(f"{s.group.describe()} [{s.group.where()}]", gone,
+                        ranks_text(gone, RankStyle.WHO), s.seq,
+                        f"{s.call.describe()}, seq {s.seq}{at(s.call)}", s.entered,
+                        ranks_text(s.entered, RankStyle.WHO), shown + more)
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
     return HangFinding(FindingKind.UNMATCHED, text, gone, s.group,
                        tuple(causes[x].why for x in gone), tuple(maybe))
