@@ -459,6 +459,8 @@ def check_result(owner: str, name: str, recv: Any, args: tuple[Any, ...],
         assert isinstance(repr(out), str), where
     elif isinstance(out, (mesh.HangFinding, mesh.HangReport)):
         assert isinstance(str(out), str) and isinstance(repr(out), str), where
+    elif isinstance(out, mesh.StuckRank):
+        _plain_ints((out.rank, *out.waits_for), where)  # its group is the caller's, any value
     elif isinstance(out, (str, Layout, MeshError)):
         pass
     elif isinstance(out, float):

@@ -66,7 +66,7 @@ def _mesh_values() -> list[object]:
             mesh.survive(plan, view, [5], drop="dp"),
             src, mesh.Shard(0), mesh.StridedShard(0, 2), mesh.Replicate(), mesh.Partial("max"),
             moves, moves.receives(1)[0], state, state.messages(1)[0], hang, hang.findings[0],
-            *errors]
+            mesh.StuckRank(2, ("dp", (0, 2)), (0,)), *errors]
 
 
 def _backend_values() -> list[object]:

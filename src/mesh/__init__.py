@@ -85,7 +85,8 @@ as a :class:`StateReshard` of :class:`Message` values),
 with the guards :data:`MAX_TENSOR_DIMS` and :data:`MAX_TILES` and :data:`REDUCE_OPS`, the
 reductions a :class:`Partial` may name; a hung job: :func:`read_flight_records` (torch's
 flight-recorder dumps read against the plan, as a :class:`HangReport` of
-:class:`HangFinding` values; unreadable dumps raise :class:`FlightRecordError`).
+:class:`HangFinding` values and the ranks stuck behind them, each a :class:`StuckRank` (as
+``backend.check_spmd`` lists its own); unreadable dumps raise :class:`FlightRecordError`).
 """
 
 import sys as _sys
@@ -118,6 +119,7 @@ from ._core import (
     RankNotInMeshError,
     RecoveryError,
     ShardingError,
+    StuckRank,
     SurvivalError,
     TooManyRanksError,
     TopologyError,
@@ -210,6 +212,7 @@ __all__ = [
     "ShardingError",
     "StateReshard",
     "StridedShard",
+    "StuckRank",
     "Survival",
     "SurvivalError",
     "TooManyRanksError",

@@ -20,7 +20,7 @@ import attrs
 
 from layout import show
 from mesh import Topology
-from mesh._core import FindingKind
+from mesh._core import FindingKind, StuckRank
 
 from .._core import BackendConfigError, need_torch
 from ._classes import automatic
@@ -427,7 +427,8 @@ def _waits(outcome: Outcome, meets: dict[Key, Meet], traces: Sequence[Trace]
         return "?", ()
 
     waiting = tuple(tuple((r, *where(r)) for r in sorted(c)) for c in outcome.cycles)
-    blocked = tuple((r, *where(r), tuple(sorted(outcome.waits[r]))) for r in outcome.blocked)
+    blocked = tuple(StuckRank(r, where(r), tuple(sorted(outcome.waits[r])))
+                    for r in outcome.blocked)
     return waiting, blocked, tuple(sorted(words.items()))
 
 

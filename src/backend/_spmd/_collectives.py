@@ -17,19 +17,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 
-from mesh._core import FindingKind
+from mesh._core import FindingKind, never_issued, nth
 
 from ._events import Call, TorchGroupKey, Trace, WaitWork
 from ._keys import CallChannel, CallKey, Key, P2PChannel, P2PKey
 from ._matcher import Meet, Mismatch, Outcome, Step
-from ._report import Finding, verb, who
+from ._report import Finding, who
 
 __all__ = ["CallLowering", "call_findings", "wait_words"]
-
-
-def _nth(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 class CallLowering:
@@ -116,11 +111,11 @@ def _unpaired(key: P2PKey, info: Call, gone: tuple[int, ...]) -> Finding:
     """A send without its recv, or a recv without its send."""
     src, dst, n = key.src, key.dst, key.n + 1
     if info.op == "send":
-        text = (f"rank {src}'s {_nth(n)} send to rank {dst} on {info.group.describe()} "
+        text = (f"rank {src}'s {nth(n)} send to rank {dst} on {info.group.describe()} "
                 f"({info.describe()}, {info.line}) has no matching recv at rank {dst}: "
                 "the sender waits for it")
     else:
-        text = (f"rank {dst}'s {_nth(n)} recv from rank {src} on "
+        text = (f"rank {dst}'s {nth(n)} recv from rank {src} on "
                 f"{info.group.describe()} ({info.describe()}, {info.line}) has no "
                 f"matching send from rank {src}: the receiver waits for it")
     return Finding(FindingKind.UNMATCHED, text, f"p2p {info.op} {info.line}", gone)
@@ -131,10 +126,9 @@ def _never(key: CallKey, info: Call, gone: tuple[int, ...], offered: tuple[int, 
     """A collective some members never issue."""
     return Finding(
         FindingKind.UNMATCHED,
-        f"{info.group.describe()}: {who(gone, world)} never "
-        f"{verb(gone, 'issues', 'issue')} its {_nth(key.n + 1)} call ({info.describe()}, "
-        f"{info.line}), which {who(offered, world)} {verb(offered, 'issues', 'issue')}: "
-        f"{verb(offered, 'it waits', 'they wait')} ({_fewer(traces, gone, info)})",
+        never_issued(info.group.describe(), gone, who(gone, world), key.n + 1,
+                     f"{info.describe()}, {info.line}", offered, who(offered, world),
+                     _fewer(traces, gone, info)),
         f"never {'pg ' if _torch_made(info) else ''}{info.group.label} {info.op} "
         f"{info.line}", gone)
 
@@ -171,10 +165,10 @@ def _desync(wrong: Mismatch, meets: dict[Key, Meet], traces: Sequence[Trace],
         (side[0][1] for side in sides.values())))
     if isinstance(wrong.key, P2PKey):
         src, dst = wrong.key.src, wrong.key.dst
-        text = (f"the {_nth(n)} send from rank {src} to rank {dst} on {first.group.describe()} "
+        text = (f"the {nth(n)} send from rank {src} to rank {dst} on {first.group.describe()} "
                 f"does not match its recv: " + "; ".join(words))
     else:
-        text = (f"{first.group.describe()} desyncs at its {_nth(n)} call: " + "; ".join(words)
+        text = (f"{first.group.describe()} desyncs at its {nth(n)} call: " + "; ".join(words)
                 + " (each side's first differing call)")
     return Finding(FindingKind.DESYNC, text, pattern, odd)
 
@@ -251,6 +245,6 @@ def wait_words(step: Step, trace: Trace) -> str | None:
         return None
     if isinstance(event, Call):
         n = step.keys[0].n + 1 if step.keys else 0
-        return (f"in {event.describe()} on {event.group.describe()} (its {_nth(n)} "
+        return (f"in {event.describe()} on {event.group.describe()} (its {nth(n)} "
                 f"{'p2p call' if event.p2p else 'call'} there, {event.line})")
     return None

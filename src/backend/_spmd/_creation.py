@@ -35,12 +35,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
-from mesh._core import FindingKind
+from mesh._core import FindingKind, verb
 
 from ._events import Create, Hit, TorchCreate, Trace
 from ._keys import WORLD_CREATIONS, CreateKey, Key, NewGroupKey, ParentCreationKey, WorldCreationKey
 from ._matcher import Meet, Outcome, Step
-from ._report import Finding, group_words, verb, who
+from ._report import Finding, group_words, who
 from ._torch_model import TorchModel
 
 __all__ = ["CreationLowering", "creation_findings"]

@@ -23,7 +23,7 @@ import attrs
 
 import layout
 import mesh as _mesh_package
-from mesh._core import RankStyle, ranks_text
+from mesh._core import RankStyle, call_text, ranks_text
 
 from .._c10d import GroupSpec, Plan
 
@@ -300,21 +300,15 @@ class Call:
 
     def describe(self) -> str:
         """``all_reduce (16, 16) float32 sum``; roots and peers by global rank."""
-        shapes = ", ".join(_shape(s) for s in self.shapes) or "()"
-        text = f"{self.op} {shapes} {self.dtype}"
-        if self.reduce_op:
-            text += f" {self.reduce_op}"
+        details = [self.reduce_op] if self.reduce_op else []
         if self.root is not None:
-            text += f" root {self.group.members[self.root]}"
+            details.append(f"root {self.group.members[self.root]}")
         if self.peer is not None:
-            text += f" {'to' if self.op == 'send' else 'from'} {self.group.members[self.peer]}"
+            details.append(f"{'to' if self.op == 'send' else 'from'} "
+                           f"{self.group.members[self.peer]}")
         if self.splits is not None:
-            text += f" splits in {list(self.splits[0])} out {list(self.splits[1])}"
-        return text
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+            details.append(f"splits in {list(self.splits[0])} out {list(self.splits[1])}")
+        return call_text(self.op, self.shapes, self.dtype, *details)
 
 
 @attrs.frozen

@@ -12,12 +12,12 @@ from types import MappingProxyType
 import attrs
 
 from layout import show
-from mesh._core import FindingKind, RankStyle, finding_kind, ranks_text
+from mesh._core import FindingKind, RankStyle, StuckRank, finding_kind, ranks_text
 
 from .._core import BackendConfigError
 
 __all__ = ["FINDING_KINDS", "REPORT_KINDS", "TORCH_HINT", "Finding", "SpmdReport", "group_words",
-           "verb", "who"]
+           "who"]
 
 Members = tuple[int, ...]
 
@@ -87,22 +87,22 @@ class SpmdReport:
     ``never_created``: ``(dim, members, ranks that never ask)`` per incomplete group;
     ``waiting``: sets of ranks whose orders wait on each other, each rank with the group
     it is stuck at ``(rank, dim, members)`` (a creation, or a call on that group);
-    ``blocked``: the other stuck ranks ``(rank, dim, members, the ranks it waits for)``,
-    stuck behind the above; ``errors``: ``(rank, group requests before, message)`` per
-    program that raised; ``findings``: every other problem (:class:`Finding`: calls that
-    do not match, creation and lifecycle contracts, topology); ``calls``: how many
-    collective and p2p calls were recorded; ``ran``: on how many ranks the program ran
-    (fewer than the world when ``classes=`` let the check derive the others); ``notes``:
-    how the check ran.  ``members`` is ``()`` for a split over the whole world (NCCL).
-    ``str()`` reads as a report, summarized by pattern ("the even ranks ...") so that it
-    stays short at any world size.
+    ``blocked``: the other stuck ranks, stuck behind the above, each a
+    :class:`~mesh.StuckRank` whose group is ``(dim, members)``; ``errors``: ``(rank, group
+    requests before, message)`` per program that raised; ``findings``: every other problem
+    (:class:`Finding`: calls that do not match, creation and lifecycle contracts,
+    topology); ``calls``: how many collective and p2p calls were recorded; ``ran``: on how
+    many ranks the program ran (fewer than the world when ``classes=`` let the check derive
+    the others); ``notes``: how the check ran.  ``members`` is ``()`` for a split over the
+    whole world (NCCL).  ``str()`` reads as a report, summarized by pattern ("the even ranks
+    ...") so that it stays short at any world size.
     """
 
     world_size: int
     groups: int
     never_created: tuple[tuple[str, Members, Members], ...]
     waiting: tuple[tuple[tuple[int, str, Members], ...], ...]
-    blocked: tuple[tuple[int, str, Members, Members], ...]
+    blocked: tuple[StuckRank[tuple[str, Members]], ...]
     errors: tuple[tuple[int, int, str], ...]
     findings: tuple[Finding, ...] = ()
     calls: int = 0
@@ -147,9 +147,9 @@ class SpmdReport:
         lines += [self._cycle(c, words) for c in self.waiting[:_MOST]]
         lines += _more(len(self.waiting), "sets of ranks waiting on each other")
         if self.blocked:
-            shown = "; ".join(f"rank {r} {words.get(r, 'at ' + group_words(d, m))} (waiting "
-                              f"for {ranks_text(w, RankStyle.SPMD)})"
-                              for r, d, m, w in self.blocked[:_MOST])
+            shown = "; ".join(f"rank {b.rank} {words.get(b.rank, 'at ' + group_words(*b.group))} "
+                              f"(waiting for {ranks_text(b.waits_for, RankStyle.SPMD)})"
+                              for b in self.blocked[:_MOST])
             more = f" and {len(self.blocked) - _MOST} more" if len(self.blocked) > _MOST else ""
             lines.append(f"- stuck behind those: {shown}{more}")
         lines += self._findings()
@@ -192,7 +192,7 @@ class SpmdReport:
             return []
         out = []
         words = dict(self.wait_words)
-        stuck = [r for c in self.waiting for r, _, _ in c] + [r for r, *_ in self.blocked]
+        stuck = [r for c in self.waiting for r, _, _ in c] + [b.rank for b in self.blocked]
         torch_errors = [e for e in self.errors if e[2].endswith(TORCH_HINT)]
         if torch_errors:
             out.append("Remedies: a program that calls torch.distributed itself runs on "
@@ -244,11 +244,6 @@ def group_words(dim: str, members: Members) -> str:
     if not members:
         return f"the split of dim {dim!r} over the world"
     return f"the {dim!r} group {ranks_text(members, RankStyle.SPMD)}"
-
-
-def verb(ranks: Sequence[int], one: str, many: str) -> str:
-    """``one`` for a single rank, else ``many`` ("issues" / "issue")."""
-    return one if len(ranks) == 1 else many
 
 
 def who(ranks: Sequence[int], world: int) -> str:

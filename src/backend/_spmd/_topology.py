@@ -25,10 +25,10 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from mesh import Topology
-from mesh._core import FindingKind
+from mesh._core import FindingKind, verb
 
 from ._events import Call, Create, Hit, Shrink, TorchCreate, TorchGroupKey, Trace
-from ._report import Finding, verb, who
+from ._report import Finding, who
 
 __all__ = ["communicators", "topology_findings"]
 

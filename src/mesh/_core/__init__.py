@@ -12,9 +12,14 @@ ordered sequences, mappings, the plan's dims limit, files read whole within a bo
 (:class:`RankMap`), ``_listing`` (ranks of a layout by array arithmetic, with a limit),
 ``_dims`` (the checks every view's dims pass), ``_family`` (:class:`Family`, the
 canonical value of a dim's groups), ``_view`` (:class:`MeshView`), ``_concat``
-(:func:`concatenate`), ``_words`` (the words every report shares: :func:`ranks_text` in a
-:class:`RankStyle`, and :func:`group_desc`, the ``mesh_<dim>`` name of a mesh's groups in
-torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's findings).
+(:func:`concatenate`), ``_stuck`` (:class:`StuckRank`, a rank stuck behind others in the
+reports that name one: check_spmd's and the hang reader's), ``_words`` (the words every
+report shares: :func:`ranks_text` in a :class:`RankStyle`, :func:`call_text`, a call as
+check_spmd and the hang reader write it, :func:`nth` and :func:`verb`, the ordinals and
+agreeing verbs of their sentences, :func:`never_issued`, their sentence of an unmatched call,
+:func:`group_desc`, the ``mesh_<dim>`` name of a mesh's
+groups in torch, and :class:`FindingKind`, the kinds of check_spmd's and the hang reader's
+findings).
 """
 
 from ._concat import concatenate
@@ -59,8 +64,20 @@ from ._input import (
 from ._listing import MAX_LISTED_RANKS, check_limit, py_offsets, rank_rows, rank_table
 from ._numpy import need_numpy, numpy
 from ._rankmap import RankMap
+from ._stuck import StuckRank
 from ._view import FORMAT_VERSION, Dim, MeshView, Nested
-from ._words import GROUP_DESC_PREFIX, FindingKind, RankStyle, finding_kind, group_desc, ranks_text
+from ._words import (
+    GROUP_DESC_PREFIX,
+    FindingKind,
+    RankStyle,
+    call_text,
+    finding_kind,
+    group_desc,
+    never_issued,
+    nth,
+    ranks_text,
+    verb,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -90,6 +107,7 @@ __all__ = [
     "RankNotInMeshError",
     "RankStyle",
     "ShardingError",
+    "StuckRank",
     "RecoveryError",
     "SurvivalError",
     "TooManyRanksError",
@@ -101,12 +119,15 @@ __all__ = [
     "as_name",
     "as_names",
     "as_size",
+    "call_text",
     "check_limit",
     "check_plan_dims",
     "group_desc",
     "concatenate",
     "finding_kind",
     "need_numpy",
+    "never_issued",
+    "nth",
     "numpy",
     "items_of",
     "ordered",
@@ -116,4 +137,5 @@ __all__ = [
     "rank_table",
     "ranks_text",
     "show",
+    "verb",
 ]

@@ -1,6 +1,9 @@
-"""The words every report shares: a list of ranks as text (:func:`ranks_text`), the name a
-mesh's groups carry in torch (:func:`group_desc`), and the kinds of a finding with what each
-means (:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
+"""The words every report shares: a list of ranks as text (:func:`ranks_text`), a collective
+or p2p call as text (:func:`call_text`), "its 2nd call" (:func:`nth`), a verb agreeing with
+its ranks (:func:`verb`), the sentence of a call some members never issue
+(:func:`never_issued`), the name a mesh's groups carry in torch
+(:func:`group_desc`), and the kinds of a finding with what each means
+(:class:`FindingKind`: check_spmd's, two of which the hang reader finds too).
 
 One routine writes every rank list in the house's messages and reports.  The reports grew
 apart before they shared it, and their text is kept byte for byte, so the few real
@@ -15,8 +18,8 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "finding_kind", "group_desc",
-           "ranks_text"]
+__all__ = ["GROUP_DESC_PREFIX", "FindingKind", "RankStyle", "call_text", "finding_kind",
+           "group_desc", "never_issued", "nth", "ranks_text", "verb"]
 
 GROUP_DESC_PREFIX = "mesh_"
 """How the ``group_desc`` of a mesh's group in torch begins: ``mesh_<dim>`` (the facade's
@@ -94,6 +97,63 @@ def ranks_text(ranks: Sequence[int], style: RankStyle) -> str:
     cut = [*map(str, ranks[:form.head]), form.dots, *([str(ranks[-1])] if form.last else [])]
     count = form.count.format(n=n, rest=n - form.head)
     return f"{form.opening}{', '.join(cut)}{count}{form.closing}"
+
+
+def call_text(op: str, shapes: Sequence[Sequence[int]], dtype: str, *details: str) -> str:
+    """A call in words, as check_spmd and the hang reader write it: the op, its input
+    ``shapes`` (``()`` when none), the ``dtype``, then each of ``details`` (what a report
+    knows of the call beyond these: check_spmd's reduce op, root and peer, the hang reader's
+    count of the tensors it does not show).
+
+    >>> call_text("all_reduce", [(16, 16)], "float32", "sum")
+    'all_reduce (16, 16) float32 sum'
+    >>> call_text("all_gather", [(4,), ()], "bfloat16"), call_text("barrier", [], "?")
+    ('all_gather (4,), () bfloat16', 'barrier () ?')
+    """
+    written = ", ".join(map(_shape_text, shapes)) or "()"
+    return " ".join((op, written, dtype, *details))
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    """A shape as Python writes a tuple: ``(4,)``, ``(4, 8)``, ``()``."""
+    return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(map(str, shape))})"
+
+
+def nth(n: int) -> str:
+    """``n`` as an English ordinal, as reports count a group's calls ("its 2nd call").
+
+    >>> [nth(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 102, 111)]
+    ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '102nd', '111th']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def verb(ranks: Sequence[int], one: str, many: str) -> str:
+    """``one`` for a single rank, else ``many``: the words that agree with ``ranks`` as a
+    subject ("rank 3 issues", "ranks (1, 5) issue").
+
+    >>> verb([3], "issues", "issue"), verb([1, 5], "it waits", "they wait")
+    ('issues', 'they wait')
+    """
+    return one if len(ranks) == 1 else many
+
+
+def never_issued(group: str, never: Sequence[int], who_never: str, n: int, call: str,
+                 issuers: Sequence[int], who_issues: str, waiting: str) -> str:
+    """A collective some members never issue, as check_spmd's and the hang reader's
+    ``unmatched`` findings say it: on ``group``, ``who_never`` (the ranks ``never``, in the
+    report's words) never issue its ``n``-th call, ``call``, which ``who_issues`` (the ranks
+    ``issuers``) issue, so that they wait (``waiting``: what they wait for).
+
+    >>> print(never_issued("the 'tp' group (0, 1)", [1], "rank 1", 2, "all_reduce () int64",
+    ...                    [0], "rank 0", "rank 1 stopped"))
+    the 'tp' group (0, 1): rank 1 never issues its 2nd call (all_reduce () int64), which rank 0
+    issues: it waits (rank 1 stopped)
+    """
+    return (f"{group}: {who_never} never {verb(never, 'issues', 'issue')} its {nth(n)} call "
+            f"({call}), which {who_issues} {verb(issuers, 'issues', 'issue')}: "
+            f"{verb(issuers, 'it waits', 'they wait')} ({waiting})")
 
 
 def group_desc(dim: str) -> str:

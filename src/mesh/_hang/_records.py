@@ -35,7 +35,7 @@ from typing import Any, TypeGuard
 
 import attrs
 
-from .._core import FlightRecordError, read_bounded, show
+from .._core import FlightRecordError, call_text, read_bounded, show
 from ._unpickle import MAX_DUMP_DEPTH, MAX_DUMP_UNITS, load_builtins
 
 __all__ = ["FORMATS", "MAX_DUMP_BYTES", "MAX_DUMP_DEPTH", "MAX_DUMP_ENTRIES", "MAX_DUMP_UNITS",
@@ -90,12 +90,9 @@ class FlightCall:
     def describe(self) -> str:
         """``all_reduce (4, 8) float32``: the op, the first input's shape and dtype (the
         words ``check_spmd`` uses for a call)."""
-        shape = "(" + ", ".join(map(str, self.shapes[0])) + ("," if len(self.shapes[0]) == 1
-                                                            else "") + ")" if self.shapes \
-            else "()"
-        more = f" and {len(self.shapes) - 1} more tensors" if len(self.shapes) > 1 else ""
-        dtype = self.dtypes[0] if self.dtypes else "?"
-        return f"{self.op} {shape} {dtype}{more}"
+        more = (f"and {len(self.shapes) - 1} more tensors",) if len(self.shapes) > 1 else ()
+        return call_text(self.op, self.shapes[:1], self.dtypes[0] if self.dtypes else "?",
+                         *more)
 
     def signature(self) -> tuple[str, tuple[tuple[int, ...], ...] | None,
                                  tuple[str, ...] | None]:

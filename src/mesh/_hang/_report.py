@@ -12,7 +12,18 @@ import attrs
 
 from layout import show
 
-from .._core import FindingKind, FlightRecordError, MeshView, RankStyle, finding_kind, ranks_text
+from .._core import (
+    FindingKind,
+    FlightRecordError,
+    MeshView,
+    RankStyle,
+    StuckRank,
+    finding_kind,
+    never_issued,
+    nth,
+    ranks_text,
+    verb,
+)
 from ._groups import PlanGroup, rank_words
 from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
@@ -83,21 +94,22 @@ class HangFinding:
 @attrs.frozen
 class HangReport:
     """What the dumps of a hung job say under its plan.  ``findings``: the causes (a
-    :class:`HangFinding` per stuck group); ``blocked``: ``(rank, group, waits for)`` per rank
-    merely stuck behind them; ``groups``: every group as the dumps leave it; ``mismatches``:
-    what in the dumps does not fit the plan; ``no_dump``: ranks of the plan without a dump;
-    ``notes``: how the dumps were read (a format newer than the one checked);
-    ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the report is then
-    :attr:`partial`); ``stalled_hosts``: the hosts all of whose ranks stopped before a call the
-    others wait in (look at the host: its network, file system or a straggling process).
-    ``str()`` reads as a report; :meth:`to_dict` is its JSON (:data:`SCHEMA`)."""
+    :class:`HangFinding` per stuck group); ``blocked``: a :class:`~mesh.StuckRank` (its group
+    a ``PlanGroup``) per rank merely stuck behind them; ``groups``: every group as the dumps
+    leave it; ``mismatches``: what in the dumps does not fit the plan; ``no_dump``: ranks of
+    the plan without a dump; ``notes``: how the dumps were read (a format newer than the one
+    checked); ``unreadable``: each dump that could not be read, as ``"FILE: why"`` (the
+    report is then :attr:`partial`); ``stalled_hosts``: the hosts all of whose ranks stopped
+    before a call the others wait in (look at the host: its network, file system or a
+    straggling process).  ``str()`` reads as a report; :meth:`to_dict` is its JSON
+    (:data:`SCHEMA`)."""
 
     world: int
     dumped: tuple[int, ...]
     no_dump: tuple[int, ...]
     groups: tuple[GroupState, ...]
     findings: tuple[HangFinding, ...]
-    blocked: tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]
+    blocked: tuple[StuckRank[PlanGroup], ...]
     mismatches: tuple[str, ...]
     notes: tuple[str, ...]
     host: Host = attrs.field(eq=False, repr=False)
@@ -111,7 +123,7 @@ class HangReport:
         _ranks(self.dumped, "a report's dumped ranks")
         _ranks(self.no_dump, "a report's ranks without a dump")
         for name, kind in (("groups", GroupState), ("findings", HangFinding),
-                           ("blocked", tuple), ("mismatches", str), ("notes", str),
+                           ("blocked", StuckRank), ("mismatches", str), ("notes", str),
                            ("unreadable", str), ("stalled_hosts", str)):
             value = getattr(self, name)
             if type(value) is not tuple or not all(isinstance(v, kind) for v in value):
@@ -193,8 +205,8 @@ class HangReport:
                               "maybe": [self._rank(r, f.group) for r in f.maybe],
                               "text": f.text} for f in self.findings],
                 "stalled_hosts": list(self.stalled_hosts),
-                "blocked": [{"rank": self._rank(r, g), "group": _group_dict(g),
-                             "waits_for": list(w)} for r, g, w in self.blocked],
+                "blocked": [{"rank": self._rank(b.rank, b.group), "group": _group_dict(b.group),
+                             "waits_for": list(b.waits_for)} for b in self.blocked],
                 "groups": [self._state_dict(s) for s in self.groups if s.hung],
                 "mismatches": list(self.mismatches), "notes": list(self.notes),
                 "partial": self.partial, "unreadable": list(self.unreadable)}
@@ -288,7 +300,7 @@ def _after_past(call: FlightCall, s: GroupState) -> Cause:
     """The cause of a rank whose newest call is ``s``'s pending one, which every member
     without a dump got past: it stalled after it, or it waits there for them."""
     them = ranks_text(s.no_dump, RankStyle.WHO)
-    whose = _verb(s.no_dump, "its", "their")
+    whose = verb(s.no_dump, "its", "their")
     return Cause(Why.UNSURE, f"its newest call ({call.describe()} on {s.group.describe()}, seq "
                  f"{call.seq}{at(call)}) is one that {them} (no dump given) got past, by "
                  f"{whose} peers' records: either it stalled after that call completed, or it "
@@ -296,11 +308,12 @@ def _after_past(call: FlightCall, s: GroupState) -> Cause:
 
 
 def _blocked(behind: Sequence[GroupState], positions: Mapping[int, tuple[str, FlightCall]]
-             ) -> tuple[tuple[int, PlanGroup, tuple[int, ...]], ...]:
-    """``(rank, group, waits for)`` per rank waiting in a group stuck behind the findings
-    (a rank at fault that waits too is listed, as check_spmd lists it)."""
-    return tuple(sorted(((r, s.group, s.never + s.no_dump) for s in behind for r in s.entered
-                         if r in positions and positions[r][0] == s.name), key=lambda b: b[0]))
+             ) -> tuple[StuckRank[PlanGroup], ...]:
+    """A :class:`~mesh.StuckRank` per rank waiting in a group stuck behind the findings (a
+    rank at fault that waits too is listed, as check_spmd lists it), by rank."""
+    return tuple(sorted((StuckRank(r, s.group, s.never + s.no_dump) for s in behind
+                         for r in s.entered if r in positions and positions[r][0] == s.name),
+                        key=lambda b: b.rank))
 
 
 def _once(said: dict[int, Why], rank: int, why: Cause) -> Cause:
@@ -398,9 +411,9 @@ def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding
         if found is None:
             continue
         group, call, other, before = found
-        text = (f"{group.describe()} [{group.where()}]: rank {rank} issued its {_nth(call.seq)} "
+        text = (f"{group.describe()} [{group.where()}]: rank {rank} issued its {nth(call.seq)} "
                 f"call ({call.describe()}, seq {call.seq}{at(call)}) after its "
-                f"{_nth(before.seq)} call on {other.describe()} ({before.describe()}"
+                f"{nth(before.seq)} call on {other.describe()} ({before.describe()}"
                 f"{at(before)}), and every other member of those groups the other way round: "
                 "it skipped a call or swapped two, and the call completed with its group at "
                 "another point of the program (wrong data, then a hang where the counts part)")
@@ -414,7 +427,7 @@ def _hidden(h: Hidden, views: Mapping[str, MeshView], host: Host) -> HangFinding
     g, new = h.group.group, h.newest
     there = f"{new.describe()} on {h.at.group.describe()}, seq {new.seq}{at(new)}"
     waits = h.at.hung and new.seq >= h.at.seq
-    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {_nth(h.seq)} "
+    head = (f"{g.describe()} [{g.where()}]: rank {h.rank} never issued its {nth(h.seq)} "
             f"call ({h.call.describe()}, seq {h.seq}{at(h.call)}), which no member reached "
             f"yet ({rank_words(h.rank, views, g, host(h.rank))}: ")
     if not h.sure:
@@ -464,7 +477,7 @@ def _past_cause(p: Passed) -> Cause:
 
 def _completed_words(p: Passed) -> str:
     """The call whose completion shows that ``p.rank`` got past a pending call."""
-    return (f"{p.later.group.describe()} completed its {_nth(p.call.seq)} call "
+    return (f"{p.later.group.describe()} completed its {nth(p.call.seq)} call "
             f"({p.call.describe()}, seq {p.call.seq}), which needs it and which the other "
             f"ranks issue after that call (rank {p.by}'s records show it completed)")
 
@@ -492,11 +505,11 @@ def _settled_note(shown: Sequence[Passed]) -> tuple[str, ...]:
     if not shown:
         return ()
     ranks = sorted({p.rank for p in shown})
-    words = "; ".join(f"rank {p.rank} past {p.state.group.describe()}'s {_nth(p.state.seq)} "
+    words = "; ".join(f"rank {p.rank} past {p.state.group.describe()}'s {nth(p.state.seq)} "
                       f"call ({_completed_words(p)})" for p in shown[:3])
     more = f"; and {len(shown) - 3} more" if len(shown) > 3 else ""
     return (f"{ranks_text(ranks, RankStyle.WHO)} gave no dump, but "
-            f"{_verb(ranks, 'its', 'their')} peers' records show {_verb(ranks, 'it', 'they')} "
+            f"{verb(ranks, 'its', 'their')} peers' records show {verb(ranks, 'it', 'they')} "
             "got past calls that every member with a dump made a call after, so those calls "
             "are taken as completed (a Gloo call returns once it completed, and no dump shows "
             f"one made with async_op=True still in flight): {words}{more}",)
@@ -511,7 +524,7 @@ def _desync(s: GroupState, peers: Counter[object]) -> HangFinding:
     words = [f"{ranks_text(ranks, RankStyle.WHO)} {call.describe()}{at(call)}"
              for ranks, call in sides]
     odd = min(sides, key=lambda side: (len(side[0]), peers[side[1].signature()]))[0]
-    text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {_nth(seq)} call "
+    text = (f"{s.group.describe()} [{s.group.where()}] desyncs at its {nth(seq)} call "
             f"(seq {seq}): " + "; ".join(words) + " (each side's first differing call)")
     return HangFinding(FindingKind.DESYNC, text, odd, s.group, (Why.DESYNC,) * len(odd))
 
@@ -522,40 +535,30 @@ def _unmatched(s: GroupState, causes: Mapping[int, Cause], views: Mapping[str, M
     shown = "; ".join(f"{rank_words(x, views, s.group, host(x))}: {why.words}"
                       for x, why in list(causes.items())[:3])
     more = f"; and {len(gone) - 3} more" if len(gone) > 3 else ""
-    text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(gone, RankStyle.WHO)} never "
-            f"{_verb(gone, 'issues', 'issue')} its {_nth(s.seq)} call ({s.call.describe()}, "
-            f"seq {s.seq}{at(s.call)}), which {ranks_text(s.entered, RankStyle.WHO)} "
-            f"{_verb(s.entered, 'issues', 'issue')}: "
-            f"{_verb(s.entered, 'it waits', 'they wait')} ({shown}{more})")
+    text = never_issued(f"{s.group.describe()} [{s.group.where()}]", gone,
+                        ranks_text(gone, RankStyle.WHO), s.seq,
+                        f"{s.call.describe()}, seq {s.seq}{at(s.call)}", s.entered,
+                        ranks_text(s.entered, RankStyle.WHO), shown + more)
     maybe = sorted({m for c in causes.values() for m in c.maybe} - set(gone))
     return HangFinding(FindingKind.UNMATCHED, text, gone, s.group,
                        tuple(causes[x].why for x in gone), tuple(maybe))
 
 
-def _behind(blocked: Sequence[tuple[int, PlanGroup, tuple[int, ...]]]) -> list[str]:
+def _behind(blocked: Sequence[StuckRank[PlanGroup]]) -> list[str]:
     """One entry per group the blocked ranks wait at (a 10,000-rank job has thousands of
     them behind one cause): its waiting ranks and whom they wait for."""
     if not blocked:
         return []
     by_group: dict[tuple[int, ...], tuple[PlanGroup, list[int], set[int]]] = {}
-    for r, g, w in blocked:
-        entry = by_group.setdefault(g.members, (g, [], set()))
-        entry[1].append(r)
-        entry[2].update(w)
+    for b in blocked:
+        entry = by_group.setdefault(b.group.members, (b.group, [], set()))
+        entry[1].append(b.rank)
+        entry[2].update(b.waits_for)
     words = [f"{ranks_text(ranks, RankStyle.WHO)} at {g.describe()} "
              f"(waiting for {', '.join(map(str, sorted(w)))})"
              for g, ranks, w in list(by_group.values())[:_MOST]]
     more = f"; and {len(by_group) - _MOST} more groups" if len(by_group) > _MOST else ""
     return ["- stuck behind those: " + "; ".join(words) + more]
-
-
-def _verb(ranks: Sequence[int], one: str, many: str) -> str:
-    return one if len(ranks) == 1 else many
-
-
-def _nth(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 def _ranks(value: object, what: str) -> None:
