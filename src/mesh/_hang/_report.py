@@ -375,7 +375,7 @@ def _odd_beside_missing(hang: Hang, s: GroupState) -> HangFinding | None:
     call = _pending(hang, odd[0], s)
     assert call is not None, "an odd member has its pending call"
     text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(odd, RankStyle.WHO)} "
-            f"issued its {_nth(s.seq)} call as {call.describe()}{at(call)}, where every other "
+            f"issued its {nth(s.seq)} call as {call.describe()}{at(call)}, where every other "
             f"{s.group.dim!r} group issued {usual.describe()}: a desync, whose other side "
             f"({ranks_text(s.no_dump, RankStyle.WHO)}) left no dump (on Gloo a member whose "
             "buffer is smaller than the message it gets is aborted)")
