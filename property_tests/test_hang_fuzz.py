@@ -111,7 +111,7 @@ def _named(report: HangReport) -> set[int]:
     ranks = {*report.dumped, *report.no_dump, *report.suspects}
     for f in report.findings:
         ranks |= {*f.ranks, *f.maybe, *f.group.members}
-    for r, g, waits in report.blocked:
+    for r, g, waits in ((b.rank, b.group, b.waits_for) for b in report.blocked):
         ranks |= {r, *g.members, *waits}
     for s in report.groups:
         ranks |= {*s.entered, *s.never, *s.no_dump}

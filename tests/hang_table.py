@@ -59,7 +59,7 @@ def ours_cell(report: HangReport) -> str:
         maybe = f", or maybe {', '.join(map(str, f.maybe))}" if f.maybe else ""
         words.append(f"{f.kind} {f.group.dim} {_tuple(f.group.members)}"
                      + (f" at {coord}" if coord else "") + f": rank {', '.join(why)}{maybe}")
-    behind = sorted({r for r, _, _ in report.blocked})
+    behind = sorted({b.rank for b in report.blocked})
     return "; ".join(words) + (f"; behind: {', '.join(map(str, behind))}" if behind else "")
 
 

@@ -56,7 +56,7 @@ def test_each_planted_hang_is_named_as_planted(runs: dict[str, Path], name: str)
     report = read_flight_records(dumps_in(runs[name]), view_of(name))
     findings, behind = EXPECT[name]
     assert _named(report) == findings, str(report)
-    assert {r for r, _, _ in report.blocked} == behind, str(report)
+    assert {b.rank for b in report.blocked} == behind, str(report)
     assert report.kinds() <= set(FINDING_KINDS)
     if name in CAUSES:  # a stalled rank is never said to have gone on
         assert {r: c.value for f in report.findings if f.kind == "unmatched"
@@ -105,8 +105,8 @@ def test_check_spmd_gives_the_matching_offline_finding(runs: dict[str, Path],
         return
     assert sorted((f.kind, f.ranks) for f in offline.findings) == \
         sorted((f.kind, f.ranks) for f in records.findings)
-    assert {(r, dim, members) for r, dim, members, _ in offline.blocked} == \
-        {(r, g.dim, g.members) for r, g, _ in records.blocked}
+    assert {(b.rank, *b.group) for b in offline.blocked} == \
+        {(b.rank, b.group.dim, b.group.members) for b in records.blocked}
 
 
 @pytest.mark.timeout(420)

@@ -43,7 +43,7 @@ def test_a_skipped_call_names_the_group_by_dim_and_coordinate_and_the_skipper(
     assert finding.group.coordinate == (("dp", 1),)
     assert "rank 5 (dp=1, tp=1; host host1)" in finding.text
     assert "its 3rd call (all_reduce (4, 8) float32, seq 3)" in finding.text
-    assert {r for r, _, _ in report.blocked} == {0, 2, 3}  # their dp peers 4, 6, 7 wait
+    assert {b.rank for b in report.blocked} == {0, 2, 3}  # their dp peers 4, 6, 7 wait
     assert report.suspects == (5,)
     assert str(report).splitlines()[1] == "look first at rank 5 (host1)"
 
