@@ -28,7 +28,8 @@ and at the largest size the peak memory (``tracemalloc``, over another event of 
 kind: no plan is shared).
 
 Targets (exit 1 on a miss; ``--smoke`` checks none): per event at 131,072 ranks <= 100 ms
-and <= 256 MiB; every event answered with a way (never an empty recovery).
+(each of 10 random events per kind, timed as the least of 3 calls) and <= 256 MiB; every
+event answered with a way (never an empty recovery).
 
 Run:  python bench/recover.py                  (30 events at 16,384 ranks; about a minute)
       python bench/recover.py --events 10000   (the issue's 10,000 events; hours on 2 cores)
@@ -102,6 +103,23 @@ def timed(job: Job, failed: list[int]) -> tuple[float, Recovery]:
     return time.perf_counter() - t, r
 
 
+PASSES, AT_SCALE = 3, 10
+"""At the largest size each kind is timed over ``AT_SCALE`` events, each the least of
+``PASSES`` calls (nothing carries from one call to the next: the least is the event's cost
+with the machine's other load least in the way, as ``timeit`` reports)."""
+
+
+def least(job: Job, failed: list[int]) -> tuple[float, float, Recovery]:
+    """The least wall-clock and CPU seconds of :data:`PASSES` calls on one event."""
+    best, cpu, r = float("inf"), float("inf"), None
+    for _ in range(PASSES):
+        c = time.process_time()
+        secs, r = timed(job, failed)
+        best, cpu = min(best, secs), min(cpu, time.process_time() - c)
+    assert r is not None, "PASSES is at least 1"
+    return best, cpu, r
+
+
 def peak(job: Job, failed: list[int]) -> int:
     tracemalloc.start()
     job.recover(failed)
@@ -152,7 +170,7 @@ def events(job: Job, count: int, seed: int) -> tuple[list[str], list[str]]:
 
 def scale(sizes: list[int], layers: int, seed: int, smoke: bool) -> tuple[list[str], list[str]]:
     head = f"{'ranks':>8} {'event':<7} {'ms':>9} {'peak MiB':>9}  best way"
-    out, failures = [head, "-" * len(head)], []
+    out, failures, spread = [head, "-" * len(head)], [], []
     rng = random.Random(seed)
     for n in sizes:
         job = Job(n, layers)
@@ -167,13 +185,26 @@ def scale(sizes: list[int], layers: int, seed: int, smoke: bool) -> tuple[list[s
             out.append(f"{n:>8,} {kind:<7} {secs * 1e3:>9.1f} {shown:>9}  "
                        f"{best and best.kind.value}: {best and best.label}")
             if n == sizes[-1] and not smoke:
-                if secs > TARGET_S:
-                    failures.append(f"a {kind} failure at {n:,} ranks took {secs * 1e3:.0f} "
-                                    f"ms (target <= {TARGET_S * 1e3:.0f} ms)")
+                got = [least(job, job.failed(kind, rng))[:2] for _ in range(AT_SCALE)]
+                spread.append(_spread(n, kind, got))
+                if (worst := max(w for w, _ in got)) > TARGET_S:
+                    failures.append(f"a {kind} failure at {n:,} ranks took {worst * 1e3:.0f} "
+                                    f"ms (the slowest of {AT_SCALE} events, each the least of "
+                                    f"{PASSES} calls; target <= {TARGET_S * 1e3:.0f} ms)")
                 if mem is not None and mem > TARGET_MEM:
                     failures.append(f"a {kind} failure at {n:,} ranks peaked at "
                                     f"{mem / 2**20:.0f} MiB (target <= 256 MiB)")
+    if spread:
+        out += ["", f"at {sizes[-1]:,} ranks, {AT_SCALE} events per kind, each the least of "
+                f"{PASSES} calls (ms): median / slowest, wall clock and CPU", *spread]
     return out, failures
+
+
+def _spread(n: int, kind: str, got: list[tuple[float, float]]) -> str:
+    """One kind's events at scale: median and slowest of the wall and CPU times."""
+    wall, cpu = sorted(w * 1e3 for w, _ in got), sorted(c * 1e3 for _, c in got)
+    return (f"{n:>8,} {kind:<7} wall {statistics.median(wall):6.1f} / {wall[-1]:6.1f}   "
+            f"cpu {statistics.median(cpu):6.1f} / {cpu[-1]:6.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
