@@ -35,6 +35,7 @@ would wait for ever; both are a typed error on every rank of the plans instead.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, overload
 
@@ -109,33 +110,44 @@ def _assembled(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any,
     nothing is reduced (each piece converted to its dtype as it is placed)."""
     import torch
 
-    shape = plan.dst.local_shape(rank)
     if _staged(plan):
         return _assembled_staged(plan, rank, inbox, dtype, device, reduced)
     # every element arrives once (kept, received, or later read from the checkpoint as
     # plan.lost says): zeros only where some may not (a partial source, lost boxes)
     fresh = (torch.zeros if plan.src.partial_dims or plan.dst.partial_dims or plan.lost(rank)
              else torch.empty)
-    blocks: dict[tuple[int, ...], Any] = {}
+    first = None
     if target is not None and not plan.src.partial_dims and plan.divisor == 1:
-        blocks[()] = target.zero_() if fresh is torch.zeros else target
+        first = target.zero_() if fresh is torch.zeros else target
 
-    def block(contribution: tuple[int, ...]) -> Any:
-        if contribution not in blocks:
-            blocks[contribution] = fresh(shape, dtype=dtype, device=device)
-        return blocks[contribution]
+    def new(shape: tuple[int, ...]) -> Any:
+        return fresh(shape, dtype=dtype, device=device)
 
+    return plan.assemble(rank, _pieces(plan, rank, local, inbox), new, _reduced, first)
+
+
+def _pieces(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]]
+            ) -> Iterator[tuple[tuple[int, ...], Any, Any]]:
+    """What ``rank`` places in its block: the boxes it keeps, from its source tensor, then
+    each received transfer's boxes, unpacked in order from its buffer."""
     keep = plan.keeps(rank)
     if keep is not None:
-        out = block(keep.contribution)
         for box in keep.boxes:
-            out[plan.dst.local_slices(rank, box)] = local[plan.src.local_slices(rank, box)]
+            yield keep.contribution, box, local[plan.src.local_slices(rank, box)]
     for t, buf in inbox:
-        _place(plan, rank, block(t.contribution), t, buf)
-    values = list(blocks.values()) or [torch.zeros(shape, dtype=dtype, device=device)]
-    ops = [p.op for p in plan.src.placements if isinstance(p, mesh.Partial)]
-    value = _reduced(values, ops[0]) if ops else values[0]
-    return value / plan.divisor if plan.divisor > 1 else value  # a Partial("sum") destination
+        for box, values in _unpacked(t, buf):
+            yield t.contribution, box, values
+
+
+def _unpacked(t: mesh.Transfer, buf: Any) -> Iterator[tuple[Any, Any]]:
+    """Transfer ``t``'s boxes with their values, packed in ``buf`` in order (a box lies in
+    one run of the receiver's indices: its local shape is its extents)."""
+    at = 0
+    for box in t.boxes:
+        shape = tuple(b - a for a, b in box)
+        n = math.prod(shape)
+        yield box, buf[at:at + n].reshape(shape)
+        at += n
 
 
 def _assembled_staged(plan: mesh.Reshard, rank: int, inbox: list[tuple[Any, Any]],
@@ -149,19 +161,9 @@ def _assembled_staged(plan: mesh.Reshard, rank: int, inbox: list[tuple[Any, Any]
     for box in () if keep is None else keep.boxes:
         out[plan.dst.local_slices(rank, box)] = reduced[box]
     for t, buf in inbox:
-        if t.stage == 2:  # a reducer's stage-1 receipts are summed already
-            _place(plan, rank, out, t, buf)
+        for box, values in _unpacked(t, buf) if t.stage == 2 else ():  # (a reducer's stage-1
+            out[plan.dst.local_slices(rank, box)] = values  # receipts are summed already)
     return out / plan.divisor if plan.divisor > 1 else out
-
-
-def _place(plan: mesh.Reshard, rank: int, out: Any, t: mesh.Transfer, buf: Any) -> None:
-    """The boxes of transfer ``t``, packed in ``buf`` in order, placed in ``out``."""
-    at = 0
-    for box in t.boxes:
-        where = plan.dst.local_slices(rank, box)
-        n = out[where].numel()
-        out[where] = buf[at:at + n].reshape(out[where].shape)
-        at += n
 
 
 def _sums(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]]
@@ -173,11 +175,8 @@ def _sums(plan: mesh.Reshard, rank: int, local: Any, inbox: list[tuple[Any, Any]
         return parts
     op = next(p.op for p in plan.src.placements if isinstance(p, mesh.Partial))
     for t, buf in inbox:
-        at = 0
-        for box in t.boxes if t.stage == 1 else ():
+        for box, piece in _unpacked(t, buf) if t.stage == 1 else ():
             part = parts[box]
-            piece = buf[at:at + part.numel()].reshape(part.shape)
-            at += part.numel()
             if op in ("sum", "avg"):
                 part += piece
             else:

@@ -652,6 +652,39 @@ class Reshard:
         return self._totals.rounds
 
     # ---- the offline executor -----------------------------------------------------------
+    def assemble(self, rank: int, pieces: Iterable[tuple[tuple[int, ...], Box, Any]],
+                 new: Callable[[tuple[int, ...]], Any],
+                 reduce: Callable[[list[Any], str], Any], first: Any = None) -> Any:
+        """``rank``'s destination block from its ``pieces``, in any array library: each
+        ``(contribution, box, values)`` written where ``box`` lies in the block of its
+        contribution (a partial source's coordinates; ``()`` otherwise), each block made by
+        ``new(shape)`` (``first``, where given, is contribution ``()``'s), then the blocks
+        reduced by the partial source's op (``reduce(blocks, op)``) and divided by
+        :attr:`divisor`.  The one assembly both executors share: :meth:`apply` on NumPy
+        arrays, ``backend``'s on the tensors it received.  (A plan whose sums happen on the
+        way places reduced parts instead: its executors do.)
+
+        >>> import numpy as np
+        >>> from mesh import MeshView, Shard, Sharding, reshard
+        >>> two, one = MeshView.from_ranks([0, 1], ("a",)), MeshView.from_ranks([2], ("b",))
+        >>> plan = reshard(Sharding(two, (Shard(0),), (4,)), Sharding(one, (Shard(0),), (4,)))
+        >>> halves = {0: np.array([1, 2]), 1: np.array([3, 4])}
+        >>> plan.assemble(2, [(t.contribution, box, halves[t.source]) for t in plan.receives(2)
+        ...                   for box in t.boxes], np.zeros, lambda blocks, op: blocks[0])
+        array([1., 2., 3., 4.])
+        """
+        shape = self.dst.local_shape(rank)
+        blocks: dict[tuple[int, ...], Any] = {} if first is None else {(): first}
+        for contribution, box, values in pieces:
+            block = blocks.get(contribution)
+            if block is None:
+                block = blocks[contribution] = new(shape)
+            block[self.dst.local_slices(rank, box)] = values
+        found = list(blocks.values()) or [new(shape)]
+        ops = [p.op for p in self.src.placements if isinstance(p, Partial)]
+        value = reduce(found, ops[0]) if ops else found[0]
+        return value / self.divisor if self.divisor > 1 else value
+
     def apply(self, shards: Mapping[int, Any], checkpoint: Any = None) -> dict[int, Any]:
         """Each destination rank's local NumPy array, from each source rank's (``shards``:
         source rank -> its local array, as :meth:`Sharding.local` gives it), moving exactly
@@ -664,29 +697,30 @@ class Reshard:
         dtype = next((a.dtype for a in shards.values()), None)
         if self._staged:
             return self._apply_staged(shards, ops[0], dtype, np)
-        out = {}
-        for r in self._dst_ranks():
-            shape = self.dst.local_shape(r)
-            blocks: dict[tuple[int, ...], Any] = {}
-            keep = self.keeps(r)
-            for t in (*self.receives(r), *(() if keep is None else (keep,))):
-                if t.source not in shards:
-                    raise ShardingError(f"Reshard.apply: no local array for source rank "
-                                        f"{t.source} (it sends to rank {r})")
-                have = shards[t.source]
-                block = blocks.setdefault(t.contribution, np.zeros(shape, dtype=dtype))
-                for box in t.boxes:
-                    block[self.dst.local_slices(r, box)] = \
-                        have[self.src.local_slices(t.source, box)]
-            if checkpoint is not None:
-                block = blocks.setdefault((), np.zeros(shape, dtype=dtype))
-                for box in self.lost(r):
-                    block[self.dst.local_slices(r, box)] = \
-                        checkpoint[tuple(slice(a, b) for a, b in box)]
-            values = list(blocks.values()) or [np.zeros(shape, dtype=dtype)]
-            value = _reduced(values, ops[0], np) if ops else values[0]
-            out[r] = value / self.divisor if self.divisor > 1 else value
-        return out
+
+        def new(shape: tuple[int, ...]) -> Any:
+            return np.zeros(shape, dtype=dtype)
+
+        def reduce(blocks: list[Any], op: str) -> Any:
+            return _reduced(blocks, op, np)
+
+        return {r: self.assemble(r, self._apply_pieces(r, shards, checkpoint), new, reduce)
+                for r in self._dst_ranks()}
+
+    def _apply_pieces(self, r: int, shards: Mapping[int, Any], checkpoint: Any
+                ) -> Iterator[tuple[tuple[int, ...], Box, Any]]:
+        """What :meth:`apply` places in destination rank ``r``'s block: each box it receives
+        or keeps, from its source rank's local array; then its lost boxes from
+        ``checkpoint``, where one is given."""
+        keep = self.keeps(r)
+        for t in (*self.receives(r), *(() if keep is None else (keep,))):
+            if t.source not in shards:
+                raise ShardingError(f"Reshard.apply: no local array for source rank "
+                                    f"{t.source} (it sends to rank {r})")
+            for box in t.boxes:
+                yield t.contribution, box, shards[t.source][self.src.local_slices(t.source, box)]
+        for box in () if checkpoint is None else self.lost(r):
+            yield (), box, checkpoint[tuple(slice(a, b) for a, b in box)]
 
     def _apply_staged(self, shards: Mapping[int, Any], op: str, dtype: Any, np: Any
                       ) -> dict[int, Any]:
