@@ -203,11 +203,12 @@ class Memo:
         self.olds: dict[tuple[MeshView, MeshView], tuple[Any, Any]] = {}
         self.tiles: dict[Kind, dict[int, int | None]] = {}
         self.near: dict[tuple[Kind, int, int], frozenset[int | None]] = {}
+        self.nearby: dict[Kind, dict[int, list[frozenset[int | None]]]] = {}
         self.gone: dict[Kind, dict[int, int]] = {}
         self.cuts: dict[tuple[Any, ...], list[list[list[tuple[int, int]]]]] = {}
         self.where: dict[int, tuple[int, int]] = {}
         self.sets: dict[frozenset[int | None], frozenset[int | None]] = {}
-        self.labels: dict[tuple[Any, int], tuple[int, ...]] = {}
+        self.labels: dict[tuple[Any, ...], dict[int, tuple[int, ...]]] = {}
         self.classed: dict[tuple[Kind, Kind], tuple[Any, ...]] = {}
         self.brought: dict[Kind, tuple[Any, int]] = {}
 
@@ -704,6 +705,7 @@ class _Near:
         self.radix = [_labels(src, d) for d in range(len(src.shape))]
         self.kind = _kind(src)
         self.tiles = memo.tiles.setdefault(self.kind, {})
+        self.nearby = memo.nearby.setdefault(self.kind, {})  # per rank, its near sets
         gone = memo.gone.get(self.kind)
         if gone is None:
             gone = memo.gone[self.kind] = {}
@@ -726,7 +728,14 @@ class _Near:
         return self.tiles[q]
 
     def near(self, topology: Topology, r: int) -> list[frozenset[int | None]]:
-        """The tiles held by ranks up on ``r``'s host, then in its fast domain."""
+        """The tiles held by ranks up on ``r``'s host, then in its fast domain (kept per
+        source :data:`Kind` and rank: the patterns of a kind ask for the same receivers)."""
+        got = self.nearby.get(r)
+        if got is None:
+            got = self.nearby[r] = self._near(topology, r)
+        return got
+
+    def _near(self, topology: Topology, r: int) -> list[frozenset[int | None]]:
         out = []
         where = self.memo.where.get(r)
         if where is None:
@@ -755,15 +764,15 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
     pieces = memo.pieces(src, dst)
     out: dict[int, list[int]] = {}
     alike: dict[tuple[Any, ...], list[int]] = {}
-    how = (dst.view, tuple(tuple(i for i, _ in dst.sharders(d)) for d in dims))
+    mine = memo.labels.setdefault(  # destination labels per rank: per view dims, shared
+        (dst.view, tuple(tuple(i for i, _ in dst.sharders(d)) for d in dims)), {})
     for r in receivers:
         near = [] if memo.topology is None else found.near(memo.topology, r)
         own = found.tile(r)
-        labels = memo.labels.get((how, r))  # its destination labels: per view dims, shared
+        labels = mine.get(r)
         if labels is None:
             c = memo.coordinate(dst.view, r) or ()  # (a receiver is in the view)
-            labels = memo.labels[(how, r)] = tuple(_label_id(dst, d, dst.label(c, d))
-                                                   for d in dims)
+            labels = mine[r] = tuple(_label_id(dst, d, dst.label(c, d)) for d in dims)
         key = (own, labels, *map(id, near))  # (near sets are kept by the memo, equal ones
         # as one object: their ids name them)
         row = alike.get(key)
