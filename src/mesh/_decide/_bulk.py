@@ -140,9 +140,12 @@ class Coordinates:
 def _label_ids(np: Any, s: Sharding, d: int, coords: Coordinates, at: Any = None) -> Any:
     """Each rank's label on tensor dim ``d`` as one int (mixed radix over the sizes of the
     view dims sharding it); of the ranks at indices ``at`` only, when given."""
-    out = np.zeros(coords.ranks.shape if at is None else at.shape, dtype=np.int64)
+    out = None  # (the first dim's coordinates as they are: no array of zeros to grow)
     for i, _ in s.sharders(d):
-        out = out * s.view.shape[i] + (coords.dims[i] if at is None else coords.dims[i][at])
+        c = coords.dims[i] if at is None else coords.dims[i][at]
+        out = c.astype(np.int64, copy=False) if out is None else out * s.view.shape[i] + c
+    if out is None:
+        return np.zeros(coords.ranks.shape if at is None else at.shape, dtype=np.int64)
     return out
 
 
@@ -624,6 +627,11 @@ def _numbered(np: Any, parts: list[tuple[Any, int]], n: int) -> tuple[Any, int]:
     bound = max(_CLASS_SPAN * n, _CLASS_TABLE)
     key, size = np.zeros(n, dtype=np.int64), 1
     for values, count in parts:
+        if count == 1:  # every value 0: nothing to add
+            continue
+        if size == 1 and count <= bound:  # the key is all zeros: the part is the key
+            key, size = values.astype(np.int64, copy=False), count
+            continue
         if size * count > bound:
             key, size = _renumbered(np, key, size)
         if size * count > bound:  # too many classes for a table: sorted
