@@ -209,7 +209,16 @@ def _same_rows(np: Any, before: Any, index: Any, after: Any) -> int:
         held = first < index.size
         at = index[np.where(held, first, 0)]
     rows = before[at // before.shape[1]]
-    return int((held & (rows == after).all(axis=1)).sum())
+    return int((held & _rows_all(np, rows == after)).sum())
+
+
+def _rows_all(np: Any, table: Any) -> Any:
+    """``table.all(axis=1)`` of a boolean table: rows under 256 wide summed as bytes by one
+    matmul (exact below 256; ``all(axis=1)`` walks short rows several times slower)."""
+    width = table.shape[1]
+    if width >= 256 or not table.flags.c_contiguous:
+        return table.all(axis=1)
+    return (table.view(np.uint8) @ np.ones(width, dtype=np.uint8)) == width
 
 
 def survive(plan: Derivation, world: MeshView, failed: Sequence[int], *,
