@@ -126,17 +126,31 @@ def test_ranks_given_plans_over_different_ranks_raise_at_once_naming_both(
 
 def test_a_rank_waiting_for_one_that_raised_elsewhere_raises_naming_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rank 1 raised in an earlier reshard over ranks 1 and 5 (marked failed in the store);
-    rank 0, waiting for it in a plan over ranks 0-3, raises at its next poll."""
+    """Ranks 1 and 5 were given plans over different ranks (1, 5 against 1, 5, 6): both
+    raise, and mark themselves failed.  Ranks 0, 2 and 3, waiting for rank 1 in a plan over
+    ranks 0-3 (which rank 1's plans do not name), raise at their next poll, naming it."""
     monkeypatch.setattr(_agree, "POLL", timedelta(milliseconds=100))
     store = dist.HashStore()
-    with pytest.raises(BackendConfigError):
-        _agree.same_plans(_over([1, 5, 1, 5]), 1, store,  # type: ignore[arg-type]
-                          timeout=timedelta(milliseconds=300))
+    crossed = _run(store, {1: _over([1, 5, 1, 5]), 5: _over([1, 5, 5, 6])})
+    assert all("plans over different ranks" in str(t) for t in crossed.values()), crossed
     got = _run(store, {0: _over([0, 1, 2, 3]), 2: _over([0, 1, 2, 3]), 3: _over([0, 1, 2, 3])})
     for r in (0, 2, 3):
         assert str(got[r]).endswith("; rank 1 raised in a reshard whose plans name ranks 1,5"), \
             got[r]
+
+
+def test_a_rank_late_after_a_plan_mismatch_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 2 was given another plan: every rank raised (a mismatch, not plans over other
+    ranks).  At the next call it comes 1 s after the others, who poll every 0.1 s: they wait
+    for it (a mismatch leaves no failed mark), and all go on."""
+    monkeypatch.setattr(_agree, "POLL", timedelta(milliseconds=100))
+    store = dist.HashStore()
+    first = _run(store, {r: _plans(Replicate() if r == 2 else Shard(0)) for r in range(4)})
+    assert all("run different plans" in str(t) for t in first.values()), first
+    late = threading.Timer(1.0, lambda: _agree.same_plans(_plans(), 2, store))  # type: ignore[arg-type]
+    late.start()
+    assert _run(store, {r: _plans() for r in (0, 1, 3)}) == dict.fromkeys((0, 1, 3), "ok")
+    late.join(30)
 
 
 def test_a_rank_whose_earlier_call_over_other_ranks_is_done_is_waited_for() -> None:

@@ -31,7 +31,9 @@ the verdict reads which of its ranks have not arrived, and where the first
 (a call this rank has not made yet) waits for it while it waits for them, so it raises a
 typed error naming both sets of ranks, and marks itself failed
 (``reshard/at/<rank> = "failed <space>/<k>"``); a rank that finds a peer so marked raises
-too, naming it.  Only the store's timeout ends a wait for a rank that is elsewhere.
+too, naming it, and marks itself in turn.  Only these errors are marked: a rank that raised
+because its plans differ from its peers' (they all raise) may call again.  Only the store's
+timeout ends a wait for a rank that is elsewhere.
 """
 
 from __future__ import annotations
@@ -108,11 +110,7 @@ def same_plans(named: list[tuple[str, mesh.Reshard]], rank: int, store: Any,
         store.set(f"{call}/verdict", mine if held == len(ranks) else "mismatch")
         for key in ("n", "in", "verdict", f"d/{mine}", f"who/{mine}") if k else ():
             store.delete_key(f"{base}/{k - 1}/{key}")
-    try:
-        _verdict(store, call, mine, rank, ranks, timeout, root)
-    except BackendConfigError:
-        store.set(f"{root}/at/{rank}", f"failed {over}/{k}")
-        raise
+    _verdict(store, call, mine, rank, ranks, timeout, root)
 
 
 def _announce(store: Any, root: str, over: str, k: int, rank: int,
@@ -180,7 +178,8 @@ def _waited(store: Any, call: str, rank: int, ranks: frozenset[int],
                     f"to compare plans, and some never came ({type(e).__name__}: {e}): a rank "
                     "runs plans over other ranks, or did not call") from e
         crossed = _crossed(store, call, rank, ranks, root)
-        if crossed:
+        if crossed:  # marked, so that the ranks waiting for this one elsewhere raise too
+            store.set(f"{root}/at/{rank}", "failed " + "/".join(call.rsplit("/", 2)[-2:]))
             raise BackendConfigError(crossed)
 
 
