@@ -246,6 +246,7 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     behind: list[GroupState] = []
     unseen = _unseen(hang, host)
     names = {s.name for s in unseen}
+    odd = _odd_beside_missing(hang)
     for s in sorted(hang.states, key=lambda s: s.group.members):
         if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
             continue
@@ -254,7 +255,7 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
             continue
         causes = {x: _once(said, x, why) for x in s.never + s.no_dump if (why := past.get(
             (s.name, x)) or cause(x, s, states, positions, order, names, views) or after.get(x))}
-        findings += [f for f in [_odd_beside_missing(hang, s)] if f is not None]
+        findings += [odd[s.name]] if s.name in odd else []
         if causes:
             findings.append(_unmatched(s, causes, views, host))
         else:
@@ -263,16 +264,25 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     if any(s.hung for s in hang.states):  # a skip is hidden only behind a hang
         findings += [_hidden(h, views, host) for h in hidden_skips(
             hang, order, {r for f in findings for r in f.ranks})]
-    if behind and not findings and not unseen:  # every stuck rank waits behind another
-        findings = [_unmatched(s, dict.fromkeys(s.never + s.no_dump, CYCLE), views, host)
-                    for s in behind]
-        behind = []
-    if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
-        findings = [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
-                    for s in unseen]
+    findings, behind = _when_nothing_else(findings, behind, unseen, views, host)
     return HangReport(hang.world, hang.dumped, hang.no_dump, hang.states, tuple(findings),
                       _blocked(behind, positions), hang.mismatches, hang.notes + note, host,
                       views, unreadable, _stalled_hosts(findings, hang.world, host))
+
+
+def _when_nothing_else(findings: list[HangFinding], behind: list[GroupState],
+                       unseen: Sequence[GroupState], views: Mapping[str, MeshView], host: Host
+                       ) -> tuple[list[HangFinding], list[GroupState]]:
+    """The findings and the groups stuck behind them, where nothing else was found: every
+    stuck rank waiting behind another is a cycle; else the ranks without a dump, on hosts
+    whose dumps were not given, are what is left to explain the hang."""
+    if behind and not findings and not unseen:  # every stuck rank waits behind another
+        return [_unmatched(s, dict.fromkeys(s.never + s.no_dump, CYCLE), views, host)
+                for s in behind], []
+    if unseen and not findings:  # nothing else explains the hang: the ranks without a dump
+        return [_unmatched(s, dict.fromkeys(s.no_dump, NO_DUMP_ONLY), views, host)
+                for s in unseen], behind
+    return findings, behind
 
 
 def _past_without_dumps(hang: Hang, order: Order) -> tuple[
@@ -353,27 +363,46 @@ def _stalled_hosts(findings: Sequence[HangFinding], world: int, host: Host) -> t
     return tuple(sorted(h for h, rs in stopped.items() if len(rs) == sizes[h] >= 2))
 
 
-def _odd_beside_missing(hang: Hang, s: GroupState) -> HangFinding | None:
-    """A member of ``s`` (stuck on members without a dump) whose pending call differs from
-    the one every other group of the dim made at that number: a desync whose other side
-    left no dump (Gloo aborts a process whose buffer is smaller than the message it gets,
-    so the innocent member dies and only the odd one's record shows it); None if none."""
-    if not s.no_dump or s.desync is not None:
-        return None
-    others = {g.name for g in hang.states if g.name != s.name and
-              (g.group.view, g.group.dim) == (s.group.view, s.group.dim)}
-    theirs = [c for calls in hang.calls.values() for c in calls
-              if c.group in others and c.seq == s.seq]
-    voted = Counter(c.signature() for c in theirs).most_common()
-    if len(voted) != 1 or voted[0][1] < 2:  # the other groups must agree, and be several
-        return None
-    usual = next(c for c in theirs if c.signature() == voted[0][0])
+def _odd_beside_missing(hang: Hang) -> dict[str, HangFinding]:
+    """Per stuck group waiting on members without a dump, a desync finding where a member's
+    pending call differs from the one every other group of the dim made at that number (Gloo
+    aborts the member whose buffer is smaller than the message it gets, so the innocent side
+    leaves no dump and only the odd one's record shows it).  One pass over the calls."""
+    asked = [s for s in hang.states if s.hung and s.no_dump and s.desync is None]
+    if not asked:
+        return {}
+    dim_of = {g.name: (g.group.view, g.group.dim) for g in hang.states}
+    keys = {(dim_of[s.name], s.seq) for s in asked}
+    votes: dict[tuple[Any, int], Counter[tuple[str, object]]] = {k: Counter() for k in keys}
+    sample: dict[tuple[tuple[Any, int], object], FlightCall] = {}
+    for calls in hang.calls.values():
+        for c in calls:
+            key = (dim_of.get(c.group), c.seq)
+            if key in votes:
+                votes[key][c.group, c.signature()] += 1
+                sample.setdefault((key, c.signature()), c)
+    out = {}
+    for s in asked:
+        key = (dim_of[s.name], s.seq)
+        theirs: Counter[object] = Counter()
+        for (g, sig), n in votes[key].items():
+            theirs[sig] += n if g != s.name else 0
+        theirs = +theirs  # (the signatures only this group made: none)
+        if len(theirs) == 1 and sum(theirs.values()) >= 2:  # the others agree, and are several
+            found = _odd(hang, s, sample[key, next(iter(theirs))])
+            if found is not None:
+                out[s.name] = found
+    return out
+
+
+def _odd(hang: Hang, s: GroupState, usual: FlightCall) -> HangFinding | None:
+    """The desync finding of :func:`_odd_beside_missing` for ``s``, whose other groups all
+    made ``usual`` (None where no member's pending call differs from it)."""
     odd = tuple(r for r in s.entered if (c := _pending(hang, r, s)) is not None
                 and c.signature() != usual.signature())
-    if not odd:
+    call = _pending(hang, odd[0], s) if odd else None
+    if call is None:
         return None
-    call = _pending(hang, odd[0], s)
-    assert call is not None, "an odd member has its pending call"
     text = (f"{s.group.describe()} [{s.group.where()}]: {ranks_text(odd, RankStyle.WHO)} "
             f"issued its {nth(s.seq)} call as {call.describe()}{at(call)}, where every other "
             f"{s.group.dim!r} group issued {usual.describe()}: a desync, whose other side "
