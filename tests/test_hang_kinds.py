@@ -284,3 +284,16 @@ def test_a_call_the_other_groups_disagree_on_names_no_desync(tmp_path: Path) -> 
     report = _without({r: program(r)[:1] if r == 1 else program(r) for r in range(8)},
                       tmp_path, 1)
     assert report.kinds() == {"unmatched"} and report.suspects == (1,)
+
+
+def test_groups_of_other_pipeline_stages_are_not_compared(tmp_path: Path) -> None:
+    """A (pp=4, dp=2) mesh: each stage's dp group all-reduces its own gradients, the last
+    stage's of another shape (an output head).  Rank 7, the last stage's other member, dies
+    before that call (no dump): the three other stages agree with each other, but they are
+    other stages, so rank 6, which made the program's call, is not named a desync."""
+    view = MeshView.from_shape((4, 2), ("pp", "dp"))
+
+    def program(r: int) -> list[Call]:
+        return [("dp", "all_reduce", (32,) if r >= 6 else (16,))]
+    report = _without({r: [] if r == 7 else program(r) for r in range(8)}, tmp_path, 7, view)
+    assert report.kinds() == {"unmatched"} and report.suspects == (7,), str(report)

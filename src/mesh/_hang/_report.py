@@ -29,7 +29,7 @@ from ._hidden import Hidden, hidden_skips
 from ._hung import GroupState, Hang
 from ._passed import Passed, got_past, in_flight, settled
 from ._records import FlightCall
-from ._why import CYCLE, NO_DUMP_ONLY, Cause, Order, Why, at, cause
+from ._why import CYCLE, NO_DUMP_ONLY, PIPELINE_DIMS, Cause, Order, Why, at, cause
 
 __all__ = ["SCHEMA", "HangFinding", "HangReport", "report"]
 
@@ -367,11 +367,13 @@ def _odd_beside_missing(hang: Hang) -> dict[str, HangFinding]:
     """Per stuck group waiting on members without a dump, a desync finding where a member's
     pending call differs from the one every other group of the dim made at that number (Gloo
     aborts the member whose buffer is smaller than the message it gets, so the innocent side
-    leaves no dump and only the odd one's record shows it).  One pass over the calls."""
+    leaves no dump and only the odd one's record shows it).  Only groups of the same
+    pipeline stage are compared (stages make calls of other shapes by design).  One pass over
+    the calls."""
     asked = [s for s in hang.states if s.hung and s.no_dump and s.desync is None]
     if not asked:
         return {}
-    dim_of = {g.name: (g.group.view, g.group.dim) for g in hang.states}
+    dim_of = {g.name: (g.group.view, g.group.dim, _stage(g.group)) for g in hang.states}
     keys = {(dim_of[s.name], s.seq) for s in asked}
     votes: dict[tuple[Any, int], Counter[tuple[str, object]]] = {k: Counter() for k in keys}
     sample: dict[tuple[tuple[Any, int], object], FlightCall] = {}
@@ -393,6 +395,11 @@ def _odd_beside_missing(hang: Hang) -> dict[str, HangFinding]:
             if found is not None:
                 out[s.name] = found
     return out
+
+
+def _stage(group: PlanGroup) -> tuple[tuple[str, int], ...]:
+    """The group's coordinates on the pipeline dims of its view (none without one)."""
+    return tuple((n, c) for n, c in group.coordinate if n in PIPELINE_DIMS)
 
 
 def _odd(hang: Hang, s: GroupState, usual: FlightCall) -> HangFinding | None:
