@@ -188,7 +188,7 @@ def _crossed(store: Any, call: str, rank: int, ranks: frozenset[int], root: str)
     waits in a call over other ranks that names this one (which has not made that call),
     or marked itself failed."""
     over, k = call.rsplit("/", 2)[-2:]
-    arrived = store.get(f"{call}/in").decode() if store.check([f"{call}/in"]) else ""
+    arrived = _get(store, f"{call}/in")
     missing = sorted(ranks - {int(r) for r in arrived.split(",") if r} - {rank})
     for peer in missing[:LOOK]:
         where = _get(store, f"{root}/at/{peer}")

@@ -247,11 +247,13 @@ def report(hang: Hang, views: Mapping[str, MeshView], host: Host,
     unseen = _unseen(hang, host)
     names = {s.name for s in unseen}
     odd = _odd_beside_missing(hang)
+    peers = _peer_votes(hang, [(s, s.desync[0]) for s in hang.states if s.hung and s.desync],
+                        stages=False)
     for s in sorted(hang.states, key=lambda s: s.group.members):
         if not s.hung or s.name in names:  # waiting only on hosts whose dumps were not given
             continue
         if s.desync is not None:
-            findings.append(_desync(s, _peersat(hang, s)))
+            findings.append(_desync(s, peers[s.name][0]))
             continue
         causes = {x: _once(said, x, why) for x in s.never + s.no_dump if (why := past.get(
             (s.name, x)) or cause(x, s, states, positions, order, names, views) or after.get(x))}
@@ -368,14 +370,30 @@ def _odd_beside_missing(hang: Hang) -> dict[str, HangFinding]:
     pending call differs from the one every other group of the dim made at that number (Gloo
     aborts the member whose buffer is smaller than the message it gets, so the innocent side
     leaves no dump and only the odd one's record shows it).  Only groups of the same
-    pipeline stage are compared (stages make calls of other shapes by design).  One pass over
-    the calls."""
-    asked = [s for s in hang.states if s.hung and s.no_dump and s.desync is None]
+    pipeline stage are compared (stages make calls of other shapes by design)."""
+    asked = {s.name: s for s in hang.states if s.hung and s.no_dump and s.desync is None}
+    out = {}
+    for name, (theirs, sample) in _peer_votes(hang, [(s, s.seq) for s in asked.values()],
+                                              stages=True).items():
+        if len(theirs) == 1 and sum(theirs.values()) >= 2:  # the others agree, and are several
+            found = _odd(hang, asked[name], sample[next(iter(theirs))])
+            if found is not None:
+                out[name] = found
+    return out
+
+
+def _peer_votes(hang: Hang, asked: Sequence[tuple[GroupState, int]], stages: bool
+                ) -> dict[str, tuple[Counter[object], dict[object, FlightCall]]]:
+    """Per group of ``asked``, with a call number: how often each call signature was
+    recorded at that number by the members of the other groups along the same dim (the
+    program every such group runs; with ``stages``, of the same pipeline stage only), and
+    one such call per signature.  One pass over the calls for every group asked."""
     if not asked:
         return {}
-    dim_of = {g.name: (g.group.view, g.group.dim, _stage(g.group)) for g in hang.states}
-    keys = {(dim_of[s.name], s.seq) for s in asked}
-    votes: dict[tuple[Any, int], Counter[tuple[str, object]]] = {k: Counter() for k in keys}
+    dim_of = {g.name: (g.group.view, g.group.dim, _stage(g.group) if stages else ())
+              for g in hang.states}
+    votes: dict[tuple[Any, int], Counter[tuple[str, object]]] = {
+        (dim_of[s.name], seq): Counter() for s, seq in asked}
     sample: dict[tuple[tuple[Any, int], object], FlightCall] = {}
     for calls in hang.calls.values():
         for c in calls:
@@ -384,16 +402,13 @@ def _odd_beside_missing(hang: Hang) -> dict[str, HangFinding]:
                 votes[key][c.group, c.signature()] += 1
                 sample.setdefault((key, c.signature()), c)
     out = {}
-    for s in asked:
-        key = (dim_of[s.name], s.seq)
+    for s, seq in asked:
+        key = (dim_of[s.name], seq)
         theirs: Counter[object] = Counter()
         for (g, sig), n in votes[key].items():
             theirs[sig] += n if g != s.name else 0
         theirs = +theirs  # (the signatures only this group made: none)
-        if len(theirs) == 1 and sum(theirs.values()) >= 2:  # the others agree, and are several
-            found = _odd(hang, s, sample[key, next(iter(theirs))])
-            if found is not None:
-                out[s.name] = found
+        out[s.name] = theirs, {sig: sample[key, sig] for sig in theirs}
     return out
 
 
@@ -422,17 +437,6 @@ def _pending(hang: Hang, rank: int, s: GroupState) -> FlightCall | None:
     """``rank``'s record of ``s``'s pending call."""
     return next((c for c in hang.calls.get(rank, ()) if c.group == s.name and c.seq == s.seq),
                 None)
-
-
-def _peersat(hang: Hang, s: GroupState) -> Counter[object]:
-    """How often each call signature was recorded at ``s``'s desync number by the members
-    of the other groups along the same dim (the program every such group runs)."""
-    assert s.desync is not None, "asked for a desync's peers"
-    seq = s.desync[0]
-    others = {g.name for g in hang.states if g.name != s.name and
-              (g.group.view, g.group.dim) == (s.group.view, s.group.dim)}
-    return Counter(c.signature() for calls in hang.calls.values() for c in calls
-                   if c.group in others and c.seq == seq)
 
 
 def _out_of_order(hang: Hang, order: Order, named: set[int]) -> list[HangFinding]:
