@@ -34,10 +34,13 @@ def ranks_of(view: MeshView) -> list[int]:
 
 
 def rows(s: Sharding, new: Sharding, failed: set[int], topology: Topology | None,
-         itemsize: int, restart: bool = False) -> tuple[dict[int, list[int]], int]:
+         itemsize: int, restart: bool = False, sent: dict[int, list[float]] | None = None
+         ) -> tuple[dict[int, list[int]], int]:
     """Per rank of ``new``'s view, the bytes it gets of the tensor ``s`` becomes ``new``
     (host, domain, across, storage), then what it writes into its rebuilt block (the whole
-    block when it gets anything, else 0); and the bytes kept."""
+    block when it gets anything, else 0); and the bytes kept.  Into ``sent``, per old rank
+    its bytes out per tier (host, domain, across): each element a receiver gets is sent by
+    the holders at the nearest tier, an equal share each."""
     holders: dict[tuple[int, ...], list[int]] = {}
     for q in ranks_of(s.view):
         if q not in failed:
@@ -57,13 +60,32 @@ def rows(s: Sharding, new: Sharding, failed: set[int], topology: Topology | None
             elif e in mine:
                 kept += 1
             elif e in holders:
-                row[min(tier(topology, q, r) for q in holders[e]) - 1] += itemsize
+                near = min(tier(topology, q, r) for q in holders[e])
+                row[near - 1] += itemsize
+                senders = [q for q in holders[e] if tier(topology, q, r) == near]
+                for q in senders if sent is not None else ():
+                    sent.setdefault(q, [0.0, 0.0, 0.0])[near - 1] += itemsize / len(senders)
             else:
                 row[3] += itemsize
         if kept < len(block):  # it gets something: the whole block is written anew
             row[4] += len(block) * itemsize
         total_kept += kept * itemsize
     return per, total_kept
+
+
+def senders(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
+            failed: set[int], topology: Topology | None, itemsize: int
+            ) -> dict[int, list[float]]:
+    """Per old rank that sends anything, its bytes out per tier (host, domain, across) over
+    the whole state, each element a receiver gets charged in equal shares to the holders
+    at the tier nearest it."""
+    view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
+               for s in state.values()}
+    sent: dict[int, list[float]] = {}
+    for s in state.values():
+        rows(s, Sharding(way.views[view_of[id(s)]], s.placements, s.shape), failed, topology,
+             itemsize, False, sent)
+    return {q: row for q, row in sent.items() if any(row)}
 
 
 def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
@@ -73,11 +95,12 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
     view_of = {id(s): next(n for n, v in old_views.items() if v == s.view)
                for s in state.values()}
     per: dict[int, list[int]] = {}
+    sent: dict[int, list[float]] = {}
     total = dict.fromkeys(("kept", "host", "domain", "across", "storage"), 0)
     restart = way.kind.value == "restart"
     for s in state.values():
         new = Sharding(way.views[view_of[id(s)]], s.placements, s.shape)
-        got, kept = rows(s, new, failed, topology, itemsize, restart)
+        got, kept = rows(s, new, failed, topology, itemsize, restart, sent)
         total["kept"] += kept
         for r, row in got.items():
             mine = per.setdefault(r, [0, 0, 0, 0, 0])
@@ -95,6 +118,13 @@ def brute(way: Way, old_views: dict[str, MeshView], state: dict[str, Sharding],
                     for t in (1, 2, 3)) + 8 * row[3] / (costs.storage_gbps * 1e9)
                 + 8 * row[4] / (costs.copy_gbps * 1e9)
                 for row in per.values()), default=0.0)
+    slowest_sender = max((sum(8 * out[t - 1] / (gbps[t] * 1e9) + lat[t] * 1e-6
+                              for t in (1, 2, 3) if out[t - 1] > 0)
+                          for out in sent.values()), default=0.0)
+    if slowest_sender:  # the receivers wait for it, then read and rebuild
+        after = max(8 * row[3] / (costs.storage_gbps * 1e9) + 8 * row[4] / (costs.copy_gbps * 1e9)
+                    for row in per.values() if any(row[:3]))
+        move = max(move, slowest_sender + after)
     if costs.shared_gbps is not None and not restart:  # all moved bytes share one resource
         move = max(move, 8 * (total["host"] + total["domain"] + total["across"])
                    / (costs.shared_gbps * 1e9))

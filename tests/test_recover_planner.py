@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from recover_oracle import KINDS, brute, elements, ranked, ranks_of, rows
+from recover_oracle import KINDS, brute, elements, ranked, ranks_of, rows, senders
 
 from mesh import (
     Costs,
@@ -101,7 +101,9 @@ PATHS = {"default": {},
                                            "_SHARED_CLASSES": False, "_BROUGHT": False},
                     "mesh._recover._ways": {"_GATHER_FROM": 1},
                     "mesh._core._rankmap": {"_SCANS": 1 << 30},
-                    "mesh._decide._price": {"_FEW_ROWS": 0}},
+                    "mesh._decide._price": {"_FEW_ROWS": 0},
+                    "mesh._decide._egress": {"_TABLE": 0, "_SPAN": 0, "_FEW": 0,
+                                             "_BOUND": False, "_ASKING": 2}},
          "sets": {"mesh._decide._bulk": {"_ROW_SETS": False}}}
 """The size thresholds that choose between a planner's exact paths, set so that the small
 cases take the paths large worlds take (and the others).  Forced: coordinates listed
@@ -110,7 +112,10 @@ numbered by sorting at every step, old ranks searched, every row hash colliding 
 rows are compared column by column), places' sets asked through their members' keys,
 survivor worlds gathered with NumPy, rank look-ups by scanning, every way's receivers
 priced by class (their rows summed and the slowest found all at once), and the groups'
-classes numbered together, each group numbering its own (none shared by groups alike).
+classes numbered together, each group numbering its own (none shared by groups alike),
+every sender listed (no bound first), each holder found by sorting keys and counted
+listing every rank up, only the receivers of classes asking on a host or in a domain
+listed there.
 Sets: places named by their sets of tiles, not by their rows (as on an irregular
 machine)."""
 
@@ -165,6 +170,57 @@ def test_every_receivers_row_is_the_brute_force_row(case: tuple[Any, ...]) -> No
             one = few_rows(Memo(None, tuple(sorted(failed)), topology), s, dst,
                            tuple(universe))
             assert {q: [2 * b for b in row] for q, row in one.items()} == want
+
+
+@pytest.mark.parametrize("arrays", [True, False], ids=["numpy", "no numpy"])
+def test_every_senders_bytes_are_the_brute_force_senders(
+        case: tuple[Any, ...], arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per way, each rank's bytes out per tier over the whole state (every sender listed:
+    no bound first), with arrays and rank by rank, equal the oracle's, which charges each
+    element a receiver gets to the holders at the tier nearest it in equal shares."""
+    import mesh._decide._door as door
+    import mesh._decide._egress as egress
+
+    r, old, state, failed, topology, costs = case
+    monkeypatch.setattr(egress, "_BOUND", False)
+    if not arrays:
+        monkeypatch.setattr(door, "numpy", lambda: None)
+    seen: list[dict[int, list[float]]] = []
+    listed, per_rank = egress.Egress._listed, egress.Egress._per_rank
+
+    def from_lists(self: Any) -> dict[int, list[float]]:
+        seen.append(listed(self))
+        return seen[-1]
+
+    def from_arrays(self: Any, parts: Any) -> Any:
+        got = per_rank(self, parts)
+        seen.append({q: [float(per[t][i]) for t in range(3)] for ranks, per in got
+                     for i, q in enumerate(ranks.tolist()) if any(per[t][i] for t in range(3))})
+        return got
+
+    monkeypatch.setattr(egress.Egress, "_listed", from_lists)
+    monkeypatch.setattr(egress.Egress, "_per_rank", from_arrays)
+    got = {}
+    priced = door.priced
+
+    def recorded(*args: Any) -> Any:
+        seen.clear()
+        way = priced(*args)
+        got[way.kind.value, way.label] = seen[0] if seen else {}
+        return way
+
+    monkeypatch.setattr(door, "priced", recorded)
+    plan = hsdp if "dp_fsdp" in old else world_only
+    again = recover(plan, old["world"], sorted(failed), state=state, spares=list(r.spares),
+                    topology=topology, costs=costs, itemsize=2)
+    for way in again.ways:
+        if way.kind.value == "restart":
+            continue
+        want = senders(way, old, state, failed, topology, 2)
+        mine = got[way.kind.value, way.label]
+        assert set(mine) == set(want), way
+        for q, row in want.items():
+            assert mine[q] == pytest.approx(row, rel=1e-9), (way, q)
 
 
 def test_the_ranking_is_the_brute_force_ranking(case: tuple[Any, ...]) -> None:
@@ -258,6 +314,42 @@ def test_a_replica_sends_instead_of_the_checkpoint() -> None:
     assert best.bytes["across"] == 8 * 2 * 4  # rank 3's half of the columns, float32
     senders = {t.source for t in best.moves["w"].receives(8)}
     assert senders and senders <= {1, 5, 7}
+
+
+def test_a_rank_left_out_sends_its_block_to_every_receiver_and_they_wait_for_it() -> None:
+    """The senders' side of the law: (dp, tp) = (2, 2), a tensor of 4 one-byte elements
+    cut over tp.  Rank 3 fails; dropping 'tp' keeps ranks 0 and 2, each of which now needs
+    the whole tensor, and the elements [2, 4) are held only by rank 1, left out but alive.
+    At 1 byte/s (8e-9 Gb/s) on every link and for every rebuilt byte: each receiver gets 2
+    bytes (2 s) and rebuilds its 4-byte block (4 s), but rank 1 sends 2 bytes to each (4 s),
+    so the way takes 4 + 4 = 8 s, not 2 + 4 = 6 s."""
+    world = MeshView.from_shape((2, 2), ("dp", "tp"))
+    slow = Costs(across_gbps=8e-9, copy_gbps=8e-9, across_latency_us=0, rebind_s=0,
+                 create_s=0, reconfigure_s=0)
+    r = recover(world_only, world, [3], state={"w": Sharding(world, (Replicate(), Shard(0)),
+                                                             (4,))}, costs=slow, itemsize=1)
+    way = next(w for w in r.ways if w.label == "drop 'tp'")
+    assert {t.source for t in way.moves["w"].receives(0)} == {1}
+    assert {t.source for t in way.moves["w"].receives(2)} == {1}
+    assert way.bytes["across"] == 4
+    assert way.seconds == pytest.approx(8.0)
+
+
+def test_replicas_share_the_sending_evenly_in_the_law() -> None:
+    """(dp, tp) = (3, 2), 4 one-byte elements cut over tp, replicated over dp.  Rank 5
+    fails; dropping 'tp' keeps ranks 0, 2 and 4, each asking for [2, 4), which ranks 1 and
+    3 hold (both left out, alive).  The law charges each an equal share of the 6 bytes
+    asked (3 s at 1 byte/s; the plan itself takes them in turn: one sends 4, the other 2),
+    so the way takes 3 + 4 = 7 s: the senders' 3 s, then a 4-byte rebuild."""
+    world = MeshView.from_shape((3, 2), ("dp", "tp"))
+    slow = Costs(across_gbps=8e-9, copy_gbps=8e-9, across_latency_us=0, rebind_s=0,
+                 create_s=0, reconfigure_s=0)
+    s = Sharding(world, (Replicate(), Shard(0)), (4,))
+    way = next(w for w in recover(world_only, world, [5], state={"w": s}, costs=slow,
+                                  itemsize=1).ways if w.label == "drop 'tp'")
+    sent = sorted(sum(t.elements for t in way.moves["w"].sends(q)) for q in (1, 3))
+    assert sent == [2, 4] and way.bytes["across"] == 6
+    assert way.seconds == pytest.approx(7.0)
 
 
 def test_a_long_horizon_prefers_waiting_to_a_smaller_world() -> None:

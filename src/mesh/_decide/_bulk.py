@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from layout import Layout, complement
@@ -28,7 +29,8 @@ from .._core import MeshView, rank_table
 from .._tensor import Sharding, pieces
 from ._machine import Topology
 
-__all__ = ["Ask", "Coordinates", "Memo", "bulk_classes", "bulk_rows", "few_rows"]
+__all__ = ["Ask", "Coordinates", "Kind", "Memo", "Near", "bulk_classes", "bulk_rows", "few_rows",
+           "RowsSorted", "asked_across", "asked_near", "kind_of", "merged", "tiles_up"]
 
 
 _SPARSE = 4
@@ -188,7 +190,7 @@ tile depends on (its coordinates on those dims, in that order; not the tensor's 
 which tensor dims they shard), so the tensors of one kind share their ranks' tiles."""
 
 
-def _kind(src: Sharding) -> Kind:
+def kind_of(src: Sharding) -> Kind:
     return src.view, tuple(i for d in range(len(src.shape)) for i, _ in src.sharders(d))
 
 
@@ -214,6 +216,10 @@ class Memo:
         self.labels: dict[tuple[Any, ...], dict[int, tuple[int, ...]]] = {}
         self.classed: dict[tuple[Kind, Kind], tuple[Any, ...]] = {}
         self.brought: dict[Kind, tuple[Any, int]] = {}
+        self.senders: dict[tuple[Kind, int], tuple[Any, ...]] = {}
+        self.firsts: dict[tuple[Kind, int], tuple[Any, Any]] = {}
+        self.up: dict[Kind, tuple[Any, Any, int, tuple[Any, Any] | None]] = {}
+        self.rows_sorted: dict[tuple[Kind, int], RowsSorted] = {}
 
     def pieces(self, src: Sharding, dst: Sharding) -> list[list[list[tuple[int, int]]]]:
         """:func:`_piece_lists` of every tensor dim, kept per what they depend on (the
@@ -227,7 +233,7 @@ class Memo:
 
     def source(self, src: Sharding) -> _Sources:
         """The :class:`_Sources` of ``src``, kept per its :data:`Kind`."""
-        key = _kind(src)
+        key = kind_of(src)
         got = self.sources.get(key)
         if got is None:
             got = self.sources[key] = _Sources(self, src)
@@ -286,6 +292,32 @@ class _Sources:
         self.sets = _tile_sets(memo, old.ranks, tile, self.up, self.tiles)
 
 
+def tiles_up(memo: Memo, src: Sharding) -> tuple[Any, Any, int, tuple[Any, Any] | None]:
+    """The old ranks up holding ``src``'s tiles (ascending), each one's tile, how many
+    tiles there are, and each one's (host, domain) (None without a topology): kept in the
+    :class:`Memo` per failure and source :data:`Kind` (a :class:`_Sources` is not built
+    for it: the senders need no sets of tiles)."""
+    key = kind_of(src)
+    got = memo.up.get(key)
+    if got is None:
+        np = memo.np
+        old = memo.coordinates(src.view)
+        known = memo.sources.get(key)
+        if known is not None:
+            up, tile = known.up, known.tile
+        else:
+            up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
+            tile = np.zeros(old.ranks.shape, dtype=np.int64)
+            for d in range(len(src.shape)):
+                tile = tile * _labels(src, d) + _label_ids(np, src, d, old)
+        at = np.flatnonzero(up)
+        places = memo.placed(src.view)
+        got = memo.up[key] = (
+            old.ranks[at], tile[at], math.prod(_labels(src, d) for d in range(len(src.shape))),
+            None if places is None else (places[0][at], places[1][at]))
+    return got
+
+
 def _tile_sets(memo: Memo, ranks: Any, tile: Any, up: Any, radix: int
                ) -> list[_TileSets] | None:
     """Per level (host, domain), the :class:`_TileSets` of the ranks up (None without a
@@ -318,6 +350,8 @@ class _TileSets:
 
     keys: _Keys | None  # the members' ``place * radix + tile`` keys, or
     member: Any  # a table (ids × tiles) of which tiles each set holds
+    rows: Any  # named by rows: each id's row (ids × width; id 0's holds none), else None
+    width: int  # the ranks per place, when named by rows
 
     @classmethod
     def of_rows(cls, np: Any, held: Any, width: int, radix: int, places: Any) -> _TileSets:
@@ -332,6 +366,8 @@ class _TileSets:
         ids = _row_ids(np, table) + 1
         out.np, out.radix, out.count = np, radix, int(ids.max()) + 1
         out.table = np.append(ids, 0)  # the last entry: places beyond, none up there
+        out.rows, out.width = table[_firsts(np, ids, out.count)], width
+        out.rows[0] = -2  # (id 0: a place with no rank of the universe)
         out.keys, out.member = None, None
         if out.count * radix <= _MEMBERS:
             out.member = _members(np, table[_firsts(np, ids, out.count)[1:]], radix)
@@ -345,6 +381,7 @@ class _TileSets:
         starts = np.flatnonzero(np.concatenate(([True], place[1:] != place[:-1])))
         counts = np.diff(np.append(starts, got.size))
         self.np, self.radix, self.keys, self.member = np, radix, keys, None
+        self.rows, self.width = None, 0
         ids = np.zeros(starts.size, dtype=np.int64)
         if starts.size:  # the sets as rows (padded with -1), numbered column by column
             row = np.repeat(np.arange(starts.size), counts)
@@ -427,6 +464,12 @@ class _Keys:
         return self.sorted[at] == keys
 
 
+Demand = Callable[[Sharding, int, Any, Any, bool], None]
+"""Where a way's receivers' asks go (``_egress.Egress.add``): the source, the tier code (0
+host, 1 domain, 2 across), the keys, their bytes, and whether the keys are holders (the
+first rank up holding the tile in the place, the bytes each holder's share) or ``place *
+tiles + tile`` (the tile alone across)."""
+
 Ask = tuple[Sharding, Sharding, int]
 """One tensor pattern to price: its source and destination shardings and its weight (bytes
 per element times the tensors sharing it)."""
@@ -440,7 +483,8 @@ def bulk_rows(memo: Memo, asks: list[Ask]) -> Any:
     return rows[cls]
 
 
-def bulk_classes(memo: Memo, asks: list[Ask]) -> tuple[Any, Any]:
+def bulk_classes(memo: Memo, asks: list[Ask], asked: list[tuple[Any, ...]] | None = None
+                 ) -> tuple[Any, Any]:
     """:func:`bulk_rows` kept by class: the distinct rows (classes × 5) and each rank's
     class (ascending ranks), so that the slowest receiver and the sums need no array over
     every rank and tier (``rows[cls]`` is :func:`bulk_rows`).
@@ -451,14 +495,17 @@ def bulk_classes(memo: Memo, asks: list[Ask]) -> tuple[Any, Any]:
     first over the destination labels (a table of labels × cells, not ranks × cells).  Each
     such group classes the receivers its own way; a rank's class over all groups is the
     tuple of its groups' classes: the finest group's class when the others' are functions
-    of it (their features are mostly among its own), else the tuples numbered."""
+    of it (their features are mostly among its own), else the tuples numbered.  Into
+    ``asked``, each group puts what its receivers ask of the holders, by class
+    (how, classes, cells' tiles, tier codes, bytes, and the near places' rows: ``_egress``
+    reads them)."""
     groups: dict[tuple[Any, ...], list[tuple[Sharding, Sharding, int, list[Any]]]] = {}
     for src, dst, weight in asks:
         lists = memo.pieces(src, dst)
         shape = tuple(tuple(tuple(label for label, _ in g) for g in per) for per in lists)
         key = (src.view, dst.view, src.placements, dst.placements, shape)
         groups.setdefault(key, []).append((src, dst, weight, lists))
-    got = [_group_rows(memo, members) for members in groups.values()]
+    got = [_group_rows(memo, members, asked) for members in groups.values()]
     np = memo.np
     rows, cls = max(got, key=lambda g: len(g[0]))  # the finest classes: the others' as
     maps = [_coarser(np, cls, len(rows), c) for _, c in got]  # functions of them, if so
@@ -513,8 +560,8 @@ def _sizes(np: Any, members: list[tuple[Sharding, Sharding, int, list[Any]]]
     return total, list(blocks.values())
 
 
-def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]]
-                ) -> tuple[Any, Any]:
+def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[Any]]],
+                asked: list[tuple[Any, ...]] | None = None) -> tuple[Any, Any]:
     """:func:`bulk_classes` of patterns of one structure (see there): each class of
     receivers (the same own source tile, destination tile, and tiles held near it) priced
     once; the classes' rows and each receiver's class."""
@@ -526,6 +573,11 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
                        mine, first.size)
     sizes, blocks = _sizes(np, members)
     code = _codes(np, source, places, key, own)
+    if asked is not None:  # (what its receivers ask of the holders: ``_egress``)
+        near = None
+        if places is not None and source.sets is not None and source.sets[0].rows is not None:
+            near = [(sets, sets.of(p)) for sets, p in zip(source.sets, places)]
+        asked.append(((src, dst, source.tiles), cls, key, code, sizes[tile], near))
     out = _tallied(np, code, sizes[tile],
                    sum(w * math.prod(s.shape) for s, _, w, _ in members))
     moved = code != _KEPT
@@ -535,6 +587,98 @@ def _group_rows(memo: Memo, members: list[tuple[Sharding, Sharding, int, list[An
     return out, cls
 
 
+def asked_across(how: tuple[Sharding, Sharding, int], cls: Any, key: Any, code: Any,
+                 size: Any, np: Any) -> tuple[Any, Any] | None:
+    """What receivers (each of class ``cls``; per class, its cells' source tiles ``key``,
+    tier codes and bytes) ask across: the tiles and their bytes (a class's cells weighed
+    by its receivers); None when nothing."""
+    across = (code == 2) & (size > 0)
+    if not across.any():
+        return None
+    counts = np.bincount(cls, minlength=code.shape[0])
+    return key[across], (size * counts[:, None])[across]
+
+
+def asked_near(memo: Memo, how: tuple[Sharding, Sharding, int], key: Any, code: Any,
+               size: Any, near: Any, tier: int) -> tuple[Any, Any, int, bool] | None:
+    """Per class (rows of ``key``, ``code``, ``size``), the cells asked on a host (``tier``
+    0) or in a fast domain (1): each one's key within the place and its bytes, the place's
+    radix, and whether the keys are holders.  Where places are named by their rows of
+    tiles (``near``: per level, the :class:`_TileSets` and each class's place's id), the
+    key is the place's first rank holding the tile (its index in the place) and the bytes
+    are each of its holders' share there (the class's row says where they are and how
+    many); else the key is the tile and the bytes are the cell's.  None when nothing is
+    asked there (or without a topology)."""
+    np = memo.np
+    mine = (code == tier) & (size > 0)
+    if memo.topology is None or not mine.any():
+        return None
+    cols = np.flatnonzero(mine.any(axis=0))  # (the cells asked there)
+    weight = np.where(mine[:, cols], size[:, cols], 0).astype(np.float64)
+    if near is None:
+        return key[:, cols], weight, how[2], False
+    sets, ids = near[tier]
+    slot, count = RowsSorted.of(memo, how[0], tier).find(ids[:, None], key[:, cols])
+    return slot, weight / np.maximum(count, 1), sets.width, True
+
+
+class RowsSorted:
+    """Of one source :data:`Kind` and level whose places are named by their rows of tiles
+    (:class:`_TileSets`), each row's ranks sorted by tile (stably: equal tiles in rank
+    order), all rows end to end with each row's tiles offset past the last's: where in a
+    row a tile is first held and how often, by binary search.  Kept in the :class:`Memo`
+    per failure, kind and level."""
+
+    def __init__(self, np: Any, sets: _TileSets) -> None:
+        rows, self.width = sets.rows, sets.width
+        self.np, self.span = np, sets.radix + 3  # (tiles, -1 and -2: not up, beyond)
+        self.order = np.argsort(rows, axis=1, kind="stable")
+        ordered = np.take_along_axis(rows, self.order, axis=1)
+        self.flat = (ordered + 2 + np.arange(rows.shape[0])[:, None] * self.span).ravel()
+
+    @classmethod
+    def of(cls, memo: Memo, src: Sharding, level: int) -> RowsSorted:
+        key = (kind_of(src), level)
+        got = memo.rows_sorted.get(key)
+        if got is None:
+            sets = memo.source(src).sets
+            assert sets is not None, "asked for only where places are named by rows"
+            got = memo.rows_sorted[key] = cls(memo.np, sets[level])
+        return got
+
+    def find(self, ids: Any, tiles: Any) -> tuple[Any, Any]:
+        """For rows ``ids`` and ``tiles`` (broadcast together), the first place in the row
+        holding the tile (any place where it is not held) and how many hold it there."""
+        np = self.np
+        want = ids * self.span + tiles + 2
+        low = np.searchsorted(self.flat, want, side="left")
+        high = np.searchsorted(self.flat, want, side="right")
+        return self.order.ravel()[low.clip(0, self.flat.size - 1)], high - low
+
+    def firsts(self) -> Any:
+        """Per row and place in it, the first place of the row holding the same tile."""
+        np = self.np
+        ordered = self.flat.reshape(self.order.shape)
+        starts = np.ones(ordered.shape, dtype=bool)
+        starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        run = np.maximum.accumulate(np.where(starts, np.arange(self.width), 0), axis=1)
+        out = np.empty_like(self.order)
+        np.put_along_axis(out, self.order, np.take_along_axis(self.order, run, axis=1), axis=1)
+        return out
+
+
+def merged(asked: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Groups' asks (see :func:`bulk_classes`) with one source kind, the
+    same classes and the same cells merged, their bytes summed (what they ask is linear
+    in the bytes: two weights of one placement whose cuts differ only in length)."""
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for how, cls, key, code, size, near in asked:
+        mine = out.setdefault((kind_of(how[0]), id(cls), key.tobytes(), code.tobytes()),
+                              [how, cls, key, code, 0, near])
+        mine[4] = mine[4] + size
+    return [tuple(v) for v in out.values()]
+
+
 def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tuple[Any, ...]:
     """The receiver classes of :func:`_group_rows`: each receiver's class, each class's
     first receiver, and of those its own source tile (-1: not an old rank up), destination
@@ -542,7 +686,7 @@ def _classed(memo: Memo, source: _Sources, src: Sharding, dst: Sharding) -> tupl
     :data:`Kind` (the view and its dims sharding the tensor, flattened), all they depend
     on: a class is a tuple numbered in its order (:func:`_numbered`), and a rank's labels
     over the tensor dims, in order, are ordered as its coordinates on those dims."""
-    how = (_kind(src), _kind(dst))
+    how = (kind_of(src), kind_of(dst))
     got = memo.classed.get(how) if _SHARED_CLASSES else None
     if got is None:
         got = memo.classed[how] = _class_numbers(memo, source, src, dst)
@@ -580,7 +724,7 @@ def _brought(memo: Memo, source: _Sources, src: Sharding) -> tuple[Any, int]:
     """Each old rank's class by what it brings to a receiver class (:func:`_classes`): its
     own tile (-1: not up) and the sets of tiles held by ranks up on its host and in its
     fast domain, numbered; and how many.  Kept per failure and source :data:`Kind`."""
-    key = _kind(src)
+    key = kind_of(src)
     got = memo.brought.get(key)
     if got is None:
         np = memo.np
@@ -702,7 +846,7 @@ def _tile_of(s: Sharding, coordinate: tuple[int, ...]) -> int:
     return out
 
 
-class _Near:
+class Near:
     """Of one source sharding, for one failure: each rank's tile (None for a rank not up),
     the tiles held on a host or in a fast domain by ranks up, and how many holders of each
     tile failed (shared through the :class:`Memo` by the ways priced from this source)."""
@@ -712,7 +856,7 @@ class _Near:
         shape = src.view.shape  # a tile is a mixed-radix number over the sharding dims
         self.axes = [(i, shape[i]) for d in range(len(src.shape)) for i, _ in src.sharders(d)]
         self.radix = [_labels(src, d) for d in range(len(src.shape))]
-        self.kind = _kind(src)
+        self.kind = kind_of(src)
         self.tiles = memo.tiles.setdefault(self.kind, {})
         self.nearby = memo.nearby.setdefault(self.kind, {})  # per rank, its near sets
         gone = memo.gone.get(self.kind)
@@ -759,20 +903,23 @@ class _Near:
         return out
 
 
-def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...]
-             ) -> dict[int, list[int]]:
+def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...],
+             demand: Demand | None = None, weight: int = 1) -> dict[int, list[int]]:
     """:func:`bulk_rows` for a few receivers, without listing the world: per receiver its
     host, domain, cross and storage elements, and its block's elements if it gets any.  A
     tile's holders number ``ranks / tiles``; the failed ones are counted from the failed
     ranks; holders near a receiver are looked for among the ranks of its host and fast
     domain only.  Receivers alike (the same own tile, destination labels and tiles held
-    near them: a repaired host's ranks) share one row's work."""
+    near them: a repaired host's ranks) share one row's work.  With ``demand``, what each
+    receiver asks of the holders goes there (its elements times ``weight``: bytes)."""
     dims = range(len(src.shape))
     per_tile = src.view.ranks.size // math.prod(_labels(src, d) for d in dims)
-    found = _Near(memo, src)
+    found = Near(memo, src)
+    tiles = math.prod(found.radix)
     pieces = memo.pieces(src, dst)
     out: dict[int, list[int]] = {}
-    alike: dict[tuple[Any, ...], list[int]] = {}
+    alike: dict[tuple[Any, ...], tuple[list[int], list[tuple[int, int, int]]]] = {}
+    asked: list[tuple[list[int], list[int]]] = [([], []) for _ in range(3)]  # per tier
     mine = memo.labels.setdefault(  # destination labels per rank: per view dims, shared
         (dst.view, tuple(tuple(i for i, _ in dst.sharders(d)) for d in dims)), {})
     for r in receivers:
@@ -784,19 +931,36 @@ def few_rows(memo: Memo, src: Sharding, dst: Sharding, receivers: tuple[int, ...
             labels = mine[r] = tuple(_label_id(dst, d, dst.label(c, d)) for d in dims)
         key = (own, labels, *map(id, near))  # (near sets are kept by the memo, equal ones
         # as one object: their ids name them)
-        row = alike.get(key)
-        if row is None:
-            row = alike[key] = _few_row(found, [pieces[d][k] for d, k in zip(dims, labels)],
+        got = alike.get(key)
+        if got is None:
+            got = alike[key] = _few_row(found, [pieces[d][k] for d, k in zip(dims, labels)],
                                         own, near, per_tile)
-        out[r] = list(row)
+        out[r] = list(got[0])
+        _few_asked(asked, got[1], memo.where.get(r, (0, 0)), tiles, weight)
+    for tier, (keys, sizes) in enumerate(asked):
+        if demand is not None and keys:
+            demand(src, tier, keys, sizes, False)
     return out
 
 
-def _few_row(found: _Near, lists: list[list[tuple[int, int]]], own: int | None,
-             near: list[frozenset[int | None]], per_tile: int) -> list[int]:
+def _few_asked(asked: list[tuple[list[int], list[int]]], cells: list[tuple[int, int, int]],
+               where: tuple[int, int], tiles: int, weight: int) -> None:
+    """One receiver's ``cells`` (tier code, source tile, elements) put in ``asked`` per
+    tier: its (host, domain) ``where`` times ``tiles`` plus the tile (the tile alone
+    across), and the bytes."""
+    for tier, tile, n in cells:
+        asked[tier][0].append(tile if tier == 2 else where[tier] * tiles + tile)
+        asked[tier][1].append(n * weight)
+
+
+def _few_row(found: Near, lists: list[list[tuple[int, int]]], own: int | None,
+             near: list[frozenset[int | None]], per_tile: int
+             ) -> tuple[list[int], list[tuple[int, int, int]]]:
     """One receiver's row of :func:`few_rows`: its cells (one piece of each of ``lists``
-    per tensor dim), each kept, from a tier, or read from storage."""
+    per tensor dim), each kept, from a tier, or read from storage; and the cells it gets
+    over a link, as (tier code, source tile, elements)."""
     row = [0, 0, 0, 0, 0]
+    asked = []
     for combo in itertools.product(*lists):
         key, n = 0, 1
         for radix, (label, length) in zip(found.radix, combo):
@@ -807,6 +971,8 @@ def _few_row(found: _Near, lists: list[list[tuple[int, int]]], own: int | None,
         tier = (3 if found.gone.get(key, 0) == per_tile else
                 next((k for k, there in enumerate(near) if key in there), 2))
         row[tier] += n
+        if tier < 3:
+            asked.append((tier, key, n))
     if not any(row[:4]):
         row[4] = 0  # nothing gets there: the block stays as it is
-    return row
+    return row, asked

@@ -2,7 +2,7 @@
 
 THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
 
-    fixed + rebind + communicators + the busiest receiver's moves,
+    fixed + rebind + communicators + the moves,
 
 - ``fixed``: ``restart_s`` for a restart, ``repair_s`` for waiting, else 0;
 - ``rebind``: ``rebind_s`` for every way that goes on in the live job (all but a restart):
@@ -13,10 +13,17 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
   ``reconfigure_s`` per (view, dim) where some group is reconfigured (not per group);
 - the moves: every receiving rank ``r`` receives, over all tensors at once (one batch per
   peer pair), ``B[r, t]`` bytes on each link tier ``t`` and reads ``S[r]`` bytes from the
-  checkpoint; its time is ``Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t [B[r, t] > 0])
-  + 8 S[r] / (storage_gbps 10**9) + 8 C[r] / (copy_gbps 10**9)``, and the way waits for
-  the slowest receiver, or, with ``shared_gbps``, for ``8 Σ_r,t B[r, t] / (shared_gbps
-  10**9)`` if that is longer: every byte moved passes one resource all transfers share (an
+  checkpoint; its link time is ``in[r] = Σ_t (8 B[r, t] / (gbps_t 10**9) + latency_t
+  [B[r, t] > 0])`` and what follows, ``after[r] = 8 S[r] / (storage_gbps 10**9) + 8 C[r]
+  / (copy_gbps 10**9)``.  Every sending rank ``q`` sends ``E[q, t]`` bytes on each tier
+  (a cell a receiver gets from a tier is charged in equal shares to the holders nearest
+  it: the plan takes them in turn, ``g mod h``), in ``out[q] = Σ_t (8 E[q, t] / (gbps_t
+  10**9) + latency_t [E[q, t] > 0])``.  The way waits for the slowest receiver, ``max_r
+  (in[r] + after[r])``, or, if longer, for the slowest sender and then the longest
+  ``after`` of a rank receiving over a link (``max_q out[q] + max_r after[r]``: a rank
+  that sends to several receivers, as one a drop leaves out alive sends its block, holds
+  them all up); or, with ``shared_gbps``, for ``8 Σ_r,t B[r, t] / (shared_gbps 10**9)`` if
+  that is longer still: every byte moved passes one resource all transfers share (an
   oversubscribed fabric; for ranks that are processes of one machine, its CPUs).
   ``C[r]`` is what ``r`` writes into the blocks it rebuilds: a block of which it receives
   or reads anything is rebuilt, every byte of it placed (received, read, or copied from
@@ -24,13 +31,13 @@ THE LAW.  A way's ``seconds`` (predicted time until training resumes) is
   rank's whole block from the checkpoint; its slowest reader is taken to be the rank at
   each view's first coordinate, which holds the first (largest) chunk of every tensor.
 
-What the law leaves out: senders.  A rank that sends to several receivers (a rank a drop
-leaves out, alive, sends its whole block) pushes their bytes through its own link, and its
-receivers rebuild their blocks only once it is through; the law prices each receiver's own
-link only.  On ``bench/recover_gloo.py``'s loopback job this is most of why a drop is
-predicted at 0.6-0.8 of its measured time (a timed trial: rank 0 sending 53 MiB to two
-ranks took 90 ms where their own 32 MiB would take 47; they rebuilt after it).  Pricing it
-needs each receiver's senders, which the plan picks replica by replica.
+What the law leaves out: which sender feeds which receiver (every receiver is taken to
+wait for the slowest sender), and the plan's own turn-taking among replicas (it charges
+them equal shares; the plan's ``g mod h`` may give one a cell more).  On
+``bench/recover_gloo.py``'s loopback job the senders were most of why a drop was
+predicted at 0.6-0.8 of its measured time before the law counted them (a timed trial:
+rank 0, left out, sending 53 MiB to two ranks took 90 ms where their own 32 MiB would
+take 47; they rebuilt after it).
 
 A drop *reconfigures* the groups it breaks: each new group is an old one without the
 dropped members, in order (what ``backend``'s rebind re-forms in place on Gloo with torch

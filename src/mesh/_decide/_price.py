@@ -25,6 +25,7 @@ import attrs
 from .._tensor import Reshard, Sharding, reshard
 from ._bulk import Ask, Memo, bulk_classes, few_rows
 from ._costs import LINK_TIERS, Costs
+from ._egress import Egress
 from ._machine import Topology
 from ._values import BYTE_TIERS, Box, Kind, Way
 from ._ways import Candidate
@@ -73,6 +74,12 @@ class with NumPy (each class's row once, the same operations in the same order, 
 receivers counted in the sums)."""
 
 
+def _after(costs: Costs, row: Any) -> Any:
+    """What a receiver does once its bytes are in: its checkpoint reads and rebuilt
+    blocks (``row``: host, domain, cross, storage, rebuilt bytes; or columns of rows)."""
+    return 8 * row[3] / (costs.storage_gbps * 1e9) + 8 * row[4] / (costs.copy_gbps * 1e9)
+
+
 def _slowest(np: Any, costs: Costs, rows: Any) -> float:
     """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage,
     rebuilt bytes), computed for all at once in the same order of operations."""
@@ -90,6 +97,7 @@ class _Moved:
     boxes, the bytes per tier so far, the rows of the receivers priced one by one, the
     patterns asked of :func:`bulk_rows`, and a restart's slowest reader's bytes."""
 
+    egress: Egress
     moves: dict[str, Reshard] = attrs.field(factory=dict)
     gone: dict[str, tuple[Box, ...]] = attrs.field(factory=dict)
     total: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(BYTE_TIERS, 0))
@@ -101,7 +109,7 @@ class _Moved:
 def _gathered(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...],
               topology: Topology | None, itemsize: int, memo: Memo) -> _Moved:
     """Each pattern's plan under ``c`` and the bytes it moves (see :class:`_Moved`)."""
-    out = _Moved()
+    out = _Moved(egress=Egress(memo))
     for p in patterns:
         s, n = p.sharding, len(p.names)
         dst = Sharding(c.views[p.view], s.placements, s.shape)
@@ -120,7 +128,8 @@ def _gathered(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...]
             out.asks.append((s, dst, itemsize * n))
             continue
         receivers = c.receivers if c.receivers is not None else tuple(dst.holders({}))
-        for r, row in few_rows(memo, s, dst, receivers).items():
+        for r, row in few_rows(memo, s, dst, receivers, out.egress.add,
+                               n * itemsize).items():
             mine = out.rows.setdefault(r, [0, 0, 0, 0, 0])
             for i in range(5):
                 mine[i] += row[i] * n * itemsize
@@ -128,9 +137,11 @@ def _gathered(c: Candidate, patterns: Sequence[Pattern], failed: tuple[int, ...]
 
 
 def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float:
-    """The slowest receiver's time (the law of :class:`Costs`), the bytes per tier of
-    every receiver added to ``got.total``."""
-    bulk = bulk_classes(memo, got.asks) if got.asks else None  # rows, each receiver's class
+    """The slowest receiver's time, or the slowest sender's and then the longest a receiver
+    of anything takes after its bytes are in (the law of :class:`Costs`), the bytes per
+    tier of every receiver added to ``got.total``."""
+    bulk = (bulk_classes(memo, got.asks, got.egress.asked)  # rows, each receiver's class
+            if got.asks else None)
     many = bulk is not None and bulk[1].size >= _FEW_ROWS
     listed = [[0, 0, 0, got.busiest, got.busiest]] if restart else list(got.rows.values())
     if bulk is not None and not many:
@@ -141,17 +152,30 @@ def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float
             got.total[t] += b
     out = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
                for h, d, x, st, cp in listed), default=0.0)
+    after = max((_after(costs, row) for row in listed if any(row[:3])), default=0.0)
     if bulk is not None and many:  # each class's row once, its receivers counted
         rows, cls = bulk
         counts = memo.np.bincount(cls, minlength=len(rows))
         for t, b in zip(ROW, (counts @ rows).tolist()):
             got.total[t] += b
         out = max(out, _slowest(memo.np, costs, rows))
-    if not restart:  # a restart keeps nothing
-        got.total["kept"] -= sum(got.total[t] for t in ROW)
-        if costs.shared_gbps is not None:  # every byte moved through one shared resource
-            moved = sum(got.total[t] for t in LINK_TIERS)
-            out = max(out, 8 * moved / (costs.shared_gbps * 1e9))
+        linked = rows[rows[:, :3].any(axis=1)]
+        if linked.size:
+            after = max(after, float(_after(costs, linked.T).max()))
+    return out if restart else _sent(costs, got, out, after)
+
+
+def _sent(costs: Costs, got: _Moved, out: float, after: float) -> float:
+    """The way's moves (``out``: its slowest receiver's time) with what its senders and a
+    shared bandwidth add: the receivers wait for the slowest sender, then do what follows
+    (``after``: the longest), and every byte moved passes the shared resource."""
+    got.total["kept"] -= sum(got.total[t] for t in ROW)  # (what a receiver got, not kept)
+    sent = got.egress.seconds(costs, out - after)
+    if sent:
+        out = max(out, sent + after)
+    if costs.shared_gbps is not None:
+        moved = sum(got.total[t] for t in LINK_TIERS)
+        out = max(out, 8 * moved / (costs.shared_gbps * 1e9))
     return out
 
 
