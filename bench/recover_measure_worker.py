@@ -17,8 +17,9 @@ Modes:
   share: on one machine its CPUs, ``shared_gbps``); rank 0 writing a block of ``MIB`` MiB
   anew (``copy_gbps``); the groups of one dim among ranks that made groups before
   (``reconfigure_s``: what a drop's rebind costs on torch 2.13) and of one joined by ranks 6
-  and 7, which made none (``create_s``: a spare's); a box of ``MIB`` MiB read from a DCP
-  checkpoint by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
+  and 7, which made none (``create_s``: a spare's); one rank's block of ``e`` (a third of
+  its rows, half its columns: the box a trial reads of a lost rank) read from a DCP checkpoint
+  by one rank (storage bandwidth); a rebind that leaves ranks 4 and 5 out (the meeting of
   the ranks still up and the end of the groups holding a lost rank: ``rebind_s``).
 - ``trial``: ``VICTIM`` kills itself at step 2; every process still up decides with
   ``mesh.recover`` under ``COSTS`` (JSON of ``Costs.to_dict()``), takes the way labelled
@@ -206,9 +207,10 @@ def calibrate(out: str) -> None:
     join = _slowest(job, "join", time.monotonic() - t)
     t = time.monotonic()
     read = 0
-    if job.rank == 0:
-        read_boxes(job.ckpt, {"e": [((0, n), (0, n // 6))]})
-        read = 4 * n * (n // 6)
+    if job.rank == 0:  # (the shape a lost rank's block of e has: runs of half a row; a
+        # strip of a sixth of every row, read before, took twice as long per byte)
+        read_boxes(job.ckpt, {"e": [((0, n // 3), (0, n // 2))]})
+        read = 4 * (n // 3) * (n // 2)
     storage = _slowest(job, "storage", time.monotonic() - t)
     job.barrier("rebind", list(range(job.size)))
     t = time.monotonic()
@@ -228,7 +230,7 @@ def calibrate(out: str) -> None:
     write_report(out, job.rank, {
         "bytes": EXCHANGE, "big_s": big, "small_s": small, "every_s": every,
         "copy_bytes": 4 * n * n, "copy_s": copied,
-        "create_s": create, "join_s": join, "storage_bytes": read or 4 * n * (n // 6),
+        "create_s": create, "join_s": join, "storage_bytes": read or 4 * (n // 3) * (n // 2),
         "storage_s": storage, "rebind_s": rebind})
     job.backend.shutdown()
 

@@ -54,8 +54,8 @@ import itertools
 import math
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Literal, TypeVar, cast
 
 import attrs
 
@@ -168,17 +168,28 @@ def _weight(answer: Any) -> int:
     return sum(len(a.boxes) if isinstance(a, Transfer) else 1 for a in answer)
 
 
+Asked = Literal["src cells", "dst cells", "holders", "where", "placed", "receivers",
+                "receives", "lost", "keeps", "sends", "reduces", "totals", "parts"]
+"""What an entry of the plans' memo answers: a source or destination tile's cells, a source
+tile's holders, a rank's host and domain, a tile's holders by place, a destination tile's
+receivers; a rank's receives, lost boxes, kept part, sends and reductions; a plan's totals
+one way; a staged cell's groups (:mod:`._staged`)."""
+
+MemoKey = tuple[int, Asked, Hashable]
+"""A memo entry's key: the plan's token, what it answers, and of what (a tile, a rank...)."""
+
+
 class _Memo:
-    """The plans' memo of per-tile and per-host answers (keys begin with the plan's token),
-    least recently used dropped first so that the weights (ranks held) stay at most
-    :data:`MEMO_WEIGHT`; an answer heavier than that alone is given and not kept."""
+    """The plans' memo of per-tile and per-host answers (:data:`MemoKey`), least recently
+    used dropped first so that the weights (ranks held) stay at most :data:`MEMO_WEIGHT`;
+    an answer heavier than that alone is given and not kept."""
 
     def __init__(self) -> None:
-        self.kept: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()  # (value, weight)
+        self.kept: OrderedDict[MemoKey, tuple[Any, int]] = OrderedDict()  # (value, weight)
         self.weight = 0
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[Any, ...], make: Callable[[], _T],
+    def get(self, key: MemoKey, make: Callable[[], _T],
             weigh: Callable[[Any], int] = len) -> _T:
         """The answer kept at ``key`` (keys of one kind always hold values of one type:
         the type ``make`` gives), else ``make()``'s, kept if it fits."""
@@ -302,9 +313,9 @@ class Reshard:
         return math.prod(self.src.view.shape[i] for k, i in enumerate(self.src.partial_dims)
                          if k not in kept)
 
-    def _memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        """``make()``, kept in the plans' memo under this plan's ``key``."""
-        return _MEMO.get((self._token, *key), make)
+    def _memo(self, asked: Asked, of: Hashable, make: Callable[[], _T]) -> _T:
+        """``make()``, kept in the plans' memo as this plan's answer to ``asked`` of ``of``."""
+        return _MEMO.get((self._token, asked, of), make)
 
     @property
     def _staged(self) -> bool:
@@ -343,7 +354,8 @@ class Reshard:
     def _cells_of(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         """The cells of a source (``side="src"``) or destination tile: (box, elements, the
         other side's tile), memoized per tile."""
-        return _MEMO.get((self._token, side + " cells", tile), lambda: self._list_cells(side, tile))
+        return _MEMO.get((self._token, "src cells" if side == "src" else "dst cells", tile),
+                         lambda: self._list_cells(side, tile))
 
     def _list_cells(self, side: str, tile: Label) -> tuple[tuple[Box, int, Label], ...]:
         mine, other = (self.src, self.dst) if side == "src" else (self.dst, self.src)
@@ -366,7 +378,7 @@ class Reshard:
 
     def _holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
         """The source ranks holding ``tile``, by their partial dims' coordinates."""
-        return _MEMO.get((self._token, "src", tile), lambda: self._list_holders(tile),
+        return _MEMO.get((self._token, "holders", tile), lambda: self._list_holders(tile),
                               lambda got: sum(len(h.ranks) for h in got.values()))
 
     def _list_holders(self, tile: Label) -> dict[tuple[int, ...], _Holders]:
@@ -390,7 +402,7 @@ class Reshard:
         t = self.topology
         if t is None:
             return (0, 0)
-        return _MEMO.get((self._token, "at", rank), lambda: (t.host(rank), t.domain(rank)),
+        return _MEMO.get((self._token, "where", rank), lambda: (t.host(rank), t.domain(rank)),
                               lambda _: 1)
 
     def _placed(self, holders: _Holders) -> tuple[dict[int, tuple[int, ...]],
@@ -415,7 +427,7 @@ class Reshard:
         """The destination ranks needing ``tile``'s cells, each with its *spread index*: its
         index among them, plus the tile's number times their count.  Holders are picked by
         this index, so one source tile's replicas serve the destination tiles in turn."""
-        return _MEMO.get((self._token, "dst", tile), lambda: self._list_receivers(tile))
+        return _MEMO.get((self._token, "receivers", tile), lambda: self._list_receivers(tile))
 
     def _list_receivers(self, tile: Label) -> dict[int, int]:
         dims = _tile_dims(self.dst)
@@ -454,7 +466,7 @@ class Reshard:
         Computed once per rank (kept in the plans' memo, as every per-rank answer)."""
         return self._per_rank("receives", rank, self._list_receives)
 
-    def _per_rank(self, kind: str, rank: object, make: Callable[[int], _A]) -> _A:
+    def _per_rank(self, kind: Asked, rank: object, make: Callable[[int], _A]) -> _A:
         """``make(rank)``, kept in the plans' memo weighing its boxes: an executor asks
         its own rank's answers several times per call, and every step."""
         r = as_int(rank, "a rank")

@@ -40,10 +40,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ._sharding import Label
+
+if TYPE_CHECKING:  # (the plan's module imports this one)
+    from ._reshard import Asked
+
+_T = TypeVar("_T")
 
 Box = tuple[tuple[int, int], ...]
 """A box of the global tensor: ``(start, stop)`` per tensor dim."""
@@ -68,7 +73,7 @@ class Reshard(Protocol):
 
     def _wants(self, combo: tuple[int, ...], rank: int) -> bool: ...
 
-    def _memo(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any: ...
+    def _memo(self, asked: Asked, of: Hashable, make: Callable[[], _T]) -> _T: ...
 
 __all__ = ["REDUCE_AT_ONE", "REDUCE_SCATTER", "STAGED_LIMIT", "STRATEGIES",
            "SUM_AT_DESTINATION", "Box", "Group", "Reshard", "Table", "elements", "keeps",
@@ -134,9 +139,8 @@ def parts(plan: Reshard, strategy: str, box: Box, src_tile: Label, dst_tile: Lab
           ) -> list[Group]:
     """The cell's groups, each with its receivers (those that take its contributions) and
     its parts, (part, reducer), empty parts left out."""
-    got: list[Group] = plan._memo(("parts", strategy, box, src_tile, dst_tile),
-                                  lambda: _parts(plan, strategy, box, src_tile, dst_tile))
-    return got
+    return plan._memo("parts", (strategy, box, src_tile, dst_tile),
+                      lambda: _parts(plan, strategy, box, src_tile, dst_tile))
 
 
 def _parts(plan: Reshard, strategy: str, box: Box, src_tile: Label, dst_tile: Label
