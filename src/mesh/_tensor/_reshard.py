@@ -55,7 +55,7 @@ import math
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -70,6 +70,7 @@ from .._core import (
 )
 from .._topology import Topology
 from . import _staged, _totals
+from ._asked import Asked, MemoKey
 from ._placement import Partial, Replicate
 from ._sharding import HOLDERS_LIMIT, Label, Sharding, check_boxes
 
@@ -166,17 +167,6 @@ def _weight(answer: Any) -> int:
     if isinstance(answer, Transfer):
         return len(answer.boxes)
     return sum(len(a.boxes) if isinstance(a, Transfer) else 1 for a in answer)
-
-
-Asked = Literal["src cells", "dst cells", "holders", "where", "placed", "receivers",
-                "receives", "lost", "keeps", "sends", "reduces", "totals", "parts"]
-"""What an entry of the plans' memo answers: a source or destination tile's cells, a source
-tile's holders, a rank's host and domain, a tile's holders by place, a destination tile's
-receivers; a rank's receives, lost boxes, kept part, sends and reductions; a plan's totals
-one way; a staged cell's groups (:mod:`._staged`)."""
-
-MemoKey = tuple[int, Asked, Hashable]
-"""A memo entry's key: the plan's token, what it answers, and of what (a tile, a rank...)."""
 
 
 class _Memo:

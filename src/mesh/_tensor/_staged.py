@@ -41,12 +41,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+from ._asked import Asked
 from ._sharding import Label
-
-if TYPE_CHECKING:  # (the plan's module imports this one)
-    from ._reshard import Asked
 
 _T = TypeVar("_T")
 
