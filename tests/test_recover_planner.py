@@ -193,9 +193,9 @@ def test_every_senders_bytes_are_the_brute_force_senders(
         return seen[-1]
 
     def from_arrays(self: Any, parts: Any) -> Any:
-        got = per_rank(self, parts)
-        seen.append({q: [float(per[t][i]) for t in range(3)] for ranks, per in got
-                     for i, q in enumerate(ranks.tolist()) if any(per[t][i] for t in range(3))})
+        ranks, per = got = per_rank(self, parts)
+        seen.append({q: [float(per[t][i]) for t in range(3)] for i, q in enumerate(ranks.tolist())
+                     if any(per[t][i] for t in range(3))})
         return got
 
     monkeypatch.setattr(egress.Egress, "_listed", from_lists)

@@ -281,15 +281,10 @@ class _Sources:
     def __init__(self, memo: Memo, src: Sharding) -> None:
         np = memo.np
         old = memo.coordinates(src.view)
-        self.tiles = math.prod(_labels(src, d) for d in range(len(src.shape)))
-        tile = np.zeros(old.ranks.shape, dtype=np.int64)
-        for d in range(len(src.shape)):
-            tile = tile * _labels(src, d) + _label_ids(np, src, d, old)
-        self.tile = tile
-        self.up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
+        self.tile, self.up, self.tiles = _tiles(memo, src)
         self.alive = np.zeros(self.tiles, dtype=bool)
-        self.alive[tile[self.up]] = True
-        self.sets = _tile_sets(memo, old.ranks, tile, self.up, self.tiles)
+        self.alive[self.tile[self.up]] = True
+        self.sets = _tile_sets(memo, old.ranks, self.tile, self.up, self.tiles)
 
 
 def tiles_up(memo: Memo, src: Sharding) -> tuple[Any, Any, int, tuple[Any, Any] | None]:
@@ -301,21 +296,27 @@ def tiles_up(memo: Memo, src: Sharding) -> tuple[Any, Any, int, tuple[Any, Any] 
     got = memo.up.get(key)
     if got is None:
         np = memo.np
-        old = memo.coordinates(src.view)
         known = memo.sources.get(key)
-        if known is not None:
-            up, tile = known.up, known.tile
-        else:
-            up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
-            tile = np.zeros(old.ranks.shape, dtype=np.int64)
-            for d in range(len(src.shape)):
-                tile = tile * _labels(src, d) + _label_ids(np, src, d, old)
+        tile, up, tiles = (_tiles(memo, src) if known is None
+                           else (known.tile, known.up, known.tiles))
         at = np.flatnonzero(up)
         places = memo.placed(src.view)
         got = memo.up[key] = (
-            old.ranks[at], tile[at], math.prod(_labels(src, d) for d in range(len(src.shape))),
+            memo.coordinates(src.view).ranks[at], tile[at], tiles,
             None if places is None else (places[0][at], places[1][at]))
     return got
+
+
+def _tiles(memo: Memo, src: Sharding) -> tuple[Any, Any, int]:
+    """Of every old rank of ``src``'s view (ascending), its tile (its labels on every tensor
+    dim, mixed radix) and whether it is up; and how many tiles there are."""
+    np = memo.np
+    old = memo.coordinates(src.view)
+    tile = np.zeros(old.ranks.shape, dtype=np.int64)
+    for d in range(len(src.shape)):
+        tile = tile * _labels(src, d) + _label_ids(np, src, d, old)
+    up = ~np.isin(old.ranks, np.array(memo.failed, dtype=np.int64))
+    return tile, up, math.prod(_labels(src, d) for d in range(len(src.shape)))
 
 
 def _tile_sets(memo: Memo, ranks: Any, tile: Any, up: Any, radix: int

@@ -68,7 +68,7 @@ import attrs
 
 from .._core import MeshTypeError, RecoveryError, show
 
-__all__ = ["LINK_TIERS", "Costs"]
+__all__ = ["LINK_TIERS", "Costs", "after_seconds", "slowest"]
 
 LINK_TIERS = ("host", "domain", "across")
 """The tiers a byte can cross between two ranks (``mesh.reshard``'s, without ``"kept"``)."""
@@ -147,8 +147,8 @@ class Costs:
     repair_s: float = _field(3600.0)
     horizon_s: float = _field(3600.0)
 
-    def link_seconds(self, tier_bytes: Mapping[str, int], storage: int = 0,
-                     copied: int = 0) -> float:
+    def link_seconds(self, tier_bytes: Mapping[str, float], storage: float = 0,
+                     copied: float = 0) -> float:
         """One receiver's time for ``tier_bytes`` (bytes per tier of :data:`LINK_TIERS`;
         other keys ignored), ``storage`` bytes read from the checkpoint and ``copied`` bytes
         written into its rebuilt blocks: the law above."""
@@ -163,3 +163,22 @@ class Costs:
     def to_dict(self) -> dict[str, float | None]:
         """Every figure by name (JSON-able)."""
         return attrs.asdict(self)
+
+
+def after_seconds(costs: Costs, row: Any) -> Any:
+    """What a receiver does once its bytes are in: its checkpoint reads and rebuilt blocks
+    (``row``: host, domain, cross, storage, rebuilt bytes; or their columns of rows)."""
+    return 8 * row[3] / (costs.storage_gbps * 1e9) + 8 * row[4] / (costs.copy_gbps * 1e9)
+
+
+def slowest(np: Any, costs: Costs, rows: Any) -> float:
+    """The largest :meth:`Costs.link_seconds` of ``rows`` (an array: bytes over host,
+    domain and cross links, then, where given, storage and rebuilt bytes), computed for all
+    rows at once in the same order of operations: a receiver's or a sender's time."""
+    out = (after_seconds(costs, rows.T) if rows.shape[1] > len(LINK_TIERS)
+           else np.zeros(rows.shape[0]))
+    for k, t in enumerate(LINK_TIERS):
+        b = rows[:, k]
+        out = out + np.where(b > 0, 8 * b / (getattr(costs, f"{t}_gbps") * 1e9)
+                             + getattr(costs, f"{t}_latency_us") * 1e-6, 0.0)
+    return float(out.max()) if out.size else 0.0

@@ -37,7 +37,7 @@ from ._bulk import (
     merged,
     tiles_up,
 )
-from ._costs import LINK_TIERS, Costs
+from ._costs import LINK_TIERS, Costs, slowest
 
 __all__ = ["Egress"]
 
@@ -94,26 +94,19 @@ class Egress:
         the larger of this and ``below``, which the bound cannot change): per tier, the
         largest share of one holder of each kind, summed over the kinds, as if one rank
         held them all.  Only a way the bound does not settle lists every sender."""
-        link = _links(costs)
         np = self.memo.np
         if np is None:
-            return max((_timed(link, row) for row in self._listed().values()), default=0.0)
+            return max((costs.link_seconds(dict(zip(LINK_TIERS, row)))
+                        for row in self._listed().values()), default=0.0)
         self._ask_bulk()
         parts = self._parts()
         most = [0.0] * len(LINK_TIERS)
         for tier, top, _ in parts:
             most[tier] += top
-        bound = _timed(link, most)
+        bound = costs.link_seconds(dict(zip(LINK_TIERS, most)))
         if bound <= below and _BOUND:
             return bound
-        best = 0.0
-        for _, per in self._per_rank(parts):
-            out = np.zeros(per[0].size)
-            for t in range(len(LINK_TIERS)):
-                b, latency = link[t]
-                out += np.where(per[t] > 0, per[t] * b + latency, 0.0)
-            best = max(best, float(out.max()) if out.size else 0.0)
-        return best
+        return slowest(np, costs, np.stack(self._per_rank(parts)[1], axis=1))
 
     def _ask_bulk(self) -> None:
         """The bulk receivers' asks (:attr:`asked`, by class) handed to :meth:`add`: across
@@ -198,28 +191,19 @@ class Egress:
         demand = np.bincount(at, weights=weight, minlength=ranks.size + 1)
         return ranks, demand[first] * inverse
 
-    def _per_rank(self, parts: list[Part]) -> list[tuple[Any, list[Any]]]:
-        """Per universe of senders, its ranks up and each one's bytes out per tier (arrays
-        over those ranks), the shares of every kind and tier summed."""
+    def _per_rank(self, parts: list[Part]) -> tuple[Any, list[Any]]:
+        """The ranks up that hold anything (ascending) and each one's bytes out per tier
+        (arrays over those ranks), the shares of every kind and tier summed by rank."""
         np = self.memo.np
-        out: list[tuple[Any, list[Any]]] = []  # (ranks, bytes out per tier)
-        for tier, _, shares in parts:
-            ranks, share = shares()
-            mine = next((t for r, t in out if r is ranks or (
-                r.size == ranks.size and bool((r == ranks).all()))), None)
-            if mine is None:
-                mine = [np.zeros(ranks.size) for _ in LINK_TIERS]
-                out.append((ranks, mine))
-            mine[tier] += share
-        if len(out) > 1:  # universes of other ranks: summed by rank
-            ranks = np.unique(np.concatenate([r for r, _ in out]))
-            total = [np.zeros(ranks.size) for _ in LINK_TIERS]
-            for r, per in out:
-                at = np.searchsorted(ranks, r)
-                for t in range(len(LINK_TIERS)):
-                    total[t][at] += per[t]
-            out = [(ranks, total)]
-        return out
+        shares = [(tier, *got()) for tier, _, got in parts]
+        size = max((int(ranks[-1]) + 1 for _, ranks, _ in shares if ranks.size), default=0)
+        total = [np.zeros(size) for _ in LINK_TIERS]
+        held = np.zeros(size, dtype=bool)
+        for tier, ranks, share in shares:
+            total[tier][ranks] += share  # (a kind's ranks are distinct: one share each)
+            held[ranks] = True
+        at = np.flatnonzero(held)
+        return at, [t[at] for t in total]
 
     def _senders(self, src: Sharding, kind: Kind, tier: int) -> tuple[Any, ...]:
         """Of the ranks up holding ``src``'s tiles (ascending): those ranks; each one's key
@@ -265,17 +249,6 @@ class Egress:
                 for q in held.get(k, ()):
                     out.setdefault(q, [0.0] * len(LINK_TIERS))[tier] += b / len(held[k])
         return out
-
-
-def _links(costs: Costs) -> list[tuple[float, float]]:
-    """Per tier code, seconds per byte and per message."""
-    return [(8 / (getattr(costs, f"{t}_gbps") * 1e9), getattr(costs, f"{t}_latency_us") * 1e-6)
-            for t in LINK_TIERS]
-
-
-def _timed(link: list[tuple[float, float]], per_tier: Any) -> float:
-    """A sender's time for its bytes out per tier."""
-    return float(sum(b * link[t][0] + link[t][1] for t, b in enumerate(per_tier) if b > 0))
 
 
 def _holders(memo: Memo, src: Sharding, tier: int, keys: Any) -> Any:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 
 from .._tensor import Reshard, Sharding, reshard
 from ._bulk import Ask, Memo, bulk_classes, few_rows
-from ._costs import LINK_TIERS, Costs
+from ._costs import LINK_TIERS, Costs, after_seconds, slowest
 from ._egress import Egress
 from ._machine import Topology
 from ._values import BYTE_TIERS, Box, Kind, Way
@@ -72,23 +71,6 @@ _FEW_ROWS = 4096
 """Bulk rows fewer than this are priced one by one (as the brute force does); more, by
 class with NumPy (each class's row once, the same operations in the same order, its
 receivers counted in the sums)."""
-
-
-def _after(costs: Costs, row: Any) -> Any:
-    """What a receiver does once its bytes are in: its checkpoint reads and rebuilt
-    blocks (``row``: host, domain, cross, storage, rebuilt bytes; or columns of rows)."""
-    return 8 * row[3] / (costs.storage_gbps * 1e9) + 8 * row[4] / (costs.copy_gbps * 1e9)
-
-
-def _slowest(np: Any, costs: Costs, rows: Any) -> float:
-    """The largest :meth:`Costs.link_seconds` of the rows (host, domain, cross, storage,
-    rebuilt bytes), computed for all at once in the same order of operations."""
-    out = 8 * rows[:, 3] / (costs.storage_gbps * 1e9) + 8 * rows[:, 4] / (costs.copy_gbps * 1e9)
-    for k, t in enumerate(LINK_TIERS):
-        b = rows[:, k]
-        out = out + np.where(b > 0, 8 * b / (getattr(costs, f"{t}_gbps") * 1e9)
-                             + getattr(costs, f"{t}_latency_us") * 1e-6, 0.0)
-    return float(out.max()) if out.size else 0.0
 
 
 @attrs.define
@@ -152,16 +134,16 @@ def _move_seconds(memo: Memo, costs: Costs, got: _Moved, restart: bool) -> float
             got.total[t] += b
     out = max((costs.link_seconds({"host": h, "domain": d, "across": x}, st, cp)
                for h, d, x, st, cp in listed), default=0.0)
-    after = max((_after(costs, row) for row in listed if any(row[:3])), default=0.0)
+    after = max((after_seconds(costs, row) for row in listed if any(row[:3])), default=0.0)
     if bulk is not None and many:  # each class's row once, its receivers counted
         rows, cls = bulk
         counts = memo.np.bincount(cls, minlength=len(rows))
         for t, b in zip(ROW, (counts @ rows).tolist()):
             got.total[t] += b
-        out = max(out, _slowest(memo.np, costs, rows))
+        out = max(out, slowest(memo.np, costs, rows))
         linked = rows[rows[:, :3].any(axis=1)]
         if linked.size:
-            after = max(after, float(_after(costs, linked.T).max()))
+            after = max(after, float(after_seconds(costs, linked.T).max()))
     return out if restart else _sent(costs, got, out, after)
 
 
